@@ -1,0 +1,15 @@
+"""Typed application keys: how handlers reach the collaborators wired in ``service.app``."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from service.auth.accounts import Accounts
+from service.auth.authenticator import Authenticator
+from service.config import Settings
+from service.store.redis_store import RedisStore
+
+SETTINGS = web.AppKey("settings", Settings)
+STORE = web.AppKey("store", RedisStore)
+ACCOUNTS = web.AppKey("accounts", Accounts)
+AUTHENTICATOR = web.AppKey("authenticator", Authenticator)

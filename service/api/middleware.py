@@ -1,0 +1,81 @@
+"""The one place where errors become the JSON error envelope, and the headers every response gets.
+
+``{"success": false, "error": {"code", "message", "details"?}}`` for every refusal: our own
+``ApiError``s, aiohttp's routing errors (404, 405, 413), Redis failures (503, fail closed) and
+anything unexpected (500, with nothing internal in the body; the traceback goes to the log only,
+and request headers and bodies never do).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from service.errors import (
+    ApiError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    StoreUnavailable,
+)
+
+log = logging.getLogger("service.api")
+
+_JSON = "application/json"
+
+
+def error_response(error: ApiError) -> web.Response:
+    body: dict = {"code": error.code, "message": error.message}
+    if error.details is not None:
+        body["details"] = error.details
+    response = web.Response(
+        body=orjson.dumps({"success": False, "error": body}),
+        status=error.status,
+        content_type=_JSON,
+    )
+    response.headers.update(error.headers)
+    return response
+
+
+def _from_http_exception(exc: web.HTTPException) -> ApiError:
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound("No such endpoint.", code="route_not_found")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return MethodNotAllowed(f"Allowed methods: {allowed}.", headers={"Allow": allowed})
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLarge()
+    error = ApiError(exc.reason, code=exc.reason.lower().replace(" ", "_"))
+    error.status = exc.status
+    return error
+
+
+@web.middleware
+async def error_envelope(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    try:
+        return await handler(request)
+    except ApiError as error:
+        if error.status >= 500:
+            log.warning("refused %s %s: %s", request.method, request.path, error.code)
+        return error_response(error)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(_from_http_exception(exc))
+    except RedisError as exc:
+        log.error(
+            "credential store error on %s %s: %s", request.method, request.path, type(exc).__name__
+        )
+        return error_response(StoreUnavailable(headers={"Retry-After": "1"}))
+    except Exception:
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return error_response(ApiError())
+
+
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Responses may carry secrets or tokens: never cached, never sniffed."""
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Content-Type-Options"] = "nosniff"

@@ -1,0 +1,148 @@
+"""The HTTP endpoints under /api/v1: parse the request, call the policy layer, shape the answer.
+
+Handlers never touch Redis directly and never put a secret anywhere but the one response that
+creates it (``POST /keys`` returns ``secret_key``; ``POST /auth/login`` returns ``token``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from service.api.context import ACCOUNTS, AUTHENTICATOR, STORE
+from service.api.validation import parse_create_key, parse_login, read_json_object
+from service.auth.authenticator import require
+from service.auth.permissions import to_names
+from service.auth.principal import CredentialType, Principal
+from service.clock import iso
+from service.errors import BadRequest
+from service.store.redis_store import KeyRecord
+
+PREFIX = "/api/v1"
+
+
+def ok(data: dict[str, Any], status: int = 200) -> web.Response:
+    return web.Response(
+        body=orjson.dumps({"success": True, "data": data}),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def _single_header(request: web.Request, name: str) -> str | None:
+    values = request.headers.getall(name, ())
+    if len(values) > 1:
+        raise BadRequest(f"Send the {name} header once.", code="duplicate_header")
+    return values[0] if values else None
+
+
+async def authenticate(request: web.Request, *, session_only: bool = False) -> Principal:
+    return await request.app[AUTHENTICATOR].authenticate(
+        _single_header(request, "X-API-Key"),
+        _single_header(request, "Authorization"),
+        session_only=session_only,
+    )
+
+
+def _key_view(record: KeyRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "name": record.name,
+        "key_prefix": record.key_prefix,
+        "permissions": to_names(record.permissions),
+        "created_at": iso(record.created_at),
+        "expires_at": iso(record.expires_at),
+        "last_used_at": iso(record.last_used_at),
+    }
+
+
+# -- auth --------------------------------------------------------------------------------------
+
+
+async def login(request: web.Request) -> web.Response:
+    fields = parse_login(await read_json_object(request))
+    result = await request.app[ACCOUNTS].login(fields.email, fields.password)
+    return ok(
+        {
+            "user": {"id": result.user.id, "email": result.user.email},
+            "token": result.token,
+            "expires_at": iso(result.idle_deadline),
+            "absolute_expires_at": iso(result.absolute_deadline),
+        }
+    )
+
+
+async def logout(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    logged_out_at = await request.app[ACCOUNTS].logout(principal)
+    return ok({"logged_out_at": iso(logged_out_at)})
+
+
+async def current_session(request: web.Request) -> web.Response:
+    principal = await authenticate(request)
+    user = await request.app[ACCOUNTS].get_user(principal.user_id)
+    credential: dict[str, Any] = {"type": principal.credential.value}
+    if principal.credential is CredentialType.API_KEY:
+        credential["key_id"] = principal.key_id
+    return ok(
+        {
+            "user": {"id": user.id, "email": user.email},
+            "credential": credential,
+            "permissions": to_names(principal.permissions),
+            "expires_at": iso(principal.expires_at),
+        }
+    )
+
+
+# -- API keys ----------------------------------------------------------------------------------
+
+
+async def create_key(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    fields = parse_create_key(await read_json_object(request))
+    created = await request.app[ACCOUNTS].create_key(
+        principal.user_id, fields.name, fields.permissions, fields.expires_days
+    )
+    view = _key_view(created.record)
+    del view["last_used_at"]
+    view["secret_key"] = created.secret
+    return ok(view, status=201)
+
+
+async def list_keys(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    records = await request.app[ACCOUNTS].list_keys(principal.user_id)
+    return ok({"keys": [_key_view(record) for record in records]})
+
+
+async def revoke_key(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    key_id = request.match_info["key_id"]
+    revoked_at = await request.app[ACCOUNTS].revoke_key(principal.user_id, key_id)
+    return ok({"id": key_id, "revoked_at": iso(revoked_at)})
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+async def list_files(request: web.Request) -> web.Response:
+    principal = await authenticate(request)
+    require(principal, "files.read")
+    files = await request.app[STORE].list_files(principal.user_id)
+    return ok({"files": files})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_routes(
+        [
+            web.post(f"{PREFIX}/auth/login", login),
+            web.post(f"{PREFIX}/auth/logout", logout),
+            web.get(f"{PREFIX}/auth/session", current_session, allow_head=False),
+            web.get(f"{PREFIX}/keys", list_keys, allow_head=False),
+            web.post(f"{PREFIX}/keys", create_key),
+            web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
+            web.get(f"{PREFIX}/files", list_files, allow_head=False),
+        ]
+    )

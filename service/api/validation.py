@@ -1,0 +1,137 @@
+"""Request bodies: reading JSON safely and checking the fields of each operation.
+
+Every problem becomes a ``BadRequest``/``ValidationFailed`` whose ``details`` name each field and
+why; no value a client sent is echoed back except unknown permission names and field names,
+which are not secrets and are what the client needs to fix the request.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from service.api.context import SETTINGS
+from service.auth.accounts import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH
+from service.auth.permissions import PERMISSIONS, unknown_names
+from service.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+
+MAX_KEY_NAME_LENGTH = 100
+DEFAULT_EXPIRES_DAYS = 90
+MAX_EXPIRES_DAYS = 365
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400/413/415 error."""
+    content_type = request.content_type
+    if content_type != "application/json" and not (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    ):
+        raise UnsupportedMediaType()
+    limit = request.app[SETTINGS].max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(details={"max_bytes": limit})
+    try:
+        body = await request.read()  # aiohttp stops reading past client_max_size
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(details={"max_bytes": limit}) from None
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("The request body is not valid JSON.", code="malformed_json") from None
+    if not isinstance(value, dict):
+        raise BadRequest("The request body must be a JSON object.", code="body_not_object")
+    return value
+
+
+def _refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...], problems: dict) -> None:
+    for field in body:
+        if field not in known:
+            problems[field] = "is not a known field"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class LoginRequest:
+    email: str
+    password: str
+
+
+def parse_login(body: dict[str, Any]) -> LoginRequest:
+    problems: dict[str, str] = {}
+    _refuse_unknown_fields(body, ("email", "password"), problems)
+    email = body.get("email")
+    password = body.get("password")
+    if not isinstance(email, str) or not email.strip():
+        problems["email"] = "is required and must be a non-empty string"
+    elif len(email.strip()) > MAX_EMAIL_LENGTH:
+        problems["email"] = f"must be at most {MAX_EMAIL_LENGTH} characters"
+    if not isinstance(password, str) or not password:
+        problems["password"] = "is required and must be a non-empty string"  # noqa: S105
+    elif len(password) > MAX_PASSWORD_LENGTH:
+        problems["password"] = f"must be at most {MAX_PASSWORD_LENGTH} characters"
+    if problems:
+        raise ValidationFailed(details=problems)
+    assert isinstance(email, str) and isinstance(password, str)
+    return LoginRequest(email, password)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateKeyRequest:
+    name: str
+    permissions: list[str]  # known names, duplicates folded, in the spec's order
+    expires_days: int
+
+
+def _check_name(value: Any) -> tuple[str | None, str | None]:
+    if not isinstance(value, str):
+        return None, "is required and must be a string"
+    name = value.strip()
+    if not name:
+        return None, "must not be empty"
+    if len(name) > MAX_KEY_NAME_LENGTH:
+        return None, f"must be at most {MAX_KEY_NAME_LENGTH} characters"
+    if any(unicodedata.category(char) == "Cc" for char in name):
+        return None, "must not contain control characters"
+    return name, None
+
+
+def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
+    problems: dict[str, Any] = {}
+    _refuse_unknown_fields(body, ("name", "permissions", "expires_days"), problems)
+
+    name, problem = _check_name(body.get("name"))
+    if problem:
+        problems["name"] = problem
+
+    permissions = body.get("permissions")
+    chosen: list[str] = []
+    if not isinstance(permissions, list) or not permissions:
+        problems["permissions"] = "is required and must be a non-empty array of permission names"
+    elif not all(isinstance(item, str) for item in permissions):
+        problems["permissions"] = "must contain only strings"
+    else:
+        unknown = unknown_names(permissions)
+        if unknown:
+            problems["permissions"] = {
+                "reason": "contains unknown permission names",
+                "unknown": unknown,
+                "allowed": list(PERMISSIONS),
+            }
+        else:
+            chosen = [name_ for name_ in PERMISSIONS if name_ in set(permissions)]
+
+    expires_days = body.get("expires_days", DEFAULT_EXPIRES_DAYS)
+    if not _is_int(expires_days) or not 1 <= expires_days <= MAX_EXPIRES_DAYS:
+        problems["expires_days"] = f"must be a whole number from 1 to {MAX_EXPIRES_DAYS}"
+
+    if problems:
+        raise ValidationFailed(details=problems)
+    assert name is not None
+    return CreateKeyRequest(name, chosen, expires_days)

@@ -1,0 +1,76 @@
+"""The application factory: wires settings, the Redis client, the policy objects and the routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
+from service.api.middleware import error_envelope, security_headers
+from service.api.routes import add_routes
+from service.auth.accounts import Accounts
+from service.auth.authenticator import Authenticator
+from service.auth.passwords import PasswordHasher
+from service.background import BackgroundWrites
+from service.clock import Clock, SystemClock
+from service.config import Settings
+from service.store.redis_store import RedisStore
+
+
+def connect_redis(url: str, timeout_seconds: float) -> Redis:
+    """A client that fails fast: bounded timeouts and one immediate retry, so a dead store turns
+    into a 503 within about two timeouts instead of a hanging request."""
+    return Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=timeout_seconds,
+        socket_connect_timeout=timeout_seconds,
+        retry=Retry(NoBackoff(), 1),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        health_check_interval=0,
+    )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    redis: Redis | None = None,
+    clock: Clock | None = None,
+) -> web.Application:
+    """Build the app. ``redis`` overrides ``settings.redis_url`` (tests); ``clock`` injects time."""
+    if redis is None and settings.redis_url is None:
+        raise ValueError("create_app needs settings.redis_url or a redis client")
+    app = web.Application(
+        middlewares=[error_envelope],
+        client_max_size=settings.max_body_bytes,
+    )
+    app.on_response_prepare.append(security_headers)
+    app[SETTINGS] = settings
+    clock = clock or SystemClock()
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        client = redis or connect_redis(settings.redis_url or "", settings.redis_timeout_seconds)
+        store = RedisStore(client, settings.redis_prefix)
+        background = BackgroundWrites()
+        passwords = PasswordHasher(
+            settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
+        )
+        app[STORE] = store
+        app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
+        app[ACCOUNTS] = Accounts(store, passwords, clock, settings)
+        await passwords.warm_up()
+        yield
+        await background.drain()
+        passwords.close()
+        if redis is None:
+            await client.aclose()
+
+    app.cleanup_ctx.append(lifecycle)
+    add_routes(app)
+    return app

@@ -1,0 +1,178 @@
+"""Account operations: users, login and logout, and the life of API keys.
+
+Policy only: input arrives validated in shape (see ``api.validation``); this module decides what
+is allowed and asks the store to record it. Secrets are generated here, returned once to the
+caller, and handed to the store only as digests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from service.auth import credentials
+from service.auth.passwords import PasswordHasher
+from service.auth.permissions import to_mask
+from service.auth.principal import Principal
+from service.clock import Clock
+from service.config import Settings
+from service.errors import Conflict, NotFound, Unauthorized, ValidationFailed
+from service.store.redis_store import KeyRecord, RedisStore, UserRecord
+
+_DAY_MS = 86_400_000
+_EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"
+_EMAIL_PATTERN = re.compile(rf"^{_EMAIL_CHAR}{{1,64}}@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$")
+MAX_EMAIL_LENGTH = 254
+MAX_PASSWORD_LENGTH = 1024
+
+
+def normalise_email(email: str) -> str:
+    """Emails match case-insensitively: stored and looked up lower-cased and trimmed."""
+    return email.strip().lower()
+
+
+def is_valid_email(email: str) -> bool:
+    return len(email) <= MAX_EMAIL_LENGTH and bool(_EMAIL_PATTERN.match(email))
+
+
+@dataclass(frozen=True, slots=True)
+class LoginResult:
+    user: UserRecord
+    token: str
+    idle_deadline: int
+    absolute_deadline: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    record: KeyRecord
+    secret: str
+
+
+class Accounts:
+    def __init__(
+        self, store: RedisStore, passwords: PasswordHasher, clock: Clock, settings: Settings
+    ) -> None:
+        self._store = store
+        self._passwords = passwords
+        self._clock = clock
+        self._settings = settings
+
+    # -- users ------------------------------------------------------------------------------
+
+    async def create_user(self, email: str, password: str) -> UserRecord:
+        email = normalise_email(email)
+        problems = {}
+        if not is_valid_email(email):
+            problems["email"] = "must be an e-mail address of at most 254 characters"
+        minimum = self._settings.password_min_length
+        if len(password) < minimum:
+            problems["password"] = f"must be at least {minimum} characters"
+        elif len(password) > MAX_PASSWORD_LENGTH:
+            problems["password"] = f"must be at most {MAX_PASSWORD_LENGTH} characters"
+        if problems:
+            raise ValidationFailed(details=problems)
+        password_hash = await self._passwords.hash(password)
+        user_id = credentials.new_id("usr")
+        now = self._clock.now_ms()
+        if not await self._store.add_user(user_id, email, password_hash, now):
+            raise Conflict("A user with this email already exists.", code="email_taken")
+        return UserRecord(user_id, email, password_hash, now)
+
+    async def list_users(self) -> list[UserRecord]:
+        return await self._store.list_users()
+
+    async def delete_user(self, email: str) -> UserRecord:
+        """Delete a user, ending their sessions and revoking their keys first."""
+        email = normalise_email(email)
+        user_id = await self._store.find_user_id(email)
+        user = await self._store.get_user(user_id) if user_id else None
+        if user_id is None or user is None:
+            raise NotFound("No user has this email.", code="user_not_found")
+        await self._store.delete_user(user_id, email)
+        return user
+
+    async def get_user(self, user_id: str) -> UserRecord:
+        user = await self._store.get_user(user_id)
+        if user is None:
+            # The credential outlived its user (deleted between lookups): refuse it.
+            raise Unauthorized("The credential's account no longer exists.", code="account_gone")
+        return user
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def login(self, email: str, password: str) -> LoginResult:
+        """Check the password and open a session. Wrong email and wrong password are refused
+        with the same message after the same bcrypt work, so accounts can't be enumerated."""
+        user_id = await self._store.find_user_id(normalise_email(email))
+        user = await self._store.get_user(user_id) if user_id else None
+        if user is None:
+            await self._passwords.verify_unknown_user(password)
+            ok = False
+        else:
+            ok = await self._passwords.verify(password, user.password_hash)
+        if not ok or user is None:
+            raise Unauthorized(
+                "The email or password is incorrect.",
+                code="invalid_credentials",
+                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
+            )
+        now = self._clock.now_ms()
+        absolute = now + self._settings.session_max_seconds * 1000
+        idle = min(now + self._settings.session_idle_seconds * 1000, absolute)
+        token = credentials.generate_session_token()
+        await self._store.add_session(credentials.digest(token), user.id, now, idle, absolute)
+        return LoginResult(user, token, idle, absolute)
+
+    async def logout(self, principal: Principal) -> int:
+        assert principal.token_digest is not None
+        await self._store.remove_session(principal.token_digest, principal.user_id)
+        return self._clock.now_ms()
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    async def create_key(
+        self, user_id: str, name: str, permissions: list[str], expires_days: int
+    ) -> CreatedKey:
+        secret = credentials.generate_api_key()
+        now = self._clock.now_ms()
+        record = KeyRecord(
+            id=credentials.new_id("key"),
+            name=name,
+            key_prefix=credentials.display_prefix(secret),
+            permissions=to_mask(permissions),
+            created_at=now,
+            expires_at=now + expires_days * _DAY_MS,
+            last_used_at=None,
+        )
+        limit = self._settings.max_keys_per_account
+        added = await self._store.add_api_key(
+            user_id=user_id,
+            key_id=record.id,
+            secret_digest=credentials.digest(secret),
+            name=record.name,
+            key_prefix=record.key_prefix,
+            permissions=record.permissions,
+            created_at=record.created_at,
+            expires_at=record.expires_at,
+            max_active=limit,
+        )
+        if not added:
+            raise Conflict(
+                f"This account already has the maximum of {limit} active API keys. "
+                "Revoke one before creating another.",
+                code="key_limit_reached",
+                details={"limit": limit},
+            )
+        return CreatedKey(record, secret)
+
+    async def list_keys(self, user_id: str) -> list[KeyRecord]:
+        return await self._store.list_api_keys(user_id, self._clock.now_ms())
+
+    async def revoke_key(self, user_id: str, key_id: str) -> int:
+        """Revoke one of the user's keys; 404 for an unknown id or another account's key."""
+        if not credentials.is_valid_id(key_id, "key") or not await self._store.revoke_api_key(
+            user_id, key_id, self._clock.now_ms()
+        ):
+            raise NotFound("No active API key has this id.", code="key_not_found")
+        return self._clock.now_ms()

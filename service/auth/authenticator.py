@@ -1,0 +1,151 @@
+"""From credential header values to a ``Principal``, and the permission check.
+
+Works on plain strings (the HTTP layer hands over header values), so it is testable without a
+server. The hot path for an API key: shape and checksum check, SHA-256, one Redis HMGET, expiry
+and permission check. Nothing here writes to Redis on every request: key last-use and session
+idle renewal are written at most once per ``RENEW`` interval, in the background.
+
+Refusals name the reason in their code but never echo the credential.
+"""
+
+from __future__ import annotations
+
+from service.auth import credentials
+from service.auth.permissions import ALL_PERMISSIONS_MASK
+from service.auth.principal import CredentialType, Principal
+from service.background import BackgroundWrites
+from service.clock import Clock
+from service.config import Settings
+from service.errors import BadRequest, Forbidden, Unauthorized
+from service.store.redis_store import RedisStore
+
+REALM = 'realm="filehost"'
+_KEY_TOUCH_INTERVAL_MS = 60_000
+_TOUCH_MEMORY_LIMIT = 100_000
+
+
+def _bearer_refusal(code: str, message: str) -> Unauthorized:
+    return Unauthorized(
+        message,
+        code=code,
+        headers={"WWW-Authenticate": f'Bearer {REALM}, error="invalid_token"'},
+    )
+
+
+def _api_key_refusal(code: str, message: str) -> Unauthorized:
+    return Unauthorized(message, code=code, headers={"WWW-Authenticate": f"ApiKey {REALM}"})
+
+
+def bearer_token(authorization: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` value (scheme case-insensitive)."""
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise Unauthorized(
+            "Only the Bearer scheme is accepted in the Authorization header.",
+            code="unsupported_auth_scheme",
+            headers={"WWW-Authenticate": f"Bearer {REALM}"},
+        )
+    token = token.strip()
+    if not token:
+        raise _bearer_refusal("invalid_session", "The session token is missing or malformed.")
+    return token
+
+
+class Authenticator:
+    def __init__(
+        self, store: RedisStore, clock: Clock, settings: Settings, background: BackgroundWrites
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._background = background
+        self._idle_ms = settings.session_idle_seconds * 1000
+        self._renew_ms = settings.session_renew_seconds * 1000
+        self._last_touch: dict[str, int] = {}
+
+    async def authenticate(
+        self, api_key: str | None, authorization: str | None, *, session_only: bool = False
+    ) -> Principal:
+        """Resolve the request's one credential; raise 400/401/403 errors on any doubt."""
+        if api_key is not None and authorization is not None:
+            raise BadRequest(
+                "Send either X-API-Key or Authorization, not both.", code="ambiguous_credentials"
+            )
+        if api_key is not None:
+            if session_only:
+                raise Forbidden(
+                    "This endpoint accepts only a session token (Authorization: Bearer), "
+                    "not an API key.",
+                    code="session_required",
+                )
+            return await self.api_key(api_key)
+        if authorization is not None:
+            return await self.session(bearer_token(authorization))
+        raise Unauthorized(
+            "Send an API key in X-API-Key or a session token in Authorization: Bearer."
+            if not session_only
+            else "Send a session token in Authorization: Bearer.",
+            code="credential_missing",
+            headers={"WWW-Authenticate": f"Bearer {REALM}"},
+        )
+
+    async def api_key(self, secret: str) -> Principal:
+        secret = secret.strip()
+        if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
+            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+        entry = await self._store.find_api_key(credentials.digest(secret))
+        if entry is None:
+            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+        now = self._clock.now_ms()
+        if entry.expires_at <= now:
+            raise _api_key_refusal("api_key_expired", "The API key has expired.")
+        self._note_key_use(entry.user_id, entry.key_id, now)
+        return Principal(
+            entry.user_id,
+            CredentialType.API_KEY,
+            entry.permissions,
+            entry.expires_at,
+            key_id=entry.key_id,
+        )
+
+    def _note_key_use(self, user_id: str, key_id: str, now: int) -> None:
+        if now - self._last_touch.get(key_id, 0) < _KEY_TOUCH_INTERVAL_MS:
+            return
+        if len(self._last_touch) >= _TOUCH_MEMORY_LIMIT:
+            self._last_touch.clear()
+        self._last_touch[key_id] = now
+        self._background.spawn("key last use", self._store.touch_api_key(user_id, key_id, now))
+
+    async def session(self, token: str) -> Principal:
+        if not credentials.is_well_formed(token, credentials.SESSION_KIND):
+            raise _bearer_refusal("invalid_session", "The session token is not valid.")
+        token_digest = credentials.digest(token)
+        entry = await self._store.find_session(token_digest)
+        if entry is None:
+            raise _bearer_refusal("invalid_session", "The session token is not valid.")
+        now = self._clock.now_ms()
+        if entry.idle_deadline <= now or entry.absolute_deadline <= now:
+            raise _bearer_refusal("session_expired", "The session has expired. Log in again.")
+        idle_deadline = entry.idle_deadline
+        if now - (idle_deadline - self._idle_ms) >= self._renew_ms:
+            idle_deadline = min(now + self._idle_ms, entry.absolute_deadline)
+            self._background.spawn(
+                "session renewal",
+                self._store.renew_session(token_digest, idle_deadline, idle_deadline),
+            )
+        return Principal(
+            entry.user_id,
+            CredentialType.SESSION,
+            ALL_PERMISSIONS_MASK,
+            idle_deadline,
+            token_digest=token_digest,
+        )
+
+
+def require(principal: Principal, permission: str) -> None:
+    """Refuse with 403 unless the principal holds ``permission``."""
+    if not principal.may(permission):
+        raise Forbidden(
+            f"This API key lacks the permission {permission}.",
+            code="insufficient_permission",
+            details={"required_permission": permission},
+        )

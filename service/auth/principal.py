@@ -1,0 +1,26 @@
+"""Who is calling: the one shape both credential carriers produce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from service.auth.permissions import BIT
+
+
+class CredentialType(StrEnum):
+    SESSION = "session"
+    API_KEY = "api_key"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    user_id: str
+    credential: CredentialType
+    permissions: int  # bit mask, see auth.permissions
+    expires_at: int  # ms; for a session, the idle deadline as of this request
+    key_id: str | None = None  # API keys only
+    token_digest: str | None = None  # sessions only; lets logout end exactly this session
+
+    def may(self, permission: str) -> bool:
+        return bool(self.permissions & BIT[permission])

@@ -1,0 +1,151 @@
+"""Command line: ``serve`` runs the service; ``users`` creates, lists and deletes accounts.
+
+Exit codes: 0 done, 1 the operation was refused or the store is unreachable, 2 bad usage or a bad
+setting. Passwords are read from standard input (or a no-echo prompt), never from an argument,
+so they stay out of shell history and process lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import getpass
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import orjson
+from redis.exceptions import RedisError
+
+from service.app import connect_redis
+from service.auth.accounts import Accounts
+from service.auth.passwords import PasswordHasher
+from service.clock import SystemClock, iso
+from service.config import ConfigError, Settings, load_settings
+from service.errors import ApiError
+from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
+from service.store.redis_store import RedisStore
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m service",
+        description="Authentication core of a file-hosting service. Settings come from the "
+        "environment (REDIS_URL, FILEHOST_*); see the README.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host", help="address to listen on (FILEHOST_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (FILEHOST_PORT, default 8080)")
+    serve.add_argument(
+        "--workers", type=int, help="worker processes sharing the port (FILEHOST_WORKERS)"
+    )
+
+    users = commands.add_parser("users", help="manage user accounts")
+    actions = users.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="create a user")
+    create.add_argument("--email", required=True)
+    create.add_argument(
+        "--password-stdin",
+        action="store_true",
+        required=True,
+        help="read the password from standard input (one line)",
+    )
+    listing = actions.add_parser("list", help="list users")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    delete = actions.add_parser(
+        "delete", help="delete a user, ending their sessions and revoking their keys"
+    )
+    delete.add_argument("--email", required=True)
+    return parser
+
+
+def _read_password() -> str:
+    if sys.stdin.isatty():
+        return getpass.getpass("Password: ")
+    line = sys.stdin.readline()
+    return line.removesuffix("\n").removesuffix("\r")
+
+
+@asynccontextmanager
+async def _accounts(settings: Settings) -> AsyncIterator[Accounts]:
+    embedded = None
+    url = settings.redis_url
+    if url is None:
+        embedded = EmbeddedRedis(settings.data_dir)
+        embedded.start()
+        url = embedded.url
+    client = connect_redis(url, settings.redis_timeout_seconds)
+    passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)
+    try:
+        yield Accounts(
+            RedisStore(client, settings.redis_prefix), passwords, SystemClock(), settings
+        )
+    finally:
+        passwords.close()
+        await client.aclose()
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _users(settings: Settings, args: argparse.Namespace) -> int:
+    async with _accounts(settings) as accounts:
+        if args.action == "create":
+            user = await accounts.create_user(args.email, _read_password())
+            print(f"created user {user.email} ({user.id})")
+        elif args.action == "list":
+            for user in await accounts.list_users():
+                if args.json:
+                    print(
+                        orjson.dumps(
+                            {"id": user.id, "email": user.email, "created_at": iso(user.created_at)}
+                        ).decode()
+                    )
+                else:
+                    print(f"{user.id}  {user.email}  {iso(user.created_at)}")
+        else:
+            user = await accounts.delete_user(args.email)
+            print(f"deleted user {user.email} ({user.id}); their sessions and keys are revoked")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        overrides = {
+            name: getattr(args, name)
+            for name in ("host", "port", "workers")
+            if getattr(args, name, None) is not None
+        }
+        settings = dataclasses.replace(settings, **overrides)
+        if not 1 <= settings.workers <= 64:
+            raise ConfigError("--workers must be between 1 and 64")
+        if not 0 <= settings.port <= 65535:
+            raise ConfigError("--port must be between 0 and 65535")
+        if settings.workers > 1 and settings.port == 0:
+            raise ConfigError("several workers need a fixed port, not 0")
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+
+    if args.command == "serve":
+        from service.server import serve
+
+        try:
+            return serve(settings)
+        except EmbeddedStoreError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+
+    try:
+        return asyncio.run(_users(settings, args))
+    except ApiError as error:
+        reasons = "; ".join(f"{field} {why}" for field, why in (error.details or {}).items())
+        print(f"error: {error.message}{' ' + reasons if reasons else ''}", file=sys.stderr)
+        return 1
+    except (RedisError, EmbeddedStoreError) as error:
+        print(f"error: the store is unreachable ({type(error).__name__})", file=sys.stderr)
+        return 1

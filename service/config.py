@@ -1,0 +1,131 @@
+"""Settings read from the environment, validated once at start-up.
+
+A bad setting stops start-up with a message that names it; nothing here is read per request.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A setting has a value the service cannot run with; the message names the setting."""
+
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+_PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every tunable of the service. Defaults are the documented production defaults."""
+
+    redis_url: str | None = None
+    redis_prefix: str = "fh"
+    redis_timeout_seconds: float = 1.5
+    data_dir: Path = field(default_factory=lambda: Path("data"))
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    bcrypt_cost: int = 12
+    password_min_length: int = 8
+    session_idle_seconds: int = 24 * 3600
+    session_max_seconds: int = 7 * 24 * 3600
+    max_body_bytes: int = 64 * 1024
+    max_keys_per_account: int = 100
+    login_concurrency: int = 2
+    login_queue_max: int = 32
+    log_level: str = "INFO"
+
+    @property
+    def session_renew_seconds(self) -> int:
+        """How stale a session's idle deadline may get before a request renews it.
+
+        Renewing on every request would put a Redis write on the hot path; renewing once a
+        minute (or sooner for short idle timeouts) keeps the deadline accurate to that margin.
+        """
+        return max(1, min(60, self.session_idle_seconds // 10))
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _redis_url(env: Mapping[str, str]) -> str | None:
+    raw = env.get("REDIS_URL", "").strip()
+    if not raw:
+        return None
+    scheme = urlsplit(raw).scheme
+    if scheme not in _REDIS_SCHEMES:
+        # Never echo the URL: it may carry a password.
+        raise ConfigError(
+            f"REDIS_URL must start with redis://, rediss:// or unix://, got scheme {scheme!r}"
+        )
+    return raw
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from environment variables (``os.environ`` by default)."""
+    env = os.environ if env is None else env
+    prefix = env.get("FILEHOST_REDIS_PREFIX", "fh").strip()
+    if not _PREFIX_PATTERN.match(prefix):
+        raise ConfigError(
+            f"FILEHOST_REDIS_PREFIX must be 1-32 letters, digits, '_', '.' or '-', got {prefix!r}"
+        )
+    log_level = env.get("FILEHOST_LOG_LEVEL", "INFO").strip().upper()
+    if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ConfigError(
+            f"FILEHOST_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}"
+        )
+    idle = _int(env, "FILEHOST_SESSION_IDLE_SECONDS", 24 * 3600, 60, 365 * 86400)
+    maximum = _int(env, "FILEHOST_SESSION_MAX_SECONDS", 7 * 24 * 3600, 60, 365 * 86400)
+    if maximum < idle:
+        raise ConfigError(
+            "FILEHOST_SESSION_MAX_SECONDS must be at least FILEHOST_SESSION_IDLE_SECONDS "
+            f"({maximum} < {idle})"
+        )
+    return Settings(
+        redis_url=_redis_url(env),
+        redis_prefix=prefix,
+        redis_timeout_seconds=_float(env, "FILEHOST_REDIS_TIMEOUT_SECONDS", 1.5, 0.05, 30.0),
+        data_dir=Path(env.get("FILEHOST_DATA_DIR", "").strip() or "data"),
+        host=env.get("FILEHOST_HOST", "").strip() or "127.0.0.1",
+        port=_int(env, "FILEHOST_PORT", 8080, 0, 65535),
+        workers=_int(env, "FILEHOST_WORKERS", 1, 1, 64),
+        bcrypt_cost=_int(env, "FILEHOST_BCRYPT_COST", 12, 4, 16),
+        password_min_length=_int(env, "FILEHOST_PASSWORD_MIN_LENGTH", 8, 1, 128),
+        session_idle_seconds=idle,
+        session_max_seconds=maximum,
+        max_body_bytes=_int(env, "FILEHOST_MAX_BODY_BYTES", 64 * 1024, 1024, 16 * 1024 * 1024),
+        max_keys_per_account=_int(env, "FILEHOST_MAX_KEYS_PER_ACCOUNT", 100, 1, 10_000),
+        login_concurrency=_int(env, "FILEHOST_LOGIN_CONCURRENCY", 2, 1, 64),
+        login_queue_max=_int(env, "FILEHOST_LOGIN_QUEUE_MAX", 32, 0, 10_000),
+        log_level=log_level,
+    )

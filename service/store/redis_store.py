@@ -1,0 +1,370 @@
+"""Storage of users, sessions and API keys in Redis. Knows nothing of HTTP.
+
+Receives only digests of secrets, never a secret. Every record read back is checked; a record that
+cannot be read raises ``CorruptRecord`` so callers refuse (fail closed) instead of guessing.
+Redis errors propagate as ``redis.RedisError`` and are answered 503 by the HTTP layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from redis.asyncio import Redis
+
+from service.errors import CorruptRecord
+from service.store.keys import RedisKeys
+
+# Adds a key's listing metadata unless the account already has the maximum of active keys.
+# Expired keys are pruned first so they never count. All keys share the account's slot.
+_ADD_KEY_METADATA = """
+local now = tonumber(ARGV[1])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for _, key_id in ipairs(expired) do
+  redis.call('HDEL', KEYS[1], key_id)
+  redis.call('HDEL', KEYS[3], key_id)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
+return 1
+"""
+
+# Moves a session's idle deadline, but never brings back a session that was logged out.
+_RENEW_SESSION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'i', ARGV[1])
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+return 1
+"""
+
+# Records a key's last use only while the key is still listed (not after revocation).
+_TOUCH_KEY = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyEntry:
+    """What one hot-path lookup of an API key digest returns."""
+
+    user_id: str
+    key_id: str
+    permissions: int
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    user_id: str
+    created_at: int
+    absolute_deadline: int
+    idle_deadline: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """A key as its owner sees it in a list: never the secret, never the digest."""
+
+    id: str
+    name: str
+    key_prefix: str
+    permissions: int
+    created_at: int
+    expires_at: int
+    last_used_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    id: str
+    email: str
+    password_hash: str
+    created_at: int
+
+
+def _int_field(value: object) -> int:
+    if value is None:
+        raise CorruptRecord()
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise CorruptRecord() from None
+
+
+class RedisStore:
+    """Async storage operations over one ``redis.asyncio.Redis`` client."""
+
+    def __init__(self, redis: Redis, prefix: str) -> None:
+        self.redis = redis
+        self.keys = RedisKeys(prefix)
+        self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
+        self._renew_session = redis.register_script(_RENEW_SESSION)
+        self._touch_key = redis.register_script(_TOUCH_KEY)
+
+    async def ping(self) -> bool:
+        return bool(await self.redis.ping())
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    async def find_api_key(self, secret_digest: str) -> ApiKeyEntry | None:
+        """The hot path: one HMGET on the digest entry."""
+        user_id, key_id, permissions, expires_at = await self.redis.hmget(
+            self.keys.key_entry(secret_digest), ("u", "k", "p", "e")
+        )
+        if user_id is None and key_id is None and permissions is None and expires_at is None:
+            return None
+        if not user_id or not key_id:
+            raise CorruptRecord()
+        return ApiKeyEntry(user_id, key_id, _int_field(permissions), _int_field(expires_at))
+
+    async def add_api_key(
+        self,
+        *,
+        user_id: str,
+        key_id: str,
+        secret_digest: str,
+        name: str,
+        key_prefix: str,
+        permissions: int,
+        created_at: int,
+        expires_at: int,
+        max_active: int,
+    ) -> bool:
+        """Store a new key; False when the account already holds ``max_active`` active keys.
+
+        The listing metadata is written first, the digest entry second: the secret only works
+        once both exist, and it is returned to the client only after both writes succeeded.
+        """
+        metadata = orjson.dumps(
+            {
+                "name": name,
+                "prefix": key_prefix,
+                "p": permissions,
+                "c": created_at,
+                "e": expires_at,
+                "d": secret_digest,
+            }
+        )
+        account_keys = self.keys.account_keys(user_id)
+        added = await self._add_key_metadata(
+            keys=[
+                account_keys,
+                self.keys.account_key_expiry(user_id),
+                self.keys.account_key_last_used(user_id),
+            ],
+            args=[created_at, max_active, key_id, metadata, expires_at],
+        )
+        if not added:
+            return False
+        entry = self.keys.key_entry(secret_digest)
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(
+                    entry, mapping={"u": user_id, "k": key_id, "p": permissions, "e": expires_at}
+                )
+                pipe.pexpireat(entry, expires_at)
+                await pipe.execute()
+        except BaseException:
+            await self._forget_key_metadata(user_id, key_id)
+            raise
+        return True
+
+    async def _forget_key_metadata(self, user_id: str, key_id: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(self.keys.account_keys(user_id), key_id)
+            pipe.zrem(self.keys.account_key_expiry(user_id), key_id)
+            pipe.hdel(self.keys.account_key_last_used(user_id), key_id)
+            await pipe.execute()
+
+    async def list_api_keys(self, user_id: str, now: int) -> list[KeyRecord]:
+        """The account's keys that have not expired, newest first."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.account_keys(user_id))
+            pipe.hgetall(self.keys.account_key_last_used(user_id))
+            metadata, last_used = await pipe.execute()
+        records = []
+        for key_id, raw in metadata.items():
+            meta = self._decode_metadata(raw)
+            if meta["e"] <= now:
+                continue
+            used = last_used.get(key_id)
+            records.append(
+                KeyRecord(
+                    id=key_id,
+                    name=meta["name"],
+                    key_prefix=meta["prefix"],
+                    permissions=meta["p"],
+                    created_at=meta["c"],
+                    expires_at=meta["e"],
+                    last_used_at=int(used) if used is not None else None,
+                )
+            )
+        records.sort(key=lambda record: (record.created_at, record.id), reverse=True)
+        return records
+
+    @staticmethod
+    def _decode_metadata(raw: str) -> dict:
+        try:
+            meta = orjson.loads(raw)
+            for field in ("name", "prefix", "d"):
+                if not isinstance(meta[field], str):
+                    raise CorruptRecord()
+            for field in ("p", "c", "e"):
+                if not isinstance(meta[field], int):
+                    raise CorruptRecord()
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise CorruptRecord() from None
+        return meta
+
+    async def revoke_api_key(self, user_id: str, key_id: str, now: int) -> bool:
+        """Revoke one of the account's keys; False when it has no active key of that id.
+
+        The digest entry goes first: from the moment that DEL returns, the secret is refused
+        everywhere. Only then is the listing metadata removed.
+        """
+        raw = await self.redis.hget(self.keys.account_keys(user_id), key_id)
+        if raw is None:
+            return False
+        meta = self._decode_metadata(raw)
+        await self.redis.delete(self.keys.key_entry(meta["d"]))
+        await self._forget_key_metadata(user_id, key_id)
+        return meta["e"] > now
+
+    async def touch_api_key(self, user_id: str, key_id: str, used_at: int) -> None:
+        await self._touch_key(
+            keys=[self.keys.account_keys(user_id), self.keys.account_key_last_used(user_id)],
+            args=[key_id, used_at],
+        )
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def add_session(
+        self,
+        token_digest: str,
+        user_id: str,
+        created_at: int,
+        idle_deadline: int,
+        absolute_deadline: int,
+    ) -> None:
+        entry = self.keys.session_entry(token_digest)
+        sessions = self.keys.account_sessions(user_id)
+        # The account index is written before the entry, so a session that exists can always be
+        # found and ended when its user is deleted.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(sessions, "-inf", created_at)
+            pipe.zadd(sessions, {token_digest: absolute_deadline})
+            pipe.pexpireat(sessions, absolute_deadline)
+            await pipe.execute()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                entry,
+                mapping={"u": user_id, "c": created_at, "a": absolute_deadline, "i": idle_deadline},
+            )
+            pipe.pexpireat(entry, min(idle_deadline, absolute_deadline))
+            await pipe.execute()
+
+    async def find_session(self, token_digest: str) -> SessionEntry | None:
+        user_id, created, absolute, idle = await self.redis.hmget(
+            self.keys.session_entry(token_digest), ("u", "c", "a", "i")
+        )
+        if user_id is None and created is None and absolute is None and idle is None:
+            return None
+        if not user_id:
+            raise CorruptRecord()
+        return SessionEntry(user_id, _int_field(created), _int_field(absolute), _int_field(idle))
+
+    async def renew_session(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
+        await self._renew_session(
+            keys=[self.keys.session_entry(token_digest)], args=[idle_deadline, expire_at]
+        )
+
+    async def remove_session(self, token_digest: str, user_id: str) -> None:
+        await self.redis.delete(self.keys.session_entry(token_digest))
+        await self.redis.zrem(self.keys.account_sessions(user_id), token_digest)
+
+    # -- users ------------------------------------------------------------------------------
+
+    async def add_user(self, user_id: str, email: str, password_hash: str, now: int) -> bool:
+        """Create a user; False when the (lower-cased) email is taken."""
+        if not await self.redis.hsetnx(self.keys.users_by_email, email, user_id):
+            return False
+        try:
+            await self.redis.hset(
+                self.keys.user(user_id),
+                mapping={"id": user_id, "email": email, "pw": password_hash, "c": now},
+            )
+        except BaseException:
+            await self.redis.hdel(self.keys.users_by_email, email)
+            raise
+        return True
+
+    async def find_user_id(self, email: str) -> str | None:
+        return await self.redis.hget(self.keys.users_by_email, email)
+
+    async def get_user(self, user_id: str) -> UserRecord | None:
+        raw = await self.redis.hgetall(self.keys.user(user_id))
+        if not raw:
+            return None
+        try:
+            return UserRecord(raw["id"], raw["email"], raw["pw"], int(raw["c"]))
+        except (KeyError, ValueError):
+            raise CorruptRecord() from None
+
+    async def list_users(self) -> list[UserRecord]:
+        by_email = await self.redis.hgetall(self.keys.users_by_email)
+        users = []
+        for user_id in by_email.values():
+            user = await self.get_user(user_id)
+            if user is not None:
+                users.append(user)
+        users.sort(key=lambda user: (user.created_at, user.email))
+        return users
+
+    async def delete_user(self, user_id: str, email: str) -> None:
+        """End every session, revoke every key, then remove the account.
+
+        Credentials go first so that a failure part-way never leaves a working credential of a
+        user who is being deleted; the command can be repeated until it succeeds.
+        """
+        metadata = await self.redis.hgetall(self.keys.account_keys(user_id))
+        digests = [self._decode_metadata(raw)["d"] for raw in metadata.values()]
+        if digests:
+            await self.redis.delete(*(self.keys.key_entry(d) for d in digests))
+        sessions = await self.redis.zrange(self.keys.account_sessions(user_id), 0, -1)
+        if sessions:
+            await self.redis.delete(*(self.keys.session_entry(d) for d in sessions))
+        await self.redis.delete(
+            self.keys.account_keys(user_id),
+            self.keys.account_key_expiry(user_id),
+            self.keys.account_key_last_used(user_id),
+            self.keys.account_sessions(user_id),
+            self.keys.account_files(user_id),
+            self.keys.user(user_id),
+        )
+        await self.redis.hdel(self.keys.users_by_email, email)
+
+    # -- files ------------------------------------------------------------------------------
+
+    async def list_files(self, user_id: str) -> list[dict]:
+        raw = await self.redis.hgetall(self.keys.account_files(user_id))
+        files = []
+        for value in raw.values():
+            try:
+                record = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                raise CorruptRecord() from None
+            if not isinstance(record, dict):
+                raise CorruptRecord()
+            files.append(record)
+        files.sort(key=lambda record: str(record.get("created_at", "")), reverse=True)
+        return files
