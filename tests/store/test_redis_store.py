@@ -1,0 +1,153 @@
+"""The storage layer on its own, without HTTP.
+
+Each test runs twice: on the real Redis server the fixtures start, and on fakeredis. The real run
+is the one that counts; the fakeredis run shows the store's contract is plain Redis semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import fakeredis
+import pytest
+from redis.asyncio import Redis
+
+from service.errors import CorruptRecord
+from service.store.keys import RedisKeys
+from service.store.redis_store import RedisStore
+
+NOW = 1_800_000_000_000
+DAY = 86_400_000
+DIGEST = "ab" * 32
+
+
+@pytest.fixture(params=["real-redis", "fakeredis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
+    if request.param == "real-redis":
+        client = Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
+    else:
+        client = fakeredis.FakeAsyncRedis(decode_responses=True)
+    yield RedisStore(client, "t")
+    await client.aclose()
+
+
+async def add_key(
+    store: RedisStore,
+    key_id: str,
+    *,
+    digest: str = DIGEST,
+    created: int = NOW,
+    expires: int = NOW + 30 * DAY,
+    limit: int = 100,
+    user: str = "usr_a",
+) -> bool:
+    return await store.add_api_key(
+        user_id=user,
+        key_id=key_id,
+        secret_digest=digest,
+        name=f"name {key_id}",
+        key_prefix="fhk_abcdefgh...",
+        permissions=5,
+        created_at=created,
+        expires_at=expires,
+        max_active=limit,
+    )
+
+
+def test_every_account_key_shares_one_cluster_slot() -> None:
+    keys = RedisKeys("fh")
+    account = [
+        keys.user("usr_a"),
+        keys.account_keys("usr_a"),
+        keys.account_key_expiry("usr_a"),
+        keys.account_key_last_used("usr_a"),
+        keys.account_sessions("usr_a"),
+        keys.account_files("usr_a"),
+    ]
+    assert all("{usr_a}" in name for name in account)
+    assert keys.key_entry(DIGEST) == f"fh:key:{DIGEST}"
+    assert keys.session_entry(DIGEST) == f"fh:session:{DIGEST}"
+
+
+async def test_a_key_is_found_by_digest_with_its_user_permissions_and_expiry(store) -> None:
+    assert await add_key(store, "key_1")
+    entry = await store.find_api_key(DIGEST)
+    assert entry is not None
+    assert (entry.user_id, entry.key_id, entry.permissions) == ("usr_a", "key_1", 5)
+    assert entry.expires_at == NOW + 30 * DAY
+    assert await store.find_api_key("cd" * 32) is None
+
+
+async def test_the_digest_entry_expires_in_redis_at_the_key_expiry(store) -> None:
+    await add_key(store, "key_1")
+    assert await store.redis.pexpiretime(store.keys.key_entry(DIGEST)) == NOW + 30 * DAY
+
+
+async def test_revocation_deletes_the_digest_entry_and_the_listing(store) -> None:
+    await add_key(store, "key_1")
+    assert await store.revoke_api_key("usr_a", "key_1", NOW)
+    assert await store.find_api_key(DIGEST) is None
+    assert await store.list_api_keys("usr_a", NOW) == []
+    assert not await store.revoke_api_key("usr_a", "key_1", NOW)
+
+
+async def test_another_account_cannot_revoke_a_key(store) -> None:
+    await add_key(store, "key_1")
+    assert not await store.revoke_api_key("usr_b", "key_1", NOW)
+    assert await store.find_api_key(DIGEST) is not None
+
+
+async def test_the_active_key_limit_ignores_expired_keys(store) -> None:
+    assert await add_key(store, "key_1", digest="01" * 32, expires=NOW + DAY, limit=2)
+    assert await add_key(store, "key_2", digest="02" * 32, limit=2)
+    assert not await add_key(store, "key_3", digest="03" * 32, limit=2)
+    later = NOW + 2 * DAY
+    assert await add_key(
+        store, "key_3", digest="03" * 32, created=later, expires=later + DAY, limit=2
+    )
+    listed = await store.list_api_keys("usr_a", later)
+    assert [record.id for record in listed] == ["key_3", "key_2"]
+
+
+async def test_last_use_is_recorded_only_for_listed_keys(store) -> None:
+    await add_key(store, "key_1")
+    await store.touch_api_key("usr_a", "key_1", NOW + 5)
+    assert (await store.list_api_keys("usr_a", NOW))[0].last_used_at == NOW + 5
+    await store.revoke_api_key("usr_a", "key_1", NOW)
+    await store.touch_api_key("usr_a", "key_1", NOW + 9)
+    assert await store.redis.hgetall(store.keys.account_key_last_used("usr_a")) == {}
+
+
+async def test_a_damaged_key_entry_is_refused_not_guessed(store) -> None:
+    await store.redis.hset(
+        store.keys.key_entry(DIGEST), mapping={"u": "usr_a", "k": "key_1", "p": "lots", "e": "1"}
+    )
+    with pytest.raises(CorruptRecord):
+        await store.find_api_key(DIGEST)
+    await store.redis.hset(store.keys.key_entry(DIGEST), mapping={"p": "1"})
+    await store.redis.hdel(store.keys.key_entry(DIGEST), "u")
+    with pytest.raises(CorruptRecord):
+        await store.find_api_key(DIGEST)
+
+
+async def test_session_renewal_never_revives_a_logged_out_session(store) -> None:
+    await store.add_session(DIGEST, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    await store.renew_session(DIGEST, NOW + 2 * DAY, NOW + 2 * DAY)
+    assert (await store.find_session(DIGEST)).idle_deadline == NOW + 2 * DAY
+    await store.remove_session(DIGEST, "usr_a")
+    await store.renew_session(DIGEST, NOW + 3 * DAY, NOW + 3 * DAY)
+    assert await store.find_session(DIGEST) is None
+    assert await store.redis.exists(store.keys.session_entry(DIGEST)) == 0
+
+
+async def test_deleting_a_user_ends_sessions_and_keys_and_frees_the_email(store) -> None:
+    assert await store.add_user("usr_a", "a@example.com", "hash", NOW)
+    assert not await store.add_user("usr_b", "a@example.com", "hash", NOW)
+    await add_key(store, "key_1")
+    await store.add_session("ef" * 32, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    await store.delete_user("usr_a", "a@example.com")
+    assert await store.find_api_key(DIGEST) is None
+    assert await store.find_session("ef" * 32) is None
+    assert await store.find_user_id("a@example.com") is None
+    assert await store.redis.keys("t:{usr_a}:*") == []
+    assert await store.add_user("usr_c", "a@example.com", "hash", NOW)
