@@ -69,6 +69,8 @@ class RedisServer:
             try:
                 if client.ping():
                     break
+            except redis_sync.AuthenticationError:  # up, and asking for a password
+                break
             except redis_sync.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("test Redis server did not start") from None
