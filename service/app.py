@@ -20,6 +20,7 @@ from service.auth.passwords import PasswordHasher
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
+from service.store.pipelined import PipelinedRedis
 from service.store.redis_store import RedisStore
 
 
@@ -42,8 +43,13 @@ def create_app(
     *,
     redis: Redis | None = None,
     clock: Clock | None = None,
+    bench_floor_user: str | None = None,
 ) -> web.Application:
-    """Build the app. ``redis`` overrides ``settings.redis_url`` (tests); ``clock`` injects time."""
+    """Build the app. ``redis`` overrides ``settings.redis_url`` (tests); ``clock`` injects time.
+
+    ``bench_floor_user`` replaces authentication with a fixed user; only ``service.bench_floor``
+    passes it, to measure the benchmark's floor. No setting or CLI flag reaches it.
+    """
     if redis is None and settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url or a redis client")
     app = web.Application(
@@ -56,18 +62,30 @@ def create_app(
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         client = redis or connect_redis(settings.redis_url or "", settings.redis_timeout_seconds)
-        store = RedisStore(client, settings.redis_prefix)
+        hot = (
+            PipelinedRedis(settings.redis_url, settings.redis_timeout_seconds)
+            if redis is None and settings.redis_url
+            else None
+        )
+        store = RedisStore(client, settings.redis_prefix, hot)
         background = BackgroundWrites()
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
         )
         app[STORE] = store
-        app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
+        if bench_floor_user is None:
+            app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
+        else:
+            from service.bench_floor import FloorAuthenticator
+
+            app[AUTHENTICATOR] = FloorAuthenticator(bench_floor_user)  # type: ignore[assignment]
         app[ACCOUNTS] = Accounts(store, passwords, clock, settings)
         await passwords.warm_up()
         yield
         await background.drain()
         passwords.close()
+        if hot is not None:
+            await hot.aclose()
         if redis is None:
             await client.aclose()
 

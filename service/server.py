@@ -45,7 +45,7 @@ def describe_store(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}"
 
 
-def run_worker(settings: Settings) -> None:
+def run_worker(settings: Settings, bench_floor_user: str | None = None) -> None:
     """One worker process: an event loop (uvloop when available) serving the app."""
     configure_logging(settings.log_level)
     try:
@@ -55,7 +55,7 @@ def run_worker(settings: Settings) -> None:
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
     web.run_app(
-        create_app(settings),
+        create_app(settings, bench_floor_user=bench_floor_user),
         host=settings.host,
         port=settings.port,
         reuse_port=settings.workers > 1,
@@ -65,7 +65,7 @@ def run_worker(settings: Settings) -> None:
     )
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, *, bench_floor_user: str | None = None) -> int:
     configure_logging(settings.log_level)
     embedded = None
     if settings.redis_url is None:
@@ -86,18 +86,18 @@ def serve(settings: Settings) -> int:
     )
     try:
         if settings.workers == 1:
-            run_worker(settings)
+            run_worker(settings, bench_floor_user)
             return 0
-        return _run_workers(settings)
+        return _run_workers(settings, bench_floor_user)
     finally:
         if embedded is not None:
             embedded.stop()
 
 
-def _run_workers(settings: Settings) -> int:
+def _run_workers(settings: Settings, bench_floor_user: str | None) -> int:
     context = multiprocessing.get_context("spawn")
     workers = [
-        context.Process(target=run_worker, args=(settings,), name=f"worker-{n}")
+        context.Process(target=run_worker, args=(settings, bench_floor_user), name=f"worker-{n}")
         for n in range(settings.workers)
     ]
     for worker in workers:

@@ -1,0 +1,539 @@
+"""Gateway benchmark: what authentication costs, as ratios to a floor measured in the same run.
+
+Starts its own Redis-compatible server and the service (workers = cores), loads it with wrk from
+a separate process on loopback only, and prints one table. Every run is bounded in time; every
+process it starts is stopped by pid. Run it as ``scripts/bench`` (no arguments needed).
+
+Scenarios, all ``GET /api/v1/files`` at the same concurrency:
+  a  floor: the same server and workers with authentication bypassed (``service.bench_floor``)
+  b  X-API-Key holding files.read          c  Authorization: Bearer session
+  d  unknown key of valid format (401)      e  malformed key, bad checksum (401)
+  f  key lacking files.read (403)
+then b and c again with 1,000,000 keys and 1,000,000 sessions loaded, and b during a login storm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson
+import redis
+
+from service.auth import credentials
+from service.auth.permissions import to_mask
+from service.store.embedded import find_server_binary
+from service.store.keys import RedisKeys
+
+PASSWORD = "bench password 1234"
+EMAIL = "bench@example.com"
+PREFIX = "fh"
+DAY_MS = 86_400_000
+
+WRK_SCRIPT = """
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) expected = tonumber(args[1]); wrong = 0 end
+function response(status, headers, body)
+  if status ~= expected then wrong = wrong + 1 end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do total = total + t:get("wrong") end
+  io.write(string.format("WRONG_STATUS %d\\n", total))
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited early with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on port {port} in time")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            find_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            "--daemonize",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        url = f"redis://127.0.0.1:{port}/0"
+        client = redis.Redis.from_url(url, decode_responses=True)
+        yield url, client
+        client.close()
+    finally:
+        stop(process)
+
+
+@contextmanager
+def service(
+    redis_url: str, workers: int, *, floor_user: str | None = None, log: Path | None = None
+) -> Iterator[str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "FILEHOST_LOG_LEVEL": "WARNING",
+        "FILEHOST_PORT": str(port),
+        "FILEHOST_WORKERS": str(workers),
+    }
+    if floor_user is None:
+        command = [sys.executable, "-m", "service", "serve"]
+    else:
+        command = [sys.executable, "-m", "service.bench_floor", "--user-id", floor_user]
+    with open(log or os.devnull, "ab") as output:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=output)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+# -- seeding ----------------------------------------------------------------------------------
+
+
+def seed_account(redis_url: str) -> dict[str, str]:
+    """One user, its keys and a session, written through the service's own code paths."""
+    from service.app import connect_redis
+    from service.auth.accounts import Accounts
+    from service.auth.passwords import PasswordHasher
+    from service.clock import SystemClock
+    from service.config import Settings
+    from service.store.redis_store import RedisStore
+
+    async def run() -> dict[str, str]:
+        settings = Settings(redis_url=redis_url, bcrypt_cost=12)
+        client = connect_redis(redis_url, 2.0)
+        passwords = PasswordHasher(12, 1, 0)
+        accounts = Accounts(RedisStore(client, PREFIX), passwords, SystemClock(), settings)
+        user = await accounts.create_user(EMAIL, PASSWORD)
+        reader = await accounts.create_key(user.id, "bench reader", ["files.read"], 30)
+        other = await accounts.create_key(user.id, "bench folders", ["folders.read"], 30)
+        for n in range(8):
+            await accounts.create_key(user.id, f"filler {n}", ["files.read"], 30)
+        session = await accounts.login(EMAIL, PASSWORD)
+        passwords.close()
+        await client.aclose()
+        good = reader.secret
+        return {
+            "user_id": user.id,
+            "key": good,
+            "key_without_files_read": other.secret,
+            "token": session.token,
+            "unknown_key": credentials.generate_api_key(),
+            "malformed_key": good[:-1] + ("A" if good[-1] != "A" else "B"),
+        }
+
+    return asyncio.run(run())
+
+
+def _resp(*args: str | int) -> bytes:
+    parts = [f"*{len(args)}\r\n".encode()]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def mass_insert(redis_url: str, commands: Iterator[bytes]) -> None:
+    """Stream RESP commands into valkey-cli/redis-cli --pipe: fastest bulk load there is."""
+    server = Path(find_server_binary())
+    cli = next(
+        (
+            str(c)
+            for c in (server.with_name("valkey-cli"), server.with_name("redis-cli"))
+            if c.exists()
+        ),
+        shutil.which("redis-cli") or shutil.which("valkey-cli"),
+    )
+    if cli is None:
+        raise RuntimeError("no valkey-cli/redis-cli found for bulk loading")
+    port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    process = subprocess.Popen(
+        [cli, "-h", "127.0.0.1", "-p", port, "--pipe"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None
+    batch: list[bytes] = []
+    for command in commands:
+        batch.append(command)
+        if len(batch) >= 20_000:
+            process.stdin.write(b"".join(batch))
+            batch.clear()
+    process.stdin.write(b"".join(batch))
+    process.stdin.close()
+    if process.wait(600) != 0:
+        raise RuntimeError("bulk load failed")
+
+
+def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
+    """The exact layout RedisStore.add_api_key writes, for ``count`` keys."""
+    names = RedisKeys(PREFIX)
+    now = int(time.time() * 1000)
+    expires = now + 30 * DAY_MS
+    mask = to_mask(["files.read"])
+    for n in range(count):
+        user = f"usr_bench{n // keys_per_account:017d}"
+        key_id = f"key_bench{n:017d}"
+        digest = os.urandom(32).hex()
+        meta = orjson.dumps(
+            {
+                "name": f"key {n}",
+                "prefix": "fhk_abcdefgh...",
+                "p": mask,
+                "c": now,
+                "e": expires,
+                "d": digest,
+            }
+        )
+        yield _resp("HSET", names.account_keys(user), key_id, meta)
+        yield _resp("ZADD", names.account_key_expiry(user), expires, key_id)
+        entry = names.key_entry(digest)
+        yield _resp("HSET", entry, "u", user, "k", key_id, "p", mask, "e", expires)
+        yield _resp("PEXPIREAT", entry, expires)
+
+
+def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
+    """The exact layout RedisStore.add_session writes, for ``count`` sessions."""
+    names = RedisKeys(PREFIX)
+    now = int(time.time() * 1000)
+    idle, absolute = now + DAY_MS, now + 7 * DAY_MS
+    for n in range(count):
+        user = f"usr_sess{n // sessions_per_user:018d}"
+        digest = os.urandom(32).hex()
+        yield _resp("ZADD", names.account_sessions(user), absolute, digest)
+        entry = names.session_entry(digest)
+        yield _resp("HSET", entry, "u", user, "c", now, "a", absolute, "i", idle)
+        yield _resp("PEXPIREAT", entry, idle)
+
+
+# -- load -------------------------------------------------------------------------------------
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if not match:
+        raise ValueError(text)
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def wrk(
+    url: str, header: str | None, expected: int, seconds: int, connections: int, script: Path
+) -> dict[str, float]:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script)]
+    if header:
+        command += ["-H", header]
+    command += [f"{url}/api/v1/files", "--", str(expected)]
+    output = subprocess.run(
+        command, capture_output=True, text=True, timeout=seconds + 60, check=True
+    ).stdout
+    socket_errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "p50": _ms(re.search(r"50%\s+(\S+)", output).group(1)),
+        "p99": _ms(re.search(r"99%\s+(\S+)", output).group(1)),
+        "requests": float(re.search(r"(\d+) requests in", output).group(1)),
+        "errors": float(re.search(r"WRONG_STATUS (\d+)", output).group(1))
+        + (sum(int(g) for g in socket_errors.groups()) if socket_errors else 0),
+    }
+
+
+def commands_per_request(client: redis.Redis, requests: float) -> str:
+    stats = client.info("commandstats")
+    parts = []
+    for name, values in sorted(stats.items()):
+        command = name.removeprefix("cmdstat_")
+        if command in {"info", "config"}:
+            continue
+        per = values["calls"] / max(requests, 1)
+        if per >= 0.001:
+            parts.append(f"{command.upper()} {per:.3f}")
+    return ", ".join(parts) or "none"
+
+
+async def _login_storm(url: str, clients: int, seconds: float) -> dict[str, int]:
+    import aiohttp
+
+    counts: dict[str, int] = {}
+    deadline = time.monotonic() + seconds
+
+    async def client(session: aiohttp.ClientSession, n: int) -> None:
+        body = {"email": EMAIL, "password": PASSWORD if n % 2 else "wrong password 1234"}
+        while time.monotonic() < deadline:
+            async with session.post(f"{url}/api/v1/auth/login", json=body) as response:
+                await response.read()
+                label = str(response.status)
+                if response.status == 503 and "Retry-After" in response.headers:
+                    label = "503+Retry-After"
+                counts[label] = counts.get(label, 0) + 1
+                if response.status == 503:
+                    await asyncio.sleep(float(response.headers.get("Retry-After", "1")) / 4)
+
+    timeout = aiohttp.ClientTimeout(total=seconds + 30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        await asyncio.gather(*(client(session, n) for n in range(clients)))
+    return counts
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def versions(client: redis.Redis) -> dict[str, str]:
+    from importlib.metadata import version
+
+    info = client.info("server")
+    server = (
+        f"valkey {info['valkey_version']}"
+        if "valkey_version" in info
+        else f"redis {info['redis_version']}"
+    )
+    wrk_version = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout
+    return {
+        "python": platform.python_version(),
+        **{name: version(name) for name in ("aiohttp", "redis", "hiredis", "uvloop", "orjson")},
+        "store": server,
+        "wrk": wrk_version.split()[1] if wrk_version else "?",
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=int, default=8, help="length of each wrk run")
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=1_000_000,
+        help="keys and sessions loaded for the scale runs (0 skips them)",
+    )
+    parser.add_argument("--storm-clients", type=int, default=50)
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks.md",
+        help="where the markdown report goes ('-' for nowhere)",
+    )
+    parser.add_argument(
+        "--_login-storm",
+        nargs=3,
+        metavar=("URL", "CLIENTS", "SECONDS"),
+        help=argparse.SUPPRESS,
+        dest="login_storm",
+    )
+    args = parser.parse_args()
+    if args.login_storm:
+        url, clients, seconds = args.login_storm
+        counts = asyncio.run(_login_storm(url, int(clients), float(seconds)))
+        print(orjson.dumps(counts).decode())
+        return 0
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
+        return 2
+
+    started = time.monotonic()
+    rows: list[tuple[str, dict[str, float], str]] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+        script = workdir / "status.lua"
+        script.write_text(WRK_SCRIPT)
+        with redis_server(workdir) as (redis_url, client):
+            seed = seed_account(redis_url)
+            run_versions = versions(client)
+
+            def measure(label: str, url: str, header: str | None, expected: int) -> dict:
+                client.config_resetstat()
+                result = wrk(url, header, expected, args.seconds, args.connections, script)
+                rows.append((label, result, commands_per_request(client, result["requests"])))
+                print(
+                    f"  {label}: {result['rps']:,.0f} req/s, p50 {result['p50']:.2f} ms, "
+                    f"p99 {result['p99']:.2f} ms, errors {result['errors']:.0f}",
+                    flush=True,
+                )
+                return result
+
+            key_header = f"X-API-Key: {seed['key']}"
+            bearer_header = f"Authorization: Bearer {seed['token']}"
+            print(
+                f"benchmark: {args.workers} workers, {args.connections} connections, "
+                f"{args.seconds}s per run, {os.cpu_count()} cores",
+                flush=True,
+            )
+            with service(redis_url, args.workers, floor_user=seed["user_id"]) as url:
+                wrk(url, None, 200, 2, args.connections, script)  # warm-up
+                floor = measure("a floor (auth bypassed)", url, None, 200)
+            with service(redis_url, args.workers, log=workdir / "service.log") as url:
+                wrk(url, key_header, 200, 2, args.connections, script)  # warm-up
+                small_key = measure("b X-API-Key, files.read", url, key_header, 200)
+                small_session = measure("c Bearer session", url, bearer_header, 200)
+                measure("d unknown key (401)", url, f"X-API-Key: {seed['unknown_key']}", 401)
+                measure("e malformed key (401)", url, f"X-API-Key: {seed['malformed_key']}", 401)
+                measure(
+                    "f key lacking files.read (403)",
+                    url,
+                    f"X-API-Key: {seed['key_without_files_read']}",
+                    403,
+                )
+
+                # Login storm: bcrypt-heavy traffic next to gateway traffic.
+                storm = subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--_login-storm",
+                        url,
+                        str(args.storm_clients),
+                        str(args.seconds + 2),
+                    ],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                time.sleep(1)  # let the storm fill the login queue before measuring
+                stormy = measure(
+                    f"b during {args.storm_clients}-client login storm", url, key_header, 200
+                )
+                storm_out, _ = storm.communicate(timeout=args.seconds + 60)
+                notes.append(f"login storm responses: {storm_out.strip()}")
+
+                if args.large:
+                    client.config_resetstat()
+                    before = client.info("memory")["used_memory"]
+                    loaded = time.monotonic()
+                    mass_insert(redis_url, key_commands(args.large))
+                    after_keys = client.info("memory")["used_memory"]
+                    mass_insert(redis_url, session_commands(args.large))
+                    after_sessions = client.info("memory")["used_memory"]
+                    notes.append(
+                        f"loaded {args.large:,} keys and {args.large:,} sessions in "
+                        f"{time.monotonic() - loaded:.1f} s; Redis memory per key "
+                        f"{(after_keys - before) / args.large:.0f} B (digest entry + listing), "
+                        f"per session {(after_sessions - after_keys) / args.large:.0f} B "
+                        f"(entry + account index); dbsize {client.dbsize():,}"
+                    )
+                    large_key = measure(
+                        f"b X-API-Key, {args.large:,} keys loaded", url, key_header, 200
+                    )
+                    large_session = measure(
+                        f"c Bearer, {args.large:,} sessions loaded", url, bearer_header, 200
+                    )
+                    notes.append(
+                        f"scale: X-API-Key at {args.large:,} keys = "
+                        f"{large_key['rps'] / small_key['rps']:.2f} of the 10-key run; "
+                        f"Bearer at {args.large:,} sessions = "
+                        f"{large_session['rps'] / small_session['rps']:.2f} of the small run"
+                    )
+            notes.append(
+                f"login storm: X-API-Key kept {stormy['rps'] / small_key['rps']:.2f} of its "
+                f"unloaded throughput, p99 {stormy['p99']:.2f} ms"
+            )
+
+    elapsed = time.monotonic() - started
+    header = (
+        "| scenario | req/s | ratio to floor | p50 ms | p99 ms | errors | "
+        "Redis commands per request |\n|---|---:|---:|---:|---:|---:|---|"
+    )
+    lines = [header] + [
+        f"| {label} | {r['rps']:,.0f} | {r['rps'] / floor['rps']:.2f} | {r['p50']:.2f} | "
+        f"{r['p99']:.2f} | {r['errors']:.0f} | {commands} |"
+        for label, r, commands in rows
+    ]
+    table = "\n".join(lines)
+    print()
+    print(table)
+    print()
+    for note in notes:
+        print(f"- {note}")
+    print(f"- total benchmark time {elapsed:.0f} s")
+    if str(args.output) != "-":
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        versions_line = ", ".join(f"{name} {value}" for name, value in run_versions.items())
+        args.output.write_text(
+            "# Benchmarks\n\n"
+            "Produced by `scripts/bench` (no arguments); rerun it to refresh this file. Every "
+            "scenario is `GET /api/v1/files` driven by wrk (`-t1`, "
+            f"{args.connections} connections, {args.seconds} s) on loopback against "
+            f"{args.workers} worker processes. Ratios are against the floor measured in the "
+            "same run (the same server with authentication bypassed, still reading the "
+            "account's files); compare ratios across machines, not absolute numbers. "
+            "Errors counts responses with an unexpected status plus socket errors.\n\n"
+            f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
+            f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n"
+            f"- versions: {versions_line}\n\n"
+            f"{table}\n\n"
+            + "".join(f"- {note}\n" for note in notes)
+            + f"- total benchmark time {elapsed:.0f} s\n"
+        )
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""An auto-pipelining Redis connection for the one hot-path lookup per request.
+
+redis-py's asyncio client spends most of a request's CPU in its own machinery (connection pool,
+per-command parsing objects). Here all concurrent requests of a worker share one connection:
+commands issued in the same event-loop turn are written in one ``write()``, and replies are parsed
+by hiredis's C reader and handed back in order. Used only for single read commands on the hot
+path; everything else stays on redis-py.
+
+Fails fast and closed: a lost connection fails every pending command with ``ConnectionError``, a
+command unanswered for longer than the timeout aborts the connection (``TimeoutError`` for the
+waiters), and the next command reconnects. Callers map these to 503. Never logs arguments: they
+contain digests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections import deque
+from typing import Any, cast
+
+import hiredis
+from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, timeout: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
+        self._pending: deque[tuple[float, asyncio.Future[Any]]] = deque()
+        self._outgoing: list[bytes] = []
+        self._timeout = timeout
+        self._transport: asyncio.Transport | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self.closed = asyncio.Event()
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
+        self._watchdog = self._loop.call_later(self._timeout / 2, self._check_timeouts)
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        pending = self._pending
+        while True:
+            reply = self._reader.gets()
+            if reply is False:
+                return
+            if not pending:  # a reply nobody asked for: the stream is out of step
+                self._abort(RedisConnectionError("unexpected reply from Redis"))
+                return
+            _, future = pending.popleft()
+            if future.done():
+                continue
+            if isinstance(reply, ResponseError):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail_all(RedisConnectionError("connection to Redis lost"))
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._transport = None
+        self.closed.set()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    def send(self, packed: bytes) -> asyncio.Future[Any]:
+        future = self._loop.create_future()
+        if not self.usable:
+            future.set_exception(RedisConnectionError("connection to Redis lost"))
+            return future
+        self._pending.append((time.monotonic(), future))
+        if not self._outgoing:
+            self._loop.call_soon(self._flush)
+        self._outgoing.append(packed)
+        return future
+
+    def _flush(self) -> None:
+        if self._outgoing and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(b"".join(self._outgoing))
+        self._outgoing.clear()
+
+    # -- failure --------------------------------------------------------------------------------
+
+    def _check_timeouts(self) -> None:
+        if self._pending and time.monotonic() - self._pending[0][0] > self._timeout:
+            self._abort(RedisTimeoutError("Redis did not answer in time"))
+            return
+        self._watchdog = self._loop.call_later(self._timeout / 2, self._check_timeouts)
+
+    def _fail_all(self, error: Exception) -> None:
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(error)
+
+    def _abort(self, error: Exception) -> None:
+        self._fail_all(error)
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class PipelinedRedis:
+    """One auto-pipelined connection to the server named by a redis://, rediss:// or unix:// URL."""
+
+    def __init__(self, url: str, timeout_seconds: float) -> None:
+        self._options = parse_url(url)
+        self._timeout = timeout_seconds
+        self._protocol: _Protocol | None = None
+        self._connecting: asyncio.Lock | None = None
+
+    async def execute(self, *args: str | bytes | int) -> Any:
+        """Send one command and return its reply (strings decoded as UTF-8)."""
+        protocol = self._protocol
+        if protocol is None or not protocol.usable:
+            protocol = await self._connect()
+        return await protocol.send(hiredis.pack_command(args))
+
+    async def _connect(self) -> _Protocol:
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._protocol is not None and self._protocol.usable:
+                return self._protocol
+            try:
+                async with asyncio.timeout(self._timeout):
+                    protocol = await self._open()
+                    await self._handshake(protocol)
+            except (OSError, TimeoutError) as error:
+                raise RedisConnectionError(
+                    f"cannot connect to Redis: {type(error).__name__}"
+                ) from None
+            self._protocol = protocol
+            return protocol
+
+    async def _open(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
+        options = self._options
+        cls = options.get("connection_class")
+
+        def factory() -> _Protocol:
+            return _Protocol(self._timeout)
+
+        if cls is UnixDomainSocketConnection:
+            _, protocol = await loop.create_unix_connection(factory, options["path"])
+        else:
+            context = ssl.create_default_context() if cls is SSLConnection else None
+            _, protocol = await loop.create_connection(
+                factory, options.get("host", "localhost"), options.get("port", 6379), ssl=context
+            )
+        return protocol
+
+    async def _handshake(self, protocol: _Protocol) -> None:
+        password = self._options.get("password")
+        if password is not None:
+            username = self._options.get("username")
+            args = ("AUTH", username, password) if username else ("AUTH", password)
+            await protocol.send(hiredis.pack_command(args))
+        db = int(self._options.get("db") or 0)
+        if db:
+            await protocol.send(hiredis.pack_command(("SELECT", db)))
+
+    async def aclose(self) -> None:
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None:
+            protocol.close()
+            try:
+                async with asyncio.timeout(self._timeout):
+                    await protocol.closed.wait()
+            except TimeoutError:
+                pass  # shutting down anyway; never let a stuck socket block exit

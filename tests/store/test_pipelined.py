@@ -1,0 +1,114 @@
+"""The auto-pipelined hot-path connection: right replies to the right callers, fails fast."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from service.store.pipelined import PipelinedRedis
+from tests.conftest import RedisServer, free_port
+
+
+async def test_concurrent_commands_each_get_their_own_reply(redis_url, redis_client) -> None:
+    for n in range(300):
+        redis_client.hset(f"h:{n}", mapping={"u": f"user{n}", "p": n})
+    client = PipelinedRedis(redis_url, 1.0)
+    try:
+        replies = await asyncio.gather(
+            *(client.execute("HMGET", f"h:{n}", "u", "p", "missing") for n in range(300))
+        )
+        assert replies == [[f"user{n}", str(n), None] for n in range(300)]
+    finally:
+        await client.aclose()
+
+
+async def test_an_error_reply_fails_only_its_own_command(redis_url, redis_client) -> None:
+    redis_client.set("plain", "x")
+    client = PipelinedRedis(redis_url, 1.0)
+    try:
+        wrong, right = await asyncio.gather(
+            client.execute("HMGET", "plain", "u"),
+            client.execute("GET", "plain"),
+            return_exceptions=True,
+        )
+        assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
+        assert right == "x"
+    finally:
+        await client.aclose()
+
+
+async def test_db_and_password_from_the_url_are_used(tmp_path) -> None:
+    server = RedisServer(free_port(), tmp_path, ("--requirepass", "s3cret", "--appendonly", "no"))
+    server.start()
+    client = PipelinedRedis(f"redis://:s3cret@127.0.0.1:{server.port}/3", 1.0)
+    try:
+        await client.execute("SET", "where", "db3")
+        assert await client.execute("GET", "where") == "db3"
+        refused = PipelinedRedis(f"redis://127.0.0.1:{server.port}/0", 1.0)
+        with pytest.raises(ResponseError):
+            await refused.execute("GET", "where")
+        await refused.aclose()
+    finally:
+        await client.aclose()
+        server.stop()
+
+
+async def test_a_stopped_server_fails_commands_and_a_restart_recovers(tmp_path) -> None:
+    server = RedisServer(free_port(), tmp_path, ("--appendonly", "no"))
+    server.start()
+    client = PipelinedRedis(f"redis://127.0.0.1:{server.port}/0", 0.5)
+    try:
+        assert await client.execute("PING") == "PONG"
+        server.stop()
+        with pytest.raises(RedisConnectionError):
+            await client.execute("PING")
+        with pytest.raises(RedisConnectionError):  # still down: refused, not hung
+            await client.execute("PING")
+        server.start()
+        assert await client.execute("PING") == "PONG"
+    finally:
+        await client.aclose()
+        server.stop()
+
+
+async def test_a_server_that_never_answers_times_out() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)
+        await asyncio.sleep(30)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = PipelinedRedis(f"redis://127.0.0.1:{port}/0", 0.2)
+    try:
+        with pytest.raises(RedisTimeoutError):
+            await asyncio.wait_for(client.execute("PING"), 5)
+    finally:
+        await client.aclose()
+        server.close()
+
+
+async def test_nothing_listening_is_a_connection_error() -> None:
+    client = PipelinedRedis(f"redis://127.0.0.1:{free_port()}/0", 0.5)
+    with pytest.raises(RedisConnectionError):
+        await client.execute("PING")
+    await client.aclose()
+
+
+def test_it_works_on_uvloop_which_the_server_runs(redis_url, redis_client) -> None:
+    # uvloop's transports are not asyncio.Transport subclasses; the workers run on uvloop.
+    import uvloop
+
+    redis_client.hset("h", mapping={"u": "x"})
+
+    async def lookups() -> list:
+        client = PipelinedRedis(redis_url, 1.0)
+        try:
+            return await asyncio.gather(*(client.execute("HMGET", "h", "u") for _ in range(50)))
+        finally:
+            await client.aclose()
+
+    assert uvloop.run(lookups()) == [["x"]] * 50
