@@ -295,8 +295,8 @@ def wrk(
     )
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
-        "p50": _ms(re.search(r"50%\s+(\S+)", output).group(1)),
-        "p99": _ms(re.search(r"99%\s+(\S+)", output).group(1)),
+        "p50": _ms(re.search(r"^\s+50%\s+(\S+)", output, re.M).group(1)),
+        "p99": _ms(re.search(r"^\s+99%\s+(\S+)", output, re.M).group(1)),
         "requests": float(re.search(r"(\d+) requests in", output).group(1)),
         "errors": float(re.search(r"WRONG_STATUS (\d+)", output).group(1))
         + (sum(int(g) for g in socket_errors.groups()) if socket_errors else 0),
