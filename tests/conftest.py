@@ -24,6 +24,20 @@ from service.store.embedded import find_server_binary
 
 PASSWORD = "correct horse battery staple"
 
+# The spec's ten permission names in its order, written out so tests check the code against it.
+SPEC_PERMISSIONS = [
+    "files.read",
+    "files.write",
+    "folders.read",
+    "folders.write",
+    "aliases.read",
+    "aliases.write",
+    "keys.read",
+    "keys.write",
+    "settings.read",
+    "settings.write",
+]
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

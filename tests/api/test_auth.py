@@ -15,24 +15,12 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
+from tests.conftest import PASSWORD, SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
 LOGIN = "/api/v1/auth/login"
 LOGOUT = "/api/v1/auth/logout"
 SESSION = "/api/v1/auth/session"
 EMAIL = "alice@example.com"
-ALL_PERMISSIONS = [
-    "files.read",
-    "files.write",
-    "folders.read",
-    "folders.write",
-    "aliases.read",
-    "aliases.write",
-    "keys.read",
-    "keys.write",
-    "settings.read",
-    "settings.write",
-]
 HOUR_MS = 3_600_000
 
 
@@ -274,7 +262,7 @@ async def test_logout_leaves_the_users_other_sessions_working(api: Api) -> None:
 
 async def test_logout_with_an_api_key_is_refused_with_session_required(api: Api) -> None:
     token = await api.user_with_session(EMAIL)
-    key = await api.create_key(token, permissions=ALL_PERMISSIONS)
+    key = await api.create_key(token, permissions=SPEC_PERMISSIONS)
 
     response = await api.client.post(LOGOUT, headers={"X-API-Key": key["secret_key"]})
 
@@ -303,7 +291,7 @@ async def test_session_endpoint_with_a_session_shows_the_user_and_all_ten_permis
     data = (await response.json())["data"]
     assert data["user"] == {"id": user.id, "email": EMAIL}
     assert data["credential"] == {"type": "session"}
-    assert data["permissions"] == ALL_PERMISSIONS
+    assert data["permissions"] == SPEC_PERMISSIONS
     assert (parse_iso(data["expires_at"]) - at(clock)).total_seconds() == 86400
 
 

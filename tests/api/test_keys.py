@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from tests.conftest import Api, FakeClock, assert_error, bearer
+from tests.conftest import SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
 KEYS = "/api/v1/keys"
 CREATE_FIELDS = {
@@ -35,18 +35,6 @@ LIST_FIELDS = {
     "expires_at",
     "last_used_at",
 }
-SPEC_ORDER = [
-    "files.read",
-    "files.write",
-    "folders.read",
-    "folders.write",
-    "aliases.read",
-    "aliases.write",
-    "keys.read",
-    "keys.write",
-    "settings.read",
-    "settings.write",
-]
 EMAIL = "alice@example.com"
 VALID_BODY: dict[str, Any] = {"name": "ci", "permissions": ["files.read"]}
 
@@ -182,8 +170,8 @@ async def test_permissions_are_deduplicated_and_returned_in_spec_order(api: Api)
 
 async def test_all_ten_permissions_in_reverse_come_back_in_spec_order(api: Api) -> None:
     token = await api.user_with_session()
-    data = await api.create_key(token, permissions=list(reversed(SPEC_ORDER)))
-    assert data["permissions"] == SPEC_ORDER
+    data = await api.create_key(token, permissions=list(reversed(SPEC_PERMISSIONS)))
+    assert data["permissions"] == SPEC_PERMISSIONS
 
 
 async def test_expires_at_defaults_to_90_days_after_created_at(api: Api, clock: FakeClock) -> None:
@@ -626,7 +614,7 @@ async def test_api_key_with_keys_permissions_is_refused_on_key_endpoints(
     api: Api, method: str
 ) -> None:
     token = await api.user_with_session()
-    powerful = await api.create_key(token, name="powerful", permissions=list(SPEC_ORDER))
+    powerful = await api.create_key(token, name="powerful", permissions=list(SPEC_PERMISSIONS))
     target = await api.create_key(token, name="target")
     path = f"{KEYS}/{target['id']}" if method == "DELETE" else KEYS
     response = await _request(api, method, path, {"X-API-Key": powerful["secret_key"]})

@@ -8,21 +8,11 @@ from service.auth.permissions import (
     unknown_names,
 )
 from service.auth.principal import CredentialType, Principal
+from tests.conftest import SPEC_PERMISSIONS
 
 
 def test_the_ten_names_of_the_spec_in_its_order() -> None:
-    assert PERMISSIONS == (
-        "files.read",
-        "files.write",
-        "folders.read",
-        "folders.write",
-        "aliases.read",
-        "aliases.write",
-        "keys.read",
-        "keys.write",
-        "settings.read",
-        "settings.write",
-    )
+    assert list(PERMISSIONS) == SPEC_PERMISSIONS
 
 
 def test_mask_round_trips_in_canonical_order() -> None:
