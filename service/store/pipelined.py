@@ -141,11 +141,18 @@ class PipelinedRedis:
             try:
                 async with asyncio.timeout(self._timeout):
                     protocol = await self._open()
-                    await self._handshake(protocol)
             except (OSError, TimeoutError) as error:
                 raise RedisConnectionError(
                     f"cannot connect to Redis: {type(error).__name__}"
                 ) from None
+            try:
+                async with asyncio.timeout(self._timeout):
+                    await self._handshake(protocol)
+            except BaseException as error:
+                protocol.close()  # not yet ours to keep: a refused AUTH must not leak a socket
+                if isinstance(error, TimeoutError):
+                    raise RedisConnectionError("cannot connect to Redis: TimeoutError") from None
+                raise
             self._protocol = protocol
             return protocol
 

@@ -57,6 +57,32 @@ async def test_db_and_password_from_the_url_are_used(tmp_path) -> None:
         server.stop()
 
 
+async def test_a_refused_password_leaves_no_connection_open(tmp_path) -> None:
+    server = RedisServer(free_port(), tmp_path, ("--requirepass", "s3cret", "--appendonly", "no"))
+    server.start()
+    admin = PipelinedRedis(f"redis://:s3cret@127.0.0.1:{server.port}/0", 1.0)
+
+    async def connected() -> int:
+        info = await admin.execute("INFO", "clients")
+        return int(info.split("connected_clients:")[1].split()[0])
+
+    try:
+        before = await connected()
+        wrong = PipelinedRedis(f"redis://:wrong@127.0.0.1:{server.port}/0", 1.0)
+        for _ in range(5):
+            with pytest.raises(ResponseError):
+                await wrong.execute("PING")
+        await wrong.aclose()
+        for _ in range(100):  # the server sees closed sockets a moment later: bounded poll
+            if await connected() == before:
+                break
+            await asyncio.sleep(0.01)
+        assert await connected() == before, "a refused handshake left its socket open"
+    finally:
+        await admin.aclose()
+        server.stop()
+
+
 async def test_a_stopped_server_fails_commands_and_a_restart_recovers(tmp_path) -> None:
     server = RedisServer(free_port(), tmp_path, ("--appendonly", "no"))
     server.start()
