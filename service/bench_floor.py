@@ -9,7 +9,6 @@ Usage: ``python -m service.bench_floor --user-id usr_…`` (REDIS_URL and FILEHO
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import ipaddress
 import sys
 from collections.abc import Sequence
@@ -57,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from service.server import serve
 
-    return serve(dataclasses.replace(settings), bench_floor_user=args.user_id)
+    return serve(settings, bench_floor_user=args.user_id)
 
 
 if __name__ == "__main__":
