@@ -21,10 +21,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-import redis as redis_sync
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
+from service.store.embedded import socket_responds
 from tests.conftest import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -242,18 +240,6 @@ async def test_two_workers_both_refuse_a_revoked_key(redis_url: str, tmp_path: P
     assert "Traceback" not in stderr
 
 
-def socket_answers(path: Path) -> bool:
-    client = redis_sync.Redis(
-        unix_socket_path=str(path), socket_timeout=1, retry=Retry(NoBackoff(), 0)
-    )
-    try:
-        return bool(client.ping())
-    except redis_sync.RedisError:
-        return False
-    finally:
-        client.close()
-
-
 def processes_mentioning(text: str) -> list[int]:
     """Pids of live processes whose command line contains ``text``."""
     found = []
@@ -297,9 +283,9 @@ async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
     env = service_env(None, port, FILEHOST_DATA_DIR=str(data_dir))
 
     with running(env, port, tmp_path) as server:
-        assert socket_answers(sock)
+        assert socket_responds(sock)
         create_user(env, "embedded@example.com")  # attaches to the running store
-        assert socket_answers(sock), "the CLI stopped the store that serve owns"
+        assert socket_responds(sock), "the CLI stopped the store that serve owns"
         async with fresh_session() as http:
             token = await login(http, server, "embedded@example.com")
             kept = await create_key(http, server, token)
@@ -309,7 +295,7 @@ async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
             assert (await files_with_key(http, server, revoked["secret_key"]))[0] == 401
         assert server.stop() == 0
     assert "embedded store" in server.stdout()
-    assert not socket_answers(sock)
+    assert not socket_responds(sock)
     assert processes_mentioning(str(sock)) == []
 
     port = free_port()
@@ -328,7 +314,7 @@ async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
             assert status == 200
             assert [k["id"] for k in body["data"]["keys"]] == [kept["id"]]
         assert server.stop() == 0
-    assert not socket_answers(sock)
+    assert not socket_responds(sock)
     assert processes_mentioning(str(sock)) == []
 
 

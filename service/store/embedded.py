@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 _SOCKET_NAME = "redis.sock"
 _MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to 107 bytes on Linux
@@ -26,6 +28,19 @@ _MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to 107 bytes on Linux
 
 class EmbeddedStoreError(RuntimeError):
     pass
+
+
+def socket_responds(path: Path) -> bool:
+    """True when a Redis-compatible server answers PING on the unix socket at ``path``."""
+    if not path.exists():
+        return False
+    client = redis.Redis(unix_socket_path=str(path), socket_timeout=1, retry=Retry(NoBackoff(), 0))
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
 
 
 def find_server_binary() -> str:
@@ -60,17 +75,6 @@ class EmbeddedRedis:
         """True when this process started the server (and so must stop it)."""
         return self._process is not None
 
-    def _responds(self) -> bool:
-        if not self.socket_path.exists():
-            return False
-        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
-
     def start(self, timeout: float = 15.0) -> None:
         """Attach to the server already running on this data directory, or start one."""
         if len(str(self.socket_path)) > _MAX_SOCKET_PATH:
@@ -80,7 +84,7 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.data_dir / "embedded.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if self._responds():
+            if socket_responds(self.socket_path):
                 return
             self.socket_path.unlink(missing_ok=True)
             self._process = subprocess.Popen(  # noqa: S603 - fixed binary, fixed arguments
@@ -111,7 +115,7 @@ class EmbeddedRedis:
                 start_new_session=True,  # a Ctrl-C in the terminal reaches us, and we stop it
             )
             deadline = time.monotonic() + timeout
-            while not self._responds():
+            while not socket_responds(self.socket_path):
                 if self._process.poll() is not None:
                     self._process = None
                     raise EmbeddedStoreError(
