@@ -1,0 +1,16 @@
+# Sourced by scripts/test: the system programs some tests drive for real, from Debian's packages.
+# chromium runs the dashboard's browser tests; nginx stands in front of the service in the
+# forward-auth test. Installed with apt only when missing (CI runs as root on a clean machine).
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test: please install ${missing[*]} (Debian packages); the tests drive them" >&2
+    exit 1
+  fi
+  echo "scripts/test: installing ${missing[*]} with apt-get" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
