@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
-from service.api.middleware import error_envelope, security_headers
+from service.api.middleware import error_envelope, rate_limit_fields, security_headers
 from service.api.routes import add_routes
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
@@ -21,7 +21,7 @@ from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
 from service.store.pipelined import PipelinedRedis
-from service.store.redis_store import RedisStore
+from service.store.redis_store import RateLimit, RedisStore
 
 
 def connect_redis(url: str, timeout_seconds: float) -> Redis:
@@ -57,6 +57,7 @@ def create_app(
         client_max_size=settings.max_body_bytes,
     )
     app.on_response_prepare.append(security_headers)
+    app.on_response_prepare.append(rate_limit_fields)
     app[SETTINGS] = settings
     clock = clock or SystemClock()
 
@@ -67,7 +68,12 @@ def create_app(
             if redis is None and settings.redis_url
             else None
         )
-        store = RedisStore(client, settings.redis_prefix, hot)
+        rate_limit = (
+            RateLimit(settings.rate_limit_per_second, settings.rate_limit_burst)
+            if settings.rate_limit_per_second > 0
+            else None
+        )
+        store = RedisStore(client, settings.redis_prefix, hot, rate_limit)
         background = BackgroundWrites()
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max

@@ -5,6 +5,7 @@ A bad setting stops start-up with a message that names it; nothing here is read 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -41,6 +42,15 @@ class Settings:
     login_concurrency: int = 2
     login_queue_max: int = 32
     log_level: str = "INFO"
+    # Per API key and per session; 0 turns request-rate limits off.
+    rate_limit_per_second: float = 100.0
+    rate_limit_burst: int = 200
+    # Failed logins allowed per window before logins are refused with 429; 0 turns a bound off.
+    login_failures_per_email: int = 10
+    login_failures_per_address: int = 100
+    login_failure_window_seconds: int = 15 * 60
+    # Peers whose X-Forwarded-For is believed when finding a login's client address.
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
     @property
     def session_renew_seconds(self) -> int:
@@ -91,6 +101,20 @@ def _redis_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def _networks(
+    env: Mapping[str, str], name: str
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    networks = []
+    for item in env.get(name, "").replace(",", " ").split():
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"{name} must list IP addresses or networks (e.g. 10.0.0.0/8), got {item!r}"
+            ) from None
+    return tuple(networks)
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from environment variables (``os.environ`` by default)."""
     env = os.environ if env is None else env
@@ -128,4 +152,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         login_concurrency=_int(env, "FILEHOST_LOGIN_CONCURRENCY", 2, 1, 64),
         login_queue_max=_int(env, "FILEHOST_LOGIN_QUEUE_MAX", 32, 0, 10_000),
         log_level=log_level,
+        rate_limit_per_second=_float(env, "FILEHOST_RATE_LIMIT_PER_SECOND", 100.0, 0.0, 1e9),
+        rate_limit_burst=_int(env, "FILEHOST_RATE_LIMIT_BURST", 200, 1, 1_000_000_000),
+        login_failures_per_email=_int(env, "FILEHOST_LOGIN_FAILURES_PER_EMAIL", 10, 0, 1_000_000),
+        login_failures_per_address=_int(
+            env, "FILEHOST_LOGIN_FAILURES_PER_ADDRESS", 100, 0, 1_000_000
+        ),
+        login_failure_window_seconds=_int(
+            env, "FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, 1, 86_400
+        ),
+        trusted_proxies=_networks(env, "FILEHOST_TRUSTED_PROXIES"),
     )

@@ -84,6 +84,12 @@ class UnsupportedMediaType(ApiError):
     message = "The request body must be JSON (Content-Type: application/json)."
 
 
+class TooManyRequests(ApiError):
+    status = 429
+    code = "rate_limited"
+    message = "Too many requests. Retry after the time in the Retry-After header."
+
+
 class ServiceUnavailable(ApiError):
     status = 503
     code = "service_unavailable"

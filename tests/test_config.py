@@ -3,6 +3,7 @@ bad values refused with a ConfigError that names the variable (never echoing a s
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import fields
 from pathlib import Path
 
@@ -72,6 +73,22 @@ def test_blank_values_fall_back_to_defaults() -> None:
             "rediss://cache.internal:6380/0",
         ),
         ("REDIS_URL", "unix:///run/redis.sock", "redis_url", "unix:///run/redis.sock"),
+        ("FILEHOST_RATE_LIMIT_PER_SECOND", "2.5", "rate_limit_per_second", 2.5),
+        ("FILEHOST_RATE_LIMIT_PER_SECOND", "0", "rate_limit_per_second", 0.0),
+        ("FILEHOST_RATE_LIMIT_BURST", "20", "rate_limit_burst", 20),
+        ("FILEHOST_LOGIN_FAILURES_PER_EMAIL", "5", "login_failures_per_email", 5),
+        ("FILEHOST_LOGIN_FAILURES_PER_ADDRESS", "0", "login_failures_per_address", 0),
+        ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "60", "login_failure_window_seconds", 60),
+        (
+            "FILEHOST_TRUSTED_PROXIES",
+            "10.0.0.0/8, 192.0.2.7 ::1",
+            "trusted_proxies",
+            (
+                ipaddress.ip_network("10.0.0.0/8"),
+                ipaddress.ip_network("192.0.2.7/32"),
+                ipaddress.ip_network("::1/128"),
+            ),
+        ),
     ],
 )
 def test_each_setting_is_read_from_its_variable(
@@ -115,6 +132,13 @@ def test_numbers_are_trimmed() -> None:
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "fast"),
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "0.01"),
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "31"),
+        ("FILEHOST_RATE_LIMIT_PER_SECOND", "-1"),
+        ("FILEHOST_RATE_LIMIT_PER_SECOND", "lots"),
+        ("FILEHOST_RATE_LIMIT_BURST", "0"),
+        ("FILEHOST_LOGIN_FAILURES_PER_EMAIL", "-1"),
+        ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "0"),
+        ("FILEHOST_TRUSTED_PROXIES", "10.0.0.0/8, nginx"),
+        ("FILEHOST_TRUSTED_PROXIES", "10.0.0.0/33"),
     ],
 )
 def test_bad_numbers_are_refused_naming_the_variable(variable: str, raw: str) -> None:

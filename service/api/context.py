@@ -1,4 +1,5 @@
-"""Typed application keys: how handlers reach the collaborators wired in ``service.app``."""
+"""Typed application and request keys: how handlers reach the collaborators wired in
+``service.app``, and what one request learned about its caller."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from aiohttp import web
 
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
+from service.auth.principal import Principal
 from service.config import Settings
 from service.store.redis_store import RedisStore
 
@@ -13,3 +15,6 @@ SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", RedisStore)
 ACCOUNTS = web.AppKey("accounts", Accounts)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+
+# Set once the request's credential is accepted (absent on refused or anonymous requests).
+PRINCIPAL = web.RequestKey("principal", Principal)

@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 from redis.exceptions import RedisError
 
+from service.api.context import AUTHENTICATOR, PRINCIPAL
 from service.errors import (
     ApiError,
     MethodNotAllowed,
@@ -79,3 +80,14 @@ async def security_headers(request: web.Request, response: web.StreamResponse) -
     """Responses may carry secrets or tokens: never cached, never sniffed."""
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Content-Type-Options"] = "nosniff"
+
+
+async def rate_limit_fields(request: web.Request, response: web.StreamResponse) -> None:
+    """An accepted credential's remaining request budget, on every response it gets."""
+    principal = request.get(PRINCIPAL)
+    if principal is None or principal.rate is None:
+        return
+    fields = request.app[AUTHENTICATOR].rate_fields
+    if fields is not None:
+        response.headers["RateLimit-Policy"] = fields.policy
+        response.headers["RateLimit"] = fields.current(principal.rate)

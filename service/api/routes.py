@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from service.api.context import ACCOUNTS, AUTHENTICATOR, STORE
+from service.api.client_address import client_address
+from service.api.context import ACCOUNTS, AUTHENTICATOR, PRINCIPAL, SETTINGS, STORE
 from service.api.validation import parse_create_key, parse_login, read_json_object
 from service.auth.authenticator import require
 from service.auth.permissions import to_names
@@ -39,11 +40,14 @@ def _single_header(request: web.Request, name: str) -> str | None:
 
 
 async def authenticate(request: web.Request, *, session_only: bool = False) -> Principal:
-    return await request.app[AUTHENTICATOR].authenticate(
+    """The request's principal; also kept on the request for the response's RateLimit fields."""
+    principal = await request.app[AUTHENTICATOR].authenticate(
         _single_header(request, "X-API-Key"),
         _single_header(request, "Authorization"),
         session_only=session_only,
     )
+    request[PRINCIPAL] = principal
+    return principal
 
 
 def _key_view(record: KeyRecord) -> dict[str, Any]:
@@ -63,7 +67,8 @@ def _key_view(record: KeyRecord) -> dict[str, Any]:
 
 async def login(request: web.Request) -> web.Response:
     fields = parse_login(await read_json_object(request))
-    result = await request.app[ACCOUNTS].login(fields.email, fields.password)
+    address = client_address(request, request.app[SETTINGS].trusted_proxies)
+    result = await request.app[ACCOUNTS].login(fields.email, fields.password, address)
     return ok(
         {
             "user": {"id": result.user.id, "email": result.user.email},

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from service.auth import credentials
+from service.auth.login_throttle import LoginThrottle
 from service.auth.passwords import PasswordHasher
 from service.auth.permissions import to_mask
 from service.auth.principal import Principal
@@ -57,6 +58,7 @@ class Accounts:
         self._passwords = passwords
         self._clock = clock
         self._settings = settings
+        self._throttle = LoginThrottle(store, settings)
 
     # -- users ------------------------------------------------------------------------------
 
@@ -101,10 +103,15 @@ class Accounts:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    async def login(self, email: str, password: str) -> LoginResult:
+    async def login(
+        self, email: str, password: str, client_address: str | None = None
+    ) -> LoginResult:
         """Check the password and open a session. Wrong email and wrong password are refused
-        with the same message after the same bcrypt work, so accounts can't be enumerated."""
-        user_id = await self._store.find_user_id(normalise_email(email))
+        with the same message after the same bcrypt work, so accounts can't be enumerated.
+        Throttled logins (see ``login_throttle``) are refused before any password work."""
+        email = normalise_email(email)
+        await self._throttle.check(email, client_address)
+        user_id = await self._store.find_user_id(email)
         user = await self._store.get_user(user_id) if user_id else None
         if user is None:
             await self._passwords.verify_unknown_user(password)
@@ -112,11 +119,13 @@ class Accounts:
         else:
             ok = await self._passwords.verify(password, user.password_hash)
         if not ok or user is None:
+            await self._throttle.failed(email, client_address)
             raise Unauthorized(
                 "The email or password is incorrect.",
                 code="invalid_credentials",
                 headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
             )
+        await self._throttle.succeeded(email)
         now = self._clock.now_ms()
         absolute = now + self._settings.session_max_seconds * 1000
         idle = min(now + self._settings.session_idle_seconds * 1000, absolute)

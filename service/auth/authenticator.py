@@ -1,9 +1,10 @@
 """From credential header values to a ``Principal``, and the permission check.
 
 Works on plain strings (the HTTP layer hands over header values), so it is testable without a
-server. The hot path for an API key: shape and checksum check, SHA-256, one Redis HMGET, expiry
-and permission check. Nothing here writes to Redis on every request: key last-use and session
-idle renewal are written at most once per ``RENEW`` interval, in the background.
+server. The hot path for an API key: shape and checksum check, SHA-256, one Redis round trip (an
+HMGET, in a script that also takes from the credential's rate bucket when limits are on), expiry,
+rate and permission check. Key last-use and session idle renewal are written at most once a
+minute per credential and worker, in the background; rate buckets never reach the AOF.
 
 Refusals name the reason in their code but never echo the credential.
 """
@@ -13,11 +14,12 @@ from __future__ import annotations
 from service.auth import credentials
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.auth.principal import CredentialType, Principal
+from service.auth.rate_limits import RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock
 from service.config import Settings
-from service.errors import BadRequest, Forbidden, Unauthorized
-from service.store.redis_store import RedisStore
+from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
+from service.store.redis_store import RateVerdict, RedisStore
 
 REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000
@@ -61,6 +63,8 @@ class Authenticator:
         self._idle_ms = settings.session_idle_seconds * 1000
         self._renew_ms = settings.session_renew_seconds * 1000
         self._last_touch: dict[str, int] = {}
+        limit = store.rate_limit
+        self.rate_fields = RateLimitFields(limit) if limit is not None else None
 
     async def authenticate(
         self, api_key: str | None, authorization: str | None, *, session_only: bool = False
@@ -92,12 +96,15 @@ class Authenticator:
         secret = secret.strip()
         if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
-        entry = await self._store.find_api_key(credentials.digest(secret))
+        now = self._clock.now_ms()
+        entry = await self._store.find_api_key(credentials.digest(secret), now)
         if entry is None:
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
-        now = self._clock.now_ms()
         if entry.expires_at <= now:
             raise _api_key_refusal("api_key_expired", "The API key has expired.")
+        rate = entry.rate
+        if rate is not None and not rate.allowed:
+            raise self._rate_refusal(rate)
         self._note_key_use(entry.user_id, entry.key_id, now)
         return Principal(
             entry.user_id,
@@ -105,7 +112,12 @@ class Authenticator:
             entry.permissions,
             entry.expires_at,
             key_id=entry.key_id,
+            rate=rate,
         )
+
+    def _rate_refusal(self, rate: RateVerdict) -> TooManyRequests:
+        assert self.rate_fields is not None  # a verdict exists only when limits are on
+        return self.rate_fields.refusal(rate)
 
     def _note_key_use(self, user_id: str, key_id: str, now: int) -> None:
         if now - self._last_touch.get(key_id, 0) < _KEY_TOUCH_INTERVAL_MS:
@@ -119,12 +131,15 @@ class Authenticator:
         if not credentials.is_well_formed(token, credentials.SESSION_KIND):
             raise _bearer_refusal("invalid_session", "The session token is not valid.")
         token_digest = credentials.digest(token)
-        entry = await self._store.find_session(token_digest)
+        now = self._clock.now_ms()
+        entry = await self._store.find_session(token_digest, now)
         if entry is None:
             raise _bearer_refusal("invalid_session", "The session token is not valid.")
-        now = self._clock.now_ms()
         if entry.idle_deadline <= now or entry.absolute_deadline <= now:
             raise _bearer_refusal("session_expired", "The session has expired. Log in again.")
+        rate = entry.rate
+        if rate is not None and not rate.allowed:
+            raise self._rate_refusal(rate)
         idle_deadline = entry.idle_deadline
         if now - (idle_deadline - self._idle_ms) >= self._renew_ms:
             idle_deadline = min(now + self._idle_ms, entry.absolute_deadline)
@@ -138,6 +153,7 @@ class Authenticator:
             ALL_PERMISSIONS_MASK,
             idle_deadline,
             token_digest=token_digest,
+            rate=rate,
         )
 
 

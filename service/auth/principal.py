@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from service.auth.permissions import BIT
+from service.store.redis_store import RateVerdict
 
 
 class CredentialType(StrEnum):
@@ -21,6 +22,7 @@ class Principal:
     expires_at: int  # ms; for a session, the idle deadline as of this request
     key_id: str | None = None  # API keys only
     token_digest: str | None = None  # sessions only; lets logout end exactly this session
+    rate: RateVerdict | None = None  # this request's take from the credential's rate bucket
 
     def may(self, permission: str) -> bool:
         return bool(self.permissions & BIT[permission])

@@ -3,7 +3,7 @@
 redis-py's asyncio client spends most of a request's CPU in its own machinery (connection pool,
 per-command parsing objects). Here all concurrent requests of a worker share one connection:
 commands issued in the same event-loop turn are written in one ``write()``, and replies are parsed
-by hiredis's C reader and handed back in order. Used only for single read commands on the hot
+by hiredis's C reader and handed back in order. Used only for the one lookup per request on the hot
 path; everything else stays on redis-py.
 
 Fails fast and closed: a lost connection fails every pending command with ``ConnectionError``, a
@@ -131,6 +131,16 @@ class PipelinedRedis:
         if protocol is None or not protocol.usable:
             protocol = await self._connect()
         return await protocol.send(hiredis.pack_command(args))
+
+    async def evalsha(self, script: Any, numkeys: int, *args: str | bytes | int) -> Any:
+        """Run a redis-py ``Script`` by its SHA1, loading it once if the server lacks it (first
+        use, or after the server restarted)."""
+        try:
+            return await self.execute("EVALSHA", script.sha, numkeys, *args)
+        except ResponseError as error:
+            if not str(error).startswith("NOSCRIPT"):
+                raise
+        return await self.execute("EVAL", script.script, numkeys, *args)
 
     async def _connect(self) -> _Protocol:
         if self._connecting is None:

@@ -55,6 +55,87 @@ return 1
 """
 
 
+# The hot-path lookup with a request-rate limit folded in, so a limited request still costs one
+# round trip: read the credential's fields and, when it exists, take one request from its bucket
+# (GCRA: the bucket holds the "theoretical arrival time" of the next request, in µs).
+# KEYS: entry, bucket. ARGV: now µs, emission interval µs, burst tolerance µs, fields...
+# Returns nil for no entry, else the fields followed by allowed (1/0), then remaining requests
+# (allowed) or µs to wait (refused), then µs until the bucket is full again.
+# Buckets are excluded from the AOF and replicas (REPL_NONE): they live seconds, and a write per
+# request would put an fsync behind every gateway call. A restart forgets them, nothing else.
+_LOOKUP_AND_TAKE = """
+local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 4))
+local found = false
+for i = 1, #values do
+  if values[i] then found = true end
+end
+if not found then
+  return nil
+end
+if redis.set_repl then
+  redis.set_repl(redis.REPL_NONE)
+end
+local now = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local tolerance = tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[2])) or now
+if tat < now then
+  tat = now
+end
+local next_tat = tat + interval
+local n = #values
+if next_tat - tolerance > now then
+  values[n + 1] = 0
+  values[n + 2] = next_tat - tolerance - now
+  values[n + 3] = tat - now
+  return values
+end
+local ttl_ms = math.ceil((next_tat - now) / 1000)
+redis.call('SET', KEYS[2], string.format('%.0f', next_tat), 'PX', ttl_ms)
+values[n + 1] = 1
+values[n + 2] = math.floor((tolerance - (next_tat - now)) / interval)
+values[n + 3] = next_tat - now
+return values
+"""
+
+
+# Counts one failed login; the window starts with the first failure. A counter can never be left
+# without an expiry (which would lock its email or address out for good).
+_COUNT_FAILURE = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 or redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return count
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """A credential's request-rate limit: ``per_second`` sustained, bursts of up to ``burst``."""
+
+    per_second: float
+    burst: int
+
+    @property
+    def interval_us(self) -> int:
+        return max(1, round(1_000_000 / self.per_second))
+
+    @property
+    def tolerance_us(self) -> int:
+        return self.interval_us * self.burst
+
+
+@dataclass(frozen=True, slots=True)
+class RateVerdict:
+    """One request taken from (or refused by) a credential's bucket."""
+
+    allowed: bool
+    remaining: int  # requests left in the burst after this one (0 when refused)
+    wait_us: int  # until the next request is allowed (0 when allowed)
+    full_in_us: int  # until the bucket has refilled completely
+
+
 @dataclass(frozen=True, slots=True)
 class ApiKeyEntry:
     """What one hot-path lookup of an API key digest returns."""
@@ -63,6 +144,7 @@ class ApiKeyEntry:
     key_id: str
     permissions: int
     expires_at: int
+    rate: RateVerdict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +153,7 @@ class SessionEntry:
     created_at: int
     absolute_deadline: int
     idle_deadline: int
+    rate: RateVerdict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +177,10 @@ class UserRecord:
     created_at: int
 
 
+_KEY_FIELDS = ("u", "k", "p", "e")
+_SESSION_FIELDS = ("u", "c", "a", "i")
+
+
 def _int_field(value: object) -> int:
     if value is None:
         raise CorruptRecord()
@@ -111,13 +198,24 @@ class RedisStore:
     Everything else uses redis-py.
     """
 
-    def __init__(self, redis: Redis, prefix: str, hot: PipelinedRedis | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        hot: PipelinedRedis | None = None,
+        rate_limit: RateLimit | None = None,
+    ) -> None:
         self.redis = redis
         self.keys = RedisKeys(prefix)
         self._hot = hot
+        self.rate_limit = rate_limit
+        if rate_limit is not None:
+            self._rate_args = (str(rate_limit.interval_us), str(rate_limit.tolerance_us))
+        self._lookup_and_take = redis.register_script(_LOOKUP_AND_TAKE)
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._touch_key = redis.register_script(_TOUCH_KEY)
+        self._count_failure = redis.register_script(_COUNT_FAILURE)
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -127,6 +225,33 @@ class RedisStore:
             return await self._hot.execute("HMGET", key, *fields)
         return await self.redis.hmget(key, fields)
 
+    async def _lookup(
+        self, entry: str, now_ms: int, fields: tuple[str, ...]
+    ) -> tuple[list, RateVerdict | None]:
+        """The entry's fields, and one request taken from its bucket when limits are on."""
+        if self.rate_limit is None:
+            return await self._hmget(entry, *fields), None
+        interval, tolerance = self._rate_args
+        keys_and_args = (entry, self.keys.rate_bucket(entry), now_ms * 1000, interval, tolerance)
+        if self._hot is not None:
+            reply = await self._hot.evalsha(self._lookup_and_take, 2, *keys_and_args, *fields)
+        else:
+            reply = await self._lookup_and_take(
+                keys=keys_and_args[:2], args=[*keys_and_args[2:], *fields]
+            )
+        if reply is None:
+            return [None] * len(fields), None
+        n = len(fields)
+        if len(reply) != n + 3:
+            raise CorruptRecord()
+        allowed, count, full_in = reply[n], reply[n + 1], reply[n + 2]
+        verdict = (
+            RateVerdict(True, count, 0, full_in)
+            if allowed == 1
+            else RateVerdict(False, 0, count, full_in)
+        )
+        return reply[:n], verdict
+
     async def _hgetall(self, key: str) -> dict[str, str]:
         if self._hot is None:
             return await self.redis.hgetall(key)
@@ -135,10 +260,11 @@ class RedisStore:
 
     # -- API keys ---------------------------------------------------------------------------
 
-    async def find_api_key(self, secret_digest: str) -> ApiKeyEntry | None:
-        """The hot path: one HMGET on the digest entry."""
-        user_id, key_id, permissions, expires_at = await self._hmget(
-            self.keys.key_entry(secret_digest), "u", "k", "p", "e"
+    async def find_api_key(self, secret_digest: str, now_ms: int = 0) -> ApiKeyEntry | None:
+        """The hot path: one round trip, an HMGET on the digest entry (in a script that also
+        takes from the key's rate bucket when limits are on; ``now_ms`` is the bucket's clock)."""
+        (user_id, key_id, permissions, expires_at), rate = await self._lookup(
+            self.keys.key_entry(secret_digest), now_ms, _KEY_FIELDS
         )
         if user_id is None and key_id is None and permissions is None and expires_at is None:
             return None
@@ -147,7 +273,7 @@ class RedisStore:
         mask = _int_field(permissions)
         if not 0 <= mask <= ALL_PERMISSIONS_MASK:  # a damaged mask must never widen access
             raise CorruptRecord()
-        return ApiKeyEntry(user_id, key_id, mask, _int_field(expires_at))
+        return ApiKeyEntry(user_id, key_id, mask, _int_field(expires_at), rate)
 
     async def add_api_key(
         self,
@@ -298,15 +424,18 @@ class RedisStore:
             pipe.pexpireat(entry, min(idle_deadline, absolute_deadline))
             await pipe.execute()
 
-    async def find_session(self, token_digest: str) -> SessionEntry | None:
-        user_id, created, absolute, idle = await self._hmget(
-            self.keys.session_entry(token_digest), "u", "c", "a", "i"
+    async def find_session(self, token_digest: str, now_ms: int = 0) -> SessionEntry | None:
+        """Like ``find_api_key``, for a session token's digest."""
+        (user_id, created, absolute, idle), rate = await self._lookup(
+            self.keys.session_entry(token_digest), now_ms, _SESSION_FIELDS
         )
         if user_id is None and created is None and absolute is None and idle is None:
             return None
         if not user_id:
             raise CorruptRecord()
-        return SessionEntry(user_id, _int_field(created), _int_field(absolute), _int_field(idle))
+        return SessionEntry(
+            user_id, _int_field(created), _int_field(absolute), _int_field(idle), rate
+        )
 
     async def renew_session(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
         await self._renew_session(
@@ -316,6 +445,30 @@ class RedisStore:
     async def remove_session(self, token_digest: str, user_id: str) -> None:
         await self.redis.delete(self.keys.session_entry(token_digest))
         await self.redis.zrem(self.keys.account_sessions(user_id), token_digest)
+
+    # -- login failures ---------------------------------------------------------------------
+
+    async def login_failures(self, counters: list[str]) -> list[tuple[int, int]]:
+        """Each counter's failures and milliseconds left in its window, in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for counter in counters:
+                pipe.get(counter)
+                pipe.pttl(counter)
+            replies = await pipe.execute()
+        result = []
+        for count, ttl in zip(replies[::2], replies[1::2], strict=True):
+            result.append((_int_field(count) if count is not None else 0, max(0, int(ttl))))
+        return result
+
+    async def add_login_failure(self, counters: list[str], window_ms: int) -> None:
+        """Count one failure on each counter; a counter's window starts at its first failure."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for counter in counters:
+                await self._count_failure(keys=[counter], args=[window_ms], client=pipe)
+            await pipe.execute()
+
+    async def clear_login_failures(self, counter: str) -> None:
+        await self.redis.delete(counter)
 
     # -- users ------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
-from service.store.redis_store import RedisStore
+from service.store.redis_store import RateLimit, RateVerdict, RedisStore
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
@@ -151,3 +151,54 @@ async def test_deleting_a_user_ends_sessions_and_keys_and_frees_the_email(store)
     assert await store.find_user_id("a@example.com") is None
     assert await store.redis.keys("t:{usr_a}:*") == []
     assert await store.add_user("usr_c", "a@example.com", "hash", NOW)
+
+
+async def test_a_limited_lookup_reads_the_entry_and_takes_from_its_bucket_in_one_script(
+    store: RedisStore,
+) -> None:
+    limited = RedisStore(store.redis, "t", rate_limit=RateLimit(per_second=1, burst=2))
+    assert await add_key(store, "key_1")
+
+    takes = [await limited.find_api_key(DIGEST, NOW) for _ in range(3)]
+
+    assert [entry.key_id for entry in takes] == ["key_1"] * 3
+    assert [entry.rate for entry in takes] == [
+        RateVerdict(allowed=True, remaining=1, wait_us=0, full_in_us=1_000_000),
+        RateVerdict(allowed=True, remaining=0, wait_us=0, full_in_us=2_000_000),
+        RateVerdict(allowed=False, remaining=0, wait_us=1_000_000, full_in_us=2_000_000),
+    ]
+    later = await limited.find_api_key(DIGEST, NOW + 1000)
+    assert later.rate == RateVerdict(True, 0, 0, 2_000_000)
+    # No entry, no bucket: unknown digests cost one read and leave nothing behind.
+    assert await limited.find_api_key("cd" * 32, NOW) is None
+    assert (
+        await store.redis.exists(limited.keys.rate_bucket(limited.keys.key_entry("cd" * 32))) == 0
+    )
+
+
+async def test_sessions_are_limited_through_the_same_script(store: RedisStore) -> None:
+    limited = RedisStore(store.redis, "t", rate_limit=RateLimit(per_second=10, burst=1))
+    await store.add_session(DIGEST, "usr_a", NOW, NOW + DAY, NOW + 2 * DAY)
+
+    first = await limited.find_session(DIGEST, NOW)
+    second = await limited.find_session(DIGEST, NOW)
+
+    assert first.user_id == second.user_id == "usr_a"
+    assert first.rate.allowed and not second.rate.allowed
+    assert second.rate.wait_us == 100_000
+
+
+async def test_login_failure_counters_start_their_window_at_the_first_failure(
+    store: RedisStore,
+) -> None:
+    counters = ["t:login-failures:email:x", "t:login-failures:ip:192.0.2.1"]
+    assert await store.login_failures(counters) == [(0, 0), (0, 0)]
+
+    await store.add_login_failure(counters, 60_000)
+    await store.add_login_failure(counters[:1], 60_000)
+
+    (email_count, email_ttl), (ip_count, ip_ttl) = await store.login_failures(counters)
+    assert (email_count, ip_count) == (2, 1)
+    assert 0 < email_ttl <= 60_000 and 0 < ip_ttl <= 60_000
+    await store.clear_login_failures(counters[0])
+    assert (await store.login_failures(counters))[0] == (0, 0)

@@ -1,0 +1,158 @@
+"""Request-rate limits per API key and per session: 429 with Retry-After and the RateLimit fields
+of the IETF HTTPAPI draft, kept in Redis so every worker and instance shares one bucket.
+
+Time moves only through the injected clock, so the bucket arithmetic is exact.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import redis as redis_sync
+
+from tests.conftest import Api, FakeClock, RedisServer, assert_error, bearer, free_port
+
+FIELD = re.compile(r'^"credential";r=(\d+);t=(\d+)$')
+
+
+def remaining(response) -> int:  # type: ignore[no-untyped-def]
+    match = FIELD.match(response.headers["RateLimit"])
+    assert match, response.headers["RateLimit"]
+    return int(match.group(1))
+
+
+async def test_an_accepted_key_is_told_its_policy_and_what_is_left(api: Api) -> None:
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+
+    first = await api.files(key=key)
+    second = await api.files(key=key)
+
+    assert first.status == second.status == 200
+    # Defaults: 100 requests/s sustained, bursts of 200 (an empty bucket refills in 2 s).
+    assert first.headers["RateLimit-Policy"] == '"credential";q=200;w=2'
+    assert remaining(first) == 199
+    assert remaining(second) == 198
+
+
+async def test_a_key_over_its_burst_gets_429_until_its_bucket_refills(
+    make_api, clock: FakeClock
+) -> None:
+    api = await make_api(rate_limit_per_second=2, rate_limit_burst=3)
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+
+    left = [remaining(await api.files(key=key)) for _ in range(3)]
+    refused = await api.files(key=key)
+
+    assert left == [2, 1, 0]
+    error = await assert_error(refused, 429, "rate_limited")
+    assert refused.headers["Retry-After"] == "1"
+    assert error["details"] == {"retry_after_seconds": 1}
+    assert refused.headers["RateLimit-Policy"] == '"credential";q=3;w=2'
+    assert FIELD.match(refused.headers["RateLimit"]).group(1) == "0"
+    assert key not in await refused.text()
+
+    # A refused request takes nothing: one emission interval later exactly one more fits.
+    clock.advance(seconds=0.5)
+    assert (await api.files(key=key)).status == 200
+    await assert_error(await api.files(key=key), 429, "rate_limited")
+    clock.advance(seconds=1.5)
+    assert [(await api.files(key=key)).status for _ in range(3)] == [200, 200, 200]
+
+
+async def test_each_key_and_each_session_has_its_own_bucket(make_api) -> None:
+    api = await make_api(rate_limit_per_second=1, rate_limit_burst=2)
+    token = await api.user_with_session()
+    first = (await api.create_key(token, name="first"))["secret_key"]
+    second = (await api.create_key(token, name="second"))["secret_key"]
+
+    for _ in range(2):
+        assert (await api.files(key=first)).status == 200
+    await assert_error(await api.files(key=first), 429, "rate_limited")
+
+    assert (await api.files(key=second)).status == 200
+    # The session made two requests (the two key creations) and has used its burst too.
+    await assert_error(await api.files(token=token), 429, "rate_limited")
+    other_session = await api.login("alice@example.com")
+    assert (await api.files(token=other_session)).status == 200
+
+
+async def test_the_bucket_is_shared_by_every_instance_on_the_same_redis(
+    make_api, clock: FakeClock
+) -> None:
+    # Two apps on one Redis stand for two workers (or two hosts) behind one load balancer.
+    one = await make_api(rate_limit_per_second=1, rate_limit_burst=4)
+    other = await make_api(rate_limit_per_second=1, rate_limit_burst=4)
+    token = await one.user_with_session()
+    key = (await one.create_key(token))["secret_key"]
+
+    statuses = []
+    for n in range(6):
+        statuses.append((await (one if n % 2 else other).files(key=key)).status)
+
+    assert statuses == [200, 200, 200, 200, 429, 429]
+
+
+async def test_limits_off_means_no_fields_and_no_bucket(make_api, redis_client) -> None:
+    api = await make_api(rate_limit_per_second=0)
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+
+    for _ in range(5):
+        response = await api.files(key=key)
+        assert response.status == 200
+        assert "RateLimit" not in response.headers
+        assert "RateLimit-Policy" not in response.headers
+    assert redis_client.keys("fh:rate:*") == []
+
+
+async def test_refusals_other_than_the_rate_carry_no_rate_fields(api: Api) -> None:
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+
+    wrong = await api.files(key=key[:-8] + "AAAAAAAA")
+    missing = await api.files()
+    accepted = await api.client.get("/api/v1/auth/session", headers=bearer(token))
+
+    for response in (wrong, missing):
+        assert response.status == 401
+        assert "RateLimit" not in response.headers
+    assert remaining(accepted) == 198  # logging in takes nothing; the key creation and this did
+
+
+async def test_a_bucket_lives_only_as_long_as_it_takes_to_refill(make_api, redis_client) -> None:
+    api = await make_api(rate_limit_per_second=100, rate_limit_burst=200)
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+    await api.files(key=key)
+
+    buckets = redis_client.keys("fh:rate:*")
+    assert len(buckets) == 2  # the session's and the key's
+    for bucket in buckets:
+        # The hash tag is the credential entry's own name: one cluster slot for both.
+        assert re.fullmatch(r"fh:rate:\{fh:(key|session):[0-9a-f]{64}\}", bucket)
+        assert 0 < redis_client.pttl(bucket) <= 2000
+
+
+async def test_buckets_never_reach_the_append_only_file(tmp_path: Path, make_api) -> None:
+    """A write per request must not become an fsync per request: buckets are kept out of the AOF
+    (and replication) while the credentials they limit are in it."""
+    server = RedisServer(free_port(), tmp_path, ("--appendonly", "yes", "--appendfsync", "always"))
+    server.start()
+    try:
+        api = await make_api(redis_url=server.url, rate_limit_per_second=50, rate_limit_burst=50)
+        token = await api.user_with_session()
+        key = (await api.create_key(token))["secret_key"]
+        for _ in range(5):
+            assert (await api.files(key=key)).status == 200
+        client = redis_sync.Redis(port=server.port, decode_responses=True)
+        assert len(client.keys("fh:rate:*")) == 2
+        client.close()
+
+        aof = b"".join(path.read_bytes() for path in (tmp_path / "appendonlydir").glob("*.aof"))
+        assert b"fh:key:" in aof and b"fh:session:" in aof
+        assert b"fh:rate:" not in aof
+    finally:
+        server.stop()
