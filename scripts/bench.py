@@ -22,6 +22,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,7 +126,12 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
 
 @contextmanager
 def service(
-    redis_url: str, workers: int, *, floor_user: str | None = None, log: Path | None = None
+    redis_url: str,
+    workers: int,
+    *,
+    floor_user: str | None = None,
+    log: Path | None = None,
+    rate_limits: bool = True,
 ) -> Iterator[str]:
     port = free_port()
     env = {
@@ -134,6 +140,11 @@ def service(
         "FILEHOST_LOG_LEVEL": "WARNING",
         "FILEHOST_PORT": str(port),
         "FILEHOST_WORKERS": str(workers),
+        # Limits stay on, so their cost is measured, at a rate no wrk run can reach (one key
+        # sends every request); the "limits off" row shows what folding them in costs. The
+        # burst keeps the bucket's tolerance at 1 s, far above the workers' clock differences.
+        "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000" if rate_limits else "0",
+        "FILEHOST_RATE_LIMIT_BURST": "1000000",
     }
     if floor_user is None:
         command = [sys.executable, "-m", "service", "serve"]
@@ -317,26 +328,34 @@ def commands_per_request(client: redis.Redis, requests: float) -> str:
 
 
 async def _login_storm(url: str, clients: int, seconds: float) -> dict[str, int]:
+    """``clients`` loops of logins with the right password until ``seconds`` pass. A refused
+    login (503 or 429) waits a quarter of its Retry-After, as an eager client would."""
     import aiohttp
 
     counts: dict[str, int] = {}
+    slowest_refusal = 0.0
     deadline = time.monotonic() + seconds
 
-    async def client(session: aiohttp.ClientSession, n: int) -> None:
-        body = {"email": EMAIL, "password": PASSWORD if n % 2 else "wrong password 1234"}
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal slowest_refusal
+        body = {"email": EMAIL, "password": PASSWORD}
         while time.monotonic() < deadline:
+            sent = time.monotonic()
             async with session.post(f"{url}/api/v1/auth/login", json=body) as response:
                 await response.read()
                 label = str(response.status)
-                if response.status == 503 and "Retry-After" in response.headers:
-                    label = "503+Retry-After"
+                if response.status in (429, 503):
+                    slowest_refusal = max(slowest_refusal, time.monotonic() - sent)
+                    if "Retry-After" in response.headers:
+                        label += "+Retry-After"
                 counts[label] = counts.get(label, 0) + 1
-                if response.status == 503:
+                if response.status in (429, 503):
                     await asyncio.sleep(float(response.headers.get("Retry-After", "1")) / 4)
 
     timeout = aiohttp.ClientTimeout(total=seconds + 30)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        await asyncio.gather(*(client(session, n) for n in range(clients)))
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+    counts["slowest_refusal_ms"] = round(slowest_refusal * 1000)
     return counts
 
 
@@ -361,11 +380,32 @@ def versions(client: redis.Redis) -> dict[str, str]:
     }
 
 
+SCENARIOS = ("b", "c", "d", "e", "f")
+
+
+def median_row(results: list[dict[str, float]], floors: list[dict[str, float]]) -> dict[str, float]:
+    """The medians over rounds; the ratio is each round's ratio to that round's floor."""
+    ratios = [r["rps"] / f["rps"] for r, f in zip(results, floors, strict=True)]
+    return {
+        "rps": statistics.median(r["rps"] for r in results),
+        "ratio": statistics.median(ratios),
+        "ratio_low": min(ratios),
+        "ratio_high": max(ratios),
+        "p50": statistics.median(r["p50"] for r in results),
+        "p99": statistics.median(r["p99"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "requests": sum(r["requests"] for r in results),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=int, default=8, help="length of each wrk run")
+    parser.add_argument("--seconds", type=int, default=5, help="length of each wrk run")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of a-f; the table shows their medians"
+    )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
@@ -399,7 +439,17 @@ def main() -> int:
         return 2
 
     started = time.monotonic()
-    rows: list[tuple[str, dict[str, float], str]] = []
+    labels = {
+        "a": "a floor (auth bypassed)",
+        "b": "b X-API-Key, files.read",
+        "c": "c Bearer session",
+        "d": "d unknown key (401)",
+        "e": "e malformed key (401)",
+        "f": "f key lacking files.read (403)",
+    }
+    per_round: dict[str, list[dict[str, float]]] = {name: [] for name in labels}
+    commands: dict[str, str] = {}
+    extra_rows: list[tuple[str, dict[str, float], str]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
@@ -408,42 +458,56 @@ def main() -> int:
         with redis_server(workdir) as (redis_url, client):
             seed = seed_account(redis_url)
             run_versions = versions(client)
+            headers = {
+                "a": None,
+                "b": f"X-API-Key: {seed['key']}",
+                "c": f"Authorization: Bearer {seed['token']}",
+                "d": f"X-API-Key: {seed['unknown_key']}",
+                "e": f"X-API-Key: {seed['malformed_key']}",
+                "f": f"X-API-Key: {seed['key_without_files_read']}",
+            }
+            expected = {"a": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403}
 
-            def measure(label: str, url: str, header: str | None, expected: int) -> dict:
+            def measure(label: str, url: str, header: str | None, status: int) -> tuple:
                 client.config_resetstat()
-                result = wrk(url, header, expected, args.seconds, args.connections, script)
-                rows.append((label, result, commands_per_request(client, result["requests"])))
+                result = wrk(url, header, status, args.seconds, args.connections, script)
                 print(
                     f"  {label}: {result['rps']:,.0f} req/s, p50 {result['p50']:.2f} ms, "
                     f"p99 {result['p99']:.2f} ms, errors {result['errors']:.0f}",
                     flush=True,
                 )
-                return result
+                return result, commands_per_request(client, result["requests"])
 
-            key_header = f"X-API-Key: {seed['key']}"
-            bearer_header = f"Authorization: Bearer {seed['token']}"
             print(
                 f"benchmark: {args.workers} workers, {args.connections} connections, "
-                f"{args.seconds}s per run, {os.cpu_count()} cores",
+                f"{args.seconds}s per run, {args.rounds} rounds, {os.cpu_count()} cores",
                 flush=True,
             )
-            with service(redis_url, args.workers, floor_user=seed["user_id"]) as url:
-                wrk(url, None, 200, 2, args.connections, script)  # warm-up
-                floor = measure("a floor (auth bypassed)", url, None, 200)
-            with service(redis_url, args.workers, log=workdir / "service.log") as url:
-                wrk(url, key_header, 200, 2, args.connections, script)  # warm-up
-                small_key = measure("b X-API-Key, files.read", url, key_header, 200)
-                small_session = measure("c Bearer session", url, bearer_header, 200)
-                measure("d unknown key (401)", url, f"X-API-Key: {seed['unknown_key']}", 401)
-                measure("e malformed key (401)", url, f"X-API-Key: {seed['malformed_key']}", 401)
-                measure(
-                    "f key lacking files.read (403)",
-                    url,
-                    f"X-API-Key: {seed['key_without_files_read']}",
-                    403,
-                )
+            for round_number in range(1, args.rounds + 1):
+                print(f"round {round_number}/{args.rounds}", flush=True)
+                with service(redis_url, args.workers, floor_user=seed["user_id"]) as url:
+                    wrk(url, None, 200, 2, args.connections, script)  # warm-up
+                    result, commands["a"] = measure(labels["a"], url, None, 200)
+                    per_round["a"].append(result)
+                with service(redis_url, args.workers, log=workdir / "service.log") as url:
+                    wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                    for name in SCENARIOS:
+                        result, used = measure(labels[name], url, headers[name], expected[name])
+                        per_round[name].append(result)
+                        commands[name] = used
+            floors = per_round["a"]
+            rows = {name: median_row(per_round[name], floors) for name in labels}
+            floor_rps = rows["a"]["rps"]
 
-                # Login storm: bcrypt-heavy traffic next to gateway traffic.
+            with service(redis_url, args.workers, rate_limits=False) as url:
+                wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                result, used = measure("b with rate limits off", url, headers["b"], 200)
+                extra_rows.append(("b X-API-Key, rate limits off", result, used))
+            with service(redis_url, args.workers, log=workdir / "service.log") as url:
+                wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                unloaded, _ = measure("b before the storm", url, headers["b"], 200)
+                # Login storm: every client logs in with the right password, so every attempt
+                # passes throttling and costs a bcrypt check: the worst case for the CPU.
                 storm = subprocess.Popen(
                     [
                         sys.executable,
@@ -456,14 +520,30 @@ def main() -> int:
                     stdout=subprocess.PIPE,
                     text=True,
                 )
-                time.sleep(1)  # let the storm fill the login queue before measuring
-                stormy = measure(
-                    f"b during {args.storm_clients}-client login storm", url, key_header, 200
+                time.sleep(1)  # let the storm fill the login queues before measuring
+                stormy, used = measure(
+                    f"b during {args.storm_clients}-client login storm", url, headers["b"], 200
                 )
                 storm_out, _ = storm.communicate(timeout=args.seconds + 60)
-                notes.append(f"login storm responses: {storm_out.strip()}")
+                extra_rows.append(
+                    (f"b during a {args.storm_clients}-client login storm", stormy, used)
+                )
+                storm_counts = orjson.loads(storm_out)
+                slowest_refusal = storm_counts.pop("slowest_refusal_ms")
+                notes.append(
+                    f"login storm: X-API-Key kept {stormy['rps'] / unloaded['rps']:.2f} of its "
+                    f"throughput just before the storm, p99 {stormy['p99']:.2f} ms; login "
+                    f"responses: {', '.join(f'{k}: {v}' for k, v in sorted(storm_counts.items()))}"
+                    + (
+                        f"; the slowest refusal came back in {slowest_refusal} ms"
+                        if slowest_refusal
+                        else "; no login was refused"
+                    )
+                )
 
                 if args.large:
+                    small_key, _ = measure("b before loading", url, headers["b"], 200)
+                    small_session, _ = measure("c before loading", url, headers["c"], 200)
                     client.config_resetstat()
                     before = client.info("memory")["used_memory"]
                     loaded = time.monotonic()
@@ -478,33 +558,41 @@ def main() -> int:
                         f"per session {(after_sessions - after_keys) / args.large:.0f} B "
                         f"(entry + account index); dbsize {client.dbsize():,}"
                     )
-                    large_key = measure(
-                        f"b X-API-Key, {args.large:,} keys loaded", url, key_header, 200
+                    large_key, used = measure(
+                        f"b X-API-Key, {args.large:,} keys loaded", url, headers["b"], 200
                     )
-                    large_session = measure(
-                        f"c Bearer, {args.large:,} sessions loaded", url, bearer_header, 200
+                    extra_rows.append((f"b X-API-Key, {args.large:,} keys loaded", large_key, used))
+                    large_session, used = measure(
+                        f"c Bearer, {args.large:,} sessions loaded", url, headers["c"], 200
+                    )
+                    extra_rows.append(
+                        (f"c Bearer, {args.large:,} sessions loaded", large_session, used)
                     )
                     notes.append(
-                        f"scale: X-API-Key at {args.large:,} keys = "
-                        f"{large_key['rps'] / small_key['rps']:.2f} of the 10-key run; "
-                        f"Bearer at {args.large:,} sessions = "
-                        f"{large_session['rps'] / small_session['rps']:.2f} of the small run"
+                        f"scale: X-API-Key with {args.large:,} keys loaded = "
+                        f"{large_key['rps'] / small_key['rps']:.2f} of the run with 10 keys just "
+                        f"before loading; Bearer with {args.large:,} sessions loaded = "
+                        f"{large_session['rps'] / small_session['rps']:.2f} of the run before"
                     )
-            notes.append(
-                f"login storm: X-API-Key kept {stormy['rps'] / small_key['rps']:.2f} of its "
-                f"unloaded throughput, p99 {stormy['p99']:.2f} ms"
-            )
 
     elapsed = time.monotonic() - started
     header = (
-        "| scenario | req/s | ratio to floor | p50 ms | p99 ms | errors | "
+        "| scenario | req/s | ratio to floor (min-max) | p50 ms | p99 ms | errors | "
         "Redis commands per request |\n|---|---:|---:|---:|---:|---:|---|"
     )
-    lines = [header] + [
-        f"| {label} | {r['rps']:,.0f} | {r['rps'] / floor['rps']:.2f} | {r['p50']:.2f} | "
-        f"{r['p99']:.2f} | {r['errors']:.0f} | {commands} |"
-        for label, r, commands in rows
-    ]
+    lines = [header]
+    for name, label in labels.items():
+        row = rows[name]
+        lines.append(
+            f"| {label} | {row['rps']:,.0f} | {row['ratio']:.2f} ({row['ratio_low']:.2f}-"
+            f"{row['ratio_high']:.2f}) | {row['p50']:.2f} | {row['p99']:.2f} | "
+            f"{row['errors']:.0f} | {commands[name]} |"
+        )
+    for label, result, used in extra_rows:
+        lines.append(
+            f"| {label} | {result['rps']:,.0f} | {result['rps'] / floor_rps:.2f} (one run) | "
+            f"{result['p50']:.2f} | {result['p99']:.2f} | {result['errors']:.0f} | {used} |"
+        )
     table = "\n".join(lines)
     print()
     print(table)
@@ -520,10 +608,13 @@ def main() -> int:
             "Produced by `scripts/bench` (no arguments); rerun it to refresh this file. Every "
             "scenario is `GET /api/v1/files` driven by wrk (`-t1`, "
             f"{args.connections} connections, {args.seconds} s) on loopback against "
-            f"{args.workers} worker processes. Ratios are against the floor measured in the "
-            "same run (the same server with authentication bypassed, still reading the "
-            "account's files); compare ratios across machines, not absolute numbers. "
-            "Errors counts responses with an unexpected status plus socket errors.\n\n"
+            f"{args.workers} worker processes. Scenarios a-f run in {args.rounds} rounds, each "
+            "with its own floor (the same server with authentication bypassed, still reading "
+            "the account's files); the table shows medians over the rounds and the range of the "
+            "per-round ratios. The rows below them are single runs, compared with the median "
+            "floor. Rate limits are on (at a rate no run reaches) except where a row says off. "
+            "Compare ratios across machines, not absolute numbers. Errors counts responses with "
+            "an unexpected status plus socket errors.\n\n"
             f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
             f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n"
             f"- versions: {versions_line}\n\n"

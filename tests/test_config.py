@@ -30,7 +30,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.data_dir == Path("data")
     assert settings.redis_timeout_seconds == 1.5
     assert settings.login_concurrency == 2
-    assert settings.login_queue_max == 32
+    assert settings.login_queue_max == 16
 
 
 def test_defaults_match_the_settings_dataclass() -> None:
