@@ -20,6 +20,7 @@ from service.auth.passwords import PasswordHasher
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
+from service.dashboard import add_dashboard_routes
 from service.store.pipelined import PipelinedRedis
 from service.store.redis_store import RateLimit, RedisStore
 
@@ -97,4 +98,5 @@ def create_app(
 
     app.cleanup_ctx.append(lifecycle)
     add_routes(app)
+    add_dashboard_routes(app)
     return app

@@ -61,7 +61,7 @@ async def post_raw(api: Api, body: bytes, headers: dict[str, str] | None = None)
 
 @pytest.mark.parametrize(
     "path",
-    ["/", "/api/v1", "/api/v1/nope", "/api/v2/files", "/api/v1/files/extra", "/api/v1/auth"],
+    ["/nope", "/api/v1", "/api/v1/nope", "/api/v2/files", "/api/v1/files/extra", "/api/v1/auth"],
 )
 async def test_unknown_routes_get_route_not_found(api: Api, path: str) -> None:
     response = await api.client.get(path)

@@ -1,0 +1,466 @@
+// filehost dashboard: the login page (/) and the API keys page (/keys). Plain JavaScript, no
+// build step, no dependencies.
+//
+// The session token is kept in sessionStorage (this tab only, gone when the tab closes), sent
+// only in the Authorization header, and never put in a URL or written to the console. A new
+// key's secret lives only in the page's memory (one input's value) until it is dismissed or the
+// page is left. Every piece of data reaches the page through textContent, never as HTML.
+"use strict";
+
+(() => {
+  const API = "/api/v1";
+  const SESSION_KEY = "filehost.session";
+  const NOTICE_KEY = "filehost.notice";
+  // Answers that mean the session is no longer usable: back to the login page.
+  const SESSION_ENDED = new Set([
+    "credential_missing",
+    "invalid_session",
+    "session_expired",
+    "account_gone",
+    "unsupported_auth_scheme",
+  ]);
+
+  class ApiError extends Error {
+    constructor(status, code, message, details) {
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.details = details;
+    }
+  }
+
+  // -- session storage -----------------------------------------------------------------------
+
+  function loadSession() {
+    try {
+      const session = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
+      if (session && typeof session.token === "string" && session.token) {
+        return session;
+      }
+    } catch {
+      // unreadable: treat as signed out
+    }
+    return null;
+  }
+
+  function saveSession(session) {
+    sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
+  }
+
+  function clearSession() {
+    sessionStorage.removeItem(SESSION_KEY);
+  }
+
+  // Leave for the login page, which shows `notice` once.
+  function toLogin(notice) {
+    clearSession();
+    if (notice) {
+      sessionStorage.setItem(NOTICE_KEY, JSON.stringify(notice));
+    }
+    window.location.replace("/");
+  }
+
+  function takeNotice() {
+    const raw = sessionStorage.getItem(NOTICE_KEY);
+    sessionStorage.removeItem(NOTICE_KEY);
+    try {
+      const notice = JSON.parse(raw || "null");
+      return notice && typeof notice.text === "string" ? notice : null;
+    } catch {
+      return null;
+    }
+  }
+
+  // -- the API -------------------------------------------------------------------------------
+
+  async function api(method, path, { token, body } = {}) {
+    const headers = { Accept: "application/json" };
+    if (token) {
+      headers.Authorization = `Bearer ${token}`;
+    }
+    const init = { method, headers, credentials: "omit", cache: "no-store" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(API + path, init);
+    } catch {
+      throw new ApiError(0, "network_error", "The service could not be reached. Try again.");
+    }
+    let payload = null;
+    try {
+      payload = await response.json();
+    } catch {
+      payload = null;
+    }
+    if (response.ok && payload && payload.success === true) {
+      return payload.data;
+    }
+    const error = payload && payload.error ? payload.error : {};
+    throw new ApiError(
+      response.status,
+      typeof error.code === "string" ? error.code : "unexpected_response",
+      typeof error.message === "string" && error.message
+        ? error.message
+        : `The service answered with status ${response.status}.`,
+      error.details,
+    );
+  }
+
+  function sessionEnded(error) {
+    return error instanceof ApiError && error.status === 401 && SESSION_ENDED.has(error.code);
+  }
+
+  // -- small DOM helpers ---------------------------------------------------------------------
+
+  function byId(id) {
+    const element = document.getElementById(id);
+    if (!element) {
+      throw new Error(`The page has no #${id}.`);
+    }
+    return element;
+  }
+
+  function el(tag, { text, className, attrs } = {}, children = []) {
+    const element = document.createElement(tag);
+    if (className) {
+      element.className = className;
+    }
+    if (text !== undefined) {
+      element.textContent = text;
+    }
+    for (const [name, value] of Object.entries(attrs || {})) {
+      element.setAttribute(name, value);
+    }
+    for (const child of children) {
+      element.append(child);
+    }
+    return element;
+  }
+
+  function show(element, text) {
+    element.textContent = text;
+    element.hidden = false;
+  }
+
+  function hide(element) {
+    element.hidden = true;
+    element.textContent = "";
+  }
+
+  // The envelope's message, and what each field was refused for when the API says.
+  function describe(error) {
+    const details = error.details;
+    if (!details || typeof details !== "object" || Array.isArray(details)) {
+      return error.message;
+    }
+    const reasons = [];
+    for (const [field, why] of Object.entries(details)) {
+      if (typeof why === "string") {
+        reasons.push(`${field} ${why}`);
+      } else if (why && typeof why.reason === "string") {
+        reasons.push(`${field} ${why.reason}`);
+      }
+    }
+    return reasons.length ? `${error.message} ${reasons.join("; ")}.` : error.message;
+  }
+
+  function when(iso, never) {
+    if (!iso) {
+      return document.createTextNode(never);
+    }
+    // "2025-01-31T12:34:56Z" -> "2025-01-31 12:34 UTC": unambiguous, and the same everywhere.
+    const text = /^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(iso)
+      ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`
+      : iso;
+    return el("time", { text, attrs: { datetime: iso } });
+  }
+
+  // -- the login page ------------------------------------------------------------------------
+
+  function initLogin() {
+    if (loadSession()) {
+      window.location.replace("/keys");
+      return;
+    }
+    const form = byId("login-form");
+    const email = byId("login-email");
+    const password = byId("login-password");
+    const submit = byId("login-submit");
+    const error = byId("login-error");
+    const notice = byId("notice");
+
+    const pending = takeNotice();
+    if (pending) {
+      notice.setAttribute("role", pending.kind === "error" ? "alert" : "status");
+      notice.classList.toggle("is-error", pending.kind === "error");
+      show(notice, pending.text);
+    }
+
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      hide(error);
+      const address = email.value.trim();
+      if (!address || !password.value) {
+        show(error, "Enter your email and your password.");
+        (address ? password : email).focus();
+        return;
+      }
+      submit.disabled = true;
+      submit.textContent = "Signing in…";
+      try {
+        const data = await api("POST", "/auth/login", {
+          body: { email: address, password: password.value },
+        });
+        password.value = "";
+        saveSession({ token: data.token, email: data.user.email });
+        window.location.assign("/keys");
+      } catch (failure) {
+        hide(notice);
+        show(error, failure instanceof ApiError ? describe(failure) : "Signing in failed.");
+        password.value = "";
+        password.focus();
+        submit.disabled = false;
+        submit.textContent = "Sign in";
+      }
+    });
+  }
+
+  // -- the API keys page ---------------------------------------------------------------------
+
+  function initKeys() {
+    const session = loadSession();
+    if (!session) {
+      toLogin({ kind: "info", text: "Sign in to manage your API keys." });
+      return;
+    }
+    const token = session.token;
+
+    const pageStatus = byId("page-status");
+    const createForm = byId("create-form");
+    const createError = byId("create-error");
+    const createSubmit = byId("create-submit");
+    const nameInput = byId("key-name");
+    const expiry = byId("key-expiry");
+    const secretPanel = byId("new-secret");
+    const secretTitle = byId("new-secret-title");
+    const secretName = byId("new-secret-name");
+    const secretValue = byId("new-secret-value");
+    const copyButton = byId("copy-secret");
+    const copyStatus = byId("copy-status");
+    const table = byId("keys-table");
+    const tbody = byId("keys-body");
+    const loading = byId("keys-loading");
+    const empty = byId("keys-empty");
+    const listError = byId("keys-error");
+    const listTitle = byId("keys-title");
+    const dialog = byId("revoke-dialog");
+    const revokeName = byId("revoke-name");
+    const revokePrefix = byId("revoke-prefix");
+    const revokeError = byId("revoke-error");
+    const revokeConfirm = byId("revoke-confirm");
+    const revokeCancel = byId("revoke-cancel");
+    let revoking = null; // the key the dialog is about
+
+    byId("account-email").textContent = session.email || "";
+
+    // Any call that finds the session gone sends the user back to sign in, saying why.
+    async function call(method, path, body) {
+      try {
+        return await api(method, path, { token, body });
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          toLogin({ kind: "error", text: `You have been signed out. ${failure.message}` });
+          // Never settles: the page is being replaced.
+          return new Promise(() => {});
+        }
+        throw failure;
+      }
+    }
+
+    function announce(text) {
+      show(pageStatus, text);
+    }
+
+    // -- list
+
+    function keyRow(key) {
+      const permissions = el(
+        "ul",
+        { className: "perm-list", attrs: { "aria-label": "Permissions" } },
+        (key.permissions || []).map((name) => el("li", { text: name })),
+      );
+      const revoke = el("button", { text: "Revoke", className: "danger", attrs: { type: "button" } }, [
+        el("span", { text: ` key ${key.name}`, className: "visually-hidden" }),
+      ]);
+      revoke.dataset.keyId = key.id;
+      revoke.addEventListener("click", () => openRevoke(key));
+      const cell = (label, className, content) =>
+        el("td", { className, attrs: { "data-label": label } }, [content]);
+      const row = el("tr", {}, [
+        cell("Name", "key-name", document.createTextNode(key.name)),
+        cell("Prefix", "key-prefix", el("code", { text: key.key_prefix })),
+        cell("Permissions", "key-permissions", permissions),
+        cell("Created", "key-created", when(key.created_at, "—")),
+        cell("Expires", "key-expires", when(key.expires_at, "Never")),
+        cell("Last used", "key-last-used", when(key.last_used_at, "Never")),
+        cell("Actions", "key-actions", revoke),
+      ]);
+      row.dataset.keyId = key.id;
+      return row;
+    }
+
+    async function refresh() {
+      hide(listError);
+      try {
+        const data = await call("GET", "/keys");
+        const keys = Array.isArray(data.keys) ? data.keys : [];
+        tbody.replaceChildren(...keys.map(keyRow));
+        table.hidden = keys.length === 0;
+        empty.hidden = keys.length !== 0;
+      } catch (failure) {
+        show(listError, failure instanceof ApiError ? describe(failure) : "Loading keys failed.");
+      } finally {
+        loading.hidden = true;
+      }
+    }
+
+    // -- create
+
+    function hideSecret() {
+      secretValue.value = "";
+      secretName.textContent = "";
+      copyStatus.textContent = "";
+      secretPanel.hidden = true;
+    }
+
+    function showSecret(created) {
+      secretName.textContent = created.name;
+      secretValue.value = created.secret_key;
+      copyStatus.textContent = "";
+      secretPanel.hidden = false;
+      secretTitle.focus();
+    }
+
+    createForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      hide(createError);
+      hide(pageStatus);
+      const name = nameInput.value.trim();
+      const permissions = Array.from(
+        createForm.querySelectorAll('input[name="permissions"]:checked'),
+        (box) => box.value,
+      );
+      if (!name) {
+        show(createError, "Give the key a name.");
+        nameInput.focus();
+        return;
+      }
+      if (permissions.length === 0) {
+        show(createError, "Choose at least one permission.");
+        createForm.querySelector('input[name="permissions"]').focus();
+        return;
+      }
+      createSubmit.disabled = true;
+      try {
+        const created = await call("POST", "/keys", {
+          name,
+          permissions,
+          expires_days: Number(expiry.value),
+        });
+        createForm.reset();
+        showSecret(created);
+        await refresh();
+      } catch (failure) {
+        show(createError, failure instanceof ApiError ? describe(failure) : "Creating the key failed.");
+        createError.scrollIntoView({ block: "nearest" });
+      } finally {
+        createSubmit.disabled = false;
+      }
+    });
+
+    copyButton.addEventListener("click", async () => {
+      const secret = secretValue.value;
+      try {
+        await navigator.clipboard.writeText(secret);
+        copyStatus.textContent = "Copied to the clipboard.";
+      } catch {
+        // No clipboard access: select it so the user can copy it themselves.
+        secretValue.focus();
+        secretValue.select();
+        copyStatus.textContent = "Copying was blocked: the secret is selected, copy it with Ctrl+C.";
+      }
+    });
+
+    byId("dismiss-secret").addEventListener("click", () => {
+      hideSecret();
+      nameInput.focus();
+    });
+
+    // -- revoke
+
+    function openRevoke(key) {
+      revoking = key;
+      revokeName.textContent = key.name;
+      revokePrefix.textContent = key.key_prefix;
+      hide(revokeError);
+      revokeConfirm.disabled = false;
+      dialog.showModal();
+      revokeCancel.focus();
+    }
+
+    revokeCancel.addEventListener("click", () => dialog.close("cancel"));
+
+    dialog.addEventListener("close", () => {
+      revoking = null;
+    });
+
+    revokeConfirm.addEventListener("click", async () => {
+      const key = revoking;
+      if (!key) {
+        return;
+      }
+      revokeConfirm.disabled = true;
+      hide(revokeError);
+      try {
+        await call("DELETE", `/keys/${encodeURIComponent(key.id)}`);
+        dialog.close("revoked");
+        announce(`Revoked the key ${key.name}. It no longer works.`);
+      } catch (failure) {
+        if (!(failure instanceof ApiError && failure.code === "key_not_found")) {
+          show(revokeError, failure instanceof ApiError ? describe(failure) : "Revoking failed.");
+          revokeConfirm.disabled = false;
+          return;
+        }
+        dialog.close("gone");
+        announce(failure.message);
+      }
+      await refresh();
+      listTitle.focus();
+    });
+
+    // -- log out
+
+    byId("logout").addEventListener("click", async (event) => {
+      event.currentTarget.disabled = true;
+      try {
+        await api("POST", "/auth/logout", { token });
+      } catch {
+        // Signed out here either way; the session also ends by itself when it expires.
+      }
+      hideSecret();
+      toLogin({ kind: "info", text: "You have logged out." });
+    });
+
+    refresh();
+  }
+
+  const page = document.body.dataset.page;
+  if (page === "login") {
+    initLogin();
+  } else if (page === "keys") {
+    initKeys();
+  }
+})();

@@ -1,0 +1,183 @@
+"""The security headers of the dashboard and the API, and that the browser enforces them: a
+strict Content-Security-Policy that the pages never violate, and no framing."""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+
+import pytest
+from aiohttp import web
+from playwright.async_api import Page, expect
+
+from tests.browser.conftest import TIMEOUT_MS, Dashboard, Tab, create_key, key_row, sign_in
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+PAGE_CSP = {
+    "default-src": ["'none'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "require-trusted-types-for": ["'script'"],
+    "trusted-types": ["'none'"],
+}
+RESOURCE_CSP = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
+
+
+def directives(header: str) -> dict[str, list[str]]:
+    parsed: dict[str, list[str]] = {}
+    for part in header.split(";"):
+        name, *values = part.split()
+        assert name not in parsed, f"{name} given twice"
+        parsed[name] = values
+    return parsed
+
+
+def assert_common_headers(headers: object, csp: dict[str, list[str]]) -> None:
+    assert directives(headers["Content-Security-Policy"]) == csp  # type: ignore[index]
+    assert headers["X-Frame-Options"] == "DENY"  # type: ignore[index]
+    assert headers["Referrer-Policy"] == "no-referrer"  # type: ignore[index]
+    assert headers["Cache-Control"] == "no-store"  # type: ignore[index]
+    assert headers["X-Content-Type-Options"] == "nosniff"  # type: ignore[index]
+
+
+async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashboard) -> None:
+    static = files("service.dashboard").joinpath("static")
+    served = {
+        "/": ("text/html", "index.html"),
+        "/keys": ("text/html", "keys.html"),
+        "/static/app.js": ("text/javascript", "app.js"),
+        "/static/style.css": ("text/css", "style.css"),
+        "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
+    }
+    for path, (content_type, name) in served.items():
+        async with dashboard.http.get(dashboard.base + path) as response:
+            assert response.status == 200, path
+            assert response.content_type == content_type, path
+            assert await response.read() == static.joinpath(name).read_bytes(), path
+            csp = PAGE_CSP if content_type == "text/html" else RESOURCE_CSP
+            assert_common_headers(response.headers, csp)
+
+    # The API's answers, successes and refusals alike.
+    async with dashboard.http.get(dashboard.base + "/api/v1/files") as response:
+        assert response.status == 401
+        assert_common_headers(response.headers, RESOURCE_CSP)
+
+    # Only the dashboard's own paths are served; the rest keep the API's JSON 404.
+    for path in ("/nope", "/keys/", "/static/", "/static/nope.js", "/static/../app.py"):
+        async with dashboard.http.get(dashboard.base + path) as response:
+            assert response.status == 404, path
+            assert response.content_type == "application/json", path
+            body = await response.json()
+            assert body["success"] is False and body["error"]["code"] == "route_not_found"
+            assert_common_headers(response.headers, RESOURCE_CSP)
+    async with dashboard.http.post(dashboard.base + "/") as response:
+        assert response.status == 405
+        assert (await response.json())["error"]["code"] == "method_not_allowed"
+
+
+# Runs before any page script: records every violation the browser reports.
+RECORD_VIOLATIONS = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (event) => {
+  window.__cspViolations.push(event.effectiveDirective + ' ' + (event.blockedURI || ''));
+});
+"""
+
+
+async def violations(page: Page) -> list[str]:
+    return await page.evaluate("() => window.__cspViolations")
+
+
+async def test_the_browser_reports_no_csp_violation_across_the_dashboard(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    response = await page.goto("/")
+    assert response is not None
+    assert directives(await response.header_value("content-security-policy") or "") == PAGE_CSP
+    assert await violations(page) == []
+
+    await sign_in(page, user)
+    await create_key(page, "csp check", ["files.read", "settings.write"])
+    await page.get_by_role("button", name="Copy", exact=True).click()
+    await expect(page.locator("#copy-status")).not_to_have_text("")
+    await key_row(page, "csp check").get_by_role("button", name=re.compile("^Revoke")).click()
+    await page.get_by_role("dialog").get_by_role("button", name="Revoke key").click()
+    await expect(page.locator("#keys-empty")).to_be_visible()
+    assert await violations(page) == []
+    await page.get_by_role("button", name="Log out").click()
+    await page.wait_for_url(re.compile(r"/$"))
+    await expect(page.locator("#notice")).to_be_visible()
+    assert await violations(page) == []
+
+    csp_messages = [
+        line
+        for line in tab.console
+        if re.search(r"Content Security Policy|Refused to|Trusted Type", line, re.IGNORECASE)
+    ]
+    assert csp_messages == []
+
+    # The recorder does see violations: an inline style, an HTML string and a foreign image are
+    # each refused (so the empty lists above mean something).
+    refused = await page.evaluate(
+        """async () => {
+            document.body.setAttribute('style', 'background: red');
+            let htmlRefused = false;
+            try { document.body.insertAdjacentHTML('beforeend', '<b>x</b>'); }
+            catch (error) { htmlRefused = error instanceof TypeError; }
+            const image = new Image();
+            image.src = 'http://127.0.0.2:9/pixel.png';
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            return htmlRefused;
+        }"""
+    )
+    assert refused is True
+    await page.wait_for_function("() => window.__cspViolations.length >= 3", timeout=TIMEOUT_MS)
+    seen = " | ".join(await violations(page))
+    for directive in ("style-src-attr", "require-trusted-types-for", "img-src"):
+        assert directive in seen, seen
+    background = await page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background != "rgb(255, 0, 0)"
+
+
+async def test_no_page_can_frame_the_dashboard(tab: Tab, dashboard: Dashboard) -> None:
+    """Another origin on this machine (a second server here) frames a page of its own, which
+    loads, and the dashboard, which the browser refuses."""
+    page = tab.page
+
+    async def host(request: web.Request) -> web.Response:
+        return web.Response(
+            text=f'<iframe id="own" src="/child"></iframe>'
+            f'<iframe id="dashboard" src="{dashboard.base}/"></iframe>',
+            content_type="text/html",
+        )
+
+    async def child(request: web.Request) -> web.Response:
+        return web.Response(text="<p id=child>framed</p>", content_type="text/html")
+
+    other = web.Application()
+    other.router.add_get("/host", host)
+    other.router.add_get("/child", child)
+    runner = web.AppRunner(other, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        await page.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/host")
+        await expect(page.frame_locator("#own").locator("#child")).to_have_text("framed")
+        await page.wait_for_timeout(500)  # give the refused frame time to (not) load
+        await expect(page.frame_locator("#dashboard").locator("#login-form")).to_have_count(0)
+        refused = page.frame("dashboard")
+        assert refused is not None and not refused.url.startswith(dashboard.base), refused
+        assert any(
+            "violates" in line and "frame-ancestors 'none'" in line for line in tab.console
+        ), tab.console
+    finally:
+        await runner.cleanup()
