@@ -12,7 +12,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
+from service.api.forward_auth import add_forward_auth_routes
 from service.api.middleware import error_envelope, rate_limit_fields, security_headers
+from service.api.ops import add_ops, observe_refusals, observe_requests
 from service.api.routes import add_routes
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
@@ -54,7 +56,8 @@ def create_app(
     if redis is None and settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url or a redis client")
     app = web.Application(
-        middlewares=[error_envelope],
+        # observe_requests outermost: it sees every final status, error envelopes included.
+        middlewares=[observe_requests, error_envelope, observe_refusals],
         client_max_size=settings.max_body_bytes,
     )
     app.on_response_prepare.append(security_headers)
@@ -97,6 +100,8 @@ def create_app(
             await client.aclose()
 
     app.cleanup_ctx.append(lifecycle)
+    add_ops(app, settings)  # after lifecycle: it wraps the authenticator lifecycle makes
     add_routes(app)
+    add_forward_auth_routes(app)
     add_dashboard_routes(app)
     return app

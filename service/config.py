@@ -43,6 +43,8 @@ class Settings:
     # bcrypt at cost 12 takes about 0.22 s, so 16 waiting behind 2 threads is about 2 s of queue.
     login_queue_max: int = 16
     log_level: str = "INFO"
+    # On SIGTERM/SIGINT, requests in flight get this long to finish (cut after at most twice it).
+    shutdown_grace_seconds: float = 10.0
     # Per API key and per session; 0 turns request-rate limits off.
     rate_limit_per_second: float = 100.0
     rate_limit_burst: int = 200
@@ -52,6 +54,8 @@ class Settings:
     login_failure_window_seconds: int = 15 * 60
     # Peers whose X-Forwarded-For is believed when finding a login's client address.
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    # GET /metrics (Prometheus); off removes the route and the per-request counting.
+    metrics_enabled: bool = True
 
     @property
     def session_renew_seconds(self) -> int:
@@ -89,6 +93,20 @@ def _float(env: Mapping[str, str], name: str, default: float, low: float, high: 
     return value
 
 
+def available_cores() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _workers(env: Mapping[str, str]) -> int:
+    if env.get("FILEHOST_WORKERS", "").strip().lower() == "auto":
+        return min(64, available_cores())
+    return _int(env, "FILEHOST_WORKERS", 1, 1, 64)
+
+
 def _redis_url(env: Mapping[str, str]) -> str | None:
     raw = env.get("REDIS_URL", "").strip()
     if not raw:
@@ -100,6 +118,17 @@ def _redis_url(env: Mapping[str, str]) -> str | None:
             f"REDIS_URL must start with redis://, rediss:// or unix://, got scheme {scheme!r}"
         )
     return raw
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"on", "true", "1", "yes"}:
+        return True
+    if raw in {"off", "false", "0", "no"}:
+        return False
+    raise ConfigError(f"{name} must be on or off, got {raw!r}")
 
 
 def _networks(
@@ -143,7 +172,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         data_dir=Path(env.get("FILEHOST_DATA_DIR", "").strip() or "data"),
         host=env.get("FILEHOST_HOST", "").strip() or "127.0.0.1",
         port=_int(env, "FILEHOST_PORT", 8080, 0, 65535),
-        workers=_int(env, "FILEHOST_WORKERS", 1, 1, 64),
+        workers=_workers(env),
         bcrypt_cost=_int(env, "FILEHOST_BCRYPT_COST", 12, 4, 16),
         password_min_length=_int(env, "FILEHOST_PASSWORD_MIN_LENGTH", 8, 1, 128),
         session_idle_seconds=idle,
@@ -153,6 +182,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         login_concurrency=_int(env, "FILEHOST_LOGIN_CONCURRENCY", 2, 1, 64),
         login_queue_max=_int(env, "FILEHOST_LOGIN_QUEUE_MAX", 16, 0, 10_000),
         log_level=log_level,
+        shutdown_grace_seconds=_float(env, "FILEHOST_SHUTDOWN_GRACE_SECONDS", 10.0, 0.1, 3600.0),
         rate_limit_per_second=_float(env, "FILEHOST_RATE_LIMIT_PER_SECOND", 100.0, 0.0, 1e9),
         rate_limit_burst=_int(env, "FILEHOST_RATE_LIMIT_BURST", 200, 1, 1_000_000_000),
         login_failures_per_email=_int(env, "FILEHOST_LOGIN_FAILURES_PER_EMAIL", 10, 0, 1_000_000),
@@ -163,4 +193,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, 1, 86_400
         ),
         trusted_proxies=_networks(env, "FILEHOST_TRUSTED_PROXIES"),
+        metrics_enabled=_switch(env, "FILEHOST_METRICS", True),
     )

@@ -1,40 +1,38 @@
 """Running the service: the embedded store when no REDIS_URL is set, and N worker processes
-sharing one port through SO_REUSEPORT. The access log names method, path (never the query
-string), status and duration; never a header, so never a credential."""
+sharing one port through SO_REUSEPORT. Logs are JSON lines (``service.logs``): one access line per
+request with method, route, path (never the query string), status and duration; never a header
+value, so never a credential. With several workers the metrics are shared through
+prometheus-client's multiprocess mode (``service.metrics.WorkerMetricsDir``)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import multiprocessing
 import signal
-import sys
+import time
+from multiprocessing.connection import wait as wait_for_exits
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from aiohttp.abc import AbstractAccessLogger
 
+from service.api.low_level import run_app
 from service.app import create_app
 from service.config import Settings
+from service.logs import AccessLogger, configure_logging
+from service.metrics import WorkerMetricsDir
 from service.store.embedded import EmbeddedRedis
 
 log = logging.getLogger("service")
 
-
-class AccessLogger(AbstractAccessLogger):
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        self.logger.info(
-            "%s %s %s %.1fms", request.method, request.path, response.status, time * 1000
-        )
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
+# The signals that stop the service. A worker blocks them while it starts, until it can stop
+# gracefully, so that an early one waits instead of killing it half-way; see ``_stop_once``.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+# How long the parent still waits for a worker once aiohttp's shutdown is over (it waits up to twice
+# the grace period: for a request, then for it to take its cancellation) before killing it: a
+# worker closes its Redis connections and drains its background writes after its last request.
+_KILL_MARGIN_SECONDS = 10.0
 
 
 def describe_store(url: str) -> str:
@@ -45,8 +43,33 @@ def describe_store(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}"
 
 
+async def _stop_once(app: web.Application) -> None:
+    """Only the first stop signal counts, then the stop signals are let in.
+
+    aiohttp stops on SIGINT/SIGTERM by raising GracefulExit from a signal handler; a second signal
+    while it stops raises it again, abandons the shutdown half-way and cuts the requests in flight.
+    A worker often gets two: Ctrl-C signals the whole process group and the parent forwards
+    SIGTERM as well, and systemd signals every process of the unit."""
+    loop = asyncio.get_running_loop()
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise web.GracefulExit()
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one that came early is handled now
+
+
 def run_worker(settings: Settings, bench_floor_user: str | None = None) -> None:
-    """One worker process: an event loop (uvloop when available) serving the app."""
+    """One worker process: an event loop (uvloop when available) serving the app until SIGTERM or
+    SIGINT. Then it stops listening (new connections are refused), gives the requests in flight
+    ``shutdown_grace_seconds`` to finish (aiohttp cuts those still running after at most twice
+    that), closes its Redis connections and returns."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # until _stop_once is in place
     configure_logging(settings.log_level)
     try:
         import uvloop
@@ -54,18 +77,25 @@ def run_worker(settings: Settings, bench_floor_user: str | None = None) -> None:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
-    web.run_app(
-        create_app(settings, bench_floor_user=bench_floor_user),
+    app = create_app(settings, bench_floor_user=bench_floor_user)
+    app.on_startup.append(_stop_once)
+    run_app(  # aiohttp's run_app, with its own refusals in the JSON error envelope
+        app,
         host=settings.host,
         port=settings.port,
         reuse_port=settings.workers > 1,
         access_log_class=AccessLogger,
         print=None,
         handle_signals=True,
+        shutdown_timeout=settings.shutdown_grace_seconds,
     )
+    for signum in STOP_SIGNALS:  # stopped: a late signal must not interrupt the exit
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def serve(settings: Settings, *, bench_floor_user: str | None = None) -> int:
+    """Serve until SIGTERM or SIGINT, then stop the workers (requests in flight finish) and after
+    them the embedded store (its append-only file flushed). 0 when everything stopped cleanly."""
     configure_logging(settings.log_level)
     embedded = None
     if settings.redis_url is None:
@@ -84,34 +114,81 @@ def serve(settings: Settings, *, bench_floor_user: str | None = None) -> int:
         '-d \'{"email": "you@example.com", "password": "..."}\'',
         flush=True,
     )
+    metrics_dir = WorkerMetricsDir() if settings.workers > 1 and settings.metrics_enabled else None
+    store_stopped_cleanly = True
     try:
         if settings.workers == 1:
             run_worker(settings, bench_floor_user)
-            return 0
-        return _run_workers(settings, bench_floor_user)
+            code = 0
+        else:
+            code = _run_workers(settings, bench_floor_user, metrics_dir)
     finally:
         if embedded is not None:
-            embedded.stop()
+            store_stopped_cleanly = embedded.stop()
+        if metrics_dir is not None:
+            metrics_dir.close()
+    return code if store_stopped_cleanly else 1
 
 
-def _run_workers(settings: Settings, bench_floor_user: str | None) -> int:
+def _run_workers(
+    settings: Settings, bench_floor_user: str | None, metrics_dir: WorkerMetricsDir | None = None
+) -> int:
+    """Run the workers until they exit; 0 when every one stopped cleanly.
+
+    SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent returns only after
+    every worker exited: one still running twice ``shutdown_grace_seconds`` plus a margin after
+    the signal is killed."""
     context = multiprocessing.get_context("spawn")
     workers = [
         context.Process(target=run_worker, args=(settings, bench_floor_user), name=f"worker-{n}")
         for n in range(settings.workers)
     ]
-    for worker in workers:
-        worker.start()
+    deadline: float | None = None
 
     def forward(signum: int, _frame: object) -> None:
+        nonlocal deadline
+        if deadline is None:
+            grace = settings.shutdown_grace_seconds
+            deadline = time.monotonic() + 2 * grace + _KILL_MARGIN_SECONDS
+            log.info(
+                "%s: stopping %d workers; requests in flight get %gs to finish",
+                signal.Signals(signum).name,
+                len(workers),
+                grace,
+            )
         for worker in workers:
-            if worker.is_alive() and worker.pid is not None:
+            if worker.pid is not None and worker.exitcode is None:
                 worker.terminate()
 
     signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    # Workers inherit an ignored SIGINT, so a Ctrl-C while they start (it reaches the whole process
+    # group) raises no KeyboardInterrupt in them: the SIGTERM forwarded from here stops them.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for worker in workers:
-        worker.join()
+        worker.start()
+    signal.signal(signal.SIGINT, forward)
+    if deadline is not None:  # stopped while they were starting: reach the ones started since
+        forward(signal.SIGTERM, None)
+
+    running, killed = list(workers), False
+    while running:
+        wait_for_exits([worker.sentinel for worker in running], timeout=0.5)
+        for worker in [worker for worker in running if worker.exitcode is not None]:
+            running.remove(worker)
+            if deadline is None:
+                log.error(
+                    "%s (pid %s) exited unexpectedly: %s", worker.name, worker.pid, worker.exitcode
+                )
+            else:
+                log.info("%s (pid %s) exited with %s", worker.name, worker.pid, worker.exitcode)
+            if metrics_dir is not None:
+                metrics_dir.worker_gone(worker.pid)
+        if running and not killed and deadline is not None and time.monotonic() > deadline:
+            killed = True
+            for worker in running:
+                log.error("%s (pid %s) did not stop in time: killed", worker.name, worker.pid)
+                worker.kill()
+    # Killed by the forwarded SIGTERM before it could handle it: it was still starting, no harm.
     failed = [w.name for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
     if failed:
         log.error("workers exited abnormally: %s", ", ".join(failed))

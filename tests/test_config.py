@@ -4,6 +4,7 @@ bad values refused with a ConfigError that names the variable (never echoing a s
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.redis_timeout_seconds == 1.5
     assert settings.login_concurrency == 2
     assert settings.login_queue_max == 16
+    assert settings.shutdown_grace_seconds == 10.0
 
 
 def test_defaults_match_the_settings_dataclass() -> None:
@@ -62,6 +64,7 @@ def test_blank_values_fall_back_to_defaults() -> None:
         ("FILEHOST_LOGIN_CONCURRENCY", "3", "login_concurrency", 3),
         ("FILEHOST_LOGIN_QUEUE_MAX", "0", "login_queue_max", 0),
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "0.25", "redis_timeout_seconds", 0.25),
+        ("FILEHOST_SHUTDOWN_GRACE_SECONDS", "2.5", "shutdown_grace_seconds", 2.5),
         ("FILEHOST_REDIS_PREFIX", "tenant-a.1_x", "redis_prefix", "tenant-a.1_x"),
         ("FILEHOST_LOG_LEVEL", "debug", "log_level", "DEBUG"),
         ("FILEHOST_DATA_DIR", "/srv/filehost", "data_dir", Path("/srv/filehost")),
@@ -103,6 +106,10 @@ def test_each_setting_is_read_from_its_variable(
     assert others == defaults
 
 
+def test_workers_auto_means_one_per_available_core() -> None:
+    assert load_settings({"FILEHOST_WORKERS": " Auto "}).workers == len(os.sched_getaffinity(0))
+
+
 def test_numbers_are_trimmed() -> None:
     assert load_settings({"FILEHOST_PORT": " 9000 "}).port == 9000
 
@@ -132,6 +139,8 @@ def test_numbers_are_trimmed() -> None:
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "fast"),
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "0.01"),
         ("FILEHOST_REDIS_TIMEOUT_SECONDS", "31"),
+        ("FILEHOST_SHUTDOWN_GRACE_SECONDS", "0"),  # aiohttp reads 0 as no limit at all
+        ("FILEHOST_SHUTDOWN_GRACE_SECONDS", "soon"),
         ("FILEHOST_RATE_LIMIT_PER_SECOND", "-1"),
         ("FILEHOST_RATE_LIMIT_PER_SECOND", "lots"),
         ("FILEHOST_RATE_LIMIT_BURST", "0"),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from service.store.embedded import socket_responds
@@ -27,7 +27,6 @@ from tests.conftest import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "Serve-Test-Password-1"
-ACCESS_LINE = re.compile(r"^\S+ \S+ INFO (\d+) aiohttp\.access: (\S+) (\S+) (\d{3}) ")
 
 
 def service_env(redis_url: str | None, port: int, **extra: str) -> dict[str, str]:
@@ -116,10 +115,12 @@ class Server:
         """(pid, method, path, status) of every access-log line so far."""
         lines = []
         for line in self.stderr().splitlines():
-            match = ACCESS_LINE.match(line)
-            if match:
-                pid, method, path, status = match.groups()
-                lines.append((int(pid), method, path, int(status)))
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:  # a line cut short by a concurrent read
+                continue
+            if entry.get("logger") == "aiohttp.access":
+                lines.append((entry["pid"], entry["method"], entry["path"], entry["status"]))
         return lines
 
 

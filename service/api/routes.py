@@ -6,10 +6,12 @@ creates it (``POST /keys`` returns ``secret_key``; ``POST /auth/login`` returns 
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, PRINCIPAL, SETTINGS, STORE
@@ -139,6 +141,21 @@ async def list_files(request: web.Request) -> web.Response:
     return ok({"files": files})
 
 
+# -- the API's description ----------------------------------------------------------------------
+
+
+def openapi_document() -> Handler:
+    """``GET /openapi.json``: the hand-written ``openapi.json`` beside this module, read and
+    parsed once when the routes are added (a broken document stops start-up), served as is."""
+    body = resources.files("service.api").joinpath("openapi.json").read_bytes()
+    orjson.loads(body)
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    return handler
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_routes(
         [
@@ -149,5 +166,6 @@ def add_routes(app: web.Application) -> None:
             web.post(f"{PREFIX}/keys", create_key),
             web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
             web.get(f"{PREFIX}/files", list_files, allow_head=False),
+            web.get(f"{PREFIX}/openapi.json", openapi_document(), allow_head=False),
         ]
     )

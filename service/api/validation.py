@@ -38,6 +38,8 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         body = await request.read()  # aiohttp stops reading past client_max_size
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(details={"max_bytes": limit}) from None
+    except web.RequestPayloadError:  # e.g. a Content-Encoding stream that does not decode
+        raise BadRequest("The request body could not be decoded.", code="bad_request") from None
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -98,7 +98,11 @@ class Accounts:
         user = await self._store.get_user(user_id)
         if user is None:
             # The credential outlived its user (deleted between lookups): refuse it.
-            raise Unauthorized("The credential's account no longer exists.", code="account_gone")
+            raise Unauthorized(
+                "The credential's account no longer exists.",
+                code="account_gone",
+                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},  # RFC 9110: every 401
+            )
         return user
 
     # -- sessions ---------------------------------------------------------------------------

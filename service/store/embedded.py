@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from pathlib import Path
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+log = logging.getLogger("service.store.embedded")
 
 _SOCKET_NAME = "redis.sock"
 _MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to 107 bytes on Linux
@@ -126,14 +129,30 @@ class EmbeddedRedis:
                     raise EmbeddedStoreError("the embedded store did not start in time")
                 time.sleep(0.05)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server if this process started it; SIGTERM makes it flush the AOF first."""
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop the server if this process started it; False when it did not stop cleanly.
+
+        SIGTERM makes it shut down as SHUTDOWN does: the append-only file written and fsynced,
+        then exit 0. One that had already died, or exits otherwise, is reported (its log is
+        ``redis.log`` in the data directory); one that does not exit in time is killed."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
+        if process is None:
+            return True
+        if process.poll() is not None:
+            log.error(
+                "the embedded store had already exited (%s); see %s/redis.log",
+                process.returncode,
+                self.data_dir,
+            )
+            return False
         process.terminate()
         try:
-            process.wait(timeout)
+            code = process.wait(timeout)
         except subprocess.TimeoutExpired:
+            log.error("the embedded store did not stop within %gs: killed", timeout)
             process.kill()
             process.wait()
+            return False
+        if code != 0:
+            log.error("the embedded store exited with %s; see %s/redis.log", code, self.data_dir)
+        return code == 0

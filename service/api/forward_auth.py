@@ -1,0 +1,196 @@
+"""``GET /api/v1/auth/verify``: the answer to a gateway's authentication sub-request (nginx
+``auth_request``, Traefik ``ForwardAuth``, Envoy ``ext_authz`` over HTTP).
+
+The gateway forwards the client's ``X-API-Key`` or ``Authorization`` and says what the original
+request needs, in one of two ways:
+
+- ``X-Required-Permission: files.read``: a permission name, set per location by the gateway;
+- the original request, from which the permission is derived through ``ROUTE_PERMISSIONS``:
+  ``X-Original-Method`` + ``X-Original-URI`` (nginx) or ``X-Forwarded-Method`` +
+  ``X-Forwarded-Uri`` (Traefik).
+
+When both are given, the credential must hold both permissions. Answers:
+
+- 200, empty body, with ``X-Auth-User-Id``, ``X-Auth-Credential`` (``api_key`` or ``session``),
+  ``X-Auth-Key-Id`` (API keys only) and ``X-Auth-Permissions`` (comma-separated names in the
+  spec's order; a session holds all ten) for the gateway to pass upstream.
+- 401 (with ``WWW-Authenticate``) for a missing, malformed, unknown, revoked or expired
+  credential, and also for two credentials or a repeated credential header (400 in the rest of
+  the API, but nginx turns any status other than 2xx/401/403 into a 500, and these are the
+  client's doing).
+- 403 ``insufficient_permission``, ``session_required`` (an API key on ``/api/v1/keys*``, as the
+  service itself answers), or ``no_permission_mapping`` (an original request the table does not
+  map, or whose path is not in plain form: dot segments, ``//``, a backslash or NUL, encoded or
+  not, or no leading ``/``). Fail closed: what cannot be classified is refused.
+- 400 for a misconfigured gateway: ``unknown_permission`` (not one of the ten names),
+  ``permission_unspecified`` (neither header way used), ``incomplete_original_request`` (a method
+  without a URI or the reverse), ``ambiguous_original_request`` (both nginx and Traefik headers),
+  ``duplicate_header``. nginx answers the client 500 for these and logs the status.
+- 503 ``store_unavailable`` when Redis cannot be asked; 429 ``rate_limited`` like everywhere.
+- 405 for any method but GET (HEAD included): nginx and Traefik send GET.
+
+Every refusal is the usual error envelope plus ``X-Auth-Error: <code>``, which a gateway can copy
+into its own error page (nginx cannot pass the sub-request's body on). Nothing of the credential
+is ever echoed. The gateway must set or clear ``X-Required-Permission`` and the original-request
+headers itself (``deploy/nginx.conf`` does): a client must never be able to choose them.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aiohttp import web
+from multidict import CIMultiDictProxy
+from redis.exceptions import RedisError
+
+from service.api.routes import PREFIX, authenticate
+from service.auth.authenticator import REALM, require
+from service.auth.permissions import BIT, to_names
+from service.errors import ApiError, BadRequest, Forbidden, StoreUnavailable, Unauthorized
+
+VERIFY_PATH = f"{PREFIX}/auth/verify"
+REQUIRED_PERMISSION = "X-Required-Permission"
+AUTH_ERROR = "X-Auth-Error"
+
+# The route -> permission map: the first path segment after /api/v1/ names the resource, the
+# method picks read or write. Anything else is unmapped (403 no_permission_mapping).
+ROUTE_PERMISSIONS: dict[str, tuple[str, str]] = {
+    # resource: (permission for GET/HEAD, permission for POST/PUT/PATCH/DELETE)
+    "files": ("files.read", "files.write"),
+    "folders": ("folders.read", "folders.write"),
+    "aliases": ("aliases.read", "aliases.write"),
+    "settings": ("settings.read", "settings.write"),
+    "keys": ("keys.read", "keys.write"),
+}
+READ_METHODS = ("GET", "HEAD")
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+# The key endpoints take only a session, whatever a key's permissions (the spec's rule 1).
+SESSION_ONLY_RESOURCES = frozenset({"keys"})
+
+_RESOURCE_START = len(PREFIX) + 1
+# (method, resource) -> (permission, session only), precomputed from the table above.
+_DERIVED: dict[tuple[str, str], tuple[str, bool]] = {
+    (method, resource): (permissions[index], resource in SESSION_ONLY_RESOURCES)
+    for resource, permissions in ROUTE_PERMISSIONS.items()
+    for index, methods in enumerate((READ_METHODS, WRITE_METHODS))
+    for method in methods
+}
+_CHALLENGE = {"WWW-Authenticate": f"Bearer {REALM}"}
+_PERMISSION_NAMES: dict[int, str] = {}  # mask -> header value; at most 1024 entries
+
+
+def _one(headers: CIMultiDictProxy[str], name: str) -> str | None:
+    values = headers.getall(name, ())
+    if len(values) > 1:
+        raise BadRequest(f"Send the {name} header once.", code="duplicate_header")
+    return values[0] if values else None
+
+
+def _unmapped() -> Forbidden:
+    return Forbidden(
+        "No permission is mapped to the original request.", code="no_permission_mapping"
+    )
+
+
+def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
+    nginx = _one(headers, "X-Original-Method"), _one(headers, "X-Original-URI")
+    traefik = _one(headers, "X-Forwarded-Method"), _one(headers, "X-Forwarded-Uri")
+    has_nginx = nginx != (None, None)
+    if has_nginx and traefik != (None, None):
+        raise BadRequest(
+            "Send X-Original-Method/URI or X-Forwarded-Method/Uri, not both.",
+            code="ambiguous_original_request",
+        )
+    method, uri = nginx if has_nginx else traefik
+    if method is None and uri is None:
+        return None
+    if method is None or uri is None:
+        raise BadRequest(
+            "The original request needs both its method and its URI.",
+            code="incomplete_original_request",
+        )
+    return method, uri
+
+
+def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
+    """``(permission, session only)`` for the original request, or None when the table does not
+    map it. Raises 403 ``no_permission_mapping`` for a path that is not in plain form."""
+    path = uri.partition("?")[0].partition("#")[0]
+    if "%" in path:
+        path = unquote(path)
+    if (
+        not path.startswith("/")
+        or "//" in path
+        or "\\" in path
+        or "\x00" in path
+        or "/./" in path + "/"
+        or "/../" in path + "/"
+    ):
+        raise _unmapped()
+    if not path.startswith(PREFIX) or path[_RESOURCE_START - 1 : _RESOURCE_START] != "/":
+        return None
+    resource = path[_RESOURCE_START:].partition("/")[0]
+    return _DERIVED.get((method, resource))
+
+
+def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None, bool]:
+    """(named permission, derived permission, session only) for this sub-request."""
+    named = _one(headers, REQUIRED_PERMISSION)
+    if named is not None and named not in BIT:
+        raise BadRequest(
+            f"{REQUIRED_PERMISSION} must be one of the permission names.",
+            code="unknown_permission",
+        )
+    original = _original_request(headers)
+    if original is None:
+        if named is None:
+            raise BadRequest(
+                f"Send {REQUIRED_PERMISSION}, or the original request's method and URI.",
+                code="permission_unspecified",
+            )
+        return named, None, False
+    derived = derive_permission(*original)
+    if derived is None:
+        if named is None:
+            raise _unmapped()
+        return named, None, False
+    return named, derived[0], derived[1]
+
+
+def _permission_names(mask: int) -> str:
+    names = _PERMISSION_NAMES.get(mask)
+    if names is None:
+        names = _PERMISSION_NAMES[mask] = ",".join(to_names(mask))
+    return names
+
+
+async def verify(request: web.Request) -> web.Response:
+    try:
+        named, derived, session_only = _requirement(request.headers)
+        try:
+            principal = await authenticate(request, session_only=session_only)
+        except BadRequest as error:  # two credentials, or one sent twice: the client's doing
+            raise Unauthorized(error.message, code=error.code, headers=_CHALLENGE) from None
+        if named is not None:
+            require(principal, named)
+        if derived is not None and derived != named:
+            require(principal, derived)
+    except ApiError as error:
+        error.headers = {**error.headers, AUTH_ERROR: error.code}
+        raise
+    except RedisError:
+        raise StoreUnavailable(
+            headers={"Retry-After": "1", AUTH_ERROR: StoreUnavailable.code}
+        ) from None
+    response = web.Response()
+    headers = response.headers
+    headers["X-Auth-User-Id"] = principal.user_id
+    headers["X-Auth-Credential"] = principal.credential.value
+    if principal.key_id is not None:
+        headers["X-Auth-Key-Id"] = principal.key_id
+    headers["X-Auth-Permissions"] = _permission_names(principal.permissions)
+    return response
+
+
+def add_forward_auth_routes(app: web.Application) -> None:
+    app.router.add_get(VERIFY_PATH, verify, allow_head=False)

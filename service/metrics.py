@@ -1,0 +1,213 @@
+"""Prometheus metrics, scraped at ``GET /metrics`` (see ``service.api.ops``).
+
+| metric | labels | what |
+|---|---|---|
+| ``filehost_http_requests_total`` | route, method, status | requests answered by the application |
+| ``filehost_http_request_duration_seconds`` | route | time in the application per request |
+| ``filehost_auth_checks_total`` | credential, outcome | credential checks and how they ended |
+| ``filehost_auth_check_duration_seconds`` | credential | time of one credential check |
+| ``filehost_login_in_flight`` | | logins being handled: bcrypt running or queued |
+
+``route`` is the route's template (``/api/v1/keys/{key_id}``), never the raw path, and
+``unmatched`` for anything no route took (404, 405), so a scanner cannot make new series.
+``method`` is one of the methods the API knows or ``other``. ``credential`` is what the request
+presented: ``api_key``, ``session``, ``both`` or ``none``; ``outcome`` is ``ok`` or the refusal's
+error code (``invalid_api_key``, ``api_key_expired``, ``invalid_session``, ``session_expired``,
+``credential_missing``, ``insufficient_permission``, ``session_required``, ``rate_limited``,
+``store_unavailable``, …). For a well-formed credential the check is one Redis round trip
+(``HMGET``) plus a SHA-256, so its histogram is the service's view of Redis latency on the hot
+path; a malformed credential is refused before Redis and lands in the lowest bucket.
+
+Cheap on the hot path: a request only adds to plain dicts in its worker. The counts are written
+into prometheus-client's metrics once a second (``FLUSH_SECONDS``), before a scrape this worker
+answers, and at shutdown. With one process the metrics live in this object's registry. With
+several workers, ``serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before
+starting them; prometheus-client then keeps each worker's values in files there, and a scrape
+answered by any worker sums every worker's files (so a scrape can lag another worker's requests
+by up to ``FLUSH_SECONDS``). Nothing here holds a user id, a key id or a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import struct
+import tempfile
+import time
+from bisect import bisect_left
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import values as prometheus_values
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+log = logging.getLogger("service.metrics")
+
+# The classic text format, which generate_latest writes.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+FLUSH_SECONDS = 1.0
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_BOUNDS = (*DURATION_BUCKETS, math.inf)
+_RENDER_ATTEMPTS = 3
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def multiprocess_dir() -> str | None:
+    """The directory prometheus-client's multiprocess mode writes to, when this process runs in
+    that mode (decided by the environment when prometheus-client was first imported)."""
+    if prometheus_values.ValueClass is prometheus_values.MutexValue:
+        return None
+    return os.environ.get(MULTIPROC_DIR_VARIABLE)
+
+
+def _add_observations(histogram: Histogram, counts: list[float]) -> None:
+    """Add pre-bucketed observations to one labelled child of a histogram: ``counts`` holds a
+    count per bucket of ``_BOUNDS`` and, last, the sum of the observed values.
+
+    prometheus-client has no public call for this, so this writes the child's bucket and sum
+    values as ``Histogram.observe`` does; ``tests/api/test_ops.py`` checks the result is the
+    exposition ``observe`` would give, so a change of those internals fails loudly there."""
+    histogram._sum.inc(counts[-1])
+    buckets = histogram._buckets
+    for index in range(len(_BOUNDS)):
+        if counts[index]:
+            buckets[index].inc(counts[index])
+
+
+class Metrics:
+    """The service's metrics for one process; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.multiprocess_dir = multiprocess_dir()
+        # In multiprocess mode the values live in files, and a scrape reads them all through a
+        # registry of its own; registering the metrics themselves anywhere is not needed. No
+        # auto-describe: it would read every worker's files at start-up, while a worker starting
+        # beside this one may have created its file but not yet written its header.
+        self.registry = CollectorRegistry(auto_describe=False)
+        own = None if self.multiprocess_dir else self.registry
+        if self.multiprocess_dir:
+            MultiProcessCollector(self.registry, path=self.multiprocess_dir)
+        self._requests = Counter(
+            "filehost_http_requests",
+            "Requests answered by the application, by route template, method and status.",
+            ("route", "method", "status"),
+            registry=own,
+        )
+        self._request_seconds = Histogram(
+            "filehost_http_request_duration_seconds",
+            "Time the application spent on a request, by route template.",
+            ("route",),
+            buckets=DURATION_BUCKETS,
+            registry=own,
+        )
+        self._auth = Counter(
+            "filehost_auth_checks",
+            "Credential checks, by the credential presented and the outcome (ok or error code).",
+            ("credential", "outcome"),
+            registry=own,
+        )
+        self._auth_seconds = Histogram(
+            "filehost_auth_check_duration_seconds",
+            "Time of one credential check: one Redis round trip for a well-formed credential.",
+            ("credential",),
+            buckets=DURATION_BUCKETS,
+            registry=own,
+        )
+        self.login_in_flight = Gauge(
+            "filehost_login_in_flight",
+            "Logins being handled (bcrypt running or queued), summed over live workers.",
+            multiprocess_mode="livesum",
+            registry=own,
+        )
+        if tuple(self._request_seconds._upper_bounds) != _BOUNDS:  # see _add_observations
+            raise RuntimeError("prometheus-client's histogram buckets are not as expected")
+        self._pending_requests: dict[tuple[str, str, int], int] = {}
+        self._pending_request_seconds: dict[str, list[float]] = {}
+        self._pending_auth: dict[tuple[str, str], int] = {}
+        self._pending_auth_seconds: dict[str, list[float]] = {}
+
+    # -- the hot path: plain dict updates ---------------------------------------------------
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        if method not in KNOWN_METHODS:
+            method = "other"
+        key = (route, method, status)
+        pending = self._pending_requests
+        pending[key] = pending.get(key, 0) + 1
+        _bucket(self._pending_request_seconds, route, seconds)
+
+    def auth(self, credential: str, outcome: str, seconds: float) -> None:
+        key = (credential, outcome)
+        pending = self._pending_auth
+        pending[key] = pending.get(key, 0) + 1
+        _bucket(self._pending_auth_seconds, credential, seconds)
+
+    # -- off the hot path -------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the counts gathered since the last flush into the metrics."""
+        requests, self._pending_requests = self._pending_requests, {}
+        request_seconds, self._pending_request_seconds = self._pending_request_seconds, {}
+        auth, self._pending_auth = self._pending_auth, {}
+        auth_seconds, self._pending_auth_seconds = self._pending_auth_seconds, {}
+        for (route, method, status), count in requests.items():
+            self._requests.labels(route, method, str(status)).inc(count)
+        for route, counts in request_seconds.items():
+            _add_observations(self._request_seconds.labels(route), counts)
+        for (credential, outcome), count in auth.items():
+            self._auth.labels(credential, outcome).inc(count)
+        for credential, counts in auth_seconds.items():
+            _add_observations(self._auth_seconds.labels(credential), counts)
+
+    def render(self) -> bytes:
+        """The exposition of every worker's metrics (this one's flushed first)."""
+        self.flush()
+        for attempt in range(_RENDER_ATTEMPTS):
+            try:
+                return generate_latest(self.registry)
+            except struct.error:
+                # Another worker created a value file this instant and has not written its
+                # header yet; it takes microseconds.
+                if attempt == _RENDER_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.005)
+        raise AssertionError("unreachable")
+
+
+def _bucket(pending: dict[str, list[float]], label: str, seconds: float) -> None:
+    counts = pending.get(label)
+    if counts is None:
+        counts = pending[label] = [0.0] * (len(_BOUNDS) + 1)
+    counts[bisect_left(_BOUNDS, seconds)] += 1
+    counts[-1] += seconds
+
+
+# -- several workers: serve's part ---------------------------------------------------------------
+
+
+class WorkerMetricsDir:
+    """The directory the workers of one ``serve`` share for multiprocess mode.
+
+    ``open`` makes a fresh private directory and sets ``PROMETHEUS_MULTIPROC_DIR`` to it in this
+    (the parent) process, so every worker spawned afterwards inherits it; any value the
+    environment had is replaced, so files of an earlier run are never counted. ``worker_gone``
+    drops a dead worker's live gauges; ``close`` removes the directory and restores the variable.
+    """
+
+    def __init__(self) -> None:
+        self._previous = os.environ.get(MULTIPROC_DIR_VARIABLE)
+        self.path = tempfile.mkdtemp(prefix="filehost-metrics-")
+        os.environ[MULTIPROC_DIR_VARIABLE] = self.path
+
+    def worker_gone(self, pid: int | None) -> None:
+        if pid is not None:
+            mark_process_dead(pid, self.path)
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._previous is None:
+            os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
+        else:
+            os.environ[MULTIPROC_DIR_VARIABLE] = self._previous

@@ -1,0 +1,418 @@
+"""``GET /api/v1/auth/verify``, the gateway's sub-request, called directly: every answer, its
+headers exactly, the route -> permission table, and the fail-closed rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from service.api.forward_auth import ROUTE_PERMISSIONS, derive_permission
+from service.auth.credentials import generate_api_key, generate_session_token
+from tests.conftest import SPEC_PERMISSIONS, Api, RedisServer, assert_error, bearer
+
+VERIFY = "/api/v1/auth/verify"
+AUTH_HEADERS = ("X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions")
+
+
+@dataclass
+class Account:
+    api: Api
+    user_id: str
+    token: str
+
+    async def key(self, *permissions: str, **extra: Any) -> dict[str, Any]:
+        return await self.api.create_key(self.token, permissions=list(permissions), **extra)
+
+
+@pytest.fixture
+async def account(api: Api) -> Account:
+    user = await api.create_user("gateway@example.com")
+    return Account(api, user.id, await api.login("gateway@example.com"))
+
+
+async def verify(api: Api, headers: dict[str, str] | list[tuple[str, str]]) -> Any:
+    return await api.client.get(VERIFY, headers=headers)
+
+
+def nginx(method: str, uri: str) -> dict[str, str]:
+    return {"X-Original-Method": method, "X-Original-URI": uri}
+
+
+def traefik(method: str, uri: str) -> dict[str, str]:
+    return {"X-Forwarded-Method": method, "X-Forwarded-Uri": uri}
+
+
+async def assert_refused(response: Any, status: int, code: str) -> dict[str, Any]:
+    error = await assert_error(response, status, code)
+    assert response.headers["X-Auth-Error"] == code
+    for name in AUTH_HEADERS:
+        assert name not in response.headers
+    return error
+
+
+def assert_no_echo(response: Any, body: bytes, *secrets: str) -> None:
+    for secret in secrets:
+        assert secret not in body.decode()
+        for name, value in response.headers.items():
+            assert secret not in value, name
+
+
+# -- allowed -------------------------------------------------------------------------------------
+
+
+async def test_a_key_with_the_permission_gets_exactly_the_identity_headers(
+    account: Account,
+) -> None:
+    key = await account.key("folders.read", "files.read")
+
+    response = await verify(
+        account.api, {"X-API-Key": key["secret_key"], "X-Required-Permission": "files.read"}
+    )
+
+    assert response.status == 200
+    body = await response.read()
+    assert body == b""
+    assert response.headers["X-Auth-User-Id"] == account.user_id
+    assert response.headers["X-Auth-Key-Id"] == key["id"]
+    assert response.headers["X-Auth-Credential"] == "api_key"
+    assert response.headers["X-Auth-Permissions"] == "files.read,folders.read"  # spec order
+    assert "X-Auth-Error" not in response.headers
+    assert len(response.headers["X-Request-ID"]) == 32
+    assert response.headers["Cache-Control"] == "no-store"
+    assert_no_echo(response, body, key["secret_key"])
+
+
+async def test_a_session_gets_every_permission_and_no_key_id(account: Account) -> None:
+    response = await verify(
+        account.api, {**bearer(account.token), **nginx("DELETE", "/api/v1/settings/x")}
+    )
+
+    assert response.status == 200
+    body = await response.read()
+    assert response.headers["X-Auth-User-Id"] == account.user_id
+    assert response.headers["X-Auth-Credential"] == "session"
+    assert response.headers["X-Auth-Permissions"] == ",".join(SPEC_PERMISSIONS)
+    assert "X-Auth-Key-Id" not in response.headers
+    assert_no_echo(response, body, account.token)
+
+
+# -- the route -> permission table ---------------------------------------------------------------
+
+DERIVED = [
+    ("GET", "/api/v1/files", "files.read"),
+    ("HEAD", "/api/v1/files/f_1", "files.read"),
+    ("GET", "/api/v1/files?cursor=/../keys", "files.read"),
+    ("GET", "/api/v1/files/my%20report.pdf", "files.read"),
+    ("GET", "/api/v1/files/.profile", "files.read"),
+    ("GET", "/api/v1/files/", "files.read"),
+    ("POST", "/api/v1/files", "files.write"),
+    ("PUT", "/api/v1/files/f_1", "files.write"),
+    ("PATCH", "/api/v1/files/f_1", "files.write"),
+    ("DELETE", "/api/v1/files/f_1", "files.write"),
+    ("GET", "/api/v1/folders/d_1/children", "folders.read"),
+    ("POST", "/api/v1/folders", "folders.write"),
+    ("GET", "/api/v1/aliases", "aliases.read"),
+    ("DELETE", "/api/v1/aliases/a_1", "aliases.write"),
+    ("GET", "/api/v1/settings", "settings.read"),
+    ("PUT", "/api/v1/settings/theme", "settings.write"),
+]
+
+
+def test_the_table_maps_every_resource_to_its_read_and_write_permission() -> None:
+    assert ROUTE_PERMISSIONS == {
+        name: (f"{name}.read", f"{name}.write")
+        for name in ("files", "folders", "aliases", "settings", "keys")
+    }
+    assert derive_permission("GET", "/api/v1/keys") == ("keys.read", True)
+    assert derive_permission("DELETE", "/api/v1/keys/key_1") == ("keys.write", True)
+    for method, uri, permission in DERIVED:
+        assert derive_permission(method, uri) == (permission, False), (method, uri)
+
+
+@pytest.mark.parametrize("family", [nginx, traefik], ids=["nginx", "traefik"])
+@pytest.mark.parametrize(("method", "uri", "permission"), DERIVED)
+async def test_the_permission_is_derived_from_the_original_request(
+    account: Account, family: Any, method: str, uri: str, permission: str
+) -> None:
+    holder = await account.key(permission)
+    others = await account.key(*[p for p in SPEC_PERMISSIONS if p != permission])
+
+    allowed = await verify(account.api, {"X-API-Key": holder["secret_key"], **family(method, uri)})
+    refused = await verify(account.api, {"X-API-Key": others["secret_key"], **family(method, uri)})
+
+    assert allowed.status == 200, await allowed.text()
+    assert allowed.headers["X-Auth-Key-Id"] == holder["id"]
+    error = await assert_refused(refused, 403, "insufficient_permission")
+    assert error["details"] == {"required_permission": permission}
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+async def test_key_routes_take_only_a_session_as_the_service_does(
+    account: Account, method: str
+) -> None:
+    key = await account.key("keys.read", "keys.write")
+
+    as_key = await verify(
+        account.api, {"X-API-Key": key["secret_key"], **nginx(method, "/api/v1/keys")}
+    )
+    as_session = await verify(
+        account.api, {**bearer(account.token), **nginx(method, "/api/v1/keys")}
+    )
+
+    await assert_refused(as_key, 403, "session_required")
+    assert as_session.status == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "uri"),
+    [
+        ("GET", "/api/v1/reports"),
+        ("GET", "/api/v1/filesystem"),
+        ("GET", "/api/v1"),
+        ("GET", "/api/v1/"),
+        ("GET", "/api/v10/files"),
+        ("GET", "/api/v2/files"),
+        ("GET", "/API/v1/files"),
+        ("GET", "/"),
+        ("OPTIONS", "/api/v1/files"),
+        ("TRACE", "/api/v1/files"),
+        ("get", "/api/v1/files"),
+    ],
+)
+async def test_an_unmapped_route_is_refused_whatever_the_credential_holds(
+    account: Account, method: str, uri: str
+) -> None:
+    response = await verify(account.api, {**bearer(account.token), **nginx(method, uri)})
+
+    await assert_refused(response, 403, "no_permission_mapping")
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "/api/v1/files/../keys",
+        "/api/v1/files/..",
+        "/api/v1/files/./x",
+        "/api/v1/files/%2e%2e/keys",
+        "/api/v1/files/%2E%2E",
+        "/api/v1/files%2F..%2Fkeys",
+        "/api/v1//files",
+        "//api/v1/files",
+        "/api/v1/files\\..\\keys",
+        "/api/v1/files/%5c..",
+        "/api/v1/files/%00",
+        "http://example.com/api/v1/files",
+        "api/v1/files",
+        "",
+    ],
+)
+async def test_a_path_not_in_plain_form_is_refused_even_with_a_named_permission(
+    account: Account, uri: str
+) -> None:
+    headers = {**bearer(account.token), **nginx("GET", uri), "X-Required-Permission": "files.read"}
+
+    response = await verify(account.api, headers)
+
+    await assert_refused(response, 403, "no_permission_mapping")
+
+
+async def test_a_named_permission_covers_a_route_the_table_does_not_map(account: Account) -> None:
+    holder = await account.key("settings.read")
+    other = await account.key("files.read")
+    route = {**nginx("GET", "/api/v1/reports/2026"), "X-Required-Permission": "settings.read"}
+
+    assert (await verify(account.api, {"X-API-Key": holder["secret_key"], **route})).status == 200
+    refused = await verify(account.api, {"X-API-Key": other["secret_key"], **route})
+    error = await assert_refused(refused, 403, "insufficient_permission")
+    assert error["details"] == {"required_permission": "settings.read"}
+
+
+async def test_a_named_and_a_derived_permission_are_both_required(account: Account) -> None:
+    reader = await account.key("files.read")
+    writer = await account.key("files.read", "files.write")
+    spoofed = {**nginx("POST", "/api/v1/files"), "X-Required-Permission": "files.read"}
+
+    refused = await verify(account.api, {"X-API-Key": reader["secret_key"], **spoofed})
+    allowed = await verify(account.api, {"X-API-Key": writer["secret_key"], **spoofed})
+
+    error = await assert_refused(refused, 403, "insufficient_permission")
+    assert error["details"] == {"required_permission": "files.write"}
+    assert allowed.status == 200
+
+
+# -- a misconfigured gateway: 400, fail closed ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({"X-Required-Permission": "files.admin"}, "unknown_permission"),
+        ({"X-Required-Permission": "FILES.READ"}, "unknown_permission"),
+        ({"X-Required-Permission": ""}, "unknown_permission"),
+        ({"X-Required-Permission": "files.read,files.write"}, "unknown_permission"),
+        ({}, "permission_unspecified"),
+        ({"X-Original-Method": "GET"}, "incomplete_original_request"),
+        ({"X-Forwarded-Uri": "/api/v1/files"}, "incomplete_original_request"),
+        (
+            {**nginx("GET", "/api/v1/files"), **traefik("GET", "/api/v1/files")},
+            "ambiguous_original_request",
+        ),
+        (
+            {**nginx("POST", "/api/v1/files"), "X-Forwarded-Uri": "/api/v1/files"},
+            "ambiguous_original_request",
+        ),
+    ],
+)
+async def test_gateway_misconfiguration_is_a_400(
+    account: Account, headers: dict[str, str], code: str
+) -> None:
+    response = await verify(account.api, {**bearer(account.token), **headers})
+
+    await assert_refused(response, 400, code)
+
+
+@pytest.mark.parametrize("name", ["X-Required-Permission", "X-Original-URI", "X-Forwarded-Method"])
+async def test_a_repeated_gateway_header_is_refused(account: Account, name: str) -> None:
+    values = {
+        "X-Required-Permission": ("files.write", "files.read"),
+        "X-Original-URI": ("/api/v1/files", "/api/v1/aliases"),
+        "X-Forwarded-Method": ("POST", "GET"),
+    }[name]
+    headers = [*bearer(account.token).items(), *[(name, value) for value in values]]
+
+    response = await verify(account.api, headers)
+
+    await assert_refused(response, 400, "duplicate_header")
+
+
+# -- refused credentials -------------------------------------------------------------------------
+
+FILES_READ = {"X-Required-Permission": "files.read"}
+
+
+async def test_no_credential_is_a_401_with_a_challenge(api: Api) -> None:
+    response = await verify(api, FILES_READ)
+
+    await assert_refused(response, 401, "credential_missing")
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="filehost"'
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["fhk_short", generate_api_key()[:-1] + "0", generate_api_key(), "x" * 5000],
+    ids=["truncated", "bad-checksum", "unknown", "huge"],
+)
+async def test_a_malformed_or_unknown_key_is_a_401_and_is_not_echoed(api: Api, secret: str) -> None:
+    response = await verify(api, {"X-API-Key": secret, **FILES_READ})
+
+    await assert_refused(response, 401, "invalid_api_key")
+    assert response.headers["WWW-Authenticate"] == 'ApiKey realm="filehost"'
+    assert_no_echo(response, await response.read(), secret)
+
+
+async def test_a_revoked_key_is_refused_from_the_next_request(account: Account) -> None:
+    key = await account.key("files.read")
+    headers = {"X-API-Key": key["secret_key"], **FILES_READ}
+    assert (await verify(account.api, headers)).status == 200
+
+    revoked = await account.api.client.delete(
+        f"/api/v1/keys/{key['id']}", headers=bearer(account.token)
+    )
+    assert revoked.status == 200
+
+    await assert_refused(await verify(account.api, headers), 401, "invalid_api_key")
+
+
+async def test_an_expired_key_is_refused(account: Account, clock: Any) -> None:
+    key = await account.key("files.read", expires_days=1)
+    clock.advance(days=1, seconds=1)
+
+    response = await verify(account.api, {"X-API-Key": key["secret_key"], **FILES_READ})
+
+    await assert_refused(response, 401, "api_key_expired")
+
+
+async def test_an_unknown_or_logged_out_session_is_refused(account: Account) -> None:
+    unknown = await verify(account.api, {**bearer(generate_session_token()), **FILES_READ})
+    await assert_refused(unknown, 401, "invalid_session")
+
+    logout = await account.api.client.post("/api/v1/auth/logout", headers=bearer(account.token))
+    assert logout.status == 200
+    gone = await verify(account.api, {**bearer(account.token), **FILES_READ})
+    await assert_refused(gone, 401, "invalid_session")
+
+
+async def test_two_credentials_or_a_repeated_one_are_a_401_not_a_400(account: Account) -> None:
+    """nginx turns anything but 2xx/401/403 into a 500; these are the client's doing."""
+    key = await account.key("files.read")
+
+    both = await verify(
+        account.api, {"X-API-Key": key["secret_key"], **bearer(account.token), **FILES_READ}
+    )
+    twice = await verify(
+        account.api,
+        [("X-API-Key", key["secret_key"]), ("X-API-Key", key["secret_key"]), *FILES_READ.items()],
+    )
+
+    await assert_refused(both, 401, "ambiguous_credentials")
+    await assert_refused(twice, 401, "duplicate_header")
+    for response in (both, twice):
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="filehost"'
+        assert_no_echo(response, await response.read(), key["secret_key"], account.token)
+
+
+async def test_a_key_lacking_the_named_permission_is_a_403_naming_it(account: Account) -> None:
+    key = await account.key("files.read")
+
+    response = await verify(
+        account.api, {"X-API-Key": key["secret_key"], "X-Required-Permission": "files.write"}
+    )
+
+    error = await assert_refused(response, 403, "insufficient_permission")
+    assert error["details"] == {"required_permission": "files.write"}
+    assert_no_echo(response, await response.read(), key["secret_key"])
+
+
+# -- methods and the store -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["HEAD", "POST", "PUT", "DELETE"])
+async def test_only_get_is_served(account: Account, method: str) -> None:
+    response = await account.api.client.request(
+        method, VERIFY, headers={**bearer(account.token), **FILES_READ}
+    )
+
+    assert response.status == 405
+    assert response.headers["Allow"] == "GET"
+    assert "X-Auth-User-Id" not in response.headers
+    if method != "HEAD":
+        await assert_error(response, 405, "method_not_allowed")
+
+
+async def test_store_outage_is_a_503_with_the_code_for_the_gateway(
+    account: Account, redis_server: RedisServer
+) -> None:
+    key = await account.key("files.read")
+    redis_server.stop()
+    try:
+        response = await verify(account.api, {"X-API-Key": key["secret_key"], **FILES_READ})
+        await assert_refused(response, 503, "store_unavailable")
+        assert response.headers["Retry-After"] == "1"
+    finally:
+        redis_server.start()
+
+
+async def test_a_credential_over_its_rate_is_a_429_for_the_gateway(make_api: Any) -> None:
+    api = await make_api(rate_limit_per_second=0.01, rate_limit_burst=1)
+    await api.create_user("rate@example.com")
+    token = await api.login("rate@example.com")
+    key = await api.create_key(token, permissions=["files.read"])
+    headers = {"X-API-Key": key["secret_key"], **FILES_READ}
+
+    assert (await verify(api, headers)).status == 200
+    response = await verify(api, headers)
+
+    await assert_refused(response, 429, "rate_limited")
+    assert int(response.headers["Retry-After"]) >= 1
