@@ -16,7 +16,6 @@ def test_every_test_docs_security_names_exists() -> None:
     missing = [
         f"{path}::{name}" if name else path
         for path, name in sorted(references)
-        if not (ROOT / path).exists()
-        or (name and f"def {name}(" not in (ROOT / path).read_text())
+        if not (ROOT / path).exists() or (name and f"def {name}(" not in (ROOT / path).read_text())
     ]
     assert missing == []
