@@ -1,9 +1,14 @@
 # Sourced by scripts/test: the system programs some tests drive for real, from Debian's packages.
 # chromium runs the dashboard's browser tests; nginx stands in front of the service in the
-# forward-auth test. Installed with apt only when missing (CI runs as root on a clean machine).
+# forward-auth test; docker-compose (when the docker compose plugin is missing) renders and checks
+# docker-compose.yml without an engine. Installed with apt only when missing (CI runs as root on a
+# clean machine).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+  missing+=(docker-compose)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "scripts/test: please install ${missing[*]} (Debian packages); the tests drive them" >&2
