@@ -4,11 +4,11 @@ Starts its own Redis-compatible server and the service (workers = cores), loads 
 a separate process on loopback only, and prints one table. Every run is bounded in time; every
 process it starts is stopped by pid. Run it as ``scripts/bench`` (no arguments needed).
 
-Scenarios, all ``GET /api/v1/files`` at the same concurrency:
+Scenarios, ``GET /api/v1/files`` (g: ``GET /api/v1/auth/verify``) at the same concurrency:
   a  floor: the same server and workers with authentication bypassed (``service.bench_floor``)
   b  X-API-Key holding files.read          c  Authorization: Bearer session
   d  unknown key of valid format (401)      e  malformed key, bad checksum (401)
-  f  key lacking files.read (403)
+  f  key lacking files.read (403)           g  forward-auth sub-request, X-API-Key (200)
 then b and c again with 1,000,000 keys and 1,000,000 sessions loaded, and b during a login storm.
 """
 
@@ -292,12 +292,19 @@ def _ms(text: str) -> float:
 
 
 def wrk(
-    url: str, header: str | None, expected: int, seconds: int, connections: int, script: Path
+    url: str,
+    header: str | None,
+    expected: int,
+    seconds: int,
+    connections: int,
+    script: Path,
+    path: str = "/api/v1/files",
 ) -> dict[str, float]:
+    """One wrk run; ``header`` may hold several headers separated by newlines."""
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script)]
-    if header:
-        command += ["-H", header]
-    command += [f"{url}/api/v1/files", "--", str(expected)]
+    for line in (header or "").splitlines():
+        command += ["-H", line]
+    command += [f"{url}{path}", "--", str(expected)]
     output = subprocess.run(
         command, capture_output=True, text=True, timeout=seconds + 60, check=True
     ).stdout
@@ -380,7 +387,8 @@ def versions(client: redis.Redis) -> dict[str, str]:
     }
 
 
-SCENARIOS = ("b", "c", "d", "e", "f")
+SCENARIOS = ("b", "c", "d", "e", "f", "g")
+PATHS = {"g": "/api/v1/auth/verify"}
 
 
 def median_row(results: list[dict[str, float]], floors: list[dict[str, float]]) -> dict[str, float]:
@@ -446,6 +454,7 @@ def main() -> int:
         "d": "d unknown key (401)",
         "e": "e malformed key (401)",
         "f": "f key lacking files.read (403)",
+        "g": "g forward-auth verify, X-API-Key (200, no body)",
     }
     per_round: dict[str, list[dict[str, float]]] = {name: [] for name in labels}
     commands: dict[str, str] = {}
@@ -465,12 +474,15 @@ def main() -> int:
                 "d": f"X-API-Key: {seed['unknown_key']}",
                 "e": f"X-API-Key: {seed['malformed_key']}",
                 "f": f"X-API-Key: {seed['key_without_files_read']}",
+                "g": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
             }
-            expected = {"a": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403}
+            expected = {"a": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403, "g": 200}
 
-            def measure(label: str, url: str, header: str | None, status: int) -> tuple:
+            def measure(
+                label: str, url: str, header: str | None, status: int, path: str = "/api/v1/files"
+            ) -> tuple:
                 client.config_resetstat()
-                result = wrk(url, header, status, args.seconds, args.connections, script)
+                result = wrk(url, header, status, args.seconds, args.connections, script, path)
                 print(
                     f"  {label}: {result['rps']:,.0f} req/s, p50 {result['p50']:.2f} ms, "
                     f"p99 {result['p99']:.2f} ms, errors {result['errors']:.0f}",
@@ -492,7 +504,13 @@ def main() -> int:
                 with service(redis_url, args.workers, log=workdir / "service.log") as url:
                     wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
                     for name in SCENARIOS:
-                        result, used = measure(labels[name], url, headers[name], expected[name])
+                        result, used = measure(
+                            labels[name],
+                            url,
+                            headers[name],
+                            expected[name],
+                            PATHS.get(name, "/api/v1/files"),
+                        )
                         per_round[name].append(result)
                         commands[name] = used
             floors = per_round["a"]
@@ -606,7 +624,8 @@ def main() -> int:
         args.output.write_text(
             "# Benchmarks\n\n"
             "Produced by `scripts/bench` (no arguments); rerun it to refresh this file. Every "
-            "scenario is `GET /api/v1/files` driven by wrk (`-t1`, "
+            "scenario but g is `GET /api/v1/files` (g is the forward-auth sub-request "
+            "`GET /api/v1/auth/verify` a gateway sends), driven by wrk (`-t1`, "
             f"{args.connections} connections, {args.seconds} s) on loopback against "
             f"{args.workers} worker processes. Scenarios a-f run in {args.rounds} rounds, each "
             "with its own floor (the same server with authentication bypassed, still reading "
