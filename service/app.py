@@ -14,7 +14,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
 from service.api.forward_auth import add_forward_auth_routes
 from service.api.middleware import error_envelope, rate_limit_fields, security_headers
-from service.api.ops import add_ops, observe_refusals, observe_requests
+from service.api.ops import METRICS, add_ops, observe_refusals, observe_requests
 from service.api.routes import add_routes
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
@@ -67,8 +67,13 @@ def create_app(
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         client = redis or connect_redis(settings.redis_url or "", settings.redis_timeout_seconds)
+        metrics = app.get(METRICS)
         hot = (
-            PipelinedRedis(settings.redis_url, settings.redis_timeout_seconds)
+            PipelinedRedis(
+                settings.redis_url,
+                settings.redis_timeout_seconds,
+                metrics.redis_command if metrics is not None else None,
+            )
             if redis is None and settings.redis_url
             else None
         )

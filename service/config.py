@@ -28,7 +28,8 @@ class Settings:
 
     redis_url: str | None = None
     redis_prefix: str = "fh"
-    redis_timeout_seconds: float = 1.5
+    # A dead or paused store must become a 503 within 2 s; a redis-py call may take two timeouts.
+    redis_timeout_seconds: float = 0.75
     data_dir: Path = field(default_factory=lambda: Path("data"))
     host: str = "127.0.0.1"
     port: int = 8080
@@ -168,7 +169,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         redis_url=_redis_url(env),
         redis_prefix=prefix,
-        redis_timeout_seconds=_float(env, "FILEHOST_REDIS_TIMEOUT_SECONDS", 1.5, 0.05, 30.0),
+        redis_timeout_seconds=_float(env, "FILEHOST_REDIS_TIMEOUT_SECONDS", 0.75, 0.05, 30.0),
         data_dir=Path(env.get("FILEHOST_DATA_DIR", "").strip() or "data"),
         host=env.get("FILEHOST_HOST", "").strip() or "127.0.0.1",
         port=_int(env, "FILEHOST_PORT", 8080, 0, 65535),

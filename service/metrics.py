@@ -7,6 +7,7 @@
 | ``filehost_auth_checks_total`` | credential, outcome | credential checks and how they ended |
 | ``filehost_auth_check_duration_seconds`` | credential | time of one credential check |
 | ``filehost_login_in_flight`` | | logins being handled: bcrypt running or queued |
+| ``filehost_redis_command_duration_seconds`` | | send to reply of each hot-path Redis command |
 
 ``route`` is the route's template (``/api/v1/keys/{key_id}``), never the raw path, and
 ``unmatched`` for anything no route took (404, 405), so a scanner cannot make new series.
@@ -121,12 +122,19 @@ class Metrics:
             multiprocess_mode="livesum",
             registry=own,
         )
+        self._redis_seconds = Histogram(
+            "filehost_redis_command_duration_seconds",
+            "Send to reply of each hot-path Redis command (credential lookups, the files read).",
+            buckets=DURATION_BUCKETS,
+            registry=own,
+        )
         if tuple(self._request_seconds._upper_bounds) != _BOUNDS:  # see _add_observations
             raise RuntimeError("prometheus-client's histogram buckets are not as expected")
         self._pending_requests: dict[tuple[str, str, int], int] = {}
         self._pending_request_seconds: dict[str, list[float]] = {}
         self._pending_auth: dict[tuple[str, str], int] = {}
         self._pending_auth_seconds: dict[str, list[float]] = {}
+        self._pending_redis_seconds: dict[str, list[float]] = {}
 
     # -- the hot path: plain dict updates ---------------------------------------------------
 
@@ -144,6 +152,9 @@ class Metrics:
         pending[key] = pending.get(key, 0) + 1
         _bucket(self._pending_auth_seconds, credential, seconds)
 
+    def redis_command(self, seconds: float) -> None:
+        _bucket(self._pending_redis_seconds, "", seconds)
+
     # -- off the hot path -------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -160,6 +171,9 @@ class Metrics:
             self._auth.labels(credential, outcome).inc(count)
         for credential, counts in auth_seconds.items():
             _add_observations(self._auth_seconds.labels(credential), counts)
+        redis_seconds, self._pending_redis_seconds = self._pending_redis_seconds, {}
+        for counts in redis_seconds.values():
+            _add_observations(self._redis_seconds, counts)
 
     def render(self) -> bytes:
         """The exposition of every worker's metrics (this one's flushed first)."""

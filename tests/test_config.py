@@ -29,7 +29,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.password_min_length == 8
     assert settings.log_level == "INFO"
     assert settings.data_dir == Path("data")
-    assert settings.redis_timeout_seconds == 1.5
+    assert settings.redis_timeout_seconds == 0.75
     assert settings.login_concurrency == 2
     assert settings.login_queue_max == 16
     assert settings.shutdown_grace_seconds == 10.0

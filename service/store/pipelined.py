@@ -18,6 +18,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, cast
 
 import hiredis
@@ -28,7 +29,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
 class _Protocol(asyncio.Protocol):
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, observe: Callable[[float], None] | None = None) -> None:
+        self._observe = observe
         self._loop = asyncio.get_running_loop()
         self._reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
         self._pending: deque[tuple[float, asyncio.Future[Any]]] = deque()
@@ -55,7 +57,9 @@ class _Protocol(asyncio.Protocol):
             if not pending:  # a reply nobody asked for: the stream is out of step
                 self._abort(RedisConnectionError("unexpected reply from Redis"))
                 return
-            _, future = pending.popleft()
+            sent, future = pending.popleft()
+            if self._observe is not None:
+                self._observe(time.monotonic() - sent)
             if future.done():
                 continue
             if isinstance(reply, ResponseError):
@@ -117,11 +121,16 @@ class _Protocol(asyncio.Protocol):
 
 
 class PipelinedRedis:
-    """One auto-pipelined connection to the server named by a redis://, rediss:// or unix:// URL."""
+    """One auto-pipelined connection to the server named by a redis://, rediss:// or unix:// URL.
 
-    def __init__(self, url: str, timeout_seconds: float) -> None:
+    ``observe``, when given, is called with each command's seconds from send to reply."""
+
+    def __init__(
+        self, url: str, timeout_seconds: float, observe: Callable[[float], None] | None = None
+    ) -> None:
         self._options = parse_url(url)
         self._timeout = timeout_seconds
+        self._observe = observe
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Lock | None = None
 
@@ -172,7 +181,7 @@ class PipelinedRedis:
         cls = options.get("connection_class")
 
         def factory() -> _Protocol:
-            return _Protocol(self._timeout)
+            return _Protocol(self._timeout, self._observe)
 
         if cls is UnixDomainSocketConnection:
             _, protocol = await loop.create_unix_connection(factory, options["path"])

@@ -165,6 +165,23 @@ async def test_metrics_count_requests_by_route_template_and_auth_outcomes(api: A
     assert value(again, requests, route="/metrics", method="GET", status="200") == 1
 
 
+async def test_redis_latency_histogram_counts_every_hot_path_command(api: Api) -> None:
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+    before = samples(await scrape(api)).get(
+        ("filehost_redis_command_duration_seconds_count", frozenset()), 0.0
+    )
+    for _ in range(5):
+        assert (await api.files(key=key)).status == 200  # a lookup and the files read each
+    after = samples(await scrape(api))
+
+    count = after[("filehost_redis_command_duration_seconds_count", frozenset())]
+    assert count - before == 10
+    slowest = after[("filehost_redis_command_duration_seconds_bucket", frozenset({("le", "+Inf")}))]
+    assert slowest == count
+    assert 0 < after[("filehost_redis_command_duration_seconds_sum", frozenset())] < 10
+
+
 async def test_login_in_flight_counts_logins_being_handled(make_api: Any) -> None:
     api = await make_api(bcrypt_cost=10)  # about 50 ms of bcrypt: time to scrape meanwhile
     await api.create_user("queue@example.com")
