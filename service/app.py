@@ -13,7 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
 from service.api.forward_auth import add_forward_auth_routes
-from service.api.middleware import error_envelope, rate_limit_fields, security_headers
+from service.api.middleware import error_envelope, response_headers
 from service.api.ops import METRICS, add_ops, observe_refusals, observe_requests
 from service.api.routes import add_routes
 from service.auth.accounts import Accounts
@@ -60,8 +60,7 @@ def create_app(
         middlewares=[observe_requests, error_envelope, observe_refusals],
         client_max_size=settings.max_body_bytes,
     )
-    app.on_response_prepare.append(security_headers)
-    app.on_response_prepare.append(rate_limit_fields)
+    app.on_response_prepare.append(response_headers)
     app[SETTINGS] = settings
     clock = clock or SystemClock()
 
@@ -105,7 +104,7 @@ def create_app(
             await client.aclose()
 
     app.cleanup_ctx.append(lifecycle)
-    add_ops(app, settings)  # after lifecycle: it wraps the authenticator lifecycle makes
+    add_ops(app, settings)
     add_routes(app)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)

@@ -17,7 +17,7 @@ in ``X-Request-ID`` on every response the application answers.
 from __future__ import annotations
 
 import logging
-import os
+import random
 import re
 import sys
 import time
@@ -61,12 +61,16 @@ def loggable_path(path: str) -> str:
     return _CREDENTIAL_SHAPED.sub(MASK, path)[:_MAX_LOGGED_PATH]
 
 
+_UUID4_CLEAR = ~((0xF << 76) | (0xC << 60)) & ((1 << 128) - 1)
+_UUID4_SET = (0x4 << 76) | (0x8 << 60)  # version 4, RFC 4122 variant
+
+
 def new_request_id() -> str:
-    """A random (version 4) UUID in hex, made without a ``uuid.UUID`` object: 4x cheaper."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40  # version 4
-    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
-    return raw.hex()
+    """A random (version 4) UUID in hex, made without a ``uuid.UUID`` object or a system call.
+
+    Request ids need to be unique, not unpredictable, so ``random`` (seeded from the system's
+    entropy in each process, and again after a fork) is enough and is on every request's path."""
+    return f"{random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET:032x}"
 
 
 def request_id_from(values: list[str]) -> str:
@@ -104,7 +108,7 @@ class RequestTrace:
 
 
 TRACE = web.RequestKey("trace", RequestTrace)
-# The trace of the request this task is handling; read by the formatter and the auth observer.
+# The trace of the request this task is handling, for the formatter's request id.
 current_trace: ContextVar[RequestTrace | None] = ContextVar("filehost_trace", default=None)
 
 

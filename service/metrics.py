@@ -134,7 +134,7 @@ class Metrics:
         self._pending_request_seconds: dict[str, list[float]] = {}
         self._pending_auth: dict[tuple[str, str], int] = {}
         self._pending_auth_seconds: dict[str, list[float]] = {}
-        self._pending_redis_seconds: dict[str, list[float]] = {}
+        self._pending_redis_counts = _no_observations()
 
     # -- the hot path: plain dict updates ---------------------------------------------------
 
@@ -153,7 +153,10 @@ class Metrics:
         _bucket(self._pending_auth_seconds, credential, seconds)
 
     def redis_command(self, seconds: float) -> None:
-        _bucket(self._pending_redis_seconds, "", seconds)
+        # Called for every reply on the hot connection: one list, no lookup by label.
+        counts = self._pending_redis_counts
+        counts[bisect_left(_BOUNDS, seconds)] += 1
+        counts[-1] += seconds
 
     # -- off the hot path -------------------------------------------------------------------
 
@@ -171,9 +174,9 @@ class Metrics:
             self._auth.labels(credential, outcome).inc(count)
         for credential, counts in auth_seconds.items():
             _add_observations(self._auth_seconds.labels(credential), counts)
-        redis_seconds, self._pending_redis_seconds = self._pending_redis_seconds, {}
-        for counts in redis_seconds.values():
-            _add_observations(self._redis_seconds, counts)
+        redis_counts, self._pending_redis_counts = self._pending_redis_counts, _no_observations()
+        if any(redis_counts):
+            _add_observations(self._redis_seconds, redis_counts)
 
     def render(self) -> bytes:
         """The exposition of every worker's metrics (this one's flushed first)."""
@@ -190,10 +193,15 @@ class Metrics:
         raise AssertionError("unreachable")
 
 
+def _no_observations() -> list[float]:
+    """A count per bucket of ``_BOUNDS`` and, last, the sum of the observed values."""
+    return [0.0] * (len(_BOUNDS) + 1)
+
+
 def _bucket(pending: dict[str, list[float]], label: str, seconds: float) -> None:
     counts = pending.get(label)
     if counts is None:
-        counts = pending[label] = [0.0] * (len(_BOUNDS) + 1)
+        counts = pending[label] = _no_observations()
     counts[bisect_left(_BOUNDS, seconds)] += 1
     counts[-1] += seconds
 

@@ -12,8 +12,8 @@ feeds the access log and the metrics.
 ``observe_requests`` must be the outermost middleware (before ``error_envelope``) so it sees the
 final status of every answer, error envelopes included; ``observe_refusals`` sits inside
 ``error_envelope`` to read the error code a handler raised. Neither changes an answer, and a
-failure of their own bookkeeping is logged, never answered; ``request_id_header`` (an
-``on_response_prepare`` hook) adds ``X-Request-ID`` to every answer.
+failure of their own bookkeeping is logged, never answered. ``X-Request-ID`` is added to every
+answer with the other standard headers (``service.api.middleware.response_headers``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from service.api.context import AUTHENTICATOR, SETTINGS, STORE
-from service.auth.principal import Principal
+from service.api.context import SETTINGS, STORE
 from service.config import Settings
 from service.errors import ApiError, StoreUnavailable
 from service.logs import (
@@ -101,13 +100,6 @@ async def observe_requests(request: web.Request, handler: Handler) -> web.Stream
     return response
 
 
-async def request_id_header(request: web.Request, response: web.StreamResponse) -> None:
-    """``X-Request-ID`` on every answer the application gives, streamed ones included."""
-    trace = request.get(TRACE)
-    if trace is not None:
-        response.headers[REQUEST_ID_HEADER] = trace.request_id
-
-
 def _account(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:
     if metrics is None:
         return
@@ -131,59 +123,20 @@ async def observe_refusals(request: web.Request, handler: Handler) -> web.Stream
         raise
 
 
-def observe_authenticator(authenticator: object) -> None:
-    """Wrap the app's authenticator so every credential check, whichever handler runs it, notes
-    its credential type, key id, outcome and duration in the request's trace."""
-    check = authenticator.authenticate  # type: ignore[attr-defined]
-
-    async def authenticate(
-        api_key: str | None, authorization: str | None, *, session_only: bool = False
-    ) -> Principal:
-        trace = current_trace.get()
-        if trace is None:
-            return await check(api_key, authorization, session_only=session_only)
-        if api_key is not None:
-            trace.credential = "api_key" if authorization is None else "both"
-        else:
-            trace.credential = "session" if authorization is not None else "none"
-        started = perf_counter()
-        try:
-            principal = await check(api_key, authorization, session_only=session_only)
-        except ApiError as error:
-            trace.outcome = error.code
-            raise
-        except RedisError:
-            trace.outcome = StoreUnavailable.code
-            raise
-        except Exception:
-            trace.outcome = ApiError.code
-            raise
-        finally:
-            trace.auth_seconds = perf_counter() - started
-        trace.outcome = "ok"
-        trace.key_id = principal.key_id
-        return principal
-
-    authenticator.authenticate = authenticate  # type: ignore[attr-defined]
-
-
 # -- wiring --------------------------------------------------------------------------------------
 
 
 def add_ops(app: web.Application, settings: Settings) -> None:
-    """Routes, metrics and the authenticator observer. Call after the app's own cleanup context
-    is appended (it makes the authenticator this wraps)."""
-    app.on_response_prepare.append(request_id_header)
+    """Routes, metrics and the metrics' periodic flush."""
     app.router.add_get("/healthz", healthz, allow_head=False)
     app.router.add_get("/readyz", readyz, allow_head=False)
     if settings.metrics_enabled:
         app[METRICS] = Metrics()
         app.router.add_get("/metrics", metrics, allow_head=False)
-    app.cleanup_ctx.append(_observing)
+    app.cleanup_ctx.append(_flushing)
 
 
-async def _observing(app: web.Application) -> AsyncIterator[None]:
-    observe_authenticator(app[AUTHENTICATOR])
+async def _flushing(app: web.Application) -> AsyncIterator[None]:
     metrics = app.get(METRICS)
     if metrics is None:
         yield

@@ -7,11 +7,13 @@ creates it (``POST /keys`` returns ``secret_key``; ``POST /auth/login`` returns 
 from __future__ import annotations
 
 from importlib import resources
+from time import perf_counter
 from typing import Any
 
 import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from redis.exceptions import RedisError
 
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, PRINCIPAL, SETTINGS, STORE
@@ -20,7 +22,8 @@ from service.auth.authenticator import require
 from service.auth.permissions import to_names
 from service.auth.principal import CredentialType, Principal
 from service.clock import iso
-from service.errors import BadRequest
+from service.errors import ApiError, BadRequest, StoreUnavailable
+from service.logs import TRACE
 from service.store.redis_store import KeyRecord
 
 PREFIX = "/api/v1"
@@ -42,12 +45,36 @@ def _single_header(request: web.Request, name: str) -> str | None:
 
 
 async def authenticate(request: web.Request, *, session_only: bool = False) -> Principal:
-    """The request's principal; also kept on the request for the response's RateLimit fields."""
-    principal = await request.app[AUTHENTICATOR].authenticate(
-        _single_header(request, "X-API-Key"),
-        _single_header(request, "Authorization"),
-        session_only=session_only,
-    )
+    """The request's principal, the one credential check every handler goes through.
+
+    The principal is kept on the request for the response's RateLimit fields; the check's
+    credential type, outcome, duration and key id go to the request's trace, which feeds the
+    access log and the metrics (``service.api.ops``)."""
+    api_key = _single_header(request, "X-API-Key")
+    authorization = _single_header(request, "Authorization")
+    trace = request[TRACE]
+    if api_key is not None:
+        trace.credential = "api_key" if authorization is None else "both"
+    else:
+        trace.credential = "session" if authorization is not None else "none"
+    started = perf_counter()
+    try:
+        principal = await request.app[AUTHENTICATOR].authenticate(
+            api_key, authorization, session_only=session_only
+        )
+    except ApiError as error:
+        trace.outcome = error.code
+        raise
+    except RedisError:
+        trace.outcome = StoreUnavailable.code
+        raise
+    except Exception:
+        trace.outcome = ApiError.code
+        raise
+    finally:
+        trace.auth_seconds = perf_counter() - started
+    trace.outcome = "ok"
+    trace.key_id = principal.key_id
     request[PRINCIPAL] = principal
     return principal
 

@@ -106,13 +106,15 @@ class Authenticator:
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         self._note_key_use(entry.user_id, entry.key_id, now)
+        # Positional: keywords would cost a third of the record's making on the hot path.
         return Principal(
             entry.user_id,
             CredentialType.API_KEY,
             entry.permissions,
             entry.expires_at,
-            key_id=entry.key_id,
-            rate=rate,
+            entry.key_id,
+            None,  # token_digest: sessions only
+            rate,
         )
 
     def _rate_refusal(self, rate: RateVerdict) -> TooManyRequests:
@@ -152,8 +154,9 @@ class Authenticator:
             CredentialType.SESSION,
             ALL_PERMISSIONS_MASK,
             idle_deadline,
-            token_digest=token_digest,
-            rate=rate,
+            None,  # key_id: API keys only
+            token_digest,
+            rate,
         )
 
 

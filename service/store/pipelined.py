@@ -38,6 +38,9 @@ class _Protocol(asyncio.Protocol):
         self._timeout = timeout
         self._transport: asyncio.Transport | None = None
         self._watchdog: asyncio.TimerHandle | None = None
+        # False from the moment the connection is closed, aborted or lost: a plain attribute,
+        # read on every command, rather than asking the transport.
+        self.usable = False
         self.closed = asyncio.Event()
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
@@ -45,21 +48,25 @@ class _Protocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
+        self.usable = True
         self._watchdog = self._loop.call_later(self._timeout / 2, self._check_timeouts)
 
     def data_received(self, data: bytes) -> None:
-        self._reader.feed(data)
+        reader = self._reader
+        reader.feed(data)
         pending = self._pending
+        observe = self._observe
+        received = time.monotonic()  # one clock read for every reply this chunk completes
         while True:
-            reply = self._reader.gets()
+            reply = reader.gets()
             if reply is False:
                 return
             if not pending:  # a reply nobody asked for: the stream is out of step
                 self._abort(RedisConnectionError("unexpected reply from Redis"))
                 return
             sent, future = pending.popleft()
-            if self._observe is not None:
-                self._observe(time.monotonic() - sent)
+            if observe is not None:
+                observe(received - sent)
             if future.done():
                 continue
             if isinstance(reply, ResponseError):
@@ -67,7 +74,11 @@ class _Protocol(asyncio.Protocol):
             else:
                 future.set_result(reply)
 
+    def eof_received(self) -> None:
+        self.usable = False  # the transport closes itself; connection_lost fails what is pending
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self.usable = False
         self._fail_all(RedisConnectionError("connection to Redis lost"))
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -75,10 +86,6 @@ class _Protocol(asyncio.Protocol):
         self.closed.set()
 
     # -- sending --------------------------------------------------------------------------------
-
-    @property
-    def usable(self) -> bool:
-        return self._transport is not None and not self._transport.is_closing()
 
     def send(self, packed: bytes) -> asyncio.Future[Any]:
         future = self._loop.create_future()
@@ -92,8 +99,8 @@ class _Protocol(asyncio.Protocol):
         return future
 
     def _flush(self) -> None:
-        if self._outgoing and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(b"".join(self._outgoing))
+        if self._outgoing and self.usable:
+            self._transport.write(b"".join(self._outgoing))  # type: ignore[union-attr]
         self._outgoing.clear()
 
     # -- failure --------------------------------------------------------------------------------
@@ -111,11 +118,13 @@ class _Protocol(asyncio.Protocol):
                 future.set_exception(error)
 
     def _abort(self, error: Exception) -> None:
+        self.usable = False
         self._fail_all(error)
         if self._transport is not None:
             self._transport.abort()
 
     def close(self) -> None:
+        self.usable = False
         if self._transport is not None:
             self._transport.close()
 
