@@ -27,6 +27,53 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+ARG = None  # marks, in a CommandTemplate, an argument given to each ``pack``
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+class CommandTemplate:
+    """A command whose arguments are fixed except those marked ``ARG``.
+
+    The fixed arguments are encoded once; ``pack`` encodes only the others. On the hot path this
+    costs about a third of ``hiredis.pack_command``, which converts and measures every argument
+    of every command (about 20,000 instructions for the rate-limited lookup's 12 arguments)."""
+
+    __slots__ = ("_format", "arity")
+
+    def __init__(self, *args: str | int | None) -> None:
+        parts = [b"*%d\r\n" % len(args)]
+        for arg in args:
+            if arg is ARG:
+                parts.append(b"$%d\r\n%s\r\n")
+            else:
+                data = arg.encode() if isinstance(arg, str) else b"%d" % arg
+                parts.append(_bulk(data).replace(b"%", b"%%"))  # literal in the format
+        self._format = b"".join(parts)
+        self.arity = args.count(ARG)
+
+    def pack(self, *values: bytes) -> bytes:
+        """The command, with ``values`` in the ``ARG`` places in order."""
+        if len(values) != self.arity:
+            raise TypeError(f"this command takes {self.arity} values, not {len(values)}")
+        lengths_and_values: list[int | bytes] = []
+        for value in values:
+            lengths_and_values += (len(value), value)
+        return self._format % tuple(lengths_and_values)
+
+
+class ScriptCall:
+    """A Lua script's call as a template: ``EVALSHA`` and, for a server that lacks the script
+    (first use, or after a restart), the same call as ``EVAL``."""
+
+    __slots__ = ("by_sha", "by_source")
+
+    def __init__(self, source: str, sha: str, numkeys: int, *args: str | int | None) -> None:
+        self.by_sha = CommandTemplate("EVALSHA", sha, numkeys, *args)
+        self.by_source = CommandTemplate("EVAL", source, numkeys, *args)
+
 
 class _Protocol(asyncio.Protocol):
     def __init__(self, timeout: float, observe: Callable[[float], None] | None = None) -> None:
@@ -145,20 +192,23 @@ class PipelinedRedis:
 
     async def execute(self, *args: str | bytes | int) -> Any:
         """Send one command and return its reply (strings decoded as UTF-8)."""
+        return await self.execute_packed(hiredis.pack_command(args))
+
+    async def execute_packed(self, command: bytes) -> Any:
+        """Send one command already in the protocol's encoding (``CommandTemplate.pack``)."""
         protocol = self._protocol
         if protocol is None or not protocol.usable:
             protocol = await self._connect()
-        return await protocol.send(hiredis.pack_command(args))
+        return await protocol.send(command)
 
-    async def evalsha(self, script: Any, numkeys: int, *args: str | bytes | int) -> Any:
-        """Run a redis-py ``Script`` by its SHA1, loading it once if the server lacks it (first
-        use, or after the server restarted)."""
+    async def run_script(self, call: ScriptCall, *values: bytes) -> Any:
+        """Run a script by its SHA1, sending its source once if the server lacks it."""
         try:
-            return await self.execute("EVALSHA", script.sha, numkeys, *args)
+            return await self.execute_packed(call.by_sha.pack(*values))
         except ResponseError as error:
             if not str(error).startswith("NOSCRIPT"):
                 raise
-        return await self.execute("EVAL", script.script, numkeys, *args)
+        return await self.execute_packed(call.by_source.pack(*values))
 
     async def _connect(self) -> _Protocol:
         if self._connecting is None:

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
-from service.store.pipelined import PipelinedRedis
+from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 
 # Adds a key's listing metadata unless the account already has the maximum of active keys.
 # Expired keys are pruned first so they never count. All keys share the account's slot.
@@ -214,6 +214,27 @@ class RedisStore:
         if rate_limit is not None:
             self._rate_args = (str(rate_limit.interval_us), str(rate_limit.tolerance_us))
         self._lookup_and_take = redis.register_script(_LOOKUP_AND_TAKE)
+        # The hot connection's commands, encoded once but for the entry (and bucket, and clock).
+        self._hot_lookup = {
+            fields: CommandTemplate("HMGET", ARG, *fields)
+            for fields in (_KEY_FIELDS, _SESSION_FIELDS)
+        }
+        if rate_limit is not None:
+            self._hot_lookup_and_take = {
+                fields: ScriptCall(
+                    _LOOKUP_AND_TAKE,
+                    self._lookup_and_take.sha,
+                    2,
+                    ARG,  # the entry
+                    ARG,  # its bucket
+                    ARG,  # now, µs
+                    rate_limit.interval_us,
+                    rate_limit.tolerance_us,
+                    *fields,
+                )
+                for fields in (_KEY_FIELDS, _SESSION_FIELDS)
+            }
+        self._hot_read_hash = CommandTemplate("HGETALL", ARG)
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._touch_key = redis.register_script(_TOUCH_KEY)
@@ -222,24 +243,27 @@ class RedisStore:
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
 
-    async def _hmget(self, key: str, *fields: str) -> list:
-        if self._hot is not None:
-            return await self._hot.execute("HMGET", key, *fields)
-        return await self.redis.hmget(key, fields)
-
     async def _lookup(
         self, entry: str, now_ms: int, fields: tuple[str, ...]
     ) -> tuple[list, RateVerdict | None]:
         """The entry's fields, and one request taken from its bucket when limits are on."""
+        hot = self._hot
         if self.rate_limit is None:
-            return await self._hmget(entry, *fields), None
-        interval, tolerance = self._rate_args
-        keys_and_args = (entry, self.keys.rate_bucket(entry), now_ms * 1000, interval, tolerance)
-        if self._hot is not None:
-            reply = await self._hot.evalsha(self._lookup_and_take, 2, *keys_and_args, *fields)
+            if hot is not None:
+                return await hot.execute_packed(self._hot_lookup[fields].pack(entry.encode())), None
+            return await self.redis.hmget(entry, fields), None
+        bucket = self.keys.rate_bucket(entry)
+        if hot is not None:
+            reply = await hot.run_script(
+                self._hot_lookup_and_take[fields],
+                entry.encode(),
+                bucket.encode(),
+                b"%d" % (now_ms * 1000),
+            )
         else:
+            interval, tolerance = self._rate_args
             reply = await self._lookup_and_take(
-                keys=keys_and_args[:2], args=[*keys_and_args[2:], *fields]
+                keys=(entry, bucket), args=[now_ms * 1000, interval, tolerance, *fields]
             )
         if reply is None:
             return [None] * len(fields), None
@@ -257,7 +281,7 @@ class RedisStore:
     async def _hgetall(self, key: str) -> dict[str, str]:
         if self._hot is None:
             return await self.redis.hgetall(key)
-        flat = await self._hot.execute("HGETALL", key)
+        flat = await self._hot.execute_packed(self._hot_read_hash.pack(key.encode()))
         return dict(zip(flat[::2], flat[1::2], strict=True))
 
     # -- API keys ---------------------------------------------------------------------------

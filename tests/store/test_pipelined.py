@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import hiredis
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from service.store.pipelined import PipelinedRedis
+from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 from tests.conftest import RedisServer, free_port
 
 
@@ -37,6 +38,50 @@ async def test_an_error_reply_fails_only_its_own_command(redis_url, redis_client
         )
         assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
         assert right == "x"
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("args", "values"),
+    [
+        (("HGETALL", ARG), (b"fh:{usr_1}:files",)),
+        (("HMGET", ARG, "u", "k"), (b"",)),
+        (("EVALSHA", "0" * 40, 2, ARG, ARG, ARG, 10_000, 2_000_000, "u"), (b"k", b"r", b"17")),
+        # A "%" in a fixed argument (a Lua script's string.format) or in a value is kept as is.
+        (("EVAL", "return string.format('%.0f', ARGV[1])", 0, ARG), (b"100%d%s",)),
+        (("SET", ARG, "caf\u00e9", "PX", 5), (b"bin\r\n\x00",)),
+    ],
+)
+def test_a_template_packs_what_hiredis_packs(args: tuple, values: tuple[bytes, ...]) -> None:
+    filled = iter(values)
+    expected = tuple(next(filled) if arg is ARG else arg for arg in args)
+    assert CommandTemplate(*args).pack(*values) == hiredis.pack_command(expected)
+
+
+def test_a_template_refuses_the_wrong_number_of_values() -> None:
+    template = CommandTemplate("HMGET", ARG, "u")
+    with pytest.raises(TypeError):
+        template.pack(b"a", b"b")
+    with pytest.raises(TypeError):
+        template.pack()
+
+
+async def test_a_script_unknown_to_the_server_is_sent_once_by_source(
+    redis_url, redis_client
+) -> None:
+    source = "return {KEYS[1], ARGV[1], ARGV[2]}"
+    sha = redis_client.script_load(source)
+    redis_client.script_flush()
+    call = ScriptCall(source, sha, 1, ARG, ARG, "fixed")
+    client = PipelinedRedis(redis_url, 1.0)
+    try:
+        redis_client.config_resetstat()
+        assert await client.run_script(call, b"key", b"value") == ["key", "value", "fixed"]
+        assert await client.run_script(call, b"k2", b"v2") == ["k2", "v2", "fixed"]
+        stats = redis_client.info("commandstats")
+        assert stats["cmdstat_eval"]["calls"] == 1  # after the NOSCRIPT, the server has it
+        assert stats["cmdstat_evalsha"]["calls"] == 2
     finally:
         await client.aclose()
 
