@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -27,10 +27,23 @@ from service.store.pipelined import PipelinedRedis
 from service.store.redis_store import RateLimit, RedisStore
 
 
+class _ClosedSocketIsConnectionError:
+    """uvloop raises RuntimeError, not OSError, for a write to a socket that is already closed
+    (Redis killed between accepting a connection and answering its handshake). redis-py turns
+    only OSError into ConnectionError, so without this that request would be a 500, not a 503
+    (found by tests/hardening/test_redis_faults.py)."""
+
+    async def _send_packed_command(self, command: Iterable[bytes]) -> None:
+        try:
+            await super()._send_packed_command(command)  # type: ignore[misc]
+        except RuntimeError as error:
+            raise OSError(f"write to a closed connection: {error}") from None
+
+
 def connect_redis(url: str, timeout_seconds: float) -> Redis:
     """A client that fails fast: bounded timeouts and one immediate retry, so a dead store turns
     into a 503 within about two timeouts instead of a hanging request."""
-    return Redis.from_url(
+    client = Redis.from_url(
         url,
         decode_responses=True,
         socket_timeout=timeout_seconds,
@@ -39,6 +52,10 @@ def connect_redis(url: str, timeout_seconds: float) -> Redis:
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
         health_check_interval=0,
     )
+    pool = client.connection_pool
+    base = pool.connection_class  # TCP, TLS or Unix socket, as the URL says
+    pool.connection_class = type(base.__name__, (_ClosedSocketIsConnectionError, base), {})
+    return client
 
 
 def create_app(

@@ -147,7 +147,10 @@ class _Protocol(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self._outgoing and self.usable:
-            self._transport.write(b"".join(self._outgoing))  # type: ignore[union-attr]
+            try:
+                self._transport.write(b"".join(self._outgoing))  # type: ignore[union-attr]
+            except RuntimeError:  # uvloop, for a transport closed under us: fail what waits
+                self._abort(RedisConnectionError("connection to Redis lost"))
         self._outgoing.clear()
 
     # -- failure --------------------------------------------------------------------------------
