@@ -2,9 +2,10 @@
 
 Works on plain strings (the HTTP layer hands over header values), so it is testable without a
 server. The hot path for an API key: shape and checksum check, SHA-256, one Redis round trip (an
-HMGET, in a script that also takes from the credential's rate bucket when limits are on), expiry,
-rate and permission check. Key last-use and session idle renewal are written at most once a
-minute per credential and worker, in the background; rate buckets never reach the AOF.
+HMGET, in a script that also takes from the credential's rate bucket when limits are on and this
+worker holds no lease of requests from it), expiry, rate and permission check. Key last-use and
+session idle renewal are written at most once a minute per credential and worker, in the
+background; rate buckets never reach the AOF.
 
 Refusals name the reason in their code but never echo the credential.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from service.auth import credentials
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.auth.principal import CredentialType, Principal
-from service.auth.rate_limits import RateLimitFields
+from service.auth.rate_limits import RateLeases, RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock
 from service.config import Settings
@@ -65,6 +66,7 @@ class Authenticator:
         self._last_touch: dict[str, int] = {}
         limit = store.rate_limit
         self.rate_fields = RateLimitFields(limit) if limit is not None else None
+        self._leases = RateLeases(limit) if limit is not None else None
 
     async def authenticate(
         self, api_key: str | None, authorization: str | None, *, session_only: bool = False
@@ -97,12 +99,14 @@ class Authenticator:
         if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
         now = self._clock.now_ms()
-        entry = await self._store.find_api_key(credentials.digest(secret), now)
+        digest = credentials.digest(secret)
+        lent, take, give_back, for_lease = self._plan(digest, now)
+        entry = await self._store.find_api_key(digest, now, take, give_back)
+        rate = self._rate(digest, lent, entry and entry.rate, for_lease, now)
         if entry is None:
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
         if entry.expires_at <= now:
             raise _api_key_refusal("api_key_expired", "The API key has expired.")
-        rate = entry.rate
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         self._note_key_use(entry.user_id, entry.key_id, now)
@@ -116,6 +120,28 @@ class Authenticator:
             None,  # token_digest: sessions only
             rate,
         )
+
+    def _plan(self, digest: str, now: int) -> tuple[RateVerdict | None, int, int, bool]:
+        """What the lookup takes from the credential's bucket (``RateLeases.plan``)."""
+        if self._leases is None:
+            return None, 1, 0, False
+        return self._leases.plan(digest, now)
+
+    def _rate(
+        self,
+        digest: str,
+        lent: RateVerdict | None,
+        looked_up: RateVerdict | None,
+        for_lease: bool,
+        now: int,
+    ) -> RateVerdict | None:
+        """This request's verdict: from the worker's lease, or from the lookup's take (kept in
+        part for the lease when it was taken for one). None when limits are off."""
+        if lent is not None:
+            return lent
+        if for_lease:
+            return self._leases.taken(digest, looked_up, now)  # type: ignore[union-attr]
+        return looked_up
 
     def _rate_refusal(self, rate: RateVerdict) -> TooManyRequests:
         assert self.rate_fields is not None  # a verdict exists only when limits are on
@@ -134,12 +160,13 @@ class Authenticator:
             raise _bearer_refusal("invalid_session", "The session token is not valid.")
         token_digest = credentials.digest(token)
         now = self._clock.now_ms()
-        entry = await self._store.find_session(token_digest, now)
+        lent, take, give_back, for_lease = self._plan(token_digest, now)
+        entry = await self._store.find_session(token_digest, now, take, give_back)
+        rate = self._rate(token_digest, lent, entry and entry.rate, for_lease, now)
         if entry is None:
             raise _bearer_refusal("invalid_session", "The session token is not valid.")
         if entry.idle_deadline <= now or entry.absolute_deadline <= now:
             raise _bearer_refusal("session_expired", "The session has expired. Log in again.")
-        rate = entry.rate
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         idle_deadline = entry.idle_deadline

@@ -57,15 +57,18 @@ return 1
 
 
 # The hot-path lookup with a request-rate limit folded in, so a limited request still costs one
-# round trip: read the credential's fields and, when it exists, take one request from its bucket
-# (GCRA: the bucket holds the "theoretical arrival time" of the next request, in µs).
-# KEYS: entry, bucket. ARGV: now µs, emission interval µs, burst tolerance µs, fields...
+# round trip: read the credential's fields and, when it exists, take requests from its bucket
+# (GCRA: the bucket holds the "theoretical arrival time" of the next request, in µs). A worker
+# may take several at once and use them over the next second (auth.rate_limits.RateLeases); it
+# gives back those it did not use with its next take.
+# KEYS: entry, bucket. ARGV: now µs, emission interval µs, burst tolerance µs, requests wanted,
+# requests given back, fields...
 # Returns nil for no entry, else the fields followed by allowed (1/0), then remaining requests
-# (allowed) or µs to wait (refused), then µs until the bucket is full again.
+# (allowed) or µs to wait (refused), then µs until the bucket is full again, then requests taken.
 # Buckets are excluded from the AOF and replicas (REPL_NONE): they live seconds, and a write per
 # request would put an fsync behind every gateway call. A restart forgets them, nothing else.
 _LOOKUP_AND_TAKE = """
-local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 4))
+local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 6))
 local found = false
 for i = 1, #values do
   if values[i] then found = true end
@@ -79,23 +82,35 @@ end
 local now = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local tolerance = tonumber(ARGV[3])
+local wanted = tonumber(ARGV[4])
+local given_back = tonumber(ARGV[5])
 local tat = tonumber(redis.call('GET', KEYS[2])) or now
 if tat < now then
   tat = now
 end
-local next_tat = tat + interval
+if given_back > 0 then
+  tat = math.max(tat - given_back * interval, now)
+end
 local n = #values
-if next_tat - tolerance > now then
+local fit = math.floor((now + tolerance - tat) / interval)
+if fit < 1 then
+  if given_back > 0 and tat > now then
+    redis.call('SET', KEYS[2], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
+  end
   values[n + 1] = 0
-  values[n + 2] = next_tat - tolerance - now
+  values[n + 2] = tat + interval - tolerance - now
   values[n + 3] = tat - now
+  values[n + 4] = 0
   return values
 end
+local taken = math.min(wanted, fit)
+local next_tat = tat + taken * interval
 local ttl_ms = math.ceil((next_tat - now) / 1000)
 redis.call('SET', KEYS[2], string.format('%.0f', next_tat), 'PX', ttl_ms)
 values[n + 1] = 1
 values[n + 2] = math.floor((tolerance - (next_tat - now)) / interval)
 values[n + 3] = next_tat - now
+values[n + 4] = taken
 return values
 """
 
@@ -138,6 +153,7 @@ class RateVerdict(NamedTuple):
     remaining: int  # requests left in the burst after this one (0 when refused)
     wait_us: int  # until the next request is allowed (0 when allowed)
     full_in_us: int  # until the bucket has refilled completely
+    taken: int = 1  # requests taken from the bucket: this one and any the worker keeps for later
 
 
 class ApiKeyEntry(NamedTuple):
@@ -230,6 +246,8 @@ class RedisStore:
                     ARG,  # now, µs
                     rate_limit.interval_us,
                     rate_limit.tolerance_us,
+                    ARG,  # requests wanted
+                    ARG,  # requests given back
                     *fields,
                 )
                 for fields in (_KEY_FIELDS, _SESSION_FIELDS)
@@ -244,11 +262,12 @@ class RedisStore:
         return bool(await self.redis.ping())
 
     async def _lookup(
-        self, entry: str, now_ms: int, fields: tuple[str, ...]
+        self, entry: str, now_ms: int, fields: tuple[str, ...], take: int, give_back: int
     ) -> tuple[list, RateVerdict | None]:
-        """The entry's fields, and one request taken from its bucket when limits are on."""
+        """The entry's fields, and ``take`` requests taken from its bucket when limits are on
+        (``give_back`` unused ones returned first); with ``take`` 0, the fields alone."""
         hot = self._hot
-        if self.rate_limit is None:
+        if self.rate_limit is None or take == 0:
             if hot is not None:
                 return await hot.execute_packed(self._hot_lookup[fields].pack(entry.encode())), None
             return await self.redis.hmget(entry, fields), None
@@ -259,22 +278,25 @@ class RedisStore:
                 entry.encode(),
                 bucket.encode(),
                 b"%d" % (now_ms * 1000),
+                b"%d" % take,
+                b"%d" % give_back,
             )
         else:
             interval, tolerance = self._rate_args
             reply = await self._lookup_and_take(
-                keys=(entry, bucket), args=[now_ms * 1000, interval, tolerance, *fields]
+                keys=(entry, bucket),
+                args=[now_ms * 1000, interval, tolerance, take, give_back, *fields],
             )
         if reply is None:
             return [None] * len(fields), None
         n = len(fields)
-        if len(reply) != n + 3:
+        if len(reply) != n + 4:
             raise CorruptRecord()
-        allowed, count, full_in = reply[n], reply[n + 1], reply[n + 2]
+        allowed, count, full_in, taken = reply[n], reply[n + 1], reply[n + 2], reply[n + 3]
         verdict = (
-            RateVerdict(True, count, 0, full_in)
+            RateVerdict(True, count, 0, full_in, taken)
             if allowed == 1
-            else RateVerdict(False, 0, count, full_in)
+            else RateVerdict(False, 0, count, full_in, 0)
         )
         return reply[:n], verdict
 
@@ -286,11 +308,14 @@ class RedisStore:
 
     # -- API keys ---------------------------------------------------------------------------
 
-    async def find_api_key(self, secret_digest: str, now_ms: int = 0) -> ApiKeyEntry | None:
+    async def find_api_key(
+        self, secret_digest: str, now_ms: int = 0, take: int = 1, give_back: int = 0
+    ) -> ApiKeyEntry | None:
         """The hot path: one round trip, an HMGET on the digest entry (in a script that also
-        takes from the key's rate bucket when limits are on; ``now_ms`` is the bucket's clock)."""
+        takes ``take`` requests from the key's rate bucket when limits are on and ``take`` is
+        not 0, after returning ``give_back`` unused ones; ``now_ms`` is the bucket's clock)."""
         (user_id, key_id, permissions, expires_at), rate = await self._lookup(
-            self.keys.key_entry(secret_digest), now_ms, _KEY_FIELDS
+            self.keys.key_entry(secret_digest), now_ms, _KEY_FIELDS, take, give_back
         )
         if user_id is None and key_id is None and permissions is None and expires_at is None:
             return None
@@ -450,10 +475,12 @@ class RedisStore:
             pipe.pexpireat(entry, min(idle_deadline, absolute_deadline))
             await pipe.execute()
 
-    async def find_session(self, token_digest: str, now_ms: int = 0) -> SessionEntry | None:
+    async def find_session(
+        self, token_digest: str, now_ms: int = 0, take: int = 1, give_back: int = 0
+    ) -> SessionEntry | None:
         """Like ``find_api_key``, for a session token's digest."""
         (user_id, created, absolute, idle), rate = await self._lookup(
-            self.keys.session_entry(token_digest), now_ms, _SESSION_FIELDS
+            self.keys.session_entry(token_digest), now_ms, _SESSION_FIELDS, take, give_back
         )
         if user_id is None and created is None and absolute is None and idle is None:
             return None

@@ -157,3 +157,63 @@ async def test_buckets_never_reach_the_append_only_file(tmp_path: Path, make_api
         assert b"fh:rate:" not in aof
     finally:
         server.stop()
+
+
+async def test_a_busy_key_takes_leases_yet_no_instance_admits_more_than_the_bucket_grants(
+    make_api, redis_client
+) -> None:
+    # Two instances on one Redis; a burst of 64 lets each worker lease up to 4 requests.
+    one = await make_api(rate_limit_per_second=1, rate_limit_burst=64)
+    other = await make_api(rate_limit_per_second=1, rate_limit_burst=64)
+    token = await one.user_with_session()
+    key = (await one.create_key(token))["secret_key"]
+    redis_client.config_resetstat()
+
+    statuses = [(await (one if n % 2 else other).files(key=key)).status for n in range(100)]
+
+    accepted = statuses.count(200)
+    # Never more than the bucket holds; fewer only by what a worker still holds in a lease.
+    assert 64 - 2 * 3 <= accepted <= 64
+    assert set(statuses) == {200, 429}
+    # Each refusal ran the script; of the accepted requests most were a plain HMGET.
+    scripts = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert scripts - statuses.count(429) < accepted / 2
+
+
+async def test_requests_served_from_a_lease_count_down_one_by_one(api: Api) -> None:
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+
+    left = [remaining(await api.files(key=key)) for _ in range(30)]
+
+    assert left == list(range(199, 169, -1))
+
+
+async def test_a_revoked_key_is_refused_at_once_though_its_worker_holds_a_lease(
+    make_api,
+) -> None:
+    api = await make_api(rate_limit_per_second=1000, rate_limit_burst=1000)
+    token = await api.user_with_session()
+    created = await api.create_key(token)
+    for _ in range(20):  # leases of 1, 2, 4, 8 and 16: the last one is not used up
+        assert (await api.files(key=created["secret_key"])).status == 200
+
+    revoked = await api.client.delete(f"/api/v1/keys/{created['id']}", headers=bearer(token))
+    assert revoked.status == 200
+
+    await assert_error(await api.files(key=created["secret_key"]), 401, "invalid_api_key")
+
+
+async def test_an_unused_lease_is_given_back_and_the_bucket_refills_exactly(
+    make_api, clock: FakeClock
+) -> None:
+    api = await make_api(rate_limit_per_second=1, rate_limit_burst=64)
+    token = await api.user_with_session()
+    key = (await api.create_key(token))["secret_key"]
+    for _ in range(4):  # takes of 1, 2 and 4: 7 taken from the bucket, 3 of them unused
+        assert (await api.files(key=key)).status == 200
+
+    clock.advance(seconds=1.5)  # the lease is over: its 3 go back with the next take
+
+    # Exactly as if each request had been counted alone: 64 - 5 requests + 1.5 s of refill.
+    assert remaining(await api.files(key=key)) == 60

@@ -165,7 +165,7 @@ async def test_a_limited_lookup_reads_the_entry_and_takes_from_its_bucket_in_one
     assert [entry.rate for entry in takes] == [
         RateVerdict(allowed=True, remaining=1, wait_us=0, full_in_us=1_000_000),
         RateVerdict(allowed=True, remaining=0, wait_us=0, full_in_us=2_000_000),
-        RateVerdict(allowed=False, remaining=0, wait_us=1_000_000, full_in_us=2_000_000),
+        RateVerdict(False, remaining=0, wait_us=1_000_000, full_in_us=2_000_000, taken=0),
     ]
     later = await limited.find_api_key(DIGEST, NOW + 1000)
     assert later.rate == RateVerdict(True, 0, 0, 2_000_000)
@@ -174,6 +174,38 @@ async def test_a_limited_lookup_reads_the_entry_and_takes_from_its_bucket_in_one
     assert (
         await store.redis.exists(limited.keys.rate_bucket(limited.keys.key_entry("cd" * 32))) == 0
     )
+
+
+async def test_a_take_of_several_gets_what_fits_and_given_back_requests_count_again(
+    store: RedisStore,
+) -> None:
+    limited = RedisStore(store.redis, "t", rate_limit=RateLimit(per_second=1, burst=5))
+    assert await add_key(store, "key_1")
+
+    first = await limited.find_api_key(DIGEST, NOW, take=3)
+    second = await limited.find_api_key(DIGEST, NOW, take=3)  # only two fit
+    refused = await limited.find_api_key(DIGEST, NOW, take=3)
+
+    assert first.rate == RateVerdict(True, 2, 0, 3_000_000, taken=3)
+    assert second.rate == RateVerdict(True, 0, 0, 5_000_000, taken=2)
+    assert refused.rate == RateVerdict(False, 0, 1_000_000, 5_000_000, taken=0)
+    # Four unused requests given back: they fit again, and the take that returns them gets one.
+    returned = await limited.find_api_key(DIGEST, NOW, take=1, give_back=4)
+    assert returned.rate == RateVerdict(True, 3, 0, 2_000_000, taken=1)
+    # Giving back more than was ever taken never fills the bucket past its burst.
+    full = await limited.find_api_key(DIGEST, NOW, take=10, give_back=100)
+    assert full.rate == RateVerdict(True, 0, 0, 5_000_000, taken=5)
+
+
+async def test_a_lookup_that_takes_nothing_reads_the_entry_alone(store: RedisStore) -> None:
+    limited = RedisStore(store.redis, "t", rate_limit=RateLimit(per_second=1, burst=1))
+    assert await add_key(store, "key_1")
+
+    entries = [await limited.find_api_key(DIGEST, NOW, take=0) for _ in range(3)]
+
+    assert [(entry.key_id, entry.rate) for entry in entries] == [("key_1", None)] * 3
+    bucket = limited.keys.rate_bucket(limited.keys.key_entry(DIGEST))
+    assert await store.redis.exists(bucket) == 0  # no script ran: it would have made one
 
 
 async def test_sessions_are_limited_through_the_same_script(store: RedisStore) -> None:
