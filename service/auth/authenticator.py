@@ -147,13 +147,20 @@ class Authenticator:
         assert self.rate_fields is not None  # a verdict exists only when limits are on
         return self.rate_fields.refusal(rate)
 
-    def _note_key_use(self, user_id: str, key_id: str, now: int) -> None:
-        if now - self._last_touch.get(key_id, 0) < _KEY_TOUCH_INTERVAL_MS:
-            return
+    def _due(self, name: str, now: int, interval_ms: int) -> bool:
+        """True at most once per ``interval_ms`` for ``name`` in this worker: a background write
+        that keeps a last use or an idle deadline fresh is never repeated by the requests that
+        arrive while it is on its way."""
+        if now - self._last_touch.get(name, now - interval_ms) < interval_ms:
+            return False
         if len(self._last_touch) >= _TOUCH_MEMORY_LIMIT:
             self._last_touch.clear()
-        self._last_touch[key_id] = now
-        self._background.spawn("key last use", self._store.touch_api_key(user_id, key_id, now))
+        self._last_touch[name] = now
+        return True
+
+    def _note_key_use(self, user_id: str, key_id: str, now: int) -> None:
+        if self._due(key_id, now, _KEY_TOUCH_INTERVAL_MS):
+            self._background.spawn("key last use", self._store.touch_api_key(user_id, key_id, now))
 
     async def session(self, token: str) -> Principal:
         if not credentials.is_well_formed(token, credentials.SESSION_KIND):
@@ -172,6 +179,7 @@ class Authenticator:
         idle_deadline = entry.idle_deadline
         if now - (idle_deadline - self._idle_ms) >= self._renew_ms:
             idle_deadline = min(now + self._idle_ms, entry.absolute_deadline)
+        if idle_deadline != entry.idle_deadline and self._due(token_digest, now, self._renew_ms):
             self._background.spawn(
                 "session renewal",
                 self._store.renew_session(token_digest, idle_deadline, idle_deadline),

@@ -369,6 +369,23 @@ async def test_session_used_every_23_hours_stays_valid_past_the_idle_timeout(
     await assert_error(await api.client.get(SESSION, headers=bearer(token)), 401, "session_expired")
 
 
+async def test_concurrent_requests_due_for_renewal_write_it_once(
+    api: Api, clock: FakeClock, redis_client: redis_sync.Redis
+) -> None:
+    token = await api.user_with_session(EMAIL)
+    idle = redis_client.hget(f"fh:session:{sha256_hex(token)}", "i")
+    clock.advance(hours=2)
+    redis_client.config_resetstat()
+
+    statuses = await asyncio.gather(*(session_status(api, token) for _ in range(30)))
+
+    assert statuses == [200] * 30
+    await wait_for_idle_deadline_change(redis_client, token, idle)
+    await asyncio.sleep(0.1)  # any further renewal would have landed by now
+    # The renewal script is the only PEXPIREAT on this path: one write, not one per request.
+    assert redis_client.info("commandstats")["cmdstat_pexpireat"]["calls"] == 1
+
+
 async def test_session_is_refused_after_the_absolute_maximum_even_when_used_regularly(
     api: Api, clock: FakeClock, redis_client: redis_sync.Redis
 ) -> None:
