@@ -410,9 +410,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=int, default=5, help="length of each wrk run")
+    parser.add_argument("--seconds", type=int, default=2, help="length of each wrk run")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="rounds of a-f; the table shows their medians"
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds of b-g, each run right after a floor run; the table shows their medians",
     )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
@@ -458,7 +461,7 @@ def main() -> int:
     }
     per_round: dict[str, list[dict[str, float]]] = {name: [] for name in labels}
     commands: dict[str, str] = {}
-    extra_rows: list[tuple[str, dict[str, float], str]] = []
+    extra_rows: list[tuple[str, dict[str, float], str, float | None]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
@@ -495,32 +498,54 @@ def main() -> int:
                 f"{args.seconds}s per run, {args.rounds} rounds, {os.cpu_count()} cores",
                 flush=True,
             )
-            for round_number in range(1, args.rounds + 1):
-                print(f"round {round_number}/{args.rounds}", flush=True)
-                with service(redis_url, args.workers, floor_user=seed["user_id"]) as url:
-                    wrk(url, None, 200, 2, args.connections, script)  # warm-up
-                    result, commands["a"] = measure(labels["a"], url, None, 200)
-                    per_round["a"].append(result)
-                with service(redis_url, args.workers, log=workdir / "service.log") as url:
-                    wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+            # Both servers stay up; every scenario run follows a floor run at once, and each
+            # ratio is taken within that pair, so the machine's drift (shared, noisy cores)
+            # between runs that far apart cannot pass for a cost of authentication.
+            paired_floors: dict[str, list[dict[str, float]]] = {name: [] for name in SCENARIOS}
+            with (
+                service(redis_url, args.workers, floor_user=seed["user_id"]) as floor_url,
+                service(redis_url, args.workers, log=workdir / "service.log") as url,
+            ):
+                wrk(floor_url, None, 200, 2, args.connections, script)  # warm-up
+                wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                for round_number in range(1, args.rounds + 1):
+                    print(f"round {round_number}/{args.rounds}", flush=True)
                     for name in SCENARIOS:
-                        result, used = measure(
-                            labels[name],
-                            url,
-                            headers[name],
-                            expected[name],
-                            PATHS.get(name, "/api/v1/files"),
-                        )
+
+                        def run_floor() -> dict[str, float]:
+                            floor, commands["a"] = measure(labels["a"], floor_url, None, 200)
+                            per_round["a"].append(floor)
+                            return floor
+
+                        def run_scenario(name: str = name) -> dict[str, float]:
+                            result, commands[name] = measure(
+                                labels[name],
+                                url,
+                                headers[name],
+                                expected[name],
+                                PATHS.get(name, "/api/v1/files"),
+                            )
+                            return result
+
+                        # The floor goes first in odd rounds and second in even ones, so the
+                        # order within a pair cannot favour either side.
+                        if round_number % 2:
+                            floor, result = run_floor(), run_scenario()
+                        else:
+                            result = run_scenario()
+                            floor = run_floor()
+                        paired_floors[name].append(floor)
                         per_round[name].append(result)
-                        commands[name] = used
-            floors = per_round["a"]
-            rows = {name: median_row(per_round[name], floors) for name in labels}
+            rows = {"a": median_row(per_round["a"], per_round["a"])}
+            rows.update(
+                (name, median_row(per_round[name], paired_floors[name])) for name in SCENARIOS
+            )
             floor_rps = rows["a"]["rps"]
 
             with service(redis_url, args.workers, rate_limits=False) as url:
                 wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
                 result, used = measure("b with rate limits off", url, headers["b"], 200)
-                extra_rows.append(("b X-API-Key, rate limits off", result, used))
+                extra_rows.append(("b X-API-Key, rate limits off", result, used, None))
             with service(redis_url, args.workers, log=workdir / "service.log") as url:
                 wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
                 unloaded, _ = measure("b before the storm", url, headers["b"], 200)
@@ -544,7 +569,7 @@ def main() -> int:
                 )
                 storm_out, _ = storm.communicate(timeout=args.seconds + 60)
                 extra_rows.append(
-                    (f"b during a {args.storm_clients}-client login storm", stormy, used)
+                    (f"b during a {args.storm_clients}-client login storm", stormy, used, None)
                 )
                 storm_counts = orjson.loads(storm_out)
                 slowest_refusal = storm_counts.pop("slowest_refusal_ms")
@@ -559,9 +584,23 @@ def main() -> int:
                     )
                 )
 
-                if args.large:
-                    small_key, _ = measure("b before loading", url, headers["b"], 200)
-                    small_session, _ = measure("c before loading", url, headers["c"], 200)
+            if args.large:
+                # The scale runs are paired with floor runs too: what is compared is each run's
+                # ratio to its floor, before and after loading, not req/s a minute apart.
+                with (
+                    service(redis_url, args.workers, floor_user=seed["user_id"]) as floor_url,
+                    service(redis_url, args.workers, log=workdir / "service.log") as url,
+                ):
+                    wrk(floor_url, None, 200, 2, args.connections, script)  # warm-up
+                    wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+
+                    def paired(label: str, name: str) -> tuple[dict[str, float], str, float]:
+                        floor, _ = measure(f"{labels['a']} (for {label})", floor_url, None, 200)
+                        result, used = measure(label, url, headers[name], 200)
+                        return result, used, result["rps"] / floor["rps"]
+
+                    _, _, small_key = paired("b before loading", "b")
+                    _, _, small_session = paired("c before loading", "c")
                     client.config_resetstat()
                     before = client.info("memory")["used_memory"]
                     loaded = time.monotonic()
@@ -576,21 +615,18 @@ def main() -> int:
                         f"per session {(after_sessions - after_keys) / args.large:.0f} B "
                         f"(entry + account index); dbsize {client.dbsize():,}"
                     )
-                    large_key, used = measure(
-                        f"b X-API-Key, {args.large:,} keys loaded", url, headers["b"], 200
-                    )
-                    extra_rows.append((f"b X-API-Key, {args.large:,} keys loaded", large_key, used))
-                    large_session, used = measure(
-                        f"c Bearer, {args.large:,} sessions loaded", url, headers["c"], 200
-                    )
-                    extra_rows.append(
-                        (f"c Bearer, {args.large:,} sessions loaded", large_session, used)
-                    )
+                    key_label = f"b X-API-Key, {args.large:,} keys loaded"
+                    large_key, used, large_key_ratio = paired(key_label, "b")
+                    extra_rows.append((key_label, large_key, used, large_key_ratio))
+                    session_label = f"c Bearer, {args.large:,} sessions loaded"
+                    large_session, used, large_session_ratio = paired(session_label, "c")
+                    extra_rows.append((session_label, large_session, used, large_session_ratio))
                     notes.append(
-                        f"scale: X-API-Key with {args.large:,} keys loaded = "
-                        f"{large_key['rps'] / small_key['rps']:.2f} of the run with 10 keys just "
-                        f"before loading; Bearer with {args.large:,} sessions loaded = "
-                        f"{large_session['rps'] / small_session['rps']:.2f} of the run before"
+                        f"scale: X-API-Key's ratio to its floor with {args.large:,} keys loaded "
+                        f"= {large_key_ratio / small_key:.2f} of its ratio with 10 keys just "
+                        f"before loading; Bearer's with {args.large:,} sessions loaded = "
+                        f"{large_session_ratio / small_session:.2f} of its ratio before (each "
+                        "run paired with a floor run)"
                     )
 
     elapsed = time.monotonic() - started
@@ -606,9 +642,11 @@ def main() -> int:
             f"{row['ratio_high']:.2f}) | {row['p50']:.2f} | {row['p99']:.2f} | "
             f"{row['errors']:.0f} | {commands[name]} |"
         )
-    for label, result, used in extra_rows:
+    for label, result, used, ratio in extra_rows:
+        paired_note = "one run, paired" if ratio is not None else "one run"
+        ratio = ratio if ratio is not None else result["rps"] / floor_rps
         lines.append(
-            f"| {label} | {result['rps']:,.0f} | {result['rps'] / floor_rps:.2f} (one run) | "
+            f"| {label} | {result['rps']:,.0f} | {ratio:.2f} ({paired_note}) | "
             f"{result['p50']:.2f} | {result['p99']:.2f} | {result['errors']:.0f} | {used} |"
         )
     table = "\n".join(lines)
@@ -627,13 +665,16 @@ def main() -> int:
             "scenario but g is `GET /api/v1/files` (g is the forward-auth sub-request "
             "`GET /api/v1/auth/verify` a gateway sends), driven by wrk (`-t1`, "
             f"{args.connections} connections, {args.seconds} s) on loopback against "
-            f"{args.workers} worker processes. Scenarios a-f run in {args.rounds} rounds, each "
-            "with its own floor (the same server with authentication bypassed, still reading "
-            "the account's files); the table shows medians over the rounds and the range of the "
-            "per-round ratios. The rows below them are single runs, compared with the median "
-            "floor. Rate limits are on (at a rate no run reaches) except where a row says off. "
-            "Compare ratios across machines, not absolute numbers. Errors counts responses with "
-            "an unexpected status plus socket errors.\n\n"
+            f"{args.workers} worker processes. Scenarios b-g run in {args.rounds} rounds, each "
+            "run right after (or, every other round, right before) a run of the floor (the "
+            "same server with authentication bypassed, still reading the account's files, up "
+            "beside it), and each ratio is taken within "
+            "that pair, so the drift of a shared machine between runs cancels out; the table "
+            "shows medians over the rounds and the range of the per-pair ratios (the floor's "
+            "row: the median of all its runs). The rows below them are single runs, compared "
+            "with the median floor. Rate limits are on (at a rate no run reaches) except where "
+            "a row says off. Compare ratios across machines, not absolute numbers. Errors "
+            "counts responses with an unexpected status plus socket errors.\n\n"
             f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
             f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n"
             f"- versions: {versions_line}\n\n"
