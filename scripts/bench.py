@@ -506,8 +506,8 @@ def main() -> int:
                 service(redis_url, args.workers, floor_user=seed["user_id"]) as floor_url,
                 service(redis_url, args.workers, log=workdir / "service.log") as url,
             ):
-                wrk(floor_url, None, 200, 2, args.connections, script)  # warm-up
-                wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                wrk(floor_url, None, 200, 1, args.connections, script)  # warm-up
+                wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
                 for round_number in range(1, args.rounds + 1):
                     print(f"round {round_number}/{args.rounds}", flush=True)
                     for name in SCENARIOS:
@@ -543,11 +543,11 @@ def main() -> int:
             floor_rps = rows["a"]["rps"]
 
             with service(redis_url, args.workers, rate_limits=False) as url:
-                wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
                 result, used = measure("b with rate limits off", url, headers["b"], 200)
                 extra_rows.append(("b X-API-Key, rate limits off", result, used, None))
             with service(redis_url, args.workers, log=workdir / "service.log") as url:
-                wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
                 unloaded, _ = measure("b before the storm", url, headers["b"], 200)
                 # Login storm: every client logs in with the right password, so every attempt
                 # passes throttling and costs a bcrypt check: the worst case for the CPU.
@@ -591,8 +591,8 @@ def main() -> int:
                     service(redis_url, args.workers, floor_user=seed["user_id"]) as floor_url,
                     service(redis_url, args.workers, log=workdir / "service.log") as url,
                 ):
-                    wrk(floor_url, None, 200, 2, args.connections, script)  # warm-up
-                    wrk(url, headers["b"], 200, 2, args.connections, script)  # warm-up
+                    wrk(floor_url, None, 200, 1, args.connections, script)  # warm-up
+                    wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
 
                     def paired(label: str, name: str) -> tuple[dict[str, float], str, float]:
                         floor, _ = measure(f"{labels['a']} (for {label})", floor_url, None, 200)
