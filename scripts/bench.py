@@ -10,6 +10,10 @@ Scenarios, ``GET /api/v1/files`` (g: ``GET /api/v1/auth/verify``) at the same co
   d  unknown key of valid format (401)      e  malformed key, bad checksum (401)
   f  key lacking files.read (403)           g  forward-auth sub-request, X-API-Key (200)
 then b and c again with 1,000,000 keys and 1,000,000 sessions loaded, and b during a login storm.
+
+``scripts/bench --instructions 1000`` instead counts the server's instructions per request of each
+scenario under valgrind: exactly repeatable, for comparing two versions of the code on a machine
+whose req/s drift from run to run.
 """
 
 from __future__ import annotations
@@ -369,6 +373,82 @@ async def _login_storm(url: str, clients: int, seconds: float) -> dict[str, int]
 # -- report -----------------------------------------------------------------------------------
 
 
+# -- instruction counts ----------------------------------------------------------------------
+
+
+async def _send_requests(url: str, headers: dict[str, str], path: str, count: int) -> None:
+    import aiohttp
+
+    connections = 16
+    left = count
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as session:
+
+        async def client() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                async with session.get(url + path, headers=headers) as response:
+                    await response.read()
+
+        await asyncio.gather(*(client() for _ in range(connections)))
+
+
+def _header_dict(header: str | None) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in (header or "").splitlines())
+
+
+def instructions_per_request(
+    redis_url: str, workdir: Path, name: str, header: str | None, floor_user: str, count: int
+) -> float:
+    """The server's instructions per request (valgrind's callgrind, one worker, 16 connections):
+    the same for every run of the same code, where req/s on a shared machine is not. Counts user
+    space only: the kernel's share (sockets) and Redis's are not in it."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "FILEHOST_LOG_LEVEL": "WARNING",
+        "FILEHOST_PORT": str(port),
+        "FILEHOST_WORKERS": "1",
+        "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000",
+        "FILEHOST_RATE_LIMIT_BURST": "1000000",
+        "PYTHONHASHSEED": "0",
+    }
+    command = (
+        [sys.executable, "-m", "service.bench_floor", "--user-id", floor_user]
+        if name == "a"
+        else [sys.executable, "-m", "service", "serve"]
+    )
+    output = workdir / f"callgrind.{name}"
+    process = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}", *command],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process, 300)
+        url, path = f"http://127.0.0.1:{port}", PATHS.get(name, "/api/v1/files")
+        asyncio.run(_send_requests(url, _header_dict(header), path, 300))  # warm-up
+        control = {
+            "check": True,
+            "timeout": 60,
+            "stdout": subprocess.DEVNULL,
+            "stderr": subprocess.DEVNULL,
+        }
+        subprocess.run(["callgrind_control", "-z", str(process.pid)], **control)
+        asyncio.run(_send_requests(url, _header_dict(header), path, count))
+        subprocess.run(["callgrind_control", "-d", str(process.pid)], **control)
+    finally:
+        stop(process)
+    dump = Path(f"{output}.1").read_text()
+    match = re.search(r"^(?:summary|totals): (\d+)", dump, re.M)
+    if match is None:
+        raise RuntimeError(f"no instruction count in {output}.1")
+    return int(match.group(1)) / count
+
+
 def versions(client: redis.Redis) -> dict[str, str]:
     from importlib.metadata import version
 
@@ -389,6 +469,28 @@ def versions(client: redis.Redis) -> dict[str, str]:
 
 SCENARIOS = ("b", "c", "d", "e", "f", "g")
 PATHS = {"g": "/api/v1/auth/verify"}
+LABELS = {
+    "a": "a floor (auth bypassed)",
+    "b": "b X-API-Key, files.read",
+    "c": "c Bearer session",
+    "d": "d unknown key (401)",
+    "e": "e malformed key (401)",
+    "f": "f key lacking files.read (403)",
+    "g": "g forward-auth verify, X-API-Key (200, no body)",
+}
+
+
+def scenario_headers(seed: dict[str, str]) -> dict[str, str | None]:
+    """Each scenario's request headers, one per line (wrk's ``-H``)."""
+    return {
+        "a": None,
+        "b": f"X-API-Key: {seed['key']}",
+        "c": f"Authorization: Bearer {seed['token']}",
+        "d": f"X-API-Key: {seed['unknown_key']}",
+        "e": f"X-API-Key: {seed['malformed_key']}",
+        "f": f"X-API-Key: {seed['key_without_files_read']}",
+        "g": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
+    }
 
 
 def median_row(results: list[dict[str, float]], floors: list[dict[str, float]]) -> dict[str, float]:
@@ -439,26 +541,27 @@ def main() -> int:
         help=argparse.SUPPRESS,
         dest="login_storm",
     )
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        metavar="REQUESTS",
+        help="instead of the load runs, count the server's instructions per request over this "
+        "many requests per scenario (valgrind; about a minute per scenario; not written out)",
+    )
     args = parser.parse_args()
     if args.login_storm:
         url, clients, seconds = args.login_storm
         counts = asyncio.run(_login_storm(url, int(clients), float(seconds)))
         print(orjson.dumps(counts).decode())
         return 0
+    if args.instructions:
+        return count_instructions(args.instructions)
     if shutil.which("wrk") is None:
         print("wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
 
     started = time.monotonic()
-    labels = {
-        "a": "a floor (auth bypassed)",
-        "b": "b X-API-Key, files.read",
-        "c": "c Bearer session",
-        "d": "d unknown key (401)",
-        "e": "e malformed key (401)",
-        "f": "f key lacking files.read (403)",
-        "g": "g forward-auth verify, X-API-Key (200, no body)",
-    }
+    labels = LABELS
     per_round: dict[str, list[dict[str, float]]] = {name: [] for name in labels}
     commands: dict[str, str] = {}
     extra_rows: list[tuple[str, dict[str, float], str, float | None]] = []
@@ -470,15 +573,7 @@ def main() -> int:
         with redis_server(workdir) as (redis_url, client):
             seed = seed_account(redis_url)
             run_versions = versions(client)
-            headers = {
-                "a": None,
-                "b": f"X-API-Key: {seed['key']}",
-                "c": f"Authorization: Bearer {seed['token']}",
-                "d": f"X-API-Key: {seed['unknown_key']}",
-                "e": f"X-API-Key: {seed['malformed_key']}",
-                "f": f"X-API-Key: {seed['key_without_files_read']}",
-                "g": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
-            }
+            headers = scenario_headers(seed)
             expected = {"a": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403, "g": 200}
 
             def measure(
@@ -683,6 +778,27 @@ def main() -> int:
             + f"- total benchmark time {elapsed:.0f} s\n"
         )
         print(f"wrote {args.output}")
+    return 0
+
+
+def count_instructions(count: int) -> int:
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, redis_server(Path(tmp)) as (url, _):
+        seed = seed_account(url)
+        headers = scenario_headers(seed)
+        print(
+            "| scenario | server instructions per request | floor's count / this one |\n"
+            "|---|---:|---:|"
+        )
+        floor = None
+        for name in ("a", *SCENARIOS):
+            per_request = instructions_per_request(
+                url, Path(tmp), name, headers[name], seed["user_id"], count
+            )
+            floor = floor or per_request
+            print(f"| {LABELS[name]} | {per_request / 1000:,.1f}k | {floor / per_request:.2f} |")
     return 0
 
 
