@@ -83,6 +83,10 @@ class RateLeases:
         # size of the last take, start of the take in flight for the lease or 0]
         self._held: dict[str, list[int]] = {}
 
+    def __len__(self) -> int:
+        """Credentials this worker keeps lease state for."""
+        return len(self._held)
+
     def plan(self, credential: str, now_ms: int) -> tuple[RateVerdict | None, int, int, bool]:
         """Before a request's lookup: its verdict when served from this worker's lease, else
         how many requests the lookup takes, how many unused ones it gives back, and whether the
@@ -117,7 +121,10 @@ class RateLeases:
         that made it, and return that request's verdict as its client sees it (the kept requests
         counted as remaining)."""
         lease = self._held.get(credential)
-        if verdict is None or not verdict.allowed or lease is None:
+        if verdict is None:  # no such credential: remember nothing of it
+            self._held.pop(credential, None)
+            return None
+        if not verdict.allowed or lease is None:
             if lease is not None:
                 lease[5] = 0
             return verdict

@@ -94,11 +94,18 @@ def test_small_bursts_are_always_counted_one_request_at_a_time() -> None:
 
 def test_no_lease_is_larger_than_a_sixteenth_of_the_burst() -> None:
     leases = RateLeases(RateLimit(per_second=10_000, burst=1000))
-    take = 1
+    plan = leases.plan(CREDENTIAL, NOW)
     for _ in range(10):
-        _, take, _, _ = leases.plan(CREDENTIAL, NOW)
+        _, take, _, _ = plan
         leases.taken(CREDENTIAL, granted(take), NOW)
-        while leases.plan(CREDENTIAL, NOW)[0] is not None:
-            pass
-        leases.taken(CREDENTIAL, None, NOW)  # that last plan started a take: end it
-    assert take == 62
+        plan, _ = drain(leases)
+    assert plan[1] == 62
+
+
+def test_unknown_credentials_leave_nothing_behind() -> None:
+    leases = RateLeases(RateLimit(per_second=1000, burst=1000))
+    for n in range(100):
+        unknown = f"{n:064x}"
+        assert leases.plan(unknown, NOW)[3] is True
+        assert leases.taken(unknown, None, NOW) is None  # the lookup found no such credential
+    assert len(leases) == 0
