@@ -102,6 +102,10 @@ class StoreUnavailable(ServiceUnavailable):
     code = "store_unavailable"
     message = "The credential store is unreachable. Retry shortly."
 
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.headers = {"Retry-After": "1", **self.headers}
+
 
 class CorruptRecord(ServiceUnavailable):
     """A stored record could not be read; refuse rather than guess (fail closed)."""

@@ -43,10 +43,11 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 from redis.exceptions import RedisError
 
+from service.api.middleware import as_api_error
 from service.api.routes import PREFIX, authenticate
 from service.auth.authenticator import REALM, require
 from service.auth.permissions import BIT, to_names
-from service.errors import ApiError, BadRequest, Forbidden, StoreUnavailable, Unauthorized
+from service.errors import ApiError, BadRequest, Forbidden, Unauthorized
 
 VERIFY_PATH = f"{PREFIX}/auth/verify"
 REQUIRED_PERMISSION = "X-Required-Permission"
@@ -175,13 +176,10 @@ async def verify(request: web.Request) -> web.Response:
             require(principal, named)
         if derived is not None and derived != named:
             require(principal, derived)
-    except ApiError as error:
+    except (ApiError, RedisError) as caught:  # anything else is the envelope's 500, as anywhere
+        error = as_api_error(caught)
         error.headers = {**error.headers, AUTH_ERROR: error.code}
-        raise
-    except RedisError:
-        raise StoreUnavailable(
-            headers={"Retry-After": "1", AUTH_ERROR: StoreUnavailable.code}
-        ) from None
+        raise error from None
     response = web.Response()
     headers = response.headers
     headers["X-Auth-User-Id"] = principal.user_id

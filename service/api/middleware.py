@@ -55,6 +55,19 @@ def _from_http_exception(exc: web.HTTPException) -> ApiError:
     return error
 
 
+def as_api_error(exc: Exception) -> ApiError:
+    """The refusal an exception is answered with: the one mapping, used by the envelope below,
+    by the credential check's trace and by the forward-auth route. A Redis failure is 503 (fail
+    closed); anything unexpected is 500."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, web.HTTPException):
+        return _from_http_exception(exc)
+    if isinstance(exc, RedisError):
+        return StoreUnavailable()
+    return ApiError()
+
+
 @web.middleware
 async def error_envelope(request: web.Request, handler):  # type: ignore[no-untyped-def]
     try:
@@ -66,15 +79,15 @@ async def error_envelope(request: web.Request, handler):  # type: ignore[no-unty
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(_from_http_exception(exc))
+        return error_response(as_api_error(exc))
     except RedisError as exc:
         log.error(
             "credential store error on %s %s: %s", request.method, request.path, type(exc).__name__
         )
-        return error_response(StoreUnavailable(headers={"Retry-After": "1"}))
-    except Exception:
+        return error_response(as_api_error(exc))
+    except Exception as exc:
         log.exception("unexpected error on %s %s", request.method, request.path)
-        return error_response(ApiError())
+        return error_response(as_api_error(exc))
 
 
 # The dashboard's pages load only their own script, stylesheet and icon and talk only to their

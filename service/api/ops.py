@@ -60,7 +60,7 @@ async def readyz(request: web.Request) -> web.Response:
         async with asyncio.timeout(request.app[SETTINGS].redis_timeout_seconds):
             await request.app[STORE].ping()
     except (RedisError, OSError, TimeoutError):
-        raise StoreUnavailable(headers={"Retry-After": "1"}) from None
+        raise StoreUnavailable() from None
     return web.Response(body=_OK_BODY, content_type="application/json")
 
 

@@ -13,16 +13,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from redis.exceptions import RedisError
 
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, PRINCIPAL, SETTINGS, STORE
+from service.api.middleware import as_api_error
 from service.api.validation import parse_create_key, parse_login, read_json_object
 from service.auth.authenticator import require
 from service.auth.permissions import to_names
 from service.auth.principal import CredentialType, Principal
 from service.clock import iso
-from service.errors import ApiError, BadRequest, StoreUnavailable
+from service.errors import BadRequest
 from service.logs import TRACE
 from service.store.redis_store import KeyRecord
 
@@ -62,14 +62,8 @@ async def authenticate(request: web.Request, *, session_only: bool = False) -> P
         principal = await request.app[AUTHENTICATOR].authenticate(
             api_key, authorization, session_only=session_only
         )
-    except ApiError as error:
-        trace.outcome = error.code
-        raise
-    except RedisError:
-        trace.outcome = StoreUnavailable.code
-        raise
-    except Exception:
-        trace.outcome = ApiError.code
+    except Exception as error:
+        trace.outcome = as_api_error(error).code
         raise
     finally:
         trace.auth_seconds = perf_counter() - started
