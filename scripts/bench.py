@@ -128,16 +128,10 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
         stop(process)
 
 
-@contextmanager
-def service(
-    redis_url: str,
-    workers: int,
-    *,
-    floor_user: str | None = None,
-    log: Path | None = None,
-    rate_limits: bool = True,
-) -> Iterator[str]:
-    port = free_port()
+def service_command(
+    redis_url: str, port: int, workers: int, floor_user: str | None, rate_limits: bool = True
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of the service, or of the floor for ``floor_user``."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -151,9 +145,21 @@ def service(
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
     }
     if floor_user is None:
-        command = [sys.executable, "-m", "service", "serve"]
-    else:
-        command = [sys.executable, "-m", "service.bench_floor", "--user-id", floor_user]
+        return [sys.executable, "-m", "service", "serve"], env
+    return [sys.executable, "-m", "service.bench_floor", "--user-id", floor_user], env
+
+
+@contextmanager
+def service(
+    redis_url: str,
+    workers: int,
+    *,
+    floor_user: str | None = None,
+    log: Path | None = None,
+    rate_limits: bool = True,
+) -> Iterator[str]:
+    port = free_port()
+    command, env = service_command(redis_url, port, workers, floor_user, rate_limits)
     with open(log or os.devnull, "ab") as output:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=output)
     try:
@@ -404,21 +410,8 @@ def instructions_per_request(
     the same for every run of the same code, where req/s on a shared machine is not. Counts user
     space only: the kernel's share (sockets) and Redis's are not in it."""
     port = free_port()
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "FILEHOST_LOG_LEVEL": "WARNING",
-        "FILEHOST_PORT": str(port),
-        "FILEHOST_WORKERS": "1",
-        "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000",
-        "FILEHOST_RATE_LIMIT_BURST": "1000000",
-        "PYTHONHASHSEED": "0",
-    }
-    command = (
-        [sys.executable, "-m", "service.bench_floor", "--user-id", floor_user]
-        if name == "a"
-        else [sys.executable, "-m", "service", "serve"]
-    )
+    command, env = service_command(redis_url, port, 1, floor_user if name == "a" else None)
+    env["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same count, on every run
     output = workdir / f"callgrind.{name}"
     process = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}", *command],
