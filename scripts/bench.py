@@ -12,8 +12,9 @@ Scenarios, ``GET /api/v1/files`` (g: ``GET /api/v1/auth/verify``) at the same co
 then b and c again with 1,000,000 keys and 1,000,000 sessions loaded, and b during a login storm.
 
 ``scripts/bench --instructions 1000`` instead counts the server's instructions per request of each
-scenario under valgrind: exactly repeatable, for comparing two versions of the code on a machine
-whose req/s drift from run to run.
+scenario under valgrind: repeatable to about 1% for the same number of requests (the per-second
+background work is spread over however many requests a run makes, so compare counts made with
+the same number), for comparing two versions of the code on a machine whose req/s drift.
 """
 
 from __future__ import annotations
@@ -407,8 +408,9 @@ def instructions_per_request(
     redis_url: str, workdir: Path, name: str, header: str | None, floor_user: str, count: int
 ) -> float:
     """The server's instructions per request (valgrind's callgrind, one worker, 16 connections):
-    the same for every run of the same code, where req/s on a shared machine is not. Counts user
-    space only: the kernel's share (sockets) and Redis's are not in it."""
+    within about 1% for every run of the same code and ``count``, where req/s on a shared machine
+    drift by far more. Counts user space only: the kernel's share (sockets) and Redis's are not
+    in it."""
     port = free_port()
     command, env = service_command(redis_url, port, 1, floor_user if name == "a" else None)
     env["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same count, on every run
