@@ -63,13 +63,8 @@ def create_app(
     *,
     redis: Redis | None = None,
     clock: Clock | None = None,
-    bench_floor_user: str | None = None,
 ) -> web.Application:
-    """Build the app. ``redis`` overrides ``settings.redis_url`` (tests); ``clock`` injects time.
-
-    ``bench_floor_user`` replaces authentication with a fixed user; only ``service.bench_floor``
-    passes it, to measure the benchmark's floor. No setting or CLI flag reaches it.
-    """
+    """Build the app. ``redis`` overrides ``settings.redis_url`` (tests); ``clock`` injects time."""
     if redis is None and settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url or a redis client")
     app = web.Application(
@@ -104,12 +99,7 @@ def create_app(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
         )
         app[STORE] = store
-        if bench_floor_user is None:
-            app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
-        else:
-            from service.bench_floor import FloorAuthenticator
-
-            app[AUTHENTICATOR] = FloorAuthenticator(bench_floor_user)  # type: ignore[assignment]
+        app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
         app[ACCOUNTS] = Accounts(store, passwords, clock, settings)
         await passwords.warm_up()
         yield

@@ -64,7 +64,7 @@ async def _stop_once(app: web.Application) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one that came early is handled now
 
 
-def run_worker(settings: Settings, bench_floor_user: str | None = None) -> None:
+def run_worker(settings: Settings) -> None:
     """One worker process: an event loop (uvloop when available) serving the app until SIGTERM or
     SIGINT. Then it stops listening (new connections are refused), gives the requests in flight
     ``shutdown_grace_seconds`` to finish (aiohttp cuts those still running after at most twice
@@ -77,7 +77,7 @@ def run_worker(settings: Settings, bench_floor_user: str | None = None) -> None:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
-    app = create_app(settings, bench_floor_user=bench_floor_user)
+    app = create_app(settings)
     app.on_startup.append(_stop_once)
     run_app(  # aiohttp's run_app, with its own refusals in the JSON error envelope
         app,
@@ -93,7 +93,7 @@ def run_worker(settings: Settings, bench_floor_user: str | None = None) -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
-def serve(settings: Settings, *, bench_floor_user: str | None = None) -> int:
+def serve(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT, then stop the workers (requests in flight finish) and after
     them the embedded store (its append-only file flushed). 0 when everything stopped cleanly."""
     configure_logging(settings.log_level)
@@ -118,10 +118,10 @@ def serve(settings: Settings, *, bench_floor_user: str | None = None) -> int:
     store_stopped_cleanly = True
     try:
         if settings.workers == 1:
-            run_worker(settings, bench_floor_user)
+            run_worker(settings)
             code = 0
         else:
-            code = _run_workers(settings, bench_floor_user, metrics_dir)
+            code = _run_workers(settings, metrics_dir)
     finally:
         if embedded is not None:
             store_stopped_cleanly = embedded.stop()
@@ -130,9 +130,7 @@ def serve(settings: Settings, *, bench_floor_user: str | None = None) -> int:
     return code if store_stopped_cleanly else 1
 
 
-def _run_workers(
-    settings: Settings, bench_floor_user: str | None, metrics_dir: WorkerMetricsDir | None = None
-) -> int:
+def _run_workers(settings: Settings, metrics_dir: WorkerMetricsDir | None = None) -> int:
     """Run the workers until they exit; 0 when every one stopped cleanly.
 
     SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent returns only after
@@ -140,7 +138,7 @@ def _run_workers(
     the signal is killed."""
     context = multiprocessing.get_context("spawn")
     workers = [
-        context.Process(target=run_worker, args=(settings, bench_floor_user), name=f"worker-{n}")
+        context.Process(target=run_worker, args=(settings,), name=f"worker-{n}")
         for n in range(settings.workers)
     ]
     deadline: float | None = None

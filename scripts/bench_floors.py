@@ -1,0 +1,111 @@
+"""The benchmark's floors: servers outside the service, so that nothing the service does around
+its credential check (logging, metrics, middlewares, headers) can cancel out of a ratio.
+
+- ``bare`` (F0): aiohttp + uvloop + orjson, ``reuse_port``, no middleware, no Redis: a handler
+  answering the small envelope ``GET /api/v1/files`` answers for an account without files.
+- ``lookup`` (F1): the same plus one ``HMGET`` of a credential's digest entry per request, over
+  the service's own auto-pipelined connection (``service.store.pipelined.PipelinedRedis``): the
+  least a server can do that reads its credential from Redis on every request.
+
+``python scripts/bench_floors.py bare --port P --workers N`` (``lookup`` also takes
+``--redis-url`` and ``--entry``, the Redis key to read). Listens on 127.0.0.1 only; every worker
+is a process of its own sharing the port, and each stops on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import signal
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson
+import uvloop
+from aiohttp import web
+
+from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
+
+# The same answer the service gives its benchmark account, made the same way per request.
+DATA: dict = {"files": []}
+LOOKUP_FIELDS = ("u", "k", "p", "e")  # an API key's digest entry, as the service reads it
+
+
+def bare_app() -> web.Application:
+    async def files(request: web.Request) -> web.Response:
+        return web.Response(
+            body=orjson.dumps({"success": True, "data": DATA}), content_type="application/json"
+        )
+
+    app = web.Application()
+    app.router.add_get("/api/v1/files", files)
+    return app
+
+
+def lookup_app(redis_url: str, entry: str) -> web.Application:
+    connection = PipelinedRedis(redis_url, 1.0)
+    lookup = CommandTemplate("HMGET", ARG, *LOOKUP_FIELDS).pack(entry.encode())
+
+    async def files(request: web.Request) -> web.Response:
+        fields = await connection.execute_packed(lookup)
+        if fields[0] is None:
+            raise web.HTTPUnauthorized()
+        return web.Response(
+            body=orjson.dumps({"success": True, "data": DATA}), content_type="application/json"
+        )
+
+    async def closing(app: web.Application):  # type: ignore[no-untyped-def]
+        yield
+        await connection.aclose()
+
+    app = web.Application()
+    app.router.add_get("/api/v1/files", files)
+    app.cleanup_ctx.append(closing)
+    return app
+
+
+def worker(kind: str, port: int, redis_url: str | None, entry: str | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    uvloop.install()
+    app = bare_app() if kind == "bare" else lookup_app(redis_url or "", entry or "")
+    web.run_app(app, host="127.0.0.1", port=port, reuse_port=True, access_log=None, print=None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("kind", choices=("bare", "lookup"))
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--redis-url")
+    parser.add_argument("--entry", help="the Redis hash ``lookup`` reads on every request")
+    args = parser.parse_args()
+    if args.kind == "lookup" and not (args.redis_url and args.entry):
+        parser.error("lookup needs --redis-url and --entry")
+    if args.workers == 1:  # in this process: what ``bench --instructions`` runs under valgrind
+        worker(args.kind, args.port, args.redis_url, args.entry)
+        return 0
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=worker, args=(args.kind, args.port, args.redis_url, args.entry))
+        for _ in range(args.workers)
+    ]
+    for process in workers:
+        process.start()
+
+    def stop(signum: int, _frame: object) -> None:
+        for process in workers:
+            if process.exitcode is None:
+                process.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for process in workers:
+        process.join()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
