@@ -20,8 +20,8 @@ When both are given, the credential must hold both permissions. Answers:
   client's doing).
 - 403 ``insufficient_permission``, ``session_required`` (an API key on ``/api/v1/keys*``, as the
   service itself answers), or ``no_permission_mapping`` (an original request the table does not
-  map, or whose path is not in plain form: dot segments, ``//``, a backslash or NUL, encoded or
-  not, or no leading ``/``). Fail closed: what cannot be classified is refused.
+  map, or whose path is not in plain form, see ``derive_permission``). Fail closed: what cannot be
+  classified is refused.
 - 400 for a misconfigured gateway: ``unknown_permission`` (not one of the ten names),
   ``permission_unspecified`` (neither header way used), ``incomplete_original_request`` (a method
   without a URI or the reverse), ``ambiguous_original_request`` (both nginx and Traefik headers),
@@ -37,7 +37,8 @@ headers itself (``deploy/nginx.conf`` does): a client must never be able to choo
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+import re
+from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
 from multidict import CIMultiDictProxy
@@ -113,20 +114,31 @@ def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
     return method, uri
 
 
+# Anything in a (percent-decoded) path that an upstream might read differently from this module:
+# a control character, a backslash, ``;`` (path parameters: Tomcat/Spring drop ``..;``), ``#``,
+# a ``%`` left after decoding (``%25``, so a second decoding; a malformed or ``%u`` escape),
+# ``//``, and a segment of only dots and spaces (``.``, ``..``, and ``... `` that Windows trims).
+_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f\\;#%]|//|/[. ]*\.[. ]*(?=/|$)")
+
+
 def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
     """``(permission, session only)`` for the original request, or None when the table does not
-    map it. Raises 403 ``no_permission_mapping`` for a path that is not in plain form."""
-    path = uri.partition("?")[0].partition("#")[0]
+    map it. Raises 403 ``no_permission_mapping`` for a path that is not in plain form: no leading
+    ``/``, a ``#`` anywhere in the URI, any non-ASCII character (raw or percent-encoded, so also
+    invalid or overlong UTF-8 and look-alikes such as fullwidth ``．`` or ``／`` that an upstream
+    may normalise), or, after decoding once, anything ``_NOT_PLAIN`` matches. The query string is
+    not looked at."""
+    if "#" in uri:
+        raise _unmapped()
+    path = uri.partition("?")[0]
+    if not path.isascii():
+        raise _unmapped()
     if "%" in path:
-        path = unquote(path)
-    if (
-        not path.startswith("/")
-        or "//" in path
-        or "\\" in path
-        or "\x00" in path
-        or "/./" in path + "/"
-        or "/../" in path + "/"
-    ):
+        decoded = unquote_to_bytes(path)
+        if not decoded.isascii():
+            raise _unmapped()
+        path = decoded.decode("ascii")
+    if not path.startswith("/") or _NOT_PLAIN.search(path):
         raise _unmapped()
     if not path.startswith(PREFIX) or path[_RESOURCE_START - 1 : _RESOURCE_START] != "/":
         return None

@@ -3,6 +3,7 @@ headers exactly, the route -> permission table, and the fail-closed rules."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,8 @@ DERIVED = [
     ("HEAD", "/api/v1/files/f_1", "files.read"),
     ("GET", "/api/v1/files?cursor=/../keys", "files.read"),
     ("GET", "/api/v1/files/my%20report.pdf", "files.read"),
+    ("GET", "/api/v1/files?name=caf%C3%A9;v=%252e%252e&q=..;/x", "files.read"),
+    ("GET", "/api/v1/files/v1.2.tar.gz", "files.read"),
     ("GET", "/api/v1/files/.profile", "files.read"),
     ("GET", "/api/v1/files/", "files.read"),
     ("POST", "/api/v1/files", "files.write"),
@@ -216,6 +219,82 @@ async def test_a_path_not_in_plain_form_is_refused_even_with_a_named_permission(
     response = await verify(account.api, headers)
 
     await assert_refused(response, 403, "no_permission_mapping")
+
+
+# Paths an upstream (Tomcat/Spring, a second URL decoder, an NFKC or "best fit" normaliser, a
+# lenient UTF-8 decoder, a URL parser that honours a fragment) could read as another resource.
+READ_DIFFERENTLY = {
+    "dot-dot-semicolon": "/api/v1/files/..;/settings",
+    "encoded-dot-dot-semicolon": "/api/v1/files/%2e%2e;/settings",
+    "encoded-semicolon": "/api/v1/files/%2e%2e%3b/settings",
+    "path-parameter": "/api/v1/files;jsessionid=x",
+    "double-encoded-dots": "/api/v1/files/%252e%252e/settings",
+    "encoded-percent": "/api/v1/files/%25",
+    "malformed-escape": "/api/v1/files/%2",
+    "iis-u-escape": "/api/v1/files/%u002e%u002e/settings",
+    "overlong-utf8-dots": "/api/v1/files/%C0%AE%C0%AE/settings",
+    "overlong-utf8-slash": "/api/v1/files%C0%AFsettings",
+    "invalid-utf8": "/api/v1/files/%ff",
+    "fullwidth-dots": "/api/v1/files/\uff0e\uff0e/settings",
+    "fullwidth-dots-encoded": "/api/v1/files/%EF%BC%8E%EF%BC%8E/settings",
+    "fullwidth-solidus": "/api/v1/files\uff0f..\uff0fsettings",
+    "division-slash": "/api/v1/files/..%E2%88%95settings",
+    "two-dot-leader": "/api/v1/files/%E2%80%A5/settings",
+    "any-non-ascii": "/api/v1/files/caf%C3%A9",
+    "fragment": "/api/v1/files#/../settings",
+    "fragment-in-query": "/api/v1/files?x=#/../settings",
+    "encoded-fragment": "/api/v1/files%23/x",
+    "three-dots": "/api/v1/files/.../settings",
+    "dot-dot-space": "/api/v1/files/..%20/settings",
+    "tab": "/api/v1/files/%09",
+    "delete-char": "/api/v1/files/%7f",
+}
+
+
+@pytest.mark.parametrize("uri", READ_DIFFERENTLY.values(), ids=READ_DIFFERENTLY.keys())
+@pytest.mark.parametrize("family", [nginx, traefik], ids=["nginx", "traefik"])
+async def test_a_path_an_upstream_may_read_differently_is_refused(
+    account: Account, family: Any, uri: str
+) -> None:
+    headers = {**bearer(account.token), **family("GET", uri), "X-Required-Permission": "files.read"}
+
+    response = await verify(account.api, headers)
+
+    await assert_refused(response, 403, "no_permission_mapping")
+
+
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        b"/api/v1/files/\xc0\xae\xc0\xae/settings",
+        b"/api/v1/files/\xff",
+        b"/api/v1/files/\xe2\x80\xa5",
+    ],
+    ids=["overlong-dots", "invalid-byte", "two-dot-leader"],
+)
+async def test_raw_bytes_that_are_not_plain_ascii_are_refused(
+    account: Account, raw_path: bytes
+) -> None:
+    # As nginx sends $request_uri: the client's bytes, undecoded. aiohttp reads a header value as
+    # UTF-8 with surrogate escapes, so every byte reaches the check.
+    request = (
+        b"GET " + VERIFY.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        b"Authorization: Bearer " + account.token.encode() + b"\r\n"
+        b"X-Required-Permission: files.read\r\nX-Original-Method: GET\r\n"
+        b"X-Original-URI: " + raw_path + b"\r\n\r\n"
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", account.api.client.port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 403 "), head
+    assert b"\r\nX-Auth-Error: no_permission_mapping\r\n" in head + b"\r\n"
+    assert b"X-Auth-User-Id" not in head
+    assert b'"no_permission_mapping"' in body
 
 
 async def test_a_named_permission_covers_a_route_the_table_does_not_map(account: Account) -> None:
