@@ -7,6 +7,8 @@ which are not secrets and are what the client needs to fix the request.
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +33,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         content_type.startswith("application/") and content_type.endswith("+json")
     ):
         raise UnsupportedMediaType()
+    charset = request.charset
+    if charset is not None and charset.lower() != "utf-8":  # JSON is UTF-8 (RFC 8259)
+        raise UnsupportedMediaType("A JSON body must be UTF-8: send no charset, or charset=utf-8.")
     limit = request.app[SETTINGS].max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(details={"max_bytes": limit})
@@ -46,7 +51,87 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         raise BadRequest("The request body is not valid JSON.", code="malformed_json") from None
     if not isinstance(value, dict):
         raise BadRequest("The request body must be a JSON object.", code="body_not_object")
+    if _members_written(body) != _members_kept(value):
+        _refuse_repeated_names(body)
     return value
+
+
+# Every JSON string, and whether a ``:`` follows it (it is then an object member's name). Run
+# over a body orjson accepted, each match starts at an opening quote, as nothing but strings holds
+# a quote in valid JSON.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"([ \t\n\r]*:)?', re.DOTALL)
+
+
+def _members_written(body: bytes) -> int:
+    """How many object members the JSON text holds, repeated names included."""
+    followers = _STRING.findall(body)
+    return len(followers) - followers.count(b"")
+
+
+def _members_kept(value: Any) -> int:
+    """How many object members the parsed value holds (orjson keeps the last of a repeated
+    name). Iterative: orjson parses up to 1024 levels, past Python's recursion limit."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+class _Repeats(dict):  # type: ignore[type-arg]
+    """An object in which a name was written more than once."""
+
+    names: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    kept = dict(pairs)
+    if len(kept) == len(pairs):
+        return kept
+    repeats = _Repeats(kept)
+    repeats.names = []
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen and name not in repeats.names:
+            repeats.names.append(name)
+        seen.add(name)
+    return repeats
+
+
+def _holds_repeats(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Repeats):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _refuse_repeated_names(body: bytes) -> None:
+    """A name written twice in one object is refused rather than read as its last value (what
+    orjson does), since another reader of the same body may take the first. Only reached when the
+    counts above differ; the stdlib parser then names the fields."""
+    problems: dict[str, str] = {}
+    try:
+        value = json.loads(body, object_pairs_hook=_pairs)
+    except RecursionError:  # nested deeper than the stdlib parser goes: say so without names
+        value = None
+    if isinstance(value, dict):
+        for name in value.names if isinstance(value, _Repeats) else ():
+            problems[name] = "is given more than once"
+        for name, item in value.items():
+            if name not in problems and _holds_repeats(item):
+                problems[name] = "holds an object that gives a name more than once"
+    raise ValidationFailed(details=problems or {"body": "gives a name more than once"})
 
 
 def _refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...], problems: dict) -> None:

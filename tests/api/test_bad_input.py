@@ -270,6 +270,113 @@ async def test_json_nested_within_the_depth_limit_is_refused_by_validation(
     assert set(error["details"]) == {field}
 
 
+# -- the charset a JSON body declares, and names repeated in one object ------------------------
+
+
+@pytest.mark.parametrize(
+    "charset", ["latin-1", "ISO-8859-1", "utf-16", "utf-32", "us-ascii", "utf8", "cp1252"]
+)
+@pytest.mark.parametrize("path", [LOGIN, KEYS])
+async def test_a_json_body_declared_in_a_charset_other_than_utf8_is_refused(
+    api: Api, path: str, charset: str
+) -> None:
+    token = await api.user_with_session(EMAIL)
+    response = await api.client.post(
+        path,
+        data=json.dumps(VALID_BODIES[path]).encode(),
+        headers={"Content-Type": f"application/json; charset={charset}", **bearer(token)},
+    )
+    await refused(response, 415, "unsupported_media_type", token, PASSWORD)
+    listing = await api.client.get(KEYS, headers=bearer(token))
+    assert (await listing.json())["data"]["keys"] == []
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json; charset=utf-8",
+        "application/json;charset=UTF-8",
+        'application/json; charset="utf-8"',
+        "application/vnd.api+json; charset=Utf-8",
+    ],
+)
+async def test_a_json_body_declared_as_utf8_is_read(api: Api, content_type: str) -> None:
+    await api.create_user(EMAIL)
+    body = {"email": EMAIL, "password": PASSWORD}
+    response = await api.client.post(
+        LOGIN, data=json.dumps(body).encode(), headers={"Content-Type": content_type}
+    )
+    assert response.status == 200, await response.text()
+
+
+@pytest.mark.parametrize(
+    ("text", "details"),
+    [
+        (
+            '{"email": "%(email)s", "email": "mallory@example.com", "password": "%(password)s"}',
+            {"email": "is given more than once"},
+        ),
+        (
+            '{"email": "%(email)s", "password": "wrong", "password": "%(password)s"}',
+            {"password": "is given more than once"},
+        ),
+        (  # the same name, spelt with an escape
+            '{"email": "%(email)s", "password": "%(password)s", "p\\u0061ssword": "x"}',
+            {"password": "is given more than once"},
+        ),
+        (
+            '{"email": "%(email)s", "password": "%(password)s", "x": {"a": 1, "a": 2}}',
+            {"x": "holds an object that gives a name more than once"},
+        ),
+    ],
+    ids=["email", "password", "escaped-name", "nested"],
+)
+async def test_a_name_given_twice_in_a_login_body_is_refused_not_last_wins(
+    api: Api, text: str, details: dict[str, str]
+) -> None:
+    await api.create_user(EMAIL)
+    body = text % {"email": EMAIL, "password": PASSWORD}
+    response = await api.client.post(LOGIN, data=body, headers=JSON_TYPE)
+    error = await refused(response, 400, "validation_failed", PASSWORD)
+    assert error["details"] == details
+
+
+async def test_permissions_given_twice_do_not_make_a_key_with_the_last_list(api: Api) -> None:
+    token = await api.user_with_session(EMAIL)
+    body = (
+        '{"name": "ci", "permissions": ["files.read"], '
+        '"permissions": ["files.read", "files.write", "settings.write"]}'
+    )
+    response = await api.client.post(KEYS, data=body, headers={**JSON_TYPE, **bearer(token)})
+    error = await refused(response, 400, "validation_failed", token)
+    assert error["details"] == {"permissions": "is given more than once"}
+    listing = await api.client.get(KEYS, headers=bearer(token))
+    assert (await listing.json())["data"]["keys"] == []
+
+
+async def test_a_name_given_twice_deeper_than_the_stdlib_parser_goes_is_still_refused(
+    api: Api,
+) -> None:
+    token = await api.user_with_session(EMAIL)
+    nested = "[" * 1000 + '{"a": 1, "a": 2}' + "]" * 1000  # orjson takes it; json recurses out
+    body = f'{{"name": "ci", "permissions": ["files.read"], "x": {nested}}}'
+    response = await api.client.post(KEYS, data=body, headers={**JSON_TYPE, **bearer(token)})
+    error = await refused(response, 400, "validation_failed", token)
+    assert error["details"] == {"body": "gives a name more than once"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['a": "b', 'x\\": 1, "x', '":', "\\", '"name": "ci"'],
+    ids=["quote-colon", "escaped-backslash", "only-quote-colon", "backslash", "a-member"],
+)
+async def test_strings_that_look_like_names_are_not_counted_as_repeats(api: Api, name: str) -> None:
+    token = await api.user_with_session(EMAIL)
+    response = await create_key_response(api, token, name)
+    assert response.status == 201, await response.text()
+    assert (await response.json())["data"]["name"] == name
+
+
 # -- a wrong JSON type for every field of every body the API reads -----------------------------
 
 SENTINEL = "Sentinel-Value-7f3a9"
