@@ -21,11 +21,12 @@
   ]);
 
   class ApiError extends Error {
-    constructor(status, code, message, details) {
+    constructor(status, code, message, details, retryAfter) {
       super(message);
       this.status = status;
       this.code = code;
       this.details = details;
+      this.retryAfter = retryAfter; // whole seconds from Retry-After, or null
     }
   }
 
@@ -99,6 +100,9 @@
       return payload.data;
     }
     const error = payload && payload.error ? payload.error : {};
+    const retryAfter = /^\d{1,6}$/.test(response.headers.get("Retry-After") || "")
+      ? Number(response.headers.get("Retry-After"))
+      : null;
     throw new ApiError(
       response.status,
       typeof error.code === "string" ? error.code : "unexpected_response",
@@ -106,6 +110,7 @@
         ? error.message
         : `The service answered with status ${response.status}.`,
       error.details,
+      retryAfter,
     );
   }
 
@@ -239,6 +244,7 @@
     const token = session.token;
 
     const pageStatus = byId("page-status");
+    const pageError = byId("page-error");
     const createForm = byId("create-form");
     const createError = byId("create-error");
     const createSubmit = byId("create-submit");
@@ -443,12 +449,27 @@
 
     // -- log out
 
-    byId("logout").addEventListener("click", async (event) => {
-      event.currentTarget.disabled = true;
+    // Say "logged out" only when the server says the session has ended: after a refusal (429,
+    // 503, a network failure) the session may still be valid, so the page stays, keeps the token
+    // for another try, and says so. A 401 saying the session is already over goes to sign in.
+    const logoutButton = byId("logout");
+    logoutButton.addEventListener("click", async () => {
+      logoutButton.disabled = true;
+      hide(pageError);
       try {
-        await api("POST", "/auth/logout", { token });
-      } catch {
-        // Signed out here either way; the session also ends by itself when it expires.
+        await call("POST", "/auth/logout");
+      } catch (failure) {
+        const why = failure instanceof ApiError ? describe(failure) : "Logging out failed.";
+        const retry =
+          failure instanceof ApiError && failure.retryAfter
+            ? `Try again in ${failure.retryAfter} s.`
+            : "Try again.";
+        show(
+          pageError,
+          `Logging out failed: ${why} You are still signed in here, and the session may still be valid. ${retry}`,
+        );
+        logoutButton.disabled = false;
+        return;
       }
       hideSecret();
       toLogin({ kind: "info", text: "You have logged out." });
