@@ -9,27 +9,40 @@ temporary files in the test's directory, and is stopped by its pid.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
+from multidict import CIMultiDict
 
-from tests.conftest import Api, RedisServer, free_port
+from service.app import create_app
+from service.config import Settings
+from tests.conftest import PASSWORD, Api, FakeClock, RedisServer, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "deploy" / "nginx.conf"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 ECHOED = ("X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions")
+# Headers some frameworks read as the method or the path instead of the request line's.
+OVERRIDES = (
+    "X-HTTP-Method-Override",
+    "X-Method-Override",
+    "X-HTTP-Method",
+    "X-Original-URL",
+    "X-Rewrite-URL",
+)
 
 
 @dataclass
@@ -37,8 +50,10 @@ class Upstream:
     """The file service stand-in: records what reached it and echoes the identity headers."""
 
     seen: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[CIMultiDict[str]] = field(default_factory=list)  # every request's, in full
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.headers.append(request.headers.copy())
         seen = {name: request.headers.get(name) for name in ECHOED}
         seen |= {
             "method": request.method,
@@ -320,3 +335,154 @@ async def test_a_credential_over_its_rate_gets_a_429_with_retry_after(
     assert refusal(body) == "rate_limited"
     assert int(headers["Retry-After"]) >= 1
     assert len(echo.seen) == 2
+
+
+# -- the client's address, and headers that would override the method or the path --------------
+
+
+@dataclass
+class Recorder:
+    """What reached the auth service: each request's path and headers, in order."""
+
+    seen: list[tuple[str, CIMultiDict[str]]] = field(default_factory=list)
+
+    def headers_of(self, path: str) -> list[CIMultiDict[str]]:
+        return [headers for seen_path, headers in self.seen if seen_path == path]
+
+
+@pytest.fixture
+async def make_recorded_api(aiohttp_client: Any, settings: Settings, clock: FakeClock) -> Any:
+    """The auth service with these setting overrides, recording what reaches it."""
+
+    async def build(**overrides: Any) -> tuple[Api, Recorder]:
+        recorder = Recorder()
+
+        @web.middleware
+        async def record(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
+            recorder.seen.append((request.path, request.headers.copy()))
+            return await handler(request)
+
+        app = create_app(replace(settings, **overrides), clock=clock)
+        app.middlewares.insert(0, record)
+        return Api(await aiohttp_client(app), app), recorder
+
+    return build
+
+
+def session_from(address: str) -> aiohttp.ClientSession:
+    """A client whose connections come from this loopback address (all of 127/8 is local)."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(local_addr=(address, 0), force_close=True),
+        timeout=aiohttp.ClientTimeout(total=10),
+    )
+
+
+async def login_through(
+    http: aiohttp.ClientSession, nginx: Nginx, email: str, password: str, forged: str
+) -> tuple[int, str]:
+    async with http.post(
+        nginx.base + "/api/v1/auth/login",
+        json={"email": email, "password": password},
+        headers={"X-Forwarded-For": forged, "Forwarded": f"for={forged}"},
+    ) as response:
+        body = await response.json(content_type=None)
+        return response.status, (body.get("error") or {}).get("code", "")
+
+
+async def test_login_throttling_counts_the_real_client_address_behind_nginx(
+    make_recorded_api: Any, upstream: tuple[Upstream, int], tmp_path: Path
+) -> None:
+    # As README says to deploy it: nginx's address listed in FILEHOST_TRUSTED_PROXIES.
+    api, recorder = await make_recorded_api(
+        trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),), login_failures_per_address=3
+    )
+    await api.create_user("victim@example.com")
+    _echo, app_port = upstream
+    with running_nginx(tmp_path / "nginx", api.client.server.port, app_port) as nginx:
+        async with session_from("127.0.0.2") as attacker, session_from("127.0.0.3") as other:
+            # Failures with a fresh email and a fresh forged address each time.
+            failures = [
+                await login_through(
+                    attacker, nginx, f"guess{n}@example.com", "wrong", f"203.0.113.{n}"
+                )
+                for n in range(3)
+            ]
+            # Had nginx passed the forged header on, each would be a new address: not throttled.
+            throttled = await login_through(
+                attacker, nginx, "victim@example.com", PASSWORD, "198.51.100.7"
+            )
+            # Another client address is counted apart, so the victim can still log in.
+            allowed = await login_through(other, nginx, "victim@example.com", PASSWORD, "127.0.0.2")
+
+    assert failures == [(401, "invalid_credentials")] * 3
+    assert throttled == (429, "login_throttled")
+    assert allowed == (200, "")
+    logins = recorder.headers_of("/api/v1/auth/login")
+    assert [headers.getall("X-Forwarded-For") for headers in logins] == [["127.0.0.2"]] * 4 + [
+        ["127.0.0.3"]
+    ]
+    assert all("Forwarded" not in headers for headers in logins)
+
+
+async def test_override_headers_are_cleared_and_the_address_set_in_every_location(
+    make_recorded_api: Any, upstream: tuple[Upstream, int], tmp_path: Path
+) -> None:
+    api, recorder = await make_recorded_api(trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),))
+    echo, app_port = upstream
+    await api.create_user("gateway@example.com")
+    token = await api.login("gateway@example.com")
+    key = await api.create_key(token, permissions=["files.read"])
+    recorder.seen.clear()
+    hostile = {
+        "X-HTTP-Method-Override": "DELETE",
+        "X-Method-Override": "DELETE",
+        "X-HTTP-Method": "DELETE",
+        "X-Original-URL": "/api/v1/keys",
+        "X-Rewrite-URL": "/api/v1/keys",
+        "X-Forwarded-For": "203.0.113.9",
+        "Forwarded": "for=203.0.113.9",
+    }
+    calls = [
+        ("GET", "/api/v1/files", {"X-API-Key": key["secret_key"]}, 200),
+        ("GET", "/api/v1/auth/session", {"Authorization": f"Bearer {token}"}, 200),
+        ("GET", "/api/v1/keys", {"Authorization": f"Bearer {token}"}, 200),
+        ("POST", "/api/v1/auth/logout", {"Authorization": f"Bearer {token}"}, 200),
+    ]
+    with running_nginx(tmp_path / "nginx", api.client.server.port, app_port) as nginx:
+        async with session_from("127.0.0.4") as http:
+            for method, path, credential, expected in calls:
+                async with http.request(
+                    method, nginx.base + path, headers={**hostile, **credential}
+                ) as response:
+                    assert response.status == expected, await response.text()
+
+    # The auth service: login-free routes, and the verify sub-request behind /api/v1/files.
+    reached = [path for path, _headers in recorder.seen]
+    assert reached == [
+        "/api/v1/auth/verify",
+        "/api/v1/auth/session",
+        "/api/v1/keys",
+        "/api/v1/auth/logout",
+    ]
+    # ... and the file service behind the check.
+    assert len(echo.headers) == 1
+    for headers in [headers for _path, headers in recorder.seen] + echo.headers:
+        assert headers.getall("X-Forwarded-For") == ["127.0.0.4"]
+        for name in (*OVERRIDES, "Forwarded"):
+            assert name not in headers, name
+
+
+def test_every_location_that_proxies_sets_the_address_and_clears_the_overrides() -> None:
+    # The check above covers each location as the file is today; this one also covers a new one.
+    locations = re.findall(
+        r"\n        location ([^{]+)\{(.*?)\n        \}", TEMPLATE.read_text(), re.S
+    )
+    proxied = {name.strip(): body for name, body in locations if "proxy_pass" in body}
+    assert set(proxied) == {"/api/v1/auth/", "/api/v1/keys", "/api/v1/", "= /_filehost_verify"}
+    for name, body in proxied.items():
+        assert "proxy_set_header X-Forwarded-For $remote_addr;" in body, name
+        for header in (*OVERRIDES, "Forwarded"):
+            assert f'proxy_set_header {header} "";' in body, (name, header)
+    assert "FILEHOST_TRUSTED_PROXIES" in TEMPLATE.read_text()
