@@ -8,6 +8,7 @@ temporary files in the test's directory, and is stopped by its pid.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import os
@@ -486,3 +487,42 @@ def test_every_location_that_proxies_sets_the_address_and_clears_the_overrides()
         for header in (*OVERRIDES, "Forwarded"):
             assert f'proxy_set_header {header} "";' in body, (name, header)
     assert "FILEHOST_TRUSTED_PROXIES" in TEMPLATE.read_text()
+
+
+async def raw_get(nginx: Nginx, target: bytes, headers: bytes) -> bytes:
+    host, port = nginx.base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n")
+        writer.write(headers + b"\r\n\r\n")
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        b"/api/v1/files/..;/settings",
+        b"/api/v1/files/%2e%2e;/settings",
+        b"/api/v1/files/%252e%252e/settings",
+        b"/api/v1/files/%C0%AE%C0%AE/settings",
+        b"/api/v1/files/\xc0\xae\xc0\xae/settings",
+        b"/api/v1/files/%EF%BC%8E%EF%BC%8E/settings",
+        b"/api/v1/files/\xef\xbc\x8e\xef\xbc\x8e/settings",
+        b"/api/v1/files#/../settings",
+    ],
+)
+async def test_a_path_the_file_service_may_read_differently_never_reaches_it(
+    gateway: Gateway, target: bytes
+) -> None:
+    _user_id, _token, key = await user_and_key(gateway, ["files.read"])
+
+    answer = await raw_get(gateway.nginx, target, b"X-API-Key: " + key["secret_key"].encode())
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    # nginx passes $request_uri on as the client sent it; verify refuses it.
+    assert head.startswith(b"HTTP/1.1 403 "), head
+    assert b'"code":"no_permission_mapping"' in body
+    assert gateway.upstream.seen == []
