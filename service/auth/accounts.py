@@ -114,27 +114,36 @@ class Accounts:
         with the same message after the same bcrypt work, so accounts can't be enumerated.
         Throttled logins (see ``login_throttle``) are refused before any password work."""
         email = normalise_email(email)
-        await self._throttle.check(email, client_address)
-        user_id = await self._store.find_user_id(email)
-        user = await self._store.get_user(user_id) if user_id else None
-        if user is None:
-            await self._passwords.verify_unknown_user(password)
-            ok = False
-        else:
-            ok = await self._passwords.verify(password, user.password_hash)
+        reservation = await self._throttle.reserve(email, client_address)
+        try:
+            user_id = await self._store.find_user_id(email)
+            user = await self._store.get_user(user_id) if user_id else None
+            if user is None:
+                await self._passwords.verify_unknown_user(password)
+                ok = False
+            else:
+                ok = await self._passwords.verify(password, user.password_hash)
+        except Exception:
+            # No verdict (login_busy, a store error): the attempt counts for nothing.
+            await reservation.release()
+            raise
         if not ok or user is None:
-            await self._throttle.failed(email, client_address)
+            # The reserved attempt stays counted: it is the failure.
             raise Unauthorized(
                 "The email or password is incorrect.",
                 code="invalid_credentials",
                 headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
             )
-        await self._throttle.succeeded(email)
         now = self._clock.now_ms()
         absolute = now + self._settings.session_max_seconds * 1000
         idle = min(now + self._settings.session_idle_seconds * 1000, absolute)
         token = credentials.generate_session_token()
-        await self._store.add_session(credentials.digest(token), user.id, now, idle, absolute)
+        try:
+            await self._store.add_session(credentials.digest(token), user.id, now, idle, absolute)
+        except Exception:
+            await reservation.release()  # the password was right; the store failed after
+            raise
+        await reservation.succeeded()
         return LoginResult(user, token, idle, absolute)
 
     async def logout(self, principal: Principal) -> int:

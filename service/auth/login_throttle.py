@@ -1,12 +1,16 @@
 """Login throttling: bounds on failed logins per e-mail and per client address, kept in Redis so
 they hold across workers and instances.
 
-A login is checked before any password work: once an e-mail or an address has had its allowed
-failures within the window, further logins for it are refused with 429 and ``Retry-After`` (the
-time left in the window) without touching bcrypt. Every failure counts on both, whether or not the
-e-mail has an account, so throttling tells nothing about which accounts exist. A successful login
-clears its e-mail's count but never its address's, so one working account cannot be used to
-reset the bound of an address guessing at others.
+Every login reserves one attempt on each bound before any password work: the check and the
+count are one atomic step per counter (``RedisStore.reserve_login_attempt``), so however many
+logins for one e-mail run at once, on however many workers, at most the bound of them reach
+bcrypt in a window. A login refused there gets 429 and ``Retry-After`` (the time left in the
+window) without touching bcrypt. A failed login keeps its reservations: they are its failure. A
+successful login clears its e-mail's count and gives its own reservation on its address's count
+back, never more, so one working account cannot be used to reset the bound of an address
+guessing at others. A login that never reached its password check (refused by the other bound,
+``login_busy``, a store error) gives its reservations back. Every failure counts on both, whether
+or not the e-mail has an account, so throttling tells nothing about which accounts exist.
 
 IPv6 clients are counted per /64, the block one subscriber usually holds.
 """
@@ -59,19 +63,19 @@ class LoginThrottle:
             counters.append((self._store.keys.login_failures_by_address(bucket), self._per_address))
         return counters
 
-    async def check(self, email: str, address: str | None) -> None:
-        """Refuse with 429 when the e-mail or the address has used up its failures."""
+    async def reserve(self, email: str, address: str | None) -> Reservation:
+        """Reserve this login's attempt on each bound, or refuse with 429 when the e-mail or the
+        address has used up its attempts (nothing is counted then)."""
         counters = self._counters(email, address)
         if not counters:
-            return
-        states = await self._store.login_failures([name for name, _ in counters])
-        exhausted = [
-            ttl for (count, ttl), (_, limit) in zip(states, counters, strict=True) if count >= limit
-        ]
-        if not exhausted:
-            return
-        wait_ms = max(exhausted)
-        retry_after = max(1, math.ceil(wait_ms / 1000))
+            return Reservation(self, email, [])
+        waits = await self._store.reserve_login_attempt(counters, self._window_ms)
+        reserved = [name for (name, _), wait in zip(counters, waits, strict=True) if not wait]
+        if len(reserved) == len(counters):
+            return Reservation(self, email, reserved)
+        if reserved:
+            await self._store.release_login_attempt(reserved)
+        retry_after = max(1, math.ceil(max(waits) / 1000))
         raise TooManyRequests(
             f"Too many failed logins. Retry in {retry_after} s.",
             code="login_throttled",
@@ -79,11 +83,30 @@ class LoginThrottle:
             headers={"Retry-After": str(retry_after)},
         )
 
-    async def failed(self, email: str, address: str | None) -> None:
-        counters = self._counters(email, address)
-        if counters:
-            await self._store.add_login_failure([name for name, _ in counters], self._window_ms)
 
-    async def succeeded(self, email: str) -> None:
-        if self._per_email:
-            await self._store.clear_login_failures(self._email_counter(email))
+class Reservation:
+    """One login's reserved attempts; kept as a failure unless ``succeeded`` or ``release``."""
+
+    __slots__ = ("_counters", "_email", "_throttle")
+
+    def __init__(self, throttle: LoginThrottle, email: str, counters: list[str]) -> None:
+        self._throttle = throttle
+        self._email = email
+        self._counters = counters
+
+    async def release(self) -> None:
+        """The login never reached its password check: it counts for nothing."""
+        counters, self._counters = self._counters, []
+        if counters:
+            await self._throttle._store.release_login_attempt(counters)
+
+    async def succeeded(self) -> None:
+        """The password was right: the e-mail's count is cleared, the address's reservation
+        given back."""
+        counters, self._counters = self._counters, []
+        email_counter = self._throttle._email_counter(self._email)
+        if email_counter in counters:
+            await self._throttle._store.clear_login_failures(email_counter)
+            counters.remove(email_counter)
+        if counters:
+            await self._throttle._store.release_login_attempt(counters)

@@ -115,14 +115,37 @@ return values
 """
 
 
-# Counts one failed login; the window starts with the first failure. A counter can never be left
-# without an expiry (which would lock its email or address out for good).
-_COUNT_FAILURE = """
-local count = redis.call('INCR', KEYS[1])
-if count == 1 or redis.call('PTTL', KEYS[1]) < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+# Reserves one login attempt on one failure counter before any password work, or refuses it:
+# the check and the count are one step, so however many logins run at once on however many
+# workers, no more than the limit get past it in a window. Returns 0 when reserved, else the
+# milliseconds left in the window. The window starts with the first reservation; a counter can
+# never be left without an expiry (which would lock its email or address out for good).
+# KEYS: counter. ARGV: limit, window ms.
+_RESERVE_ATTEMPT = """
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if count >= tonumber(ARGV[1]) then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl < 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    ttl = tonumber(ARGV[2])
+  end
+  return math.max(ttl, 1)
 end
-return count
+count = redis.call('INCR', KEYS[1])
+if count == 1 or redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Gives one reservation back (a login that was refused elsewhere, never reached its password
+# check, or succeeded). Never below zero, never creates a counter, keeps the window's expiry.
+_RELEASE_ATTEMPT = """
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if count <= 0 then
+  return 0
+end
+return redis.call('DECR', KEYS[1])
 """
 
 
@@ -256,7 +279,8 @@ class RedisStore:
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._touch_key = redis.register_script(_TOUCH_KEY)
-        self._count_failure = redis.register_script(_COUNT_FAILURE)
+        self._reserve_attempt = redis.register_script(_RESERVE_ATTEMPT)
+        self._release_attempt = redis.register_script(_RELEASE_ATTEMPT)
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -501,23 +525,26 @@ class RedisStore:
 
     # -- login failures ---------------------------------------------------------------------
 
-    async def login_failures(self, counters: list[str]) -> list[tuple[int, int]]:
-        """Each counter's failures and milliseconds left in its window, in one round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for counter in counters:
-                pipe.get(counter)
-                pipe.pttl(counter)
-            replies = await pipe.execute()
-        result = []
-        for count, ttl in zip(replies[::2], replies[1::2], strict=True):
-            result.append((_int_field(count) if count is not None else 0, max(0, int(ttl))))
-        return result
+    async def reserve_login_attempt(
+        self, counters: list[tuple[str, int]], window_ms: int
+    ) -> list[int]:
+        """Reserve one attempt on each ``(counter, limit)``, in one round trip: for each, 0 when
+        reserved, else the milliseconds left in its window (refused; nothing counted there).
 
-    async def add_login_failure(self, counters: list[str], window_ms: int) -> None:
-        """Count one failure on each counter; a counter's window starts at its first failure."""
+        Each counter is checked and counted in one script of its own (counters of an email and
+        of an address live in different cluster slots), so each bound holds on its own however
+        many logins run at once; the caller gives back what it reserved when another refused."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for counter, limit in counters:
+                await self._reserve_attempt(keys=[counter], args=[limit, window_ms], client=pipe)
+            replies = await pipe.execute()
+        return [_int_field(reply) for reply in replies]
+
+    async def release_login_attempt(self, counters: list[str]) -> None:
+        """Give back one reserved attempt on each counter (never below zero)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for counter in counters:
-                await self._count_failure(keys=[counter], args=[window_ms], client=pipe)
+                await self._release_attempt(keys=[counter], client=pipe)
             await pipe.execute()
 
     async def clear_login_failures(self, counter: str) -> None:

@@ -4,13 +4,25 @@ proxies."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import service.auth.passwords
 from tests.conftest import PASSWORD, Api, assert_error
+from tests.hardening.support import (
+    Recorder,
+    Server,
+    create_user,
+    env_for,
+    free_port,
+    line_mentions,
+    started,
+)
 
 LOGIN = "/api/v1/auth/login"
 EMAIL = "alice@example.com"
@@ -174,3 +186,34 @@ async def test_the_bounds_can_be_turned_off(make_api) -> None:
     await fail(api, EMAIL, 12)
 
     assert (await attempt(api, EMAIL, PASSWORD)).status == 200
+
+
+# -- the bound under concurrency, across two workers -------------------------------------------
+
+
+async def test_concurrent_wrong_logins_on_two_workers_reach_bcrypt_at_most_the_limit(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """40 wrong logins for one email at once, spread over two worker processes: at most 10 (the
+    per-email bound) may get as far as a password check (401); every other is 429 before any."""
+    port = free_port()
+    # Room for every login in the queue, so nothing is refused as login_busy instead.
+    env = env_for(redis_url, port, FILEHOST_LOGIN_QUEUE_MAX="100")
+    create_user(env, EMAIL)
+    server = Server(env, port, tmp_path, "--workers", "2")
+    try:
+        workers = started(server, 2)
+        async with Recorder(server.base) as rec:
+            body = {"email": EMAIL, "password": "wrong password"}
+            outcomes = await asyncio.gather(
+                *(rec.send("login", "POST", "/auth/login", json=body) for _ in range(40))
+            )
+        assert server.stop() == 0
+    finally:
+        server.stop()
+    answers = Counter((o.status, o.code) for o in outcomes)
+    assert set(answers) <= {(401, "invalid_credentials"), (429, "login_throttled")}, answers
+    assert answers[(401, "invalid_credentials")] <= 10, answers
+    assert answers[(401, "invalid_credentials")] == 10, answers  # and the bound is not undercut
+    log = server.stderr()
+    assert all(line_mentions(log, pid, "/api/v1/auth/login") for pid in workers)

@@ -6,6 +6,7 @@ is the one that counts; the fakeredis run shows the store's contract is plain Re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import fakeredis
@@ -220,17 +221,29 @@ async def test_sessions_are_limited_through_the_same_script(store: RedisStore) -
     assert second.rate.wait_us == 100_000
 
 
-async def test_login_failure_counters_start_their_window_at_the_first_failure(
+async def test_login_attempts_are_reserved_up_to_the_limit_in_a_window_from_the_first(
     store: RedisStore,
 ) -> None:
-    counters = ["t:login-failures:email:x", "t:login-failures:ip:192.0.2.1"]
-    assert await store.login_failures(counters) == [(0, 0), (0, 0)]
+    email, address = "t:login-failures:email:x", "t:login-failures:ip:192.0.2.1"
+    both = [(email, 2), (address, 3)]
 
-    await store.add_login_failure(counters, 60_000)
-    await store.add_login_failure(counters[:1], 60_000)
+    assert await store.reserve_login_attempt(both, 60_000) == [0, 0]
+    assert await store.reserve_login_attempt(both, 60_000) == [0, 0]
+    refused, reserved = await store.reserve_login_attempt(both, 60_000)
 
-    (email_count, email_ttl), (ip_count, ip_ttl) = await store.login_failures(counters)
-    assert (email_count, ip_count) == (2, 1)
-    assert 0 < email_ttl <= 60_000 and 0 < ip_ttl <= 60_000
-    await store.clear_login_failures(counters[0])
-    assert (await store.login_failures(counters))[0] == (0, 0)
+    assert 0 < refused <= 60_000 and reserved == 0  # email over, address counted
+    assert await store.redis.get(email) == "2"  # a refusal counts nothing
+    assert await store.redis.get(address) == "3"
+    assert 0 < await store.redis.pttl(address) <= 60_000
+    await store.release_login_attempt([address, address, address, address])
+    assert await store.redis.get(address) == "0"  # never below zero
+    await store.clear_login_failures(email)
+    assert await store.reserve_login_attempt([(email, 2)], 60_000) == [0]
+
+
+async def test_concurrent_reservations_never_pass_the_limit(store: RedisStore) -> None:
+    counter = "t:login-failures:email:x"
+    replies = await asyncio.gather(
+        *(store.reserve_login_attempt([(counter, 10)], 60_000) for _ in range(40))
+    )
+    assert sum(1 for [wait] in replies if wait == 0) == 10
