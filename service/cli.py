@@ -107,7 +107,13 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
                     print(f"{user.id}  {user.email}  {iso(user.created_at)}")
         else:
             user = await accounts.delete_user(args.email)
-            print(f"deleted user {user.email} ({user.id}); their sessions and keys are revoked")
+            resumed = (
+                " (an earlier deletion had been cut short; now finished)" if user.resumed else ""
+            )
+            print(
+                f"deleted user {user.email} ({user.id}); their sessions and keys are revoked"
+                f"{resumed}"
+            )
     return 0
 
 

@@ -246,6 +246,26 @@ async def test_delete_refuses_the_users_session_and_api_key(api: Api, redis_url:
     assert (await api.files(token=other_token)).status == 200
 
 
+async def test_a_deletion_cut_short_is_finished_by_running_it_again(
+    api: Api, redis_url: str, redis_client: redis_sync.Redis
+) -> None:
+    """A deletion that crashed right after removing the user record (its first step) must not
+    leave the user's credentials working, nor refuse to be repeated."""
+    token = await api.user_with_session("uma@example.com")
+    key = await api.create_key(token)
+    user_id = redis_client.hget("fh:users:by-email", "uma@example.com")
+    redis_client.delete(f"fh:{{{user_id}}}:user")  # the crash, just after step 1
+
+    again = run_cli("users", "delete", "--email", "uma@example.com", env=cli_env(redis_url))
+
+    assert again.returncode == 0, again.stderr
+    assert "cut short" in again.stdout
+    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(token=token), 401, "invalid_session")
+    assert redis_client.keys(f"fh:{{{user_id}}}:*") == []
+    assert create_user("uma@example.com", cli_env(redis_url)).returncode == 0  # email free
+
+
 # -- usage and settings errors -------------------------------------------------------------------
 
 

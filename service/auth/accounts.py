@@ -18,7 +18,7 @@ from service.auth.principal import Principal
 from service.clock import Clock
 from service.config import Settings
 from service.errors import Conflict, NotFound, Unauthorized, ValidationFailed
-from service.store.redis_store import KeyRecord, RedisStore, UserRecord
+from service.store.redis_store import AccountGone, KeyRecord, RedisStore, UserRecord
 
 _DAY_MS = 86_400_000
 _EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"
@@ -36,12 +36,35 @@ def is_valid_email(email: str) -> bool:
     return len(email) <= MAX_EMAIL_LENGTH and bool(_EMAIL_PATTERN.match(email))
 
 
+def _wrong_credentials() -> Unauthorized:
+    return Unauthorized(
+        "The email or password is incorrect.",
+        code="invalid_credentials",
+        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
+    )
+
+
+def _account_gone() -> Unauthorized:
+    return Unauthorized(
+        "The credential's account no longer exists.",
+        code="account_gone",
+        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},  # RFC 9110: every 401
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class LoginResult:
     user: UserRecord
     token: str
     idle_deadline: int
     absolute_deadline: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedUser:
+    id: str
+    email: str
+    resumed: bool  # an earlier deletion had been cut short; this one finished it
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,25 +107,22 @@ class Accounts:
     async def list_users(self) -> list[UserRecord]:
         return await self._store.list_users()
 
-    async def delete_user(self, email: str) -> UserRecord:
-        """Delete a user, ending their sessions and revoking their keys first."""
+    async def delete_user(self, email: str) -> DeletedUser:
+        """Delete a user, ending their sessions and revoking their keys. A deletion cut short
+        (the user record already gone, the email still mapped) is finished, not refused."""
         email = normalise_email(email)
         user_id = await self._store.find_user_id(email)
-        user = await self._store.get_user(user_id) if user_id else None
-        if user_id is None or user is None:
+        if user_id is None:
             raise NotFound("No user has this email.", code="user_not_found")
+        user = await self._store.get_user(user_id)
         await self._store.delete_user(user_id, email)
-        return user
+        return DeletedUser(user_id, email, resumed=user is None)
 
     async def get_user(self, user_id: str) -> UserRecord:
         user = await self._store.get_user(user_id)
         if user is None:
             # The credential outlived its user (deleted between lookups): refuse it.
-            raise Unauthorized(
-                "The credential's account no longer exists.",
-                code="account_gone",
-                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},  # RFC 9110: every 401
-            )
+            raise _account_gone()
         return user
 
     # -- sessions ---------------------------------------------------------------------------
@@ -128,18 +148,17 @@ class Accounts:
             await reservation.release()
             raise
         if not ok or user is None:
-            # The reserved attempt stays counted: it is the failure.
-            raise Unauthorized(
-                "The email or password is incorrect.",
-                code="invalid_credentials",
-                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
-            )
+            raise _wrong_credentials()  # the reserved attempt stays counted: it is the failure
         now = self._clock.now_ms()
         absolute = now + self._settings.session_max_seconds * 1000
         idle = min(now + self._settings.session_idle_seconds * 1000, absolute)
         token = credentials.generate_session_token()
         try:
             await self._store.add_session(credentials.digest(token), user.id, now, idle, absolute)
+        except AccountGone:
+            # The user was deleted while the password was checked: as if it never existed (the
+            # attempt stays counted, like any login for an email without an account).
+            raise _wrong_credentials() from None
         except Exception:
             await reservation.release()  # the password was right; the store failed after
             raise
@@ -168,17 +187,21 @@ class Accounts:
             last_used_at=None,
         )
         limit = self._settings.max_keys_per_account
-        added = await self._store.add_api_key(
-            user_id=user_id,
-            key_id=record.id,
-            secret_digest=credentials.digest(secret),
-            name=record.name,
-            key_prefix=record.key_prefix,
-            permissions=record.permissions,
-            created_at=record.created_at,
-            expires_at=record.expires_at,
-            max_active=limit,
-        )
+        try:
+            added = await self._store.add_api_key(
+                user_id=user_id,
+                key_id=record.id,
+                secret_digest=credentials.digest(secret),
+                name=record.name,
+                key_prefix=record.key_prefix,
+                permissions=record.permissions,
+                created_at=record.created_at,
+                expires_at=record.expires_at,
+                max_active=limit,
+            )
+        except AccountGone:
+            # The session was checked, then its user deleted before the key was made.
+            raise _account_gone() from None
         if not added:
             raise Conflict(
                 f"This account already has the maximum of {limit} active API keys. "

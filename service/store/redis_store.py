@@ -18,22 +18,85 @@ from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 
-# Adds a key's listing metadata unless the account already has the maximum of active keys.
-# Expired keys are pruned first so they never count. All keys share the account's slot.
+# How long an entry is kept past its deadline. Never accepted (the authenticator compares the
+# stored deadline with its clock first), only kept so that an expired credential is answered
+# api_key_expired / session_expired rather than invalid_api_key / invalid_session. The account
+# indexes keep naming such entries until they are gone, so deleting the user ends them too.
+KEY_EXPIRED_GRACE_MS = 24 * 3600 * 1000
+SESSION_EXPIRED_GRACE_MS = 3600 * 1000
+
+# Step (a) of creating a key (see "Creating a credential" below): adds the key's listing
+# metadata, which names its digest, unless the user record is gone or the account already has the
+# maximum of active keys. Returns 1 added, 0 at the limit, -1 no such user. Keys past their
+# expiry never count; those past it by more than the grace (their digest entries are gone) are
+# pruned. All keys share the account's slot.
+# KEYS: user, listing, expiry index, last use. ARGV: now, max active, key id, metadata, expiry,
+# prune before.
 _ADD_KEY_METADATA = """
-local now = tonumber(ARGV[1])
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-for _, key_id in ipairs(expired) do
-  redis.call('HDEL', KEYS[1], key_id)
-  redis.call('HDEL', KEYS[3], key_id)
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[6])
+for _, key_id in ipairs(gone) do
+  redis.call('HDEL', KEYS[2], key_id)
+  redis.call('HDEL', KEYS[4], key_id)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[6])
+if redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[1], '+inf') >= tonumber(ARGV[2]) then
   return 0
 end
-redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
 return 1
+"""
+
+# Step (c) of creating a key: 1 while the user record exists; else the listing written in step
+# (a) is removed and 0 returned (the caller then deletes the digest entry).
+# KEYS: user, listing, expiry index, last use. ARGV: key id.
+_CONFIRM_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 1
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+return 0
+"""
+
+# Step (a) of opening a session: adds its digest to the account's session index unless the user
+# record is gone (returns 0). Members are scored by the latest moment their entry can exist
+# (absolute deadline + grace); those past it are pruned. The index expires with its longest-lived
+# member, never sooner, whatever lifetimes earlier sessions were given (settings change).
+# KEYS: user, session index. ARGV: now, digest, score.
+_ADD_SESSION_INDEX = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', tonumber(last[2])))
+return 1
+"""
+
+# Step (c) of opening a session: 1 while the user record exists; else the digest is taken out of
+# the index and 0 returned (the caller then deletes the session entry).
+# KEYS: user, session index. ARGV: digest.
+_CONFIRM_SESSION = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 1
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 0
+"""
+
+# Forgets an email's mapping only while it still names the user being deleted (a repeated or
+# late deletion must never free an email a new account has since taken).
+_FORGET_EMAIL = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
 """
 
 # Moves a session's idle deadline, but never brings back a session that was logged out.
@@ -231,6 +294,32 @@ def _int_field(value: object) -> int:
         raise CorruptRecord() from None
 
 
+class AccountGone(Exception):
+    """A session or key could not be created: its user record is gone (being deleted)."""
+
+
+# Creating a credential and deleting its user exclude each other, without anything on the
+# per-request lookup (which reads the digest entry alone). Creating a session or key is three
+# steps, each one atomic in Redis:
+#   (a) a script in the account's slot checks that the user record exists and adds the digest to
+#       the account's index (the session index, or the key listing which names the digest);
+#   (b) the digest entry is written (it stands alone, in no account's slot);
+#   (c) a script in the account's slot checks that the user record still exists. If it does not,
+#       the creation fails and its writes are undone (the digest entry by a separate DEL).
+# The token or secret is returned to the client only after (c) succeeded. Deleting a user is
+#   (1) DEL the user record, then (2) read both indexes and DEL every digest entry they name, then
+#   (3) DEL the account's keys, then (4) free the email.
+# Why every interleaving is safe, for a creation whose (c) succeeded: (c) saw the user record, so
+# (c) ran before (1); (a) and (b) ran before (c), so before (1). Then (2), which runs after (1),
+# reads an index that already names the digest (nothing but expiry, logout or revocation removes
+# an index member, and each of those ends the entry too) and DELs an entry that is already
+# written. So the credential dies in (2), before the deletion returns. A creation whose (a) runs
+# after (1) writes nothing; one whose (c) runs after (1) fails, whatever (2) did or missed, and
+# its secret is never returned: a digest entry left behind by a crash just then is one nobody
+# holds the secret of. Deletion can be repeated after a crash part-way: (2)-(4) only need the user
+# id, which the email mapping keeps until the very last step.
+
+
 class RedisStore:
     """Async storage operations over a ``redis.asyncio.Redis`` client.
 
@@ -277,6 +366,10 @@ class RedisStore:
             }
         self._hot_read_hash = CommandTemplate("HGETALL", ARG)
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
+        self._confirm_key = redis.register_script(_CONFIRM_KEY)
+        self._add_session_index = redis.register_script(_ADD_SESSION_INDEX)
+        self._confirm_session = redis.register_script(_CONFIRM_SESSION)
+        self._forget_email = redis.register_script(_FORGET_EMAIL)
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._touch_key = redis.register_script(_TOUCH_KEY)
         self._reserve_attempt = redis.register_script(_RESERVE_ATTEMPT)
@@ -364,9 +457,11 @@ class RedisStore:
         max_active: int,
     ) -> bool:
         """Store a new key; False when the account already holds ``max_active`` active keys.
+        Raises ``AccountGone`` when the user record is gone, or went while the key was written.
 
-        The listing metadata is written first, the digest entry second: the secret only works
-        once both exist, and it is returned to the client only after both writes succeeded.
+        Steps (a)-(c) of "Creating a credential" above: the listing (which names the digest),
+        then the digest entry, then the check that the user still exists. The secret only works
+        once the entry exists, and it is returned to the client only after all three succeeded.
         """
         metadata = orjson.dumps(
             {
@@ -378,15 +473,25 @@ class RedisStore:
                 "d": secret_digest,
             }
         )
-        account_keys = self.keys.account_keys(user_id)
+        account = [
+            self.keys.user(user_id),
+            self.keys.account_keys(user_id),
+            self.keys.account_key_expiry(user_id),
+            self.keys.account_key_last_used(user_id),
+        ]
         added = await self._add_key_metadata(
-            keys=[
-                account_keys,
-                self.keys.account_key_expiry(user_id),
-                self.keys.account_key_last_used(user_id),
+            keys=account,
+            args=[
+                created_at,
+                max_active,
+                key_id,
+                metadata,
+                expires_at,
+                created_at - KEY_EXPIRED_GRACE_MS,
             ],
-            args=[created_at, max_active, key_id, metadata, expires_at],
         )
+        if added == -1:
+            raise AccountGone()
         if not added:
             return False
         entry = self.keys.key_entry(secret_digest)
@@ -395,11 +500,16 @@ class RedisStore:
                 pipe.hset(
                     entry, mapping={"u": user_id, "k": key_id, "p": permissions, "e": expires_at}
                 )
-                pipe.pexpireat(entry, expires_at)
+                pipe.pexpireat(entry, expires_at + KEY_EXPIRED_GRACE_MS)
                 await pipe.execute()
+            confirmed = await self._confirm_key(keys=account, args=[key_id])
         except BaseException:
+            await self.redis.delete(entry)
             await self._forget_key_metadata(user_id, key_id)
             raise
+        if not confirmed:
+            await self.redis.delete(entry)
+            raise AccountGone()
         return True
 
     async def _forget_key_metadata(self, user_id: str, key_id: str) -> bool:
@@ -482,22 +592,28 @@ class RedisStore:
         idle_deadline: int,
         absolute_deadline: int,
     ) -> None:
-        entry = self.keys.session_entry(token_digest)
-        sessions = self.keys.account_sessions(user_id)
+        """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
+        the session was written (steps (a)-(c) of "Creating a credential" above). The entry is
+        kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered as expired."""
+        account = [self.keys.user(user_id), self.keys.account_sessions(user_id)]
         # The account index is written before the entry, so a session that exists can always be
         # found and ended when its user is deleted.
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zremrangebyscore(sessions, "-inf", created_at)
-            pipe.zadd(sessions, {token_digest: absolute_deadline})
-            pipe.pexpireat(sessions, absolute_deadline)
-            await pipe.execute()
+        if not await self._add_session_index(
+            keys=account,
+            args=[created_at, token_digest, absolute_deadline + SESSION_EXPIRED_GRACE_MS],
+        ):
+            raise AccountGone()
+        entry = self.keys.session_entry(token_digest)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(
                 entry,
                 mapping={"u": user_id, "c": created_at, "a": absolute_deadline, "i": idle_deadline},
             )
-            pipe.pexpireat(entry, min(idle_deadline, absolute_deadline))
+            pipe.pexpireat(entry, min(idle_deadline, absolute_deadline) + SESSION_EXPIRED_GRACE_MS)
             await pipe.execute()
+        if not await self._confirm_session(keys=account, args=[token_digest]):
+            await self.redis.delete(entry)
+            raise AccountGone()
 
     async def find_session(
         self, token_digest: str, now_ms: int = 0, take: int = 1, give_back: int = 0
@@ -515,8 +631,11 @@ class RedisStore:
         )
 
     async def renew_session(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
+        """Move a session's idle deadline; ``expire_at`` is its new deadline (idle or absolute,
+        whichever is nearer), and the entry is kept ``SESSION_EXPIRED_GRACE_MS`` past it."""
         await self._renew_session(
-            keys=[self.keys.session_entry(token_digest)], args=[idle_deadline, expire_at]
+            keys=[self.keys.session_entry(token_digest)],
+            args=[idle_deadline, expire_at + SESSION_EXPIRED_GRACE_MS],
         )
 
     async def remove_session(self, token_digest: str, user_id: str) -> None:
@@ -591,25 +710,33 @@ class RedisStore:
     async def delete_user(self, user_id: str, email: str) -> None:
         """End every session, revoke every key, then remove the account.
 
-        Credentials go first so that a failure part-way never leaves a working credential of a
-        user who is being deleted; the command can be repeated until it succeeds.
+        Steps (1)-(4) of "Creating a credential" above: the user record goes first, so that no
+        session or key can be created for the user from then on; then every credential the
+        indexes name; then the rest; the email mapping last, so that a deletion cut short can
+        be found and repeated until it succeeds.
         """
-        metadata = await self.redis.hgetall(self.keys.account_keys(user_id))
+        await self.redis.delete(self.keys.user(user_id))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.account_keys(user_id))
+            pipe.zrange(self.keys.account_sessions(user_id), 0, -1)
+            metadata, sessions = await pipe.execute()
         digests = [self._decode_metadata(raw)["d"] for raw in metadata.values()]
-        if digests:
-            await self.redis.delete(*(self.keys.key_entry(d) for d in digests))
-        sessions = await self.redis.zrange(self.keys.account_sessions(user_id), 0, -1)
-        if sessions:
-            await self.redis.delete(*(self.keys.session_entry(d) for d in sessions))
+        entries = [self.keys.key_entry(digest) for digest in digests]
+        entries.extend(self.keys.session_entry(digest) for digest in sessions)
+        if entries:
+            # One DEL per entry: entries stand alone, each in a cluster slot of its own.
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for entry in entries:
+                    pipe.delete(entry)
+                await pipe.execute()
         await self.redis.delete(
             self.keys.account_keys(user_id),
             self.keys.account_key_expiry(user_id),
             self.keys.account_key_last_used(user_id),
             self.keys.account_sessions(user_id),
             self.keys.account_files(user_id),
-            self.keys.user(user_id),
         )
-        await self.redis.hdel(self.keys.users_by_email, email)
+        await self._forget_email(keys=[self.keys.users_by_email], args=[email, user_id])
 
     # -- files ------------------------------------------------------------------------------
 

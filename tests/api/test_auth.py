@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import redis as redis_sync
 
+import service.auth.passwords
+from service.api.context import STORE
+from service.auth import credentials
+from service.store.redis_store import SESSION_EXPIRED_GRACE_MS
 from tests.conftest import PASSWORD, SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
 LOGIN = "/api/v1/auth/login"
@@ -573,3 +578,54 @@ async def test_no_credential_is_refused_with_credential_missing(api: Api) -> Non
     response = await api.client.get(SESSION)
     await assert_error(response, 401, "credential_missing")
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+# -- an expired session is answered as expired, in real time -------------------------------------
+
+
+def real_now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def test_a_session_past_its_deadline_in_real_time_is_answered_session_expired(
+    api: Api, clock: FakeClock, redis_client: redis_sync.Redis
+) -> None:
+    """Redis's own clock passes the deadline too: the entry must still be there (for a grace),
+    so the answer is session_expired, never invalid_session, and never a pass."""
+    user = await api.create_user(EMAIL)
+    store = api.app[STORE]
+    idle_token, absolute_token, renewed = (credentials.generate_session_token() for _ in range(3))
+    now = real_now_ms()
+    await store.add_session(credentials.digest(idle_token), user.id, now, now + 800, now + HOUR_MS)
+    await store.add_session(credentials.digest(absolute_token), user.id, now, now + 800, now + 800)
+    await store.add_session(credentials.digest(renewed), user.id, now, now + HOUR_MS, now + HOUR_MS)
+    # The authenticator's renewal (expire_at = the new idle deadline), shortened to 800 ms.
+    await store.renew_session(credentials.digest(renewed), now + 800, now + 800)
+
+    await asyncio.sleep(1.2)
+    clock.ms = real_now_ms()
+
+    for token in (idle_token, absolute_token, renewed):
+        response = await api.client.get(SESSION, headers=bearer(token))
+        await assert_error(response, 401, "session_expired")
+        # Kept at most the documented grace past the deadline, then removed by Redis.
+        ttl = redis_client.pttl(f"fh:session:{sha256_hex(token)}")
+        assert 0 < ttl < SESSION_EXPIRED_GRACE_MS, ttl
+
+
+async def test_a_login_whose_user_is_deleted_during_the_password_check_gets_no_session(
+    api: Api, monkeypatch: pytest.MonkeyPatch, redis_client: redis_sync.Redis
+) -> None:
+    user = await api.create_user(EMAIL)
+    real = service.auth.passwords._check_sync
+
+    def check_while_the_user_is_deleted(password: str, password_hash: str) -> bool:
+        redis_client.delete(f"fh:{{{user.id}}}:user")  # a deletion's first step
+        return real(password, password_hash)
+
+    monkeypatch.setattr(service.auth.passwords, "_check_sync", check_while_the_user_is_deleted)
+    response = await post_login(api, {"email": EMAIL, "password": PASSWORD})
+
+    await assert_error(response, 401, "invalid_credentials")
+    assert redis_client.keys("fh:session:*") == []
+    assert redis_client.zcard(f"fh:{{{user.id}}}:sessions") == 0

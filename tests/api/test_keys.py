@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import redis as redis_sync
 
+from service.api.context import STORE
+from service.auth import credentials
+from service.store.redis_store import KEY_EXPIRED_GRACE_MS
 from tests.conftest import SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
 KEYS = "/api/v1/keys"
@@ -815,7 +819,8 @@ async def test_digest_entry_exists_with_a_ttl_after_creation(
     assert redis_client.exists(entry) == 1
     ttl_ms = redis_client.pttl(entry)
     assert ttl_ms > 0
-    assert ttl_ms <= 30 * 86_400_000
+    # Kept past the expiry only for the documented grace, to be answered api_key_expired.
+    assert ttl_ms <= 30 * 86_400_000 + KEY_EXPIRED_GRACE_MS
 
 
 async def test_digest_entry_is_gone_after_revocation(
@@ -851,3 +856,47 @@ async def test_concurrent_revocations_of_one_key_succeed_exactly_once(api: Api) 
         *(api.client.delete(f"/api/v1/keys/{key['id']}", headers=bearer(token)) for _ in range(8))
     )
     assert sorted(r.status for r in responses) == [200] + [404] * 7
+
+
+async def test_a_key_past_its_expiry_in_real_time_is_answered_api_key_expired(
+    api: Api, clock: FakeClock, redis_client: redis_sync.Redis
+) -> None:
+    """Redis's own clock passes the expiry too: the entry must still be there (for a grace), so
+    the answer is api_key_expired, never invalid_api_key, and never a pass."""
+    user = await api.create_user(EMAIL)
+    secret = credentials.generate_api_key()
+    now = time.time_ns() // 1_000_000
+    assert await api.app[STORE].add_api_key(
+        user_id=user.id,
+        key_id=credentials.new_id("key"),
+        secret_digest=credentials.digest(secret),
+        name="short-lived",
+        key_prefix=credentials.display_prefix(secret),
+        permissions=1,
+        created_at=now,
+        expires_at=now + 800,
+        max_active=100,
+    )
+    clock.ms = now
+    assert (await api.files(key=secret)).status == 200
+
+    await asyncio.sleep(1.2)
+    clock.ms = time.time_ns() // 1_000_000
+
+    await assert_error(await api.files(key=secret), 401, "api_key_expired")
+    ttl = redis_client.pttl(f"fh:key:{sha256_hex(secret)}")
+    assert 0 < ttl < KEY_EXPIRED_GRACE_MS, ttl  # kept the grace, then removed by Redis
+
+
+async def test_a_key_is_not_created_for_a_user_deleted_after_the_session_was_checked(
+    api: Api, redis_client: redis_sync.Redis
+) -> None:
+    user = await api.create_user(EMAIL)
+    token = await api.login(EMAIL)
+    redis_client.delete(f"fh:{{{user.id}}}:user")  # a deletion's first step, mid-request
+    before = sorted(name for name in redis_client.scan_iter("*") if ":rate:" not in name)
+
+    await assert_error(await post_key(api, token, VALID_BODY), 401, "account_gone")
+
+    after = sorted(name for name in redis_client.scan_iter("*") if ":rate:" not in name)
+    assert after == before  # no listing, no digest entry

@@ -7,6 +7,7 @@ is the one that counts; the fakeredis run shows the store's contract is plain Re
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import fakeredis
@@ -15,7 +16,14 @@ from redis.asyncio import Redis
 
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
-from service.store.redis_store import RateLimit, RateVerdict, RedisStore
+from service.store.redis_store import (
+    KEY_EXPIRED_GRACE_MS,
+    SESSION_EXPIRED_GRACE_MS,
+    AccountGone,
+    RateLimit,
+    RateVerdict,
+    RedisStore,
+)
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
@@ -28,7 +36,11 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
         client = Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
     else:
         client = fakeredis.FakeAsyncRedis(decode_responses=True)
-    yield RedisStore(client, "t")
+    store = RedisStore(client, "t")
+    # Sessions and keys are made only for a user that exists.
+    for user_id in ("usr_a", "usr_b"):
+        assert await store.add_user(user_id, f"{user_id}@example.com", "hash", NOW)
+    yield store
     await client.aclose()
 
 
@@ -79,9 +91,10 @@ async def test_a_key_is_found_by_digest_with_its_user_permissions_and_expiry(sto
     assert await store.find_api_key("cd" * 32) is None
 
 
-async def test_the_digest_entry_expires_in_redis_at_the_key_expiry(store) -> None:
+async def test_the_digest_entry_expires_in_redis_a_grace_after_the_key_expiry(store) -> None:
     await add_key(store, "key_1")
-    assert await store.redis.pexpiretime(store.keys.key_entry(DIGEST)) == NOW + 30 * DAY
+    expected = NOW + 30 * DAY + KEY_EXPIRED_GRACE_MS
+    assert await store.redis.pexpiretime(store.keys.key_entry(DIGEST)) == expected
 
 
 async def test_revocation_deletes_the_digest_entry_and_the_listing(store) -> None:
@@ -142,16 +155,169 @@ async def test_session_renewal_never_revives_a_logged_out_session(store) -> None
 
 
 async def test_deleting_a_user_ends_sessions_and_keys_and_frees_the_email(store) -> None:
-    assert await store.add_user("usr_a", "a@example.com", "hash", NOW)
-    assert not await store.add_user("usr_b", "a@example.com", "hash", NOW)
+    assert not await store.add_user("usr_x", "usr_a@example.com", "hash", NOW)
     await add_key(store, "key_1")
     await store.add_session("ef" * 32, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
-    await store.delete_user("usr_a", "a@example.com")
+    await store.delete_user("usr_a", "usr_a@example.com")
     assert await store.find_api_key(DIGEST) is None
     assert await store.find_session("ef" * 32) is None
-    assert await store.find_user_id("a@example.com") is None
+    assert await store.find_user_id("usr_a@example.com") is None
     assert await store.redis.keys("t:{usr_a}:*") == []
-    assert await store.add_user("usr_c", "a@example.com", "hash", NOW)
+    assert await store.add_user("usr_c", "usr_a@example.com", "hash", NOW)
+
+
+# -- creation and deletion exclude each other (see "Creating a credential" in redis_store) ------
+
+
+async def test_no_session_or_key_is_created_for_a_user_that_is_gone(store) -> None:
+    await store.delete_user("usr_a", "usr_a@example.com")
+
+    with pytest.raises(AccountGone):
+        await store.add_session("ef" * 32, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    with pytest.raises(AccountGone):
+        await add_key(store, "key_1")
+
+    assert await store.find_session("ef" * 32) is None
+    assert await store.find_api_key(DIGEST) is None
+    assert await store.redis.keys("t:{usr_a}:*") == []  # nothing written at all
+
+
+@pytest.mark.parametrize("kind", ["session", "key"])
+async def test_a_creation_the_deletion_overtakes_after_the_index_is_undone(
+    store: RedisStore, kind: str
+) -> None:
+    """The deletion runs completely between steps (a) and (b) of a creation: it cannot have
+    seen the entry, so step (c) must refuse the creation and remove what it wrote."""
+    real_pipeline = store.redis.pipeline
+    deleted = False
+
+    def pipeline_that_lets_the_deletion_in_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal deleted
+        if kwargs.get("transaction") and not deleted:  # step (b), the entry's MULTI
+            deleted = True
+            store.redis.pipeline = real_pipeline  # type: ignore[method-assign]
+            return _DeletingFirst(store, real_pipeline(*args, **kwargs))
+        return real_pipeline(*args, **kwargs)
+
+    store.redis.pipeline = pipeline_that_lets_the_deletion_in_first  # type: ignore[method-assign]
+    with pytest.raises(AccountGone):
+        if kind == "session":
+            await store.add_session("ef" * 32, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+        else:
+            await add_key(store, "key_1", digest="ef" * 32)
+
+    assert deleted
+    assert await store.find_session("ef" * 32) is None
+    assert await store.find_api_key("ef" * 32) is None
+    assert await store.redis.keys("t:{usr_a}:*") == []
+    assert await store.redis.keys("t:*:" + "ef" * 32) == []
+
+
+class _DeletingFirst:
+    """A MULTI pipeline that deletes usr_a completely before it runs."""
+
+    def __init__(self, store: RedisStore, pipe) -> None:  # type: ignore[no-untyped-def]
+        self._store = store
+        self._pipe = pipe
+
+    async def __aenter__(self):  # type: ignore[no-untyped-def]
+        await self._pipe.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):  # type: ignore[no-untyped-def]
+        return await self._pipe.__aexit__(*exc)
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        return getattr(self._pipe, name)
+
+    async def execute(self):  # type: ignore[no-untyped-def]
+        await self._store.delete_user("usr_a", "usr_a@example.com")
+        return await self._pipe.execute()
+
+
+async def test_a_deletion_cut_short_after_the_user_record_can_be_finished(store) -> None:
+    await add_key(store, "key_1")
+    await store.add_session("ef" * 32, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    await store.redis.delete(store.keys.user("usr_a"))  # step (1) done, then the crash
+
+    assert await store.find_user_id("usr_a@example.com") == "usr_a"  # still findable
+    await store.delete_user("usr_a", "usr_a@example.com")
+
+    assert await store.find_api_key(DIGEST) is None
+    assert await store.find_session("ef" * 32) is None
+    assert await store.find_user_id("usr_a@example.com") is None
+    assert await store.redis.keys("t:{usr_a}:*") == []
+
+
+async def test_a_late_deletion_never_frees_an_email_another_account_has_taken(store) -> None:
+    await store.delete_user("usr_a", "usr_a@example.com")
+    assert await store.add_user("usr_c", "usr_a@example.com", "hash", NOW)
+
+    await store.delete_user("usr_a", "usr_a@example.com")  # repeated, or a slow second operator
+
+    assert await store.find_user_id("usr_a@example.com") == "usr_c"
+
+
+# -- the session index lives as long as its longest-lived session -------------------------------
+
+
+async def test_a_shorter_session_never_shortens_the_index_of_a_longer_one(store) -> None:
+    long_lived, short_lived = "01" * 32, "02" * 32
+    await store.add_session(long_lived, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    # FILEHOST_SESSION_MAX_SECONDS lowered, then another login.
+    await store.add_session(short_lived, "usr_a", NOW + 5, NOW + 3_600_000, NOW + 3_600_000)
+
+    index = store.keys.account_sessions("usr_a")
+    assert await store.redis.pexpiretime(index) == NOW + 7 * DAY + SESSION_EXPIRED_GRACE_MS
+    await store.delete_user("usr_a", "usr_a@example.com")
+    assert await store.find_session(long_lived) is None
+
+
+async def test_the_index_outlives_an_older_session_after_the_max_lifetime_was_lowered(
+    redis_url: str,
+) -> None:
+    """In real time: a later session with a one-second lifetime must not make the index
+    expire, and with it the only way to find the older session when its user is deleted."""
+    client = Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStore(client, "t")
+    try:
+        now = time.time_ns() // 1_000_000
+        assert await store.add_user("usr_a", "a@example.com", "hash", now)
+        await store.add_session("01" * 32, "usr_a", now, now + DAY, now + 7 * DAY)
+        await store.add_session("02" * 32, "usr_a", now, now + 1000, now + 1000)
+        await asyncio.sleep(1.2)  # the short session is past its deadline
+
+        assert await client.exists(store.keys.account_sessions("usr_a")) == 1
+        await store.delete_user("usr_a", "a@example.com")
+        assert await store.find_session("01" * 32) is None
+    finally:
+        await client.aclose()
+
+
+# -- expired entries are kept a while, so they are answered as expired --------------------------
+
+
+async def test_entries_are_kept_a_grace_past_their_deadline_then_removed(store) -> None:
+    await add_key(store, "key_1", expires=NOW + DAY)
+    await store.add_session("ef" * 32, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    session = store.keys.session_entry("ef" * 32)
+
+    assert await store.redis.pexpiretime(session) == NOW + DAY + SESSION_EXPIRED_GRACE_MS
+    await store.renew_session("ef" * 32, NOW + 2 * DAY, NOW + 2 * DAY)
+    assert await store.redis.pexpiretime(session) == NOW + 2 * DAY + SESSION_EXPIRED_GRACE_MS
+    assert await store.redis.pexpiretime(store.keys.key_entry(DIGEST)) == (
+        NOW + DAY + KEY_EXPIRED_GRACE_MS
+    )
+
+
+async def test_a_key_in_its_grace_is_still_listed_for_deletion_but_not_counted(store) -> None:
+    assert await add_key(store, "key_1", digest="01" * 32, expires=NOW + DAY, limit=1)
+    later = NOW + DAY + 1  # key_1 expired, its entry still kept
+    assert await add_key(store, "key_2", digest="02" * 32, created=later, limit=1)
+    assert [record.id for record in await store.list_api_keys("usr_a", later)] == ["key_2"]
+
+    await store.delete_user("usr_a", "usr_a@example.com")
+    assert await store.redis.exists(store.keys.key_entry("01" * 32)) == 0
 
 
 async def test_a_limited_lookup_reads_the_entry_and_takes_from_its_bucket_in_one_script(
