@@ -6,31 +6,41 @@ Layout (``P`` is the per-deployment prefix, ``U`` a user id such as ``usr_…``)
 key                                    type    holds
 =====================================  ======  ===============================================
 ``P:key:<sha256 hex of secret>``        hash    the hot-path entry of one API key: user id,
-                                               key id, permission mask, expiry; PEXPIREAT set
+                                               key id, permission mask, expiry; PEXPIREAT 24 h
+                                               past the expiry (answered api_key_expired)
 ``P:session:<sha256 hex of token>``     hash    one session: user id, created, absolute and idle
-                                               deadlines; PEXPIREAT at the nearer deadline
+                                               deadlines; PEXPIREAT 1 h past the nearer one
+                                               (answered session_expired)
 ``P:rate:{<credential entry>}``         string  request-rate bucket of one key or session (the
                                                GCRA's theoretical arrival time, µs); lives a
                                                few seconds, never written to the AOF
-``P:login-failures:email:<sha256>``     string  failed logins for one e-mail in the window
-``P:login-failures:ip:<address>``       string  failed logins from one client address
+``P:login-failures:email:<sha256>``     string  login attempts counted for one e-mail in the
+                                               window: failures, and logins still checking
+``P:login-failures:ip:<address>``       string  the same, for one client address
 ``P:users:by-email``                    hash    lower-cased email -> user id
-``P:{U}:user``                          hash    id, email, bcrypt hash, created
-``P:{U}:keys``                          hash    key id -> JSON metadata for listing and revoking
+``P:{U}:user``                          hash    id, email, bcrypt hash, created; deleted first
+                                               when the user is, and checked by every creation
+                                               of a session or key, before and after
+``P:{U}:keys``                          hash    key id -> JSON metadata (naming the digest) for
+                                               listing, revoking and deleting the user; kept
+                                               until the entry's grace has passed
 ``P:{U}:key-expiry``                    zset    key id scored by expiry (active-key count, pruning)
 ``P:{U}:key-last-used``                 hash    key id -> last use (ms), written at most once a
                                                minute per key and worker
-``P:{U}:sessions``                      zset    session digest scored by absolute expiry, so a
-                                               deleted user's sessions can be ended
+``P:{U}:sessions``                      zset    session digest scored by when its entry is gone
+                                               (absolute deadline + 1 h), so a deleted user's
+                                               sessions can be ended; expires with its
+                                               longest-lived member, never sooner
 ``P:{U}:files``                         hash    file id -> JSON file record
 =====================================  ======  ===============================================
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
 change several of them together stay valid on a cluster. Digest entries stand alone: they are
 found by digest only, and every write that pairs them with account keys is ordered so that a
-failure half-way leaves nothing usable behind (see ``redis_store``). A rate bucket's hash tag is
-the whole name of its credential's entry, so the two share a slot and one script reads the entry
-and takes from the bucket. Raw secrets never appear.
+failure half-way leaves nothing usable behind, and so that creating a session or key and deleting
+its user exclude each other (see "Creating a credential" in ``redis_store``). A rate bucket's hash
+tag is the whole name of its credential's entry, so the two share a slot and one script reads the
+entry and takes from the bucket. Raw secrets never appear.
 """
 
 from __future__ import annotations
