@@ -130,44 +130,93 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
 
 
 def service_command(
-    redis_url: str, port: int, workers: int, floor_user: str | None, rate_limits: bool = True
+    redis_url: str, port: int, workers: int, rate_limits: bool = True
 ) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of the service, or of the floor for ``floor_user``."""
+    """The service's command line and environment: its production defaults (access log at
+    INFO, metrics on, rate limits on), stated so that the caller's environment cannot change
+    them."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
-        "FILEHOST_LOG_LEVEL": "WARNING",
         "FILEHOST_PORT": str(port),
         "FILEHOST_WORKERS": str(workers),
+        "FILEHOST_LOG_LEVEL": "INFO",
+        "FILEHOST_METRICS": "on",
         # Limits stay on, so their cost is measured, at a rate no wrk run can reach (one key
         # sends every request); the "limits off" row shows what folding them in costs. The
         # burst keeps the bucket's tolerance at 1 s, far above the workers' clock differences.
         "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000" if rate_limits else "0",
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
     }
-    if floor_user is None:
-        return [sys.executable, "-m", "service", "serve"], env
-    return [sys.executable, "-m", "service.bench_floor", "--user-id", floor_user], env
+    return [sys.executable, "-m", "service", "serve"], env
+
+
+def floor_command(
+    kind: str, port: int, workers: int, redis_url: str, entry: str
+) -> tuple[list[str], dict[str, str]]:
+    """The command line of floor F0 (``bare``) or F1 (``lookup``): ``scripts/bench_floors.py``."""
+    command = [sys.executable, str(ROOT / "scripts" / "bench_floors.py"), kind]
+    command += ["--port", str(port), "--workers", str(workers)]
+    if kind == "lookup":
+        command += ["--redis-url", redis_url, "--entry", entry]
+    return command, dict(os.environ)
 
 
 @contextmanager
-def service(
-    redis_url: str,
-    workers: int,
-    *,
-    floor_user: str | None = None,
-    log: Path | None = None,
-    rate_limits: bool = True,
-) -> Iterator[str]:
-    port = free_port()
-    command, env = service_command(redis_url, port, workers, floor_user, rate_limits)
+def server(
+    command: list[str], env: dict[str, str], port: int, log: Path | None = None
+) -> Iterator[tuple[str, int]]:
+    """Start a server on ``port`` (its output to ``log``); yield its URL and pid."""
     with open(log or os.devnull, "ab") as output:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=output)
     try:
         wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", process.pid
     finally:
         stop(process)
+
+
+@contextmanager
+def service(
+    redis_url: str, workers: int, *, log: Path | None = None, rate_limits: bool = True
+) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    command, env = service_command(redis_url, port, workers, rate_limits)
+    with server(command, env, port, log) as running:
+        yield running
+
+
+@contextmanager
+def floor(kind: str, redis_url: str, workers: int, entry: str) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    command, env = floor_command(kind, port, workers, redis_url, entry)
+    with server(command, env, port) as running:
+        yield running
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of process ``pid`` and all its descendants (the workers)."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, cpu seconds)
+    ticks = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        stats[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    tree, total, grew = {pid}, 0.0, True
+    while grew:
+        grew = False
+        for child, (parent, _) in stats.items():
+            if parent in tree and child not in tree:
+                tree.add(child)
+                grew = True
+    for member in tree:
+        total += stats.get(member, (0, 0.0))[1]
+    return total
 
 
 # -- seeding ----------------------------------------------------------------------------------
@@ -405,14 +454,17 @@ def _header_dict(header: str | None) -> dict[str, str]:
 
 
 def instructions_per_request(
-    redis_url: str, workdir: Path, name: str, header: str | None, floor_user: str, count: int
+    redis_url: str, workdir: Path, name: str, header: str | None, entry: str, count: int
 ) -> float:
     """The server's instructions per request (valgrind's callgrind, one worker, 16 connections):
     within about 1% for every run of the same code and ``count``, where req/s on a shared machine
     drift by far more. Counts user space only: the kernel's share (sockets) and Redis's are not
-    in it."""
+    in it. ``name`` is a scenario or a floor (``F0``, ``F1``)."""
     port = free_port()
-    command, env = service_command(redis_url, port, 1, floor_user if name == "a" else None)
+    if name in FLOORS:
+        command, env = floor_command(FLOORS[name], port, 1, redis_url, entry)
+    else:
+        command, env = service_command(redis_url, port, 1)
     env["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same count, on every run
     output = workdir / f"callgrind.{name}"
     process = subprocess.Popen(
@@ -462,45 +514,62 @@ def versions(client: redis.Redis) -> dict[str, str]:
     }
 
 
-SCENARIOS = ("b", "c", "d", "e", "f", "g")
-PATHS = {"g": "/api/v1/auth/verify"}
+# The floors: servers outside the service (scripts/bench_floors.py), measured in the same run.
+FLOORS = {"F0": "bare", "F1": "lookup"}
+SCENARIOS = ("b", "c", "d", "e", "f", "g", "h")
+PATHS = {"g": "/api/v1/auth/verify", "h": "/api/v1/auth/verify"}
 LABELS = {
-    "a": "a floor (auth bypassed)",
+    "F0": "F0 bare aiohttp, no Redis",
+    "F1": "F1 bare aiohttp + one pipelined HMGET",
     "b": "b X-API-Key, files.read",
     "c": "c Bearer session",
     "d": "d unknown key (401)",
     "e": "e malformed key (401)",
     "f": "f key lacking files.read (403)",
     "g": "g forward-auth verify, X-API-Key (200, no body)",
+    "h": "h forward-auth verify, Bearer (200, no body)",
+}
+EXPECTED = {"F0": 200, "F1": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403}
+EXPECTED |= {"g": 200, "h": 200}
+# The issue's targets (gateway speed): scenario -> (floor, least ratio to it).
+TARGETS = {
+    "g": (("F1", 0.85), ("F0", 0.55)),
+    "h": (("F1", 0.85),),
+    "b": (("F1", 0.70),),
+    "e": (("F0", 0.80),),
 }
 
 
 def scenario_headers(seed: dict[str, str]) -> dict[str, str | None]:
     """Each scenario's request headers, one per line (wrk's ``-H``)."""
     return {
-        "a": None,
+        "F0": None,
+        "F1": None,
         "b": f"X-API-Key: {seed['key']}",
         "c": f"Authorization: Bearer {seed['token']}",
         "d": f"X-API-Key: {seed['unknown_key']}",
         "e": f"X-API-Key: {seed['malformed_key']}",
         "f": f"X-API-Key: {seed['key_without_files_read']}",
         "g": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
+        "h": f"Authorization: Bearer {seed['token']}\nX-Required-Permission: files.read",
     }
 
 
-def median_row(results: list[dict[str, float]], floors: list[dict[str, float]]) -> dict[str, float]:
-    """The medians over rounds; the ratio is each round's ratio to that round's floor."""
-    ratios = [r["rps"] / f["rps"] for r, f in zip(results, floors, strict=True)]
-    return {
+def median_row(results: list[dict[str, float]], *floors: list[dict[str, float]]) -> dict:
+    """The medians over rounds; each ratio is a round's req/s to that round's floor run."""
+    row: dict = {
         "rps": statistics.median(r["rps"] for r in results),
-        "ratio": statistics.median(ratios),
-        "ratio_low": min(ratios),
-        "ratio_high": max(ratios),
         "p50": statistics.median(r["p50"] for r in results),
         "p99": statistics.median(r["p99"] for r in results),
+        "cpu_us": statistics.median(r["cpu_us"] for r in results),
         "errors": sum(r["errors"] for r in results),
         "requests": sum(r["requests"] for r in results),
+        "ratios": [],
     }
+    for floor in floors:
+        ratios = [r["rps"] / f["rps"] for r, f in zip(results, floor, strict=True)]
+        row["ratios"].append((statistics.median(ratios), min(ratios), max(ratios)))
+    return row
 
 
 def main() -> int:
@@ -512,10 +581,13 @@ def main() -> int:
         "--rounds",
         type=int,
         default=5,
-        help="rounds of b-g, each run right after a floor run; the table shows their medians",
+        help="rounds of b-h, each run beside a run of F0 and of F1; the table shows medians",
     )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--only", default="".join(SCENARIOS), help="the scenarios to run, e.g. 'bg' (default all)"
+    )
     parser.add_argument(
         "--large",
         type=int,
@@ -544,22 +616,22 @@ def main() -> int:
         "many requests per scenario (valgrind; about a minute per scenario; not written out)",
     )
     args = parser.parse_args()
+    scenarios = tuple(name for name in SCENARIOS if name in args.only)
     if args.login_storm:
         url, clients, seconds = args.login_storm
         counts = asyncio.run(_login_storm(url, int(clients), float(seconds)))
         print(orjson.dumps(counts).decode())
         return 0
     if args.instructions:
-        return count_instructions(args.instructions)
+        return count_instructions(args.instructions, scenarios)
     if shutil.which("wrk") is None:
         print("wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
 
     started = time.monotonic()
-    labels = LABELS
-    per_round: dict[str, list[dict[str, float]]] = {name: [] for name in labels}
+    per_round: dict[str, list[dict[str, float]]] = {name: [] for name in LABELS}
     commands: dict[str, str] = {}
-    extra_rows: list[tuple[str, dict[str, float], str, float | None]] = []
+    extra_rows: list[tuple[str, dict[str, float], str, str]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
@@ -567,18 +639,30 @@ def main() -> int:
         script.write_text(WRK_SCRIPT)
         with redis_server(workdir) as (redis_url, client):
             seed = seed_account(redis_url)
+            entry = RedisKeys(PREFIX).key_entry(credentials.digest(seed["key"]))
             run_versions = versions(client)
             headers = scenario_headers(seed)
-            expected = {"a": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403, "g": 200}
 
             def measure(
-                label: str, url: str, header: str | None, status: int, path: str = "/api/v1/files"
-            ) -> tuple:
+                label: str, target: tuple[str, int], name: str, header: str | None = None
+            ) -> tuple[dict[str, float], str]:
+                url, pid = target
                 client.config_resetstat()
-                result = wrk(url, header, status, args.seconds, args.connections, script, path)
+                cpu_before = cpu_seconds(pid)
+                result = wrk(
+                    url,
+                    headers.get(name) if header is None else header,
+                    EXPECTED.get(name, 200),
+                    args.seconds,
+                    args.connections,
+                    script,
+                    PATHS.get(name, "/api/v1/files"),
+                )
+                result["cpu_us"] = (cpu_seconds(pid) - cpu_before) / result["requests"] * 1e6
                 print(
-                    f"  {label}: {result['rps']:,.0f} req/s, p50 {result['p50']:.2f} ms, "
-                    f"p99 {result['p99']:.2f} ms, errors {result['errors']:.0f}",
+                    f"  {label}: {result['rps']:,.0f} req/s, {result['cpu_us']:.0f} µs CPU, "
+                    f"p50 {result['p50']:.2f} ms, p99 {result['p99']:.2f} ms, "
+                    f"errors {result['errors']:.0f}",
                     flush=True,
                 )
                 return result, commands_per_request(client, result["requests"])
@@ -588,57 +672,62 @@ def main() -> int:
                 f"{args.seconds}s per run, {args.rounds} rounds, {os.cpu_count()} cores",
                 flush=True,
             )
-            # Both servers stay up; every scenario run follows a floor run at once, and each
-            # ratio is taken within that pair, so the machine's drift (shared, noisy cores)
-            # between runs that far apart cannot pass for a cost of authentication.
-            paired_floors: dict[str, list[dict[str, float]]] = {name: [] for name in SCENARIOS}
+            # All three stay up; every scenario run sits beside a run of each floor, and each
+            # ratio is taken within that triple, so the machine's drift (shared, noisy cores)
+            # between runs further apart cannot pass for a cost of the service.
+            beside: dict[str, dict[str, list[dict[str, float]]]] = {
+                name: {"F0": [], "F1": []} for name in scenarios
+            }
             with (
-                service(redis_url, args.workers, floor_user=seed["user_id"]) as floor_url,
-                service(redis_url, args.workers, log=workdir / "service.log") as url,
+                floor("bare", redis_url, args.workers, entry) as f0,
+                floor("lookup", redis_url, args.workers, entry) as f1,
+                service(redis_url, args.workers, log=workdir / "service.log") as svc,
             ):
-                wrk(floor_url, None, 200, 1, args.connections, script)  # warm-up
-                wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
+                targets = {"F0": f0, "F1": f1}
+                for name, target in (("F0", f0), ("F1", f1), ("b", svc)):  # warm-up
+                    wrk(target[0], headers[name], 200, 1, args.connections, script)
                 for round_number in range(1, args.rounds + 1):
                     print(f"round {round_number}/{args.rounds}", flush=True)
-                    for name in SCENARIOS:
-
-                        def run_floor() -> dict[str, float]:
-                            floor, commands["a"] = measure(labels["a"], floor_url, None, 200)
-                            per_round["a"].append(floor)
-                            return floor
-
-                        def run_scenario(name: str = name) -> dict[str, float]:
-                            result, commands[name] = measure(
-                                labels[name],
-                                url,
-                                headers[name],
-                                expected[name],
-                                PATHS.get(name, "/api/v1/files"),
-                            )
-                            return result
-
-                        # The floor goes first in odd rounds and second in even ones, so the
-                        # order within a pair cannot favour either side.
-                        if round_number % 2:
-                            floor, result = run_floor(), run_scenario()
-                        else:
-                            result = run_scenario()
-                            floor = run_floor()
-                        paired_floors[name].append(floor)
-                        per_round[name].append(result)
-            rows = {"a": median_row(per_round["a"], per_round["a"])}
+                    for name in scenarios:
+                        # Floors first in odd rounds and last in even ones, so the order within
+                        # a triple cannot favour either side.
+                        order = ["F0", "F1", name] if round_number % 2 else [name, "F1", "F0"]
+                        for run in order:
+                            result, commands[run] = measure(LABELS[run], targets.get(run, svc), run)
+                            per_round[run].append(result)
+                            if run in FLOORS:
+                                beside[name][run].append(result)
+            rows = {
+                "F0": median_row(per_round["F0"], per_round["F0"]),
+                "F1": median_row(per_round["F1"], per_round["F0"], per_round["F1"]),
+            }
+            rows["F0"]["ratios"].append(None)
             rows.update(
-                (name, median_row(per_round[name], paired_floors[name])) for name in SCENARIOS
+                (name, median_row(per_round[name], beside[name]["F0"], beside[name]["F1"]))
+                for name in scenarios
             )
-            floor_rps = rows["a"]["rps"]
 
-            with service(redis_url, args.workers, rate_limits=False) as url:
-                wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
-                result, used = measure("b with rate limits off", url, headers["b"], 200)
-                extra_rows.append(("b X-API-Key, rate limits off", result, used, None))
-            with service(redis_url, args.workers, log=workdir / "service.log") as url:
-                wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
-                unloaded, _ = measure("b before the storm", url, headers["b"], 200)
+            with (
+                floor("bare", redis_url, args.workers, entry) as f0,
+                floor("lookup", redis_url, args.workers, entry) as f1,
+                service(redis_url, args.workers, rate_limits=False) as svc,
+            ):
+                wrk(svc[0], headers["b"], 200, 1, args.connections, script)  # warm-up
+                floor0, _ = measure("F0 (beside limits off)", f0, "F0")
+                floor1, _ = measure("F1 (beside limits off)", f1, "F1")
+                result, used = measure("b with rate limits off", svc, "b")
+                extra_rows.append(
+                    (
+                        "b X-API-Key, rate limits off",
+                        result,
+                        used,
+                        f"{result['rps'] / floor0['rps']:.2f} (one run) | "
+                        f"{result['rps'] / floor1['rps']:.2f} (one run)",
+                    )
+                )
+            with service(redis_url, args.workers, log=workdir / "service.log") as svc:
+                wrk(svc[0], headers["b"], 200, 1, args.connections, script)  # warm-up
+                unloaded, _ = measure("b before the storm", svc, "b")
                 # Login storm: every client logs in with the right password, so every attempt
                 # passes throttling and costs a bcrypt check: the worst case for the CPU.
                 storm = subprocess.Popen(
@@ -646,7 +735,7 @@ def main() -> int:
                         sys.executable,
                         __file__,
                         "--_login-storm",
-                        url,
+                        svc[0],
                         str(args.storm_clients),
                         str(args.seconds + 2),
                     ],
@@ -655,11 +744,16 @@ def main() -> int:
                 )
                 time.sleep(1)  # let the storm fill the login queues before measuring
                 stormy, used = measure(
-                    f"b during {args.storm_clients}-client login storm", url, headers["b"], 200
+                    f"b during {args.storm_clients}-client login storm", svc, "b"
                 )
                 storm_out, _ = storm.communicate(timeout=args.seconds + 60)
                 extra_rows.append(
-                    (f"b during a {args.storm_clients}-client login storm", stormy, used, None)
+                    (
+                        f"b during a {args.storm_clients}-client login storm",
+                        stormy,
+                        used,
+                        f"{stormy['rps'] / unloaded['rps']:.2f} of b just before | –",
+                    )
                 )
                 storm_counts = orjson.loads(storm_out)
                 slowest_refusal = storm_counts.pop("slowest_refusal_ms")
@@ -675,19 +769,19 @@ def main() -> int:
                 )
 
             if args.large:
-                # The scale runs are paired with floor runs too: what is compared is each run's
-                # ratio to its floor, before and after loading, not req/s a minute apart.
+                # The scale runs are paired with runs of F0 (which reads nothing from Redis): what
+                # is compared is each run's ratio to F0, before and after loading.
                 with (
-                    service(redis_url, args.workers, floor_user=seed["user_id"]) as floor_url,
-                    service(redis_url, args.workers, log=workdir / "service.log") as url,
+                    floor("bare", redis_url, args.workers, entry) as f0,
+                    service(redis_url, args.workers, log=workdir / "service.log") as svc,
                 ):
-                    wrk(floor_url, None, 200, 1, args.connections, script)  # warm-up
-                    wrk(url, headers["b"], 200, 1, args.connections, script)  # warm-up
+                    wrk(f0[0], None, 200, 1, args.connections, script)  # warm-up
+                    wrk(svc[0], headers["b"], 200, 1, args.connections, script)  # warm-up
 
                     def paired(label: str, name: str) -> tuple[dict[str, float], str, float]:
-                        floor, _ = measure(f"{labels['a']} (for {label})", floor_url, None, 200)
-                        result, used = measure(label, url, headers[name], 200)
-                        return result, used, result["rps"] / floor["rps"]
+                        bare, _ = measure(f"F0 (for {label})", f0, "F0")
+                        result, used = measure(label, svc, name)
+                        return result, used, result["rps"] / bare["rps"]
 
                     _, _, small_key = paired("b before loading", "b")
                     _, _, small_session = paired("c before loading", "c")
@@ -705,45 +799,31 @@ def main() -> int:
                         f"per session {(after_sessions - after_keys) / args.large:.0f} B "
                         f"(entry + account index); dbsize {client.dbsize():,}"
                     )
-                    key_label = f"b X-API-Key, {args.large:,} keys loaded"
-                    large_key, used, large_key_ratio = paired(key_label, "b")
-                    extra_rows.append((key_label, large_key, used, large_key_ratio))
-                    session_label = f"c Bearer, {args.large:,} sessions loaded"
-                    large_session, used, large_session_ratio = paired(session_label, "c")
-                    extra_rows.append((session_label, large_session, used, large_session_ratio))
-                    notes.append(
-                        f"scale: X-API-Key's ratio to its floor with {args.large:,} keys loaded "
-                        f"= {large_key_ratio / small_key:.2f} of its ratio with 10 keys just "
-                        f"before loading; Bearer's with {args.large:,} sessions loaded = "
-                        f"{large_session_ratio / small_session:.2f} of its ratio before (each "
-                        "run paired with a floor run)"
-                    )
+                    for name, what, small in (
+                        ("b", "keys", small_key),
+                        ("c", "sessions", small_session),
+                    ):
+                        label = f"{LABELS[name].split(',')[0]}, {args.large:,} {what} loaded"
+                        large, used, ratio = paired(label, name)
+                        extra_rows.append((label, large, used, f"{ratio:.2f} (one run) | –"))
+                        notes.append(
+                            f"scale: {LABELS[name]}: ratio to F0 with {args.large:,} {what} "
+                            f"loaded = {ratio / small:.2f} of its ratio with the benchmark's own "
+                            "few just before loading (each run paired with an F0 run)"
+                        )
+            log_lines = (workdir / "service.log").read_bytes().count(b"\n")
+            notes.append(
+                f"the service wrote {log_lines:,} log lines in this run, one per request "
+                "answered (access log at INFO, its production default)"
+            )
 
     elapsed = time.monotonic() - started
-    header = (
-        "| scenario | req/s | ratio to floor (min-max) | p50 ms | p99 ms | errors | "
-        "Redis commands per request |\n|---|---:|---:|---:|---:|---:|---|"
-    )
-    lines = [header]
-    for name, label in labels.items():
-        row = rows[name]
-        lines.append(
-            f"| {label} | {row['rps']:,.0f} | {row['ratio']:.2f} ({row['ratio_low']:.2f}-"
-            f"{row['ratio_high']:.2f}) | {row['p50']:.2f} | {row['p99']:.2f} | "
-            f"{row['errors']:.0f} | {commands[name]} |"
-        )
-    for label, result, used, ratio in extra_rows:
-        paired_note = "one run, paired" if ratio is not None else "one run"
-        ratio = ratio if ratio is not None else result["rps"] / floor_rps
-        lines.append(
-            f"| {label} | {result['rps']:,.0f} | {ratio:.2f} ({paired_note}) | "
-            f"{result['p50']:.2f} | {result['p99']:.2f} | {result['errors']:.0f} | {used} |"
-        )
-    table = "\n".join(lines)
+    table = report_table(rows, commands, extra_rows)
+    verdicts = target_verdicts(rows)
     print()
     print(table)
     print()
-    for note in notes:
+    for note in [*verdicts, *notes]:
         print(f"- {note}")
     print(f"- total benchmark time {elapsed:.0f} s")
     if str(args.output) != "-":
@@ -752,48 +832,104 @@ def main() -> int:
         args.output.write_text(
             "# Benchmarks\n\n"
             "Produced by `scripts/bench` (no arguments); rerun it to refresh this file. Every "
-            "scenario but g is `GET /api/v1/files` (g is the forward-auth sub-request "
-            "`GET /api/v1/auth/verify` a gateway sends), driven by wrk (`-t1`, "
+            "scenario but g and h is `GET /api/v1/files` (g and h are the forward-auth "
+            "sub-request `GET /api/v1/auth/verify` a gateway sends), driven by wrk (`-t1`, "
             f"{args.connections} connections, {args.seconds} s) on loopback against "
-            f"{args.workers} worker processes. Scenarios b-g run in {args.rounds} rounds, each "
-            "run right after (or, every other round, right before) a run of the floor (the "
-            "same server with authentication bypassed, still reading the account's files, up "
-            "beside it), and each ratio is taken within "
-            "that pair, so the drift of a shared machine between runs cancels out; the table "
-            "shows medians over the rounds and the range of the per-pair ratios (the floor's "
-            "row: the median of all its runs). The rows below them are single runs, compared "
-            "with the median floor. Rate limits are on (at a rate no run reaches) except where "
-            "a row says off. Compare ratios across machines, not absolute numbers. Errors "
-            "counts responses with an unexpected status plus socket errors.\n\n"
+            f"{args.workers} worker processes of the service at its production defaults (access "
+            "log at INFO, metrics on, rate limits on at a rate no run reaches). The floors are "
+            "servers outside the service (`scripts/bench_floors.py`), with the same workers: "
+            "**F0** a bare aiohttp + uvloop + orjson app answering the same small envelope, no "
+            "middleware, no Redis; **F1** the same plus one `HMGET` of a credential entry per "
+            "request over the service's own auto-pipelined connection. Scenarios b-h run in "
+            f"{args.rounds} rounds, each run beside a run of F0 and one of F1 (floors first in "
+            "odd rounds, last in even ones), and each ratio is taken within that triple, so the "
+            "drift of a shared machine between runs cancels out; the table shows medians over "
+            "the rounds and the range of the per-triple ratios. CPU is the server's user + "
+            "system time per request (every worker), median over the rounds. The rows below "
+            "the line are single runs. Compare ratios across machines, not absolute numbers. "
+            "Errors counts responses with an unexpected status plus socket errors.\n\n"
             f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
             f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n"
             f"- versions: {versions_line}\n\n"
             f"{table}\n\n"
-            + "".join(f"- {note}\n" for note in notes)
+            + "".join(f"- {note}\n" for note in [*verdicts, *notes])
             + f"- total benchmark time {elapsed:.0f} s\n"
         )
         print(f"wrote {args.output}")
     return 0
 
 
-def count_instructions(count: int) -> int:
+def _ratio_cell(ratio: tuple[float, float, float] | None) -> str:
+    if ratio is None:
+        return "–"
+    median, low, high = ratio
+    return f"{median:.2f} ({low:.2f}-{high:.2f})"
+
+
+def report_table(
+    rows: dict[str, dict], commands: dict[str, str], extra: list[tuple[str, dict, str, str]]
+) -> str:
+    lines = [
+        "| scenario | req/s | × F0 (min-max) | × F1 (min-max) | server CPU µs/req | p50 ms | "
+        "p99 ms | errors | Redis commands per request |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, row in rows.items():
+        to_f0, to_f1 = row["ratios"]
+        lines.append(
+            f"| {LABELS[name]} | {row['rps']:,.0f} | {_ratio_cell(to_f0)} | "
+            f"{_ratio_cell(to_f1)} | {row['cpu_us']:.0f} | {row['p50']:.2f} | "
+            f"{row['p99']:.2f} | {row['errors']:.0f} | {commands.get(name, '')} |"
+        )
+    for label, result, used, ratios in extra:
+        lines.append(
+            f"| {label} | {result['rps']:,.0f} | {ratios} | {result['cpu_us']:.0f} | "
+            f"{result['p50']:.2f} | {result['p99']:.2f} | {result['errors']:.0f} | {used} |"
+        )
+    return "\n".join(lines)
+
+
+def target_verdicts(rows: dict[str, dict]) -> list[str]:
+    """One line per target of the gateway-speed issue: met or not, by the median ratio."""
+    verdicts = []
+    for name, targets in TARGETS.items():
+        if name not in rows:
+            continue
+        for floor_name, least in targets:
+            median = rows[name]["ratios"][0 if floor_name == "F0" else 1][0]
+            verdict = "met" if median >= least else "NOT met"
+            verdicts.append(
+                f"target {LABELS[name]} ≥ {least:.2f} × {floor_name}: {median:.2f}, {verdict}"
+            )
+    if "g" in rows:
+        p99 = rows["g"]["p99"]
+        verdicts.append(f"target g p99 ≤ 4 ms: {p99:.2f} ms, {'met' if p99 <= 4 else 'NOT met'}")
+    return verdicts
+
+
+def count_instructions(count: int, scenarios: tuple[str, ...] = SCENARIOS) -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, redis_server(Path(tmp)) as (url, _):
         seed = seed_account(url)
+        entry = RedisKeys(PREFIX).key_entry(credentials.digest(seed["key"]))
         headers = scenario_headers(seed)
         print(
-            "| scenario | server instructions per request | floor's count / this one |\n"
-            "|---|---:|---:|"
+            "| scenario | server instructions per request | F0's count / this one | "
+            "F1's count / this one |\n|---|---:|---:|---:|"
         )
-        floor = None
-        for name in ("a", *SCENARIOS):
-            per_request = instructions_per_request(
-                url, Path(tmp), name, headers[name], seed["user_id"], count
+        counts: dict[str, float] = {}
+        for name in ("F0", "F1", *scenarios):
+            counts[name] = instructions_per_request(
+                url, Path(tmp), name, headers[name], entry, count
             )
-            floor = floor or per_request
-            print(f"| {LABELS[name]} | {per_request / 1000:,.1f}k | {floor / per_request:.2f} |")
+            print(
+                f"| {LABELS[name]} | {counts[name] / 1000:,.1f}k | "
+                f"{counts['F0'] / counts[name]:.2f} | "
+                + (f"{counts['F1'] / counts[name]:.2f} |" if "F1" in counts else "– |"),
+                flush=True,
+            )
     return 0
 
 

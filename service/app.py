@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
@@ -13,16 +14,19 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
 from service.api.forward_auth import add_forward_auth_routes
-from service.api.middleware import error_envelope, response_headers
-from service.api.ops import METRICS, add_ops, observe_refusals, observe_requests
+from service.api.middleware import RATE_FIELDS, request_middleware
+from service.api.ops import add_ops
 from service.api.routes import add_routes
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
+from service.auth.rate_limits import RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
 from service.dashboard import add_dashboard_routes
+from service.logs import LINES
+from service.metrics import Metrics
 from service.store.pipelined import PipelinedRedis
 from service.store.redis_store import RateLimit, RedisStore
 
@@ -67,18 +71,23 @@ def create_app(
     """Build the app. ``redis`` overrides ``settings.redis_url`` (tests); ``clock`` injects time."""
     if redis is None and settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url or a redis client")
+    metrics = Metrics() if settings.metrics_enabled else None
+    rate_limit = (
+        RateLimit(settings.rate_limit_per_second, settings.rate_limit_burst)
+        if settings.rate_limit_per_second > 0
+        else None
+    )
+    rate_fields = RateLimitFields(rate_limit) if rate_limit is not None else None
     app = web.Application(
-        # observe_requests outermost: it sees every final status, error envelopes included.
-        middlewares=[observe_requests, error_envelope, observe_refusals],
+        middlewares=[request_middleware(settings, metrics, rate_fields)],
         client_max_size=settings.max_body_bytes,
     )
-    app.on_response_prepare.append(response_headers)
     app[SETTINGS] = settings
+    app[RATE_FIELDS] = rate_fields
     clock = clock or SystemClock()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         client = redis or connect_redis(settings.redis_url or "", settings.redis_timeout_seconds)
-        metrics = app.get(METRICS)
         hot = (
             PipelinedRedis(
                 settings.redis_url,
@@ -86,11 +95,6 @@ def create_app(
                 metrics.redis_command if metrics is not None else None,
             )
             if redis is None and settings.redis_url
-            else None
-        )
-        rate_limit = (
-            RateLimit(settings.rate_limit_per_second, settings.rate_limit_burst)
-            if settings.rate_limit_per_second > 0
             else None
         )
         store = RedisStore(client, settings.redis_prefix, hot, rate_limit)
@@ -102,7 +106,9 @@ def create_app(
         app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
         app[ACCOUNTS] = Accounts(store, passwords, clock, settings)
         await passwords.warm_up()
+        LINES.start_flushing(asyncio.get_running_loop())
         yield
+        LINES.stop_flushing()
         await background.drain()
         passwords.close()
         if hot is not None:
@@ -111,7 +117,7 @@ def create_app(
             await client.aclose()
 
     app.cleanup_ctx.append(lifecycle)
-    add_ops(app, settings)
+    add_ops(app, metrics)
     add_routes(app)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)

@@ -12,11 +12,22 @@ value is ever logged), the credential check's outcome and the client's address.
 A request's id is the client's ``X-Request-ID`` when that is 1-128 characters of
 ``[A-Za-z0-9._:-]`` (so a gateway's id carries through), else a new uuid4 in hex; it is returned
 in ``X-Request-ID`` on every response the application answers.
+
+Lines are gathered in memory (``LineBuffer``) and written to standard error in one ``write``:
+every ``FLUSH_SECONDS``, whenever ``FLUSH_BYTES`` have gathered, before any other record (so
+lines keep their order), and when the worker stops. The standard ``logging`` machinery (a
+``LogRecord``, a formatter and a stream write per line) cost more than the rest of a gateway
+request; the access line is serialised straight from the request's trace instead. So an access
+line can appear up to ``FLUSH_SECONDS`` after its answer was sent, and none is lost on SIGTERM
+or SIGINT; a worker killed with SIGKILL loses at most that last fraction of a second.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
+import os
 import random
 import re
 import sys
@@ -27,9 +38,7 @@ from time import perf_counter
 import orjson
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-
-from service.api.client_address import client_address
-from service.api.context import SETTINGS
+from multidict import CIMultiDictProxy
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -73,10 +82,18 @@ def new_request_id() -> str:
     return f"{random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET:032x}"
 
 
-def request_id_from(values: list[str]) -> str:
-    """The client's request id when it sent exactly one sane one, else a fresh one."""
-    if len(values) == 1 and _SANE_REQUEST_ID.fullmatch(values[0]):
-        return values[0]
+def request_id_from(headers: CIMultiDictProxy[str]) -> str:
+    """The client's request id when it sent exactly one sane one that does not look like a
+    credential (it is logged and echoed), else a fresh one."""
+    value = headers.get(REQUEST_ID_HEADER)
+    if value is None:
+        return new_request_id()
+    if (
+        _SANE_REQUEST_ID.fullmatch(value)
+        and not _CREDENTIAL_SHAPED.search(value)
+        and len(headers.getall(REQUEST_ID_HEADER)) == 1
+    ):
+        return value
     return new_request_id()
 
 
@@ -85,6 +102,8 @@ class RequestTrace:
 
     ``credential`` is set when a credential check ran: ``api_key``, ``session``, ``both`` or
     ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code.
+    ``rate`` is the accepted credential's take from its rate bucket (for the ``RateLimit``
+    fields), ``remote`` the client's address as login throttling sees it.
     """
 
     __slots__ = (
@@ -92,18 +111,22 @@ class RequestTrace:
         "credential",
         "key_id",
         "outcome",
+        "rate",
+        "remote",
         "request_id",
         "route",
         "started",
     )
 
-    def __init__(self, request_id: str, route: str) -> None:
+    def __init__(self, request_id: str, route: str, remote: str | None = None) -> None:
         self.request_id = request_id
         self.route = route
+        self.remote = remote
         self.started = perf_counter()
         self.credential: str | None = None
         self.outcome: str | None = None
         self.key_id: str | None = None
+        self.rate: object | None = None
         self.auth_seconds = 0.0
 
 
@@ -116,6 +139,64 @@ def _timestamp(created: float) -> str:
     seconds = int(created)
     millis = int((created - seconds) * 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+# How late a buffered line may be written, and how much may gather before it is written at once.
+FLUSH_SECONDS = 0.1
+FLUSH_BYTES = 64 * 1024
+
+
+class LineBuffer:
+    """Log lines on their way to a file descriptor, written together (see the module's
+    docstring). Lines may be added from any thread (bcrypt's threads log too): a flush swaps the
+    list before joining it, so a line added meanwhile waits for the next flush."""
+
+    __slots__ = ("_fd", "_lines", "_size", "_timer")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lines: list[bytes] = []
+        self._size = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, line: bytes) -> None:
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        lines, self._lines = self._lines, []
+        self._size = 0
+        if not lines:
+            return
+        data = memoryview(b"".join(lines))
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except OSError:  # standard error closed or full: nothing better to do with a log line
+            pass
+
+    def start_flushing(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Flush every ``FLUSH_SECONDS`` on ``loop`` until ``stop_flushing``."""
+
+        def tick() -> None:
+            self.flush()
+            self._timer = loop.call_later(FLUSH_SECONDS, tick)
+
+        self.stop_flushing()
+        self._timer = loop.call_later(FLUSH_SECONDS, tick)
+
+    def stop_flushing(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.flush()
+
+
+# Every line this process logs, once ``configure_logging`` ran. Written out at exit too.
+LINES = LineBuffer(2)
+atexit.register(LINES.flush)
 
 
 class JsonFormatter(logging.Formatter):
@@ -141,57 +222,99 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+class JsonLinesHandler(logging.Handler):
+    """A record as one JSON line into ``LINES``, written out at once with what gathered before
+    it: records other than access lines are rare and may matter now (errors, start-up)."""
+
+    def __init__(self, lines: LineBuffer) -> None:
+        super().__init__()
+        self.lines = lines
+        self.setFormatter(JsonFormatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record).encode() + b"\n"
+        except Exception:
+            self.handleError(record)
+            return
+        self.lines.add(line)
+        self.lines.flush()
+
+
 def configure_logging(level: str) -> None:
     """JSON lines on standard error for every logger, at ``level``."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    global _pid
+    _pid = os.getpid()
+    LINES.flush()
+    LINES._fd = sys.stderr.fileno()
+    logging.basicConfig(level=level, handlers=[JsonLinesHandler(LINES)], force=True)
+
+
+_pid = os.getpid()
+ACCESS_LOGGER_NAME = "aiohttp.access"
+# The access line's timestamp down to the second, made once a second rather than per line.
+_second = -1
+_second_text = ""
+
+
+def _access_timestamp(now: float) -> str:
+    global _second, _second_text
+    seconds = int(now)
+    if seconds != _second:
+        _second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second = seconds
+    return f"{_second_text}.{int((now - seconds) * 1000):03d}Z"
 
 
 class AccessLogger(AbstractAccessLogger):
-    """One JSON line per request (see the module's docstring); nothing at WARNING and above."""
+    """One JSON line per request into ``LINES`` (see the module's docstring); nothing at WARNING
+    and above. aiohttp makes one per connection."""
 
-    @property
-    def enabled(self) -> bool:
-        return self.logger.isEnabledFor(logging.INFO)
+    enabled = False  # a plain attribute, not AbstractAccessLogger's property: read per request
+
+    def __init__(self, logger: logging.Logger, log_format: str) -> None:
+        super().__init__(logger, log_format)
+        self.enabled = logger.isEnabledFor(logging.INFO)
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         try:
-            fields = _access_fields(request, response, time)
+            LINES.add(_access_line(request, response, time))
         except Exception as error:  # never let the log line break the answer's connection
             _log.error("could not describe a request for the access log: %s", type(error).__name__)
-            return
-        self.logger.info("request", extra={"fields": fields})
 
 
-def _access_fields(
-    request: web.BaseRequest, response: web.StreamResponse, time: float
-) -> dict[str, object]:
-    trace = request.get(TRACE)
+def _access_line(request: web.BaseRequest, response: web.StreamResponse, took: float) -> bytes:
+    trace: RequestTrace | None = request.get(TRACE)
     if trace is None:  # refused before the application ran (aiohttp's HTTP parser)
-        return {
-            "request_id": None,
+        request_id, route, path, duration_ms = None, UNMATCHED_ROUTE, request.path, took * 1000
+        credential = key_id = outcome = None
+        remote = request.remote
+    else:
+        request_id, route, path = trace.request_id, trace.route, request.path
+        # Timed from the middleware: aiohttp's ``took`` uses the loop's clock, whole ms on uvloop.
+        duration_ms = (perf_counter() - trace.started) * 1000
+        credential, key_id, outcome = trace.credential, trace.key_id, trace.outcome
+        remote = trace.remote
+    # A matched route without parameters matched its template exactly: nothing to mask there.
+    if path != route:
+        path = loggable_path(path)
+    return orjson.dumps(
+        {
+            "ts": _access_timestamp(time.time()),
+            "level": "INFO",
+            "pid": _pid,
+            "logger": ACCESS_LOGGER_NAME,
+            "msg": "request",
+            "request_id": request_id,
             "method": request.method,
-            "route": UNMATCHED_ROUTE,
-            "path": loggable_path(request.path),
+            "route": route,
+            "path": path,
             "status": response.status,
-            "duration_ms": round(time * 1000, 3),
-            "credential": None,
-            "key_id": None,
-            "auth": None,
-            "remote": request.remote,
-        }
-    return {
-        "request_id": trace.request_id,
-        "method": request.method,
-        "route": trace.route,
-        "path": loggable_path(request.path),
-        "status": response.status,
-        # Timed from the middleware: aiohttp's ``time`` uses the loop's clock, whole ms on uvloop.
-        "duration_ms": round((perf_counter() - trace.started) * 1000, 3),
-        "credential": trace.credential,
-        "key_id": trace.key_id,
-        "auth": trace.outcome,
-        # The middleware ran, so the request knows its application and its settings.
-        "remote": client_address(request, request.app[SETTINGS].trusted_proxies),  # type: ignore[attr-defined]
-    }
+            "duration_ms": round(duration_ms, 3),
+            "credential": credential,
+            "key_id": key_id,
+            "auth": outcome,
+            "remote": remote,
+        },
+        option=orjson.OPT_APPEND_NEWLINE,
+    )

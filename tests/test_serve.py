@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 import pytest
 
+from service.logs import FLUSH_SECONDS
 from service.store.embedded import socket_responds
 from tests.conftest import free_port
 
@@ -112,7 +113,10 @@ class Server:
         return self.stderr_path.read_text(errors="replace")
 
     def access_lines(self) -> list[tuple[int, str, str, int]]:
-        """(pid, method, path, status) of every access-log line so far."""
+        """(pid, method, path, status) of every access-log line so far. A worker writes its
+        lines up to ``FLUSH_SECONDS`` late, so while serve runs this waits that long first."""
+        if self.process.poll() is None:
+            time.sleep(2 * FLUSH_SECONDS)
         lines = []
         for line in self.stderr().splitlines():
             try:

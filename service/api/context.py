@@ -7,7 +7,6 @@ from aiohttp import web
 
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
-from service.auth.principal import Principal
 from service.config import Settings
 from service.store.redis_store import RedisStore
 
@@ -15,6 +14,3 @@ SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", RedisStore)
 ACCOUNTS = web.AppKey("accounts", Accounts)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
-
-# Set once the request's credential is accepted (absent on refused or anonymous requests).
-PRINCIPAL = web.RequestKey("principal", Principal)

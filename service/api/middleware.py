@@ -1,4 +1,5 @@
-"""The one place where errors become the JSON error envelope, and the headers every response gets.
+"""The one place where errors become the JSON error envelope, and the headers every response gets:
+the application's one middleware (``request_middleware``).
 
 ``{"success": false, "error": {"code", "message", "details"?}}`` for every refusal: our own
 ``ApiError``s, aiohttp's routing errors (404, 405, 413), Redis failures (503, fail closed) and
@@ -9,12 +10,16 @@ and request headers and bodies never do).
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 import orjson
 from aiohttp import hdrs, web
+from aiohttp.typedefs import Handler, Middleware
 from redis.exceptions import RedisError
 
-from service.api.context import AUTHENTICATOR, PRINCIPAL
+from service.api.client_address import ClientAddresses
+from service.auth.rate_limits import RateLimitFields
+from service.config import Settings
 from service.errors import (
     ApiError,
     MethodNotAllowed,
@@ -22,23 +27,49 @@ from service.errors import (
     PayloadTooLarge,
     StoreUnavailable,
 )
-from service.logs import REQUEST_ID_HEADER, TRACE
+from service.logs import (
+    REQUEST_ID_HEADER,
+    TRACE,
+    UNMATCHED_ROUTE,
+    RequestTrace,
+    current_trace,
+    loggable_path,
+    request_id_from,
+)
+from service.metrics import Metrics
 
 log = logging.getLogger("service.api")
 
 _JSON = "application/json"
+LOGIN_ROUTE = "/api/v1/auth/login"
+
+
+# The bodies of refusals without details, by code and message: the common ones (an unknown or
+# malformed credential) come again and again. Messages never hold anything secret.
+_REFUSAL_BODIES: dict[tuple[str, str], bytes] = {}
+_REFUSAL_BODIES_KEPT = 1024
 
 
 def error_response(error: ApiError) -> web.Response:
-    body: dict = {"code": error.code, "message": error.message}
-    if error.details is not None:
-        body["details"] = error.details
-    response = web.Response(
-        body=orjson.dumps({"success": False, "error": body}),
-        status=error.status,
-        content_type=_JSON,
-    )
-    response.headers.update(error.headers)
+    if error.details is None:
+        key = (error.code, error.message)
+        body = _REFUSAL_BODIES.get(key)
+        if body is None:
+            body = orjson.dumps(
+                {"success": False, "error": {"code": error.code, "message": error.message}}
+            )
+            if len(_REFUSAL_BODIES) < _REFUSAL_BODIES_KEPT:
+                _REFUSAL_BODIES[key] = body
+    else:
+        body = orjson.dumps(
+            {
+                "success": False,
+                "error": {"code": error.code, "message": error.message, "details": error.details},
+            }
+        )
+    response = web.Response(body=body, status=error.status, content_type=_JSON)
+    if error.headers:
+        response.headers.update(error.headers)
     return response
 
 
@@ -68,28 +99,6 @@ def as_api_error(exc: Exception) -> ApiError:
     return ApiError()
 
 
-@web.middleware
-async def error_envelope(request: web.Request, handler):  # type: ignore[no-untyped-def]
-    try:
-        return await handler(request)
-    except ApiError as error:
-        if error.status >= 500:
-            log.warning("refused %s %s: %s", request.method, request.path, error.code)
-        return error_response(error)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return error_response(as_api_error(exc))
-    except RedisError as exc:
-        log.error(
-            "credential store error on %s %s: %s", request.method, request.path, type(exc).__name__
-        )
-        return error_response(as_api_error(exc))
-    except Exception as exc:
-        log.exception("unexpected error on %s %s", request.method, request.path)
-        return error_response(as_api_error(exc))
-
-
 # The dashboard's pages load only their own script, stylesheet and icon and talk only to their
 # own origin: no inline script, style or event handler, no eval, no plugins, no <base>, no native
 # form submission (the forms are sent by the script), never framed, and DOM sinks that take HTML
@@ -115,21 +124,113 @@ _RESOURCE_HEADERS = tuple({**_SECURITY_HEADERS, "Content-Security-Policy": RESOU
 _PAGE_HEADERS = tuple({**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items())
 
 
-async def response_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """The headers every answer of the application gets, in one ``on_response_prepare`` hook
-    (each hook costs a coroutine per response): the security headers, ``X-Request-ID``, and an
-    accepted credential's remaining request budget (``RateLimit-Policy``, ``RateLimit``)."""
+def request_middleware(
+    settings: Settings, metrics: Metrics | None, rate_fields: RateLimitFields | None
+) -> Middleware:
+    """The one middleware every request of the application passes through.
+
+    In: the request's trace (id, route template, client address) for the access log, the
+    metrics and the log records made while it is handled. Out: every refusal as the error
+    envelope (``ApiError``, aiohttp's routing errors, Redis failures as 503, anything else as a
+    500 whose traceback goes to the log only), the headers every answer gets (the security
+    headers, ``X-Request-ID``, and an accepted credential's ``RateLimit-Policy`` and
+    ``RateLimit``), and the request's metrics. One middleware, not three and a response hook:
+    each layer costs a coroutine per request on the gateway's path. A handler that streams its
+    answer prepares it with ``prepare_streamed``, which adds them first.
+    """
+    addresses = ClientAddresses(settings.trusted_proxies)
+    logins = metrics.login_in_flight if metrics is not None else None
+
+    @web.middleware
+    async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        trace = RequestTrace(
+            request_id_from(request.headers),
+            resource.canonical if resource is not None else UNMATCHED_ROUTE,
+            addresses.of(request),
+        )
+        request[TRACE] = trace
+        login = logins is not None and trace.route == LOGIN_ROUTE and request.method == "POST"
+        if login:
+            logins.inc()  # type: ignore[union-attr]
+        token = current_trace.set(trace)
+        try:
+            response = await handler(request)
+        except ApiError as error:
+            if error.status == 403 and trace.outcome == "ok":  # ``require`` after the check
+                trace.outcome = error.code
+            if error.status >= 500:
+                log.warning("refused %s %s: %s", request.method, _path(request), error.code)
+            response = error_response(error)
+        except web.HTTPException as exc:
+            if exc.status < 400:  # a redirect or the like: aiohttp answers it as it is
+                standard_headers(exc, trace, rate_fields)
+                _account(metrics, request.method, exc.status, trace)
+                raise
+            response = error_response(as_api_error(exc))
+        except RedisError as exc:
+            log.error(
+                "credential store error on %s %s: %s",
+                request.method,
+                _path(request),
+                type(exc).__name__,
+            )
+            response = error_response(as_api_error(exc))
+        except Exception as exc:
+            log.exception("unexpected error on %s %s", request.method, _path(request))
+            response = error_response(as_api_error(exc))
+        finally:
+            current_trace.reset(token)
+            if login:
+                logins.dec()  # type: ignore[union-attr]
+        if not response.prepared:
+            standard_headers(response, trace, rate_fields)
+        elif REQUEST_ID_HEADER not in response.headers:
+            log.error("%s answered without the standard headers: use prepare_streamed", trace.route)
+        _account(metrics, request.method, response.status, trace)
+        return response
+
+    return handle
+
+
+RATE_FIELDS = web.AppKey("rate_fields", RateLimitFields | None)  # type: ignore[arg-type]
+
+
+async def prepare_streamed(request: web.Request, response: web.StreamResponse) -> None:
+    """Send a streamed answer's status and headers, the standard ones included: a response
+    the handler prepares itself has sent its headers before the middleware sees it."""
+    standard_headers(response, request[TRACE], request.app[RATE_FIELDS])
+    await response.prepare(request)
+
+
+def _path(request: web.Request) -> str:
+    """The request's path as a log line may show it: anything credential-shaped masked."""
+    return loggable_path(request.path)
+
+
+def standard_headers(
+    response: web.StreamResponse | web.HTTPException,
+    trace: RequestTrace,
+    rate_fields: RateLimitFields | None,
+) -> None:
+    """Add the headers every answer of the application gets (see ``request_middleware``)."""
     headers = response.headers
     html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
     # No handler sets any of these, so they are added without looking for earlier values.
     headers.extend(_PAGE_HEADERS if html else _RESOURCE_HEADERS)
-    trace = request.get(TRACE)
-    if trace is not None:
-        headers[REQUEST_ID_HEADER] = trace.request_id
-    principal = request.get(PRINCIPAL)
-    if principal is None or principal.rate is None:
+    headers[REQUEST_ID_HEADER] = trace.request_id
+    rate = trace.rate
+    if rate is not None and rate_fields is not None:
+        headers["RateLimit-Policy"] = rate_fields.policy
+        headers["RateLimit"] = rate_fields.current(rate)  # type: ignore[arg-type]
+
+
+def _account(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:
+    if metrics is None:
         return
-    fields = request.app[AUTHENTICATOR].rate_fields
-    if fields is not None:
-        headers["RateLimit-Policy"] = fields.policy
-        headers["RateLimit"] = fields.current(principal.rate)
+    try:
+        metrics.request(trace.route, method, status, perf_counter() - trace.started)
+        if trace.outcome is not None:
+            metrics.auth(trace.credential or "none", trace.outcome, trace.auth_seconds)
+    except Exception:  # bookkeeping never turns an answer into an error
+        log.exception("could not record the request's metrics")

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from service.api.client_address import client_address
-from service.api.context import ACCOUNTS, AUTHENTICATOR, PRINCIPAL, SETTINGS, STORE
+from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
 from service.api.middleware import as_api_error
 from service.api.validation import parse_create_key, parse_login, read_json_object
 from service.auth.authenticator import require
@@ -47,9 +47,9 @@ def _single_header(request: web.Request, name: str) -> str | None:
 async def authenticate(request: web.Request, *, session_only: bool = False) -> Principal:
     """The request's principal, the one credential check every handler goes through.
 
-    The principal is kept on the request for the response's RateLimit fields; the check's
-    credential type, outcome, duration and key id go to the request's trace, which feeds the
-    access log and the metrics (``service.api.ops``)."""
+    The check's credential type, outcome, duration, key id and rate verdict go to the
+    request's trace, which feeds the access log, the metrics and the response's RateLimit
+    fields (``service.api.middleware``)."""
     api_key = _single_header(request, "X-API-Key")
     authorization = _single_header(request, "Authorization")
     trace = request[TRACE]
@@ -69,7 +69,7 @@ async def authenticate(request: web.Request, *, session_only: bool = False) -> P
         trace.auth_seconds = perf_counter() - started
     trace.outcome = "ok"
     trace.key_id = principal.key_id
-    request[PRINCIPAL] = principal
+    trace.rate = principal.rate
     return principal
 
 

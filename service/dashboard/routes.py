@@ -4,7 +4,7 @@ The files are read from the package once, when the routes are added, and served 
 with exact content types. Only the files named here are reachable: no directory is mapped to a
 URL, so every other path keeps the API's 404 envelope. The headers every response gets (a strict
 Content-Security-Policy, ``frame-ancestors 'none'``, ``no-store``, ``nosniff``) come from
-``service.api.middleware.response_headers``.
+``service.api.middleware.standard_headers``.
 """
 
 from __future__ import annotations

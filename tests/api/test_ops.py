@@ -16,9 +16,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
+from service.api.middleware import prepare_streamed
 from service.api.ops import METRICS
 from service.app import create_app
-from service.auth.credentials import generate_api_key
+from service.auth.credentials import generate_api_key, generate_session_token
 from service.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
 from tests.conftest import Api, RedisServer, assert_error, bearer
 
@@ -245,7 +246,7 @@ async def test_metrics_can_be_switched_off(make_api: Any) -> None:
 
 @pytest.mark.parametrize(
     "request_id",
-    ["abc", "gw-7f3a9c.2026-11-23T10:40:00Z", "a" * 128, "0", "A.b_c:d-e"],
+    ["abc", "gw-7f3a9c.2026-11-23T10:40:00Z", "a1-" * 42 + "xy", "0", "A.b_c:d-e"],
 )
 async def test_a_sane_request_id_is_echoed(api: Api, request_id: str) -> None:
     for response in (
@@ -271,6 +272,27 @@ async def test_an_insane_request_id_is_replaced(api: Api, request_id: str) -> No
     assert HEX32.fullmatch(response.headers["X-Request-ID"])
 
 
+@pytest.mark.parametrize(
+    "request_id",
+    [
+        generate_api_key(),
+        generate_session_token(),
+        "gw-" + generate_api_key()[4:],  # a secret without its prefix
+        "fhk_short",
+        "x" * 40,  # a run as long as a secret's or a digest's
+    ],
+    ids=["api-key", "session-token", "unprefixed-secret", "key-prefix", "long-run"],
+)
+async def test_a_credential_shaped_request_id_is_replaced_not_echoed(
+    api: Api, request_id: str
+) -> None:
+    """The id is logged and echoed: a client pasting a secret there must not see it in either."""
+    response = await api.client.get("/healthz", headers={"X-Request-ID": request_id})
+
+    assert response.status == 200
+    assert HEX32.fullmatch(response.headers["X-Request-ID"])
+
+
 async def test_request_ids_are_generated_fresh_and_a_repeated_header_is_not_trusted(
     api: Api,
 ) -> None:
@@ -289,7 +311,7 @@ async def test_a_streamed_answer_carries_the_request_id_too(
 ) -> None:
     async def stream(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()
-        await response.prepare(request)  # headers go out here, before the middleware returns
+        await prepare_streamed(request, response)  # headers go out here, before the middleware
         await response.write(b"chunk")
         return response
 
@@ -301,3 +323,24 @@ async def test_a_streamed_answer_carries_the_request_id_too(
 
     assert await response.read() == b"chunk"
     assert response.headers["X-Request-ID"] == "stream-1"
+    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+async def test_a_handler_that_streams_without_the_standard_headers_is_logged_as_a_bug(
+    aiohttp_client: Any, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)  # not prepare_streamed: the headers are gone already
+        await response.write(b"chunk")
+        return response
+
+    app = create_app(settings)
+    app.router.add_get("/test-stream", stream)
+    client = await aiohttp_client(app)
+
+    response = await client.get("/test-stream")
+
+    assert await response.read() == b"chunk"
+    assert "/test-stream answered without the standard headers" in caplog.text
