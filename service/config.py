@@ -40,6 +40,9 @@ class Settings:
     session_max_seconds: int = 7 * 24 * 3600
     max_body_bytes: int = 64 * 1024
     max_keys_per_account: int = 100
+    # The files resource: the largest file one upload may hold, and how many files an account may.
+    max_upload_bytes: int = 100 * 1024 * 1024
+    max_files_per_account: int = 10_000
     login_concurrency: int = 2
     # bcrypt at cost 12 takes about 0.22 s, so 16 waiting behind 2 threads is about 2 s of queue.
     login_queue_max: int = 16
@@ -57,6 +60,10 @@ class Settings:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     # GET /metrics (Prometheus); off removes the route and the per-request counting.
     metrics_enabled: bool = True
+    # A request's headers must all arrive within this long of its first byte (or of the
+    # connection's opening), its body within this long of its headers: else 408, connection closed.
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
 
     @property
     def session_renew_seconds(self) -> int:
@@ -179,6 +186,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         session_idle_seconds=idle,
         session_max_seconds=maximum,
         max_body_bytes=_int(env, "FILEHOST_MAX_BODY_BYTES", 64 * 1024, 1024, 16 * 1024 * 1024),
+        max_upload_bytes=_int(env, "FILEHOST_MAX_UPLOAD_BYTES", 100 * 1024 * 1024, 1, 1 << 40),
+        max_files_per_account=_int(env, "FILEHOST_MAX_FILES_PER_ACCOUNT", 10_000, 1, 10_000_000),
         max_keys_per_account=_int(env, "FILEHOST_MAX_KEYS_PER_ACCOUNT", 100, 1, 10_000),
         login_concurrency=_int(env, "FILEHOST_LOGIN_CONCURRENCY", 2, 1, 64),
         login_queue_max=_int(env, "FILEHOST_LOGIN_QUEUE_MAX", 16, 0, 10_000),
@@ -195,4 +204,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         trusted_proxies=_networks(env, "FILEHOST_TRUSTED_PROXIES"),
         metrics_enabled=_switch(env, "FILEHOST_METRICS", True),
+        header_timeout_seconds=_float(env, "FILEHOST_HEADER_TIMEOUT_SECONDS", 10.0, 0.1, 3600.0),
+        body_timeout_seconds=_float(env, "FILEHOST_BODY_TIMEOUT_SECONDS", 30.0, 0.1, 3600.0),
     )

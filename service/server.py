@@ -88,6 +88,8 @@ def run_worker(settings: Settings) -> None:
         print=None,
         handle_signals=True,
         shutdown_timeout=settings.shutdown_grace_seconds,
+        header_timeout=settings.header_timeout_seconds,
+        body_timeout=settings.body_timeout_seconds,
     )
     for signum in STOP_SIGNALS:  # stopped: a late signal must not interrupt the exit
         signal.signal(signum, signal.SIG_IGN)

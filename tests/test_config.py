@@ -33,6 +33,8 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.login_concurrency == 2
     assert settings.login_queue_max == 16
     assert settings.shutdown_grace_seconds == 10.0
+    assert settings.header_timeout_seconds == 10.0
+    assert settings.body_timeout_seconds == 30.0
 
 
 def test_defaults_match_the_settings_dataclass() -> None:
@@ -82,6 +84,8 @@ def test_blank_values_fall_back_to_defaults() -> None:
         ("FILEHOST_LOGIN_FAILURES_PER_EMAIL", "5", "login_failures_per_email", 5),
         ("FILEHOST_LOGIN_FAILURES_PER_ADDRESS", "0", "login_failures_per_address", 0),
         ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "60", "login_failure_window_seconds", 60),
+        ("FILEHOST_HEADER_TIMEOUT_SECONDS", "2.5", "header_timeout_seconds", 2.5),
+        ("FILEHOST_BODY_TIMEOUT_SECONDS", "5", "body_timeout_seconds", 5.0),
         (
             "FILEHOST_TRUSTED_PROXIES",
             "10.0.0.0/8, 192.0.2.7 ::1",
@@ -148,6 +152,10 @@ def test_numbers_are_trimmed() -> None:
         ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "0"),
         ("FILEHOST_TRUSTED_PROXIES", "10.0.0.0/8, nginx"),
         ("FILEHOST_TRUSTED_PROXIES", "10.0.0.0/33"),
+        ("FILEHOST_HEADER_TIMEOUT_SECONDS", "0"),
+        ("FILEHOST_HEADER_TIMEOUT_SECONDS", "soon"),
+        ("FILEHOST_BODY_TIMEOUT_SECONDS", "0.01"),
+        ("FILEHOST_BODY_TIMEOUT_SECONDS", "3601"),
     ],
 )
 def test_bad_numbers_are_refused_naming_the_variable(variable: str, raw: str) -> None:

@@ -14,6 +14,17 @@ aiohttp has no documented hook for either, so this module subclasses the pieces 
   "bad_request", "message": "Malformed HTTP request."}}`` with aiohttp's status (400), or
   ``internal_error`` for a 5xx; nothing of the request in the body, only the error's type in the
   log; the connection is closed, as aiohttp does.
+- ``EnvelopeRequestHandler``'s read timeouts, which aiohttp lacks (it waits for a request's
+  headers up to its keep-alive timeout, and for a body as long as bytes trickle in): a request's
+  headers must all arrive within ``header_timeout`` of its first byte (of the connection's
+  opening, for its first request), and its body within ``body_timeout`` of its headers. Late
+  headers are answered 408 ``request_timeout`` and the connection closed; a connection that sent
+  nothing is closed. A late body makes the handler's read of it fail with 408, and the connection
+  is closed after that answer (or at once, when the answer was already sent). Both are deadlines,
+  not idle timers, so a byte now and then does not hold a connection. On the hot path this costs
+  a few attribute reads per packet and no timer: a request whose headers and body come in one
+  packet arms nothing, and the one timer a connection has (armed when it opens) is only moved
+  when a request comes in pieces.
 - ``EnvelopeServer``: makes those handlers, and turns an ``HTTPException`` that escapes the
   application (the 417) into the envelope.
 - ``EnvelopeAppRunner``: an ``AppRunner`` serving through an ``EnvelopeServer``; what tests use
@@ -31,8 +42,9 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.typedefs import Handler
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_protocol import RequestHandler, _ErrInfo
 
 from service.api.middleware import _from_http_exception, error_response
 from service.errors import ApiError, BadRequest
@@ -52,13 +64,124 @@ def _with_security_headers(response: web.Response) -> web.Response:
 
 def low_level_error(status: int) -> ApiError:
     """The envelope's error for a request aiohttp refused itself with ``status``."""
+    if status == 408:  # its headers did not arrive in time: as the middleware answers a late body
+        return _from_http_exception(web.HTTPRequestTimeout())
     error = ApiError() if status >= 500 else BadRequest(MALFORMED_MESSAGE, code="bad_request")
     error.status = status
     return error
 
 
+class HeadersTimedOut(Exception):
+    """A request's headers did not all arrive within the header timeout."""
+
+
+# What a connection is waiting for from its client, as far as the read timeouts are concerned.
+_IDLE = 0  # nothing: between requests (aiohttp's keep-alive timeout applies), or handling one
+_OPENED = 1  # the first request's headers, and no byte has come yet
+_HEADERS = 2  # the rest of a request's headers
+_BODY = 3  # the rest of a request's body
+
+
 class EnvelopeRequestHandler(RequestHandler):
-    """aiohttp's protocol handler, with its error responses in the JSON error envelope."""
+    """aiohttp's protocol handler, with its error responses in the JSON error envelope and
+    deadlines for a request's headers and body."""
+
+    __slots__ = ("_body", "_body_timeout", "_header_timeout", "_phase", "_read_by", "_read_timer")
+
+    def __init__(
+        self,
+        manager: web.Server,
+        *,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_timeout = header_timeout
+        self._body_timeout = body_timeout
+        self._phase = _IDLE
+        self._read_by = 0.0
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._body: StreamReader | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._expect(_OPENED, self._header_timeout)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        self._phase = _IDLE
+        self._body = None
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+
+    def data_received(self, data: bytes) -> None:
+        count = self._request_count
+        super().data_received(data)
+        if self._request_count != count:  # a request's headers are in: usually all of it is
+            body = self._messages[-1][1]
+            if body.is_eof():
+                self._phase = _IDLE
+            else:
+                self._body = body
+                self._expect(_BODY, self._body_timeout)
+        elif self._phase == _BODY:
+            if self._body is None or self._body.is_eof():
+                self._phase = _IDLE
+                self._body = None
+        elif data and not self._upgraded:  # part of a request's headers
+            if self._phase == _IDLE:
+                self._expect(_HEADERS, self._header_timeout)
+            else:
+                self._phase = _HEADERS
+
+    def _expect(self, phase: int, seconds: float) -> None:
+        """Wait for ``phase`` for at most ``seconds`` from now; the timer fires no later."""
+        loop = self._loop
+        self._phase = phase
+        self._read_by = by = loop.time() + seconds
+        timer = self._read_timer
+        if timer is not None:
+            if timer.when() <= by:
+                return  # it fires first, and then waits on for the rest
+            timer.cancel()
+        self._read_timer = loop.call_at(by, self._read_timed_out)
+
+    def _read_timed_out(self) -> None:
+        self._read_timer = None
+        phase = self._phase
+        if phase == _IDLE or self.transport is None or self._force_close:
+            return
+        loop = self._loop
+        if loop.time() < self._read_by:
+            self._read_timer = loop.call_at(self._read_by, self._read_timed_out)
+            return
+        self._phase = _IDLE
+        if phase == _BODY:
+            body, self._body = self._body, None
+            if body is None or body.is_eof():
+                return
+            log.info("a request body did not arrive within %gs", self._body_timeout)
+            if not self._request_in_progress:  # already answered: nothing more to read it for
+                self.force_close()
+                return
+            # The handler's read of the body fails with 408 (its answer goes out through the
+            # error envelope) and the connection is closed after that answer, without first
+            # reading on what is left of the body.
+            self._lingering_time = 0.0
+            body.set_exception(web.HTTPRequestTimeout())
+        elif phase == _OPENED:
+            self.force_close()  # nothing was sent: closed as an idle keep-alive connection is
+        else:
+            # Answered 408 in turn after any request before it, through handle_error; nothing
+            # more is read from this connection.
+            error = _ErrInfo(status=408, exc=HeadersTimedOut(), message="")
+            self._messages.append((error, EMPTY_PAYLOAD))
+            self._close = True
+            waiter = self._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     def handle_error(
         self,
@@ -71,6 +194,8 @@ class EnvelopeRequestHandler(RequestHandler):
         kind = type(exc).__name__ if exc is not None else "no exception"
         if status >= 500:
             log.error("low-level %d answering a request: %s", status, kind, exc_info=exc)
+        elif status == 408:
+            log.info("a request's headers did not arrive within %gs", self._header_timeout)
         else:
             log.info("refused a malformed HTTP request (%d): %s", status, kind)
         if request.writer.output_size > 0:  # as aiohttp: a response has begun, nothing to fix
@@ -98,15 +223,35 @@ def _outer_envelope(handler: Handler) -> Handler:
 class EnvelopeServer(web.Server):
     """A low-level server whose connections are ``EnvelopeRequestHandler``s."""
 
-    def __init__(self, handler: Handler, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(_outer_envelope(handler), **kwargs)
+        self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
 
     def __call__(self) -> RequestHandler:
-        return EnvelopeRequestHandler(self, loop=self._loop, **self._kwargs)
+        return EnvelopeRequestHandler(self, loop=self._loop, **self._timeouts, **self._kwargs)
 
 
 class EnvelopeAppRunner(web.AppRunner):
-    """An ``AppRunner`` whose server answers aiohttp's own refusals with the envelope."""
+    """An ``AppRunner`` whose server answers aiohttp's own refusals with the envelope and gives
+    a request's headers ``header_timeout`` and its body ``body_timeout`` seconds to arrive."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(app, **kwargs)
+        self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
@@ -115,6 +260,7 @@ class EnvelopeAppRunner(web.AppRunner):
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=server._loop,
+            **self._timeouts,
             **server._kwargs,
         )
 
@@ -137,6 +283,8 @@ def run_app(
     access_log_class: type[AbstractAccessLogger] = web.AccessLogger,
     handle_signals: bool = True,
     shutdown_timeout: float = 60.0,
+    header_timeout: float = 10.0,
+    body_timeout: float = 30.0,
     print: Any = None,  # accepted as web.run_app takes it; nothing is printed either way
 ) -> None:
     """Serve ``app`` until SIGINT/SIGTERM, as ``web.run_app`` does, through an
@@ -147,6 +295,8 @@ def run_app(
         handle_signals=handle_signals,
         keepalive_timeout=75.0,  # web.run_app's default (the handler's own is an hour)
         shutdown_timeout=shutdown_timeout,  # how long requests in flight get to finish
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
     )
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
