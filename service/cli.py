@@ -74,8 +74,13 @@ async def _accounts(settings: Settings) -> AsyncIterator[Accounts]:
     embedded = None
     url = settings.redis_url
     if url is None:
-        embedded = EmbeddedRedis(settings.data_dir)
-        embedded.start()
+        # Attaches to the store a running serve owns, or starts a private one (stopped below).
+        embedded = EmbeddedRedis(settings.data_dir, settings.embedded_server)
+        try:
+            embedded.start()
+        except EmbeddedStoreError as error:  # what to do about it (main() adds "unreachable")
+            print(f"error: {error}", file=sys.stderr)
+            raise
         url = embedded.url
     client = connect_redis(url, settings.redis_timeout_seconds)
     passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)

