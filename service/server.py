@@ -2,17 +2,25 @@
 sharing one port through SO_REUSEPORT. Logs are JSON lines (``service.logs``): one access line per
 request with method, route, path (never the query string), status and duration; never a header
 value, so never a credential. With several workers the metrics are shared through
-prometheus-client's multiprocess mode (``service.metrics.WorkerMetricsDir``)."""
+prometheus-client's multiprocess mode (``service.metrics.WorkerMetricsDir``).
+
+``serve`` supervises what it started: a worker or an embedded store that dies is started again
+after a back-off (``Backoff``: 0.5 s, doubling up to 30 s, back to 0.5 s once it ran a minute);
+meanwhile the other workers serve, and without the store every protected request, and
+``/readyz``, is 503. Both die with ``serve``, even when it is killed (``PR_SET_PDEATHSIG``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
+import os
 import signal
 import time
 from multiprocessing.connection import wait as wait_for_exits
+from multiprocessing.context import SpawnProcess
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -22,7 +30,7 @@ from service.app import create_app
 from service.config import Settings
 from service.logs import AccessLogger, configure_logging
 from service.metrics import WorkerMetricsDir
-from service.store.embedded import EmbeddedRedis
+from service.store.embedded import EmbeddedRedis, die_with_parent
 
 log = logging.getLogger("service")
 
@@ -33,6 +41,83 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 # the grace period: for a request, then for it to take its cancellation) before killing it: a
 # worker closes its Redis connections and drains its background writes after its last request.
 _KILL_MARGIN_SECONDS = 10.0
+# How often serve looks at the embedded store it keeps running.
+_WATCH_SECONDS = 0.5
+
+
+class Backoff:
+    """The delays before restarting something that keeps dying: ``first`` seconds, doubling up
+    to ``cap``; back to ``first`` once it ran for ``stable`` seconds."""
+
+    def __init__(self, first: float = 0.5, cap: float = 30.0, stable: float = 60.0) -> None:
+        self.first, self.cap, self.stable = first, cap, stable
+        self.failures = 0
+
+    def delay(self, ran_for: float) -> float:
+        """The delay before the next start of one that died after ``ran_for`` seconds."""
+        if ran_for >= self.stable:
+            self.failures = 0
+        self.failures += 1
+        return min(self.cap, self.first * 2 ** (self.failures - 1))
+
+
+class StoreKeeper:
+    """Restarts the embedded store when it dies: ``check()`` is called every ``_WATCH_SECONDS``
+    from serve's main thread (the store's life is tied to that thread's)."""
+
+    def __init__(self, embedded: EmbeddedRedis) -> None:
+        self.embedded = embedded
+        self.backoff = Backoff()
+        self.started_at = time.monotonic()
+        self.restart_at: float | None = None
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if self.restart_at is None:
+            code = self.embedded.exited()
+            if code is None:
+                return
+            delay = self.backoff.delay(now - self.started_at)
+            self.restart_at = now + delay
+            log.error(
+                "the embedded store exited (%s); restarting it in %gs; see %s/redis.log",
+                code,
+                delay,
+                self.embedded.data_dir,
+            )
+        elif now >= self.restart_at:
+            self.restart_at = None
+            self.started_at = now
+            try:
+                self.embedded.restart()
+            except OSError as error:
+                self.restart_at = now + self.backoff.delay(0.0)
+                log.error("the embedded store could not be started: %s", error)
+            else:
+                log.info("the embedded store was started again")
+
+
+def _keep_store_running(keeper: StoreKeeper, app: web.Application) -> None:
+    """With one worker, serve is the worker: its event loop watches the store."""
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(_WATCH_SECONDS)
+            keeper.check()
+
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(_app: web.Application) -> None:
+        tasks.append(asyncio.create_task(watch()))
+
+    async def stop(_app: web.Application) -> None:  # shutting down: the store is stopped after
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app.on_startup.append(start)
+    app.on_shutdown.append(stop)
 
 
 def describe_store(url: str) -> str:
@@ -64,12 +149,20 @@ async def _stop_once(app: web.Application) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one that came early is handled now
 
 
-def run_worker(settings: Settings) -> None:
+def run_worker(
+    settings: Settings, parent: int | None = None, keeper: StoreKeeper | None = None
+) -> None:
     """One worker process: an event loop (uvloop when available) serving the app until SIGTERM or
     SIGINT. Then it stops listening (new connections are refused), gives the requests in flight
     ``shutdown_grace_seconds`` to finish (aiohttp cuts those still running after at most twice
-    that), closes its Redis connections and returns."""
+    that), closes its Redis connections and returns.
+
+    ``parent``: the pid of the serve process that started it; when that dies, so does this one
+    (gracefully, on SIGTERM). ``keeper``: with one worker, in the serve process, the embedded
+    store to keep running."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # until _stop_once is in place
+    if parent is not None:
+        die_with_parent(parent)
     configure_logging(settings.log_level)
     try:
         import uvloop
@@ -79,6 +172,8 @@ def run_worker(settings: Settings) -> None:
         pass
     app = create_app(settings)
     app.on_startup.append(_stop_once)
+    if keeper is not None:
+        _keep_store_running(keeper, app)
     run_app(  # aiohttp's run_app, with its own refusals in the JSON error envelope
         app,
         host=settings.host,
@@ -97,12 +192,16 @@ def run_worker(settings: Settings) -> None:
 
 def serve(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT, then stop the workers (requests in flight finish) and after
-    them the embedded store (its append-only file flushed). 0 when everything stopped cleanly."""
+    them the embedded store (its append-only file flushed). 0 when everything stopped cleanly.
+
+    Without ``REDIS_URL`` serve owns the embedded store (waiting first for a ``users`` command
+    that owns it to finish), and restarts it when it dies."""
     configure_logging(settings.log_level)
-    embedded = None
+    embedded = keeper = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir, settings.embedded_server, serving=True)
         embedded.start()
+        keeper = StoreKeeper(embedded)
         settings = dataclasses.replace(settings, redis_url=embedded.url)
         store = f"embedded store in {embedded.data_dir} ({describe_store(embedded.url)})"
     else:
@@ -120,10 +219,10 @@ def serve(settings: Settings) -> int:
     store_stopped_cleanly = True
     try:
         if settings.workers == 1:
-            run_worker(settings)
+            run_worker(settings, keeper=keeper)
             code = 0
         else:
-            code = _run_workers(settings, metrics_dir)
+            code = _run_workers(settings, metrics_dir, keeper)
     finally:
         if embedded is not None:
             store_stopped_cleanly = embedded.stop()
@@ -132,17 +231,22 @@ def serve(settings: Settings) -> int:
     return code if store_stopped_cleanly else 1
 
 
-def _run_workers(settings: Settings, metrics_dir: WorkerMetricsDir | None = None) -> int:
-    """Run the workers until they exit; 0 when every one stopped cleanly.
+def _run_workers(
+    settings: Settings,
+    metrics_dir: WorkerMetricsDir | None = None,
+    keeper: StoreKeeper | None = None,
+) -> int:
+    """Run the workers until they are stopped; 0 when every one stopped cleanly.
 
-    SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent returns only after
-    every worker exited: one still running twice ``shutdown_grace_seconds`` plus a margin after
-    the signal is killed."""
+    A worker that dies while serving is started again after a back-off, and the embedded store
+    (``keeper``) too. SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent
+    returns only after every worker exited: one still running twice ``shutdown_grace_seconds``
+    plus a margin after the signal is killed."""
     context = multiprocessing.get_context("spawn")
-    workers = [
-        context.Process(target=run_worker, args=(settings,), name=f"worker-{n}")
-        for n in range(settings.workers)
-    ]
+    workers: list[SpawnProcess] = []
+    started_at = [time.monotonic()] * settings.workers
+    backoffs = [Backoff() for _ in range(settings.workers)]
+    restart_at: dict[int, float] = {}  # worker slot -> when to start it again
     deadline: float | None = None
 
     def forward(signum: int, _frame: object) -> None:
@@ -160,29 +264,62 @@ def _run_workers(settings: Settings, metrics_dir: WorkerMetricsDir | None = None
             if worker.pid is not None and worker.exitcode is None:
                 worker.terminate()
 
+    def start(slot: int) -> SpawnProcess:
+        worker = context.Process(
+            target=run_worker, args=(settings, os.getpid()), name=f"worker-{slot}"
+        )
+        if slot < len(workers):
+            workers[slot] = worker
+        else:
+            workers.append(worker)
+        started_at[slot] = time.monotonic()
+        # Workers inherit an ignored SIGINT, so a Ctrl-C while they start (it reaches the whole
+        # process group) raises no KeyboardInterrupt in them: the SIGTERM forwarded from here
+        # stops them.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            worker.start()
+        finally:
+            signal.signal(signal.SIGINT, forward)
+        return worker
+
     signal.signal(signal.SIGTERM, forward)
-    # Workers inherit an ignored SIGINT, so a Ctrl-C while they start (it reaches the whole process
-    # group) raises no KeyboardInterrupt in them: the SIGTERM forwarded from here stops them.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for worker in workers:
-        worker.start()
-    signal.signal(signal.SIGINT, forward)
+    for slot in range(settings.workers):
+        start(slot)
     if deadline is not None:  # stopped while they were starting: reach the ones started since
         forward(signal.SIGTERM, None)
 
     running, killed = list(workers), False
-    while running:
-        wait_for_exits([worker.sentinel for worker in running], timeout=0.5)
+    while running or (restart_at and deadline is None):
+        wait_for_exits([worker.sentinel for worker in running], timeout=_WATCH_SECONDS)
+        now = time.monotonic()
         for worker in [worker for worker in running if worker.exitcode is not None]:
             running.remove(worker)
             if deadline is None:
+                slot = workers.index(worker)
+                delay = backoffs[slot].delay(now - started_at[slot])
+                restart_at[slot] = now + delay
                 log.error(
-                    "%s (pid %s) exited unexpectedly: %s", worker.name, worker.pid, worker.exitcode
+                    "%s (pid %s) exited unexpectedly: %s; starting it again in %gs",
+                    worker.name,
+                    worker.pid,
+                    worker.exitcode,
+                    delay,
                 )
             else:
                 log.info("%s (pid %s) exited with %s", worker.name, worker.pid, worker.exitcode)
             if metrics_dir is not None:
                 metrics_dir.worker_gone(worker.pid)
+        if deadline is None:
+            for slot, when in sorted(restart_at.items()):
+                if now >= when:
+                    del restart_at[slot]
+                    running.append(start(slot))
+                    log.info("%s started again (pid %s)", workers[slot].name, workers[slot].pid)
+            if deadline is not None:  # a signal came while one started
+                forward(signal.SIGTERM, None)
+            elif keeper is not None:
+                keeper.check()
         if running and not killed and deadline is not None and time.monotonic() > deadline:
             killed = True
             for worker in running:
