@@ -417,7 +417,8 @@ async def _login_storm(url: str, clients: int, seconds: float) -> dict[str, int]
                         label += "+Retry-After"
                 counts[label] = counts.get(label, 0) + 1
                 if response.status in (429, 503):
-                    await asyncio.sleep(float(response.headers.get("Retry-After", "1")) / 4)
+                    wait = float(response.headers.get("Retry-After", "1")) / 4
+                    await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic())))
 
     timeout = aiohttp.ClientTimeout(total=seconds + 30)
     async with aiohttp.ClientSession(timeout=timeout) as session:

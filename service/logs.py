@@ -130,8 +130,8 @@ class RequestTrace:
         self.auth_seconds = 0.0
 
 
-TRACE = web.RequestKey("trace", RequestTrace)
-# The trace of the request this task is handling, for the formatter's request id.
+# The trace of the request this task is handling: set by the request middleware, read by the
+# credential check, the access line and the formatter's request id.
 current_trace: ContextVar[RequestTrace | None] = ContextVar("filehost_trace", default=None)
 
 
@@ -284,7 +284,7 @@ class AccessLogger(AbstractAccessLogger):
 
 
 def _access_line(request: web.BaseRequest, response: web.StreamResponse, took: float) -> bytes:
-    trace: RequestTrace | None = request.get(TRACE)
+    trace = current_trace.get()  # the request's own: aiohttp runs each request in its own task
     if trace is None:  # refused before the application ran (aiohttp's HTTP parser)
         request_id, route, path, duration_ms = None, UNMATCHED_ROUTE, request.path, took * 1000
         credential = key_id = outcome = None

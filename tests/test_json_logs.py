@@ -82,7 +82,7 @@ async def test_every_line_is_json_and_each_request_has_one_access_line(
                 "files-ok": await call(
                     http,
                     "GET",
-                    f"{server.base}/files?cursor=QUERY-SECRET",
+                    f"{server.base}/files?token=QUERY-SECRET",
                     headers={"X-API-Key": key["secret_key"], "X-Request-ID": "gw.7f3a:01-x_y"},
                 ),
                 "files-401": await call(http, "GET", f"{server.base}/files"),

@@ -41,17 +41,18 @@ import re
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
-from multidict import CIMultiDictProxy
+from multidict import CIMultiDictProxy, istr
 from redis.exceptions import RedisError
 
 from service.api.middleware import as_api_error
 from service.api.routes import PREFIX, authenticate
 from service.auth.authenticator import REALM, require
 from service.auth.permissions import BIT, to_names
+from service.auth.principal import CredentialType
 from service.errors import ApiError, BadRequest, Forbidden, Unauthorized
 
 VERIFY_PATH = f"{PREFIX}/auth/verify"
-REQUIRED_PERMISSION = "X-Required-Permission"
+REQUIRED_PERMISSION = istr("X-Required-Permission")
 AUTH_ERROR = "X-Auth-Error"
 
 # The route -> permission map: the first path segment after /api/v1/ names the resource, the
@@ -78,6 +79,12 @@ _DERIVED: dict[tuple[str, str], tuple[str, bool]] = {
     for method in methods
 }
 _CHALLENGE = {"WWW-Authenticate": f"Bearer {REALM}"}
+# Header names as multidict's case-insensitive strings, so no answer works out their lower case.
+_USER_ID = istr("X-Auth-User-Id")
+_CREDENTIAL = istr("X-Auth-Credential")
+_KEY_ID = istr("X-Auth-Key-Id")
+_PERMISSIONS = istr("X-Auth-Permissions")
+_CREDENTIAL_NAMES = {kind: kind.value for kind in CredentialType}
 _PERMISSION_NAMES: dict[int, str] = {}  # mask -> header value; at most 1024 entries
 
 
@@ -94,7 +101,15 @@ def _unmapped() -> Forbidden:
     )
 
 
+_ORIGINAL_REQUEST_HEADERS = tuple(
+    istr(name)
+    for name in ("X-Original-Method", "X-Original-URI", "X-Forwarded-Method", "X-Forwarded-Uri")
+)
+
+
 def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
+    if not any(name in headers for name in _ORIGINAL_REQUEST_HEADERS):
+        return None  # the common case with X-Required-Permission: no header read twice
     nginx = _one(headers, "X-Original-Method"), _one(headers, "X-Original-URI")
     traefik = _one(headers, "X-Forwarded-Method"), _one(headers, "X-Forwarded-Uri")
     has_nginx = nginx != (None, None)
@@ -194,11 +209,11 @@ async def verify(request: web.Request) -> web.Response:
         raise error from None
     response = web.Response()
     headers = response.headers
-    headers["X-Auth-User-Id"] = principal.user_id
-    headers["X-Auth-Credential"] = principal.credential.value
+    headers[_USER_ID] = principal.user_id
+    headers[_CREDENTIAL] = _CREDENTIAL_NAMES[principal.credential]
     if principal.key_id is not None:
-        headers["X-Auth-Key-Id"] = principal.key_id
-    headers["X-Auth-Permissions"] = _permission_names(principal.permissions)
+        headers[_KEY_ID] = principal.key_id
+    headers[_PERMISSIONS] = _permission_names(principal.permissions)
     return response
 
 

@@ -15,6 +15,7 @@ from time import perf_counter
 import orjson
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler, Middleware
+from multidict import istr
 from redis.exceptions import RedisError
 
 from service.api.client_address import ClientAddresses
@@ -29,7 +30,6 @@ from service.errors import (
 )
 from service.logs import (
     REQUEST_ID_HEADER,
-    TRACE,
     UNMATCHED_ROUTE,
     RequestTrace,
     current_trace,
@@ -120,8 +120,18 @@ _SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_RESOURCE_HEADERS = tuple({**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP}.items())
-_PAGE_HEADERS = tuple({**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items())
+# Names as multidict's case-insensitive strings, so no answer works out their lower case again.
+_RESOURCE_HEADERS = tuple(
+    (istr(name), value)
+    for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP}.items()
+)
+_PAGE_HEADERS = tuple(
+    (istr(name), value)
+    for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items()
+)
+_REQUEST_ID = istr(REQUEST_ID_HEADER)
+_RATE_LIMIT_POLICY = istr("RateLimit-Policy")
+_RATE_LIMIT = istr("RateLimit")
 
 
 def request_middleware(
@@ -149,11 +159,12 @@ def request_middleware(
             resource.canonical if resource is not None else UNMATCHED_ROUTE,
             addresses.of(request),
         )
-        request[TRACE] = trace
+        # aiohttp handles each request in a task of its own (a copy of the context), so the trace
+        # stays this request's until its access line is written, and is never another's.
+        current_trace.set(trace)
         login = logins is not None and trace.route == LOGIN_ROUTE and request.method == "POST"
         if login:
             logins.inc()  # type: ignore[union-attr]
-        token = current_trace.set(trace)
         try:
             response = await handler(request)
         except ApiError as error:
@@ -180,7 +191,6 @@ def request_middleware(
             log.exception("unexpected error on %s %s", request.method, _path(request))
             response = error_response(as_api_error(exc))
         finally:
-            current_trace.reset(token)
             if login:
                 logins.dec()  # type: ignore[union-attr]
         if not response.prepared:
@@ -199,7 +209,7 @@ RATE_FIELDS = web.AppKey("rate_fields", RateLimitFields | None)  # type: ignore[
 async def prepare_streamed(request: web.Request, response: web.StreamResponse) -> None:
     """Send a streamed answer's status and headers, the standard ones included: a response
     the handler prepares itself has sent its headers before the middleware sees it."""
-    standard_headers(response, request[TRACE], request.app[RATE_FIELDS])
+    standard_headers(response, current_trace.get(), request.app[RATE_FIELDS])  # type: ignore[arg-type]
     await response.prepare(request)
 
 
@@ -218,11 +228,11 @@ def standard_headers(
     html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
     # No handler sets any of these, so they are added without looking for earlier values.
     headers.extend(_PAGE_HEADERS if html else _RESOURCE_HEADERS)
-    headers[REQUEST_ID_HEADER] = trace.request_id
+    headers[_REQUEST_ID] = trace.request_id
     rate = trace.rate
     if rate is not None and rate_fields is not None:
-        headers["RateLimit-Policy"] = rate_fields.policy
-        headers["RateLimit"] = rate_fields.current(rate)  # type: ignore[arg-type]
+        headers[_RATE_LIMIT_POLICY] = rate_fields.policy
+        headers[_RATE_LIMIT] = rate_fields.current(rate)  # type: ignore[arg-type]
 
 
 def _account(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:

@@ -11,8 +11,9 @@ from time import perf_counter
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
+from multidict import istr
 
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
@@ -23,10 +24,11 @@ from service.auth.permissions import to_names
 from service.auth.principal import CredentialType, Principal
 from service.clock import iso
 from service.errors import BadRequest
-from service.logs import TRACE
+from service.logs import RequestTrace, current_trace
 from service.store.redis_store import KeyRecord
 
 PREFIX = "/api/v1"
+_API_KEY = istr("X-API-Key")
 
 
 def ok(data: dict[str, Any], status: int = 200) -> web.Response:
@@ -50,9 +52,13 @@ async def authenticate(request: web.Request, *, session_only: bool = False) -> P
     The check's credential type, outcome, duration, key id and rate verdict go to the
     request's trace, which feeds the access log, the metrics and the response's RateLimit
     fields (``service.api.middleware``)."""
-    api_key = _single_header(request, "X-API-Key")
-    authorization = _single_header(request, "Authorization")
-    trace = request[TRACE]
+    headers = request.headers
+    api_key = authorization = None
+    if _API_KEY in headers:
+        api_key = _single_header(request, _API_KEY)
+    if hdrs.AUTHORIZATION in headers:
+        authorization = _single_header(request, hdrs.AUTHORIZATION)
+    trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # the middleware's
     if api_key is not None:
         trace.credential = "api_key" if authorization is None else "both"
     else:
