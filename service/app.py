@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
+from service.api.files import add_file_routes
 from service.api.forward_auth import add_forward_auth_routes
 from service.api.middleware import RATE_FIELDS, request_middleware
 from service.api.ops import add_ops
@@ -119,6 +120,7 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
     add_ops(app, metrics)
     add_routes(app)
+    add_file_routes(app, clock)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)
     return app

@@ -112,3 +112,21 @@ class CorruptRecord(ServiceUnavailable):
 
     code = "store_unavailable"
     message = "The credential store returned unreadable data. Retry shortly."
+
+
+class FileNotFound(NotFound):
+    """An unknown file id, or another account's file: the two are never told apart."""
+
+    code = "file_not_found"
+    message = "No such file."
+
+
+class FileLimitReached(Conflict):
+    code = "file_limit_reached"
+    message = "This account holds the maximum number of files. Delete one before uploading."
+
+
+class RangeNotSatisfiable(ApiError):
+    status = 416
+    code = "range_not_satisfiable"
+    message = "The requested range is not within the file."

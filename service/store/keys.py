@@ -31,7 +31,15 @@ key                                    type    holds
                                                (absolute deadline + 1 h), so a deleted user's
                                                sessions can be ended; expires with its
                                                longest-lived member, never sooner
-``P:{U}:files``                         hash    file id -> JSON file record
+``P:{U}:file-order``                    zset    ``<created ms, 13 digits>:<file id>:<JSON
+                                               record>`` per file, all scored 0: newest first
+                                               by ``ZRANGE … BYLEX REV``, so a page of the
+                                               list is one command; its size is the account's
+                                               file count (the quota)
+``P:{U}:files``                         hash    file id -> that same member (read one file,
+                                               delete it); both keys written and removed
+                                               together in one script, after the bytes are in
+                                               place and before they are removed
 =====================================  ======  ===============================================
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
@@ -99,3 +107,6 @@ class RedisKeys:
 
     def account_files(self, user_id: str) -> str:
         return self._account(user_id, "files")
+
+    def account_file_order(self, user_id: str) -> str:
+        return self._account(user_id, "file-order")

@@ -735,6 +735,7 @@ class RedisStore:
             self.keys.account_key_last_used(user_id),
             self.keys.account_sessions(user_id),
             self.keys.account_files(user_id),
+            self.keys.account_file_order(user_id),
         )
         await self._forget_email(keys=[self.keys.users_by_email], args=[email, user_id])
 

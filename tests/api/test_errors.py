@@ -61,7 +61,7 @@ async def post_raw(api: Api, body: bytes, headers: dict[str, str] | None = None)
 
 @pytest.mark.parametrize(
     "path",
-    ["/nope", "/api/v1", "/api/v1/nope", "/api/v2/files", "/api/v1/files/extra", "/api/v1/auth"],
+    ["/nope", "/api/v1", "/api/v1/nope", "/api/v2/files", "/api/v1/files/x/extra", "/api/v1/auth"],
 )
 async def test_unknown_routes_get_route_not_found(api: Api, path: str) -> None:
     response = await api.client.get(path)
@@ -79,9 +79,9 @@ async def test_unknown_routes_get_route_not_found_even_with_a_valid_session(api:
     [
         ("GET", LOGIN, {"POST"}),
         ("PUT", LOGIN, {"POST"}),
-        ("DELETE", FILES, {"GET"}),
-        ("POST", FILES, {"GET"}),
-        ("HEAD", FILES, {"GET"}),
+        ("DELETE", FILES, {"GET", "POST"}),
+        ("PUT", FILES, {"GET", "POST"}),
+        ("HEAD", FILES, {"GET", "POST"}),
         ("PATCH", "/api/v1/keys", {"GET", "POST"}),
         ("GET", "/api/v1/keys/key_0000000000000000000000", {"DELETE"}),
     ],
@@ -247,7 +247,7 @@ async def test_store_outage_refuses_every_credential_with_503_and_recovers(
     assert (await api.files(token=fresh)).status == 200
     response = await api.files(key=fresh_key["secret_key"])
     assert response.status == 200
-    assert await response.json() == {"success": True, "data": {"files": []}}
+    assert await response.json() == {"success": True, "data": {"files": [], "next_cursor": None}}
 
 
 async def test_store_killed_mid_flight_refuses_and_recovers(

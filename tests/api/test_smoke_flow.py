@@ -9,7 +9,7 @@ async def test_login_create_key_list_files_revoke_and_refused(api: Api) -> None:
 
     response = await api.files(key=created["secret_key"])
     assert response.status == 200
-    assert await response.json() == {"success": True, "data": {"files": []}}
+    assert await response.json() == {"success": True, "data": {"files": [], "next_cursor": None}}
 
     response = await api.client.delete(f"/api/v1/keys/{created['id']}", headers=bearer(token))
     assert response.status == 200

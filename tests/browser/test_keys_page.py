@@ -99,7 +99,7 @@ async def test_sign_in_create_use_revoke_and_log_out(
 
     # The secret works against the API, as a script would send it.
     status, body = await dashboard.api("GET", "/files", key=secret)
-    assert (status, body) == (200, {"success": True, "data": {"files": []}})
+    assert (status, body) == (200, {"success": True, "data": {"files": [], "next_cursor": None}})
     await wait_for_last_use(dashboard, token)
 
     # Gone after a reload: not in the page, not in storage; the list now shows its last use.

@@ -1,0 +1,181 @@
+"""Where the bytes of uploaded files live: a small interface and its one backend, a directory.
+
+Knows nothing of HTTP, accounts or Redis. A blob is named by the file's id (``fil_`` and 22
+base62 characters), never by anything a client wrote, so no client input ever reaches a path.
+
+``DirectoryBlobs`` keeps each blob as ``<root>/<id>``. ``put`` writes to a temporary file in the
+same directory (``.tmp-<random>``) and renames it into place only once every byte is written and
+fsynced; whatever stops it before that (the client gone, the size limit, any error, a
+cancellation) removes the temporary file, so a blob is either whole or absent. Disk work runs in
+the default thread pool, never on the event loop; memory held per upload is one chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+# What a blob may be called: the file ids ``service.auth.credentials.new_id("fil")`` makes.
+_BLOB_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
+_TEMPORARY_PREFIX = ".tmp-"
+READ_CHUNK = 256 * 1024
+
+
+class BlobMissing(Exception):
+    """No blob has this id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A blob that ``put`` stored: its length and SHA-256 (hex)."""
+
+    size: int
+    sha256: str
+
+
+class Blob(Protocol):
+    """An open blob: read ``length`` bytes from ``start`` as chunks, then close."""
+
+    size: int
+
+    def chunks(self, start: int, length: int) -> AsyncIterator[bytes]: ...
+
+    async def close(self) -> None: ...
+
+
+class BlobStore(Protocol):
+    """The storage interface: another backend (object storage, say) implements these three."""
+
+    async def put(self, blob_id: str, chunks: AsyncIterable[bytes]) -> Written:
+        """Store every chunk as the blob ``blob_id``, all or nothing. An exception raised by
+        ``chunks`` (e.g. a size limit) propagates after whatever was written is removed."""
+        ...
+
+    async def open(self, blob_id: str) -> Blob:
+        """The blob, open for reading; ``BlobMissing`` when there is none."""
+        ...
+
+    async def delete(self, blob_id: str) -> bool:
+        """Remove the blob; False when there was none."""
+        ...
+
+
+def _checked(blob_id: str) -> str:
+    if not _BLOB_ID.match(blob_id):
+        raise ValueError("not a blob id")
+    return blob_id
+
+
+class _FileBlob:
+    def __init__(self, handle: object, size: int) -> None:
+        self._handle = handle
+        self.size = size
+
+    async def chunks(self, start: int, length: int) -> AsyncIterator[bytes]:
+        handle = self._handle
+        left = length
+        await asyncio.to_thread(handle.seek, start)  # type: ignore[attr-defined]
+        while left > 0:
+            data = await asyncio.to_thread(handle.read, min(READ_CHUNK, left))  # type: ignore[attr-defined]
+            if not data:  # the file shrank under us: never pad, stop short
+                raise OSError("blob ended early")
+            left -= len(data)
+            yield data
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._handle.close)  # type: ignore[attr-defined]
+
+
+class DirectoryBlobs:
+    """Blobs as files in one directory (created, mode 0700, on the first upload)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._made = False
+
+    def path(self, blob_id: str) -> Path:
+        return self.root / _checked(blob_id)
+
+    def _make_root(self) -> None:
+        if not self._made:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._made = True
+
+    async def put(self, blob_id: str, chunks: AsyncIterable[bytes]) -> Written:
+        final = self.path(blob_id)
+        await asyncio.to_thread(self._make_root)
+        temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
+        handle = await asyncio.to_thread(open, temporary, "xb")
+        digest = hashlib.sha256()
+        size = 0
+
+        def write(data: bytes) -> None:
+            handle.write(data)
+            digest.update(data)  # releases the GIL for large buffers
+
+        try:
+            try:
+                async for data in chunks:
+                    size += len(data)
+                    await asyncio.to_thread(write, data)
+                await asyncio.to_thread(_flush_and_sync, handle)
+            finally:
+                await asyncio.to_thread(handle.close)
+            await asyncio.to_thread(_rename_durably, temporary, final)
+        except BaseException:
+            # Shielded: a cancelled upload (the client went away) must still clean up.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.to_thread(_unlink, temporary))
+            raise
+        return Written(size, digest.hexdigest())
+
+    async def open(self, blob_id: str) -> Blob:
+        path = self.path(blob_id)
+
+        def opened() -> _FileBlob:
+            try:
+                handle = open(path, "rb")
+            except FileNotFoundError:
+                raise BlobMissing() from None
+            return _FileBlob(handle, os.fstat(handle.fileno()).st_size)
+
+        return await asyncio.to_thread(opened)
+
+    async def delete(self, blob_id: str) -> bool:
+        return await asyncio.to_thread(_unlink, self.path(blob_id))
+
+    def leftovers(self) -> list[str]:
+        """Temporary files in the directory (none once every upload has finished or failed)."""
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.name.startswith(_TEMPORARY_PREFIX))
+
+
+def _flush_and_sync(handle: object) -> None:
+    handle.flush()  # type: ignore[attr-defined]
+    os.fsync(handle.fileno())  # type: ignore[attr-defined]
+
+
+def _rename_durably(source: Path, target: Path) -> None:
+    os.rename(source, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the new name itself survives a power cut
+    finally:
+        os.close(directory)
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True

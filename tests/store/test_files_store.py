@@ -1,0 +1,193 @@
+"""The files' metadata (``service.store.files_store``) and the directory blob backend
+(``service.store.blobs``), below HTTP: order and cursors, the quota and account checks done in
+one script, that a page is one plain command, and that a blob is whole or absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis as redis_sync
+from redis.asyncio import Redis
+
+from service.auth.credentials import new_id
+from service.store.blobs import BlobMissing, DirectoryBlobs
+from service.store.files_store import (
+    BadCursor,
+    FileRecord,
+    FilesStore,
+    decode_cursor,
+    encode_cursor,
+)
+from service.store.redis_store import AccountGone, RedisStore
+
+USER = "usr_0000000000000000000000"
+
+
+@pytest.fixture
+async def files(redis_url: str, redis_client: redis_sync.Redis) -> AsyncIterator[FilesStore]:
+    client = Redis.from_url(redis_url, decode_responses=True)
+    redis_client.hset(f"fh:{{{USER}}}:user", mapping={"id": USER})
+    yield FilesStore(RedisStore(client, "fh"))
+    await client.aclose()
+
+
+def record(created_at: int, name: str = "a.txt") -> FileRecord:
+    return FileRecord(new_id("fil"), name, 1, "text/plain", "0" * 64, created_at)
+
+
+async def test_pages_are_newest_first_and_ties_are_broken_by_id(files: FilesStore) -> None:
+    stored = [record(1_700_000_000_000 + n // 3) for n in range(10)]  # three per millisecond
+    for item in stored:
+        assert await files.add(USER, item, 100)
+    expected = sorted(stored, key=lambda r: (r.created_at, r.id), reverse=True)
+
+    seen: list[FileRecord] = []
+    after = None
+    while True:
+        page = await files.list_page(USER, 4, after)
+        seen += page.files
+        if page.next_cursor is None:
+            break
+        after = decode_cursor(page.next_cursor)
+    assert seen == expected
+    assert await files.count(USER) == 10
+
+
+async def test_a_page_is_one_zrange_and_an_empty_account_costs_one_command(
+    files: FilesStore, redis_client: redis_sync.Redis
+) -> None:
+    redis_client.config_resetstat()
+    page = await files.list_page("usr_1111111111111111111111", 100, None)
+    assert page.files == [] and page.next_cursor is None
+    stats = redis_client.info("commandstats")
+    connection = ("cmdstat_client", "cmdstat_config", "cmdstat_hello", "cmdstat_info")
+    calls = {n: v["calls"] for n, v in stats.items() if not n.startswith(connection)}
+    assert calls == {"cmdstat_zrange": 1}
+
+
+async def test_the_quota_and_a_gone_user_are_checked_with_the_write(
+    files: FilesStore, redis_client: redis_sync.Redis
+) -> None:
+    assert await files.add(USER, record(1), 2)
+    assert await files.add(USER, record(2), 2)
+    assert not await files.add(USER, record(3), 2)
+    assert await files.count(USER) == 2
+    with pytest.raises(AccountGone):
+        await files.add("usr_2222222222222222222222", record(4), 2)
+    assert redis_client.keys("fh:{usr_2222222222222222222222}:*") == []
+
+
+async def test_remove_takes_the_record_and_its_place_in_the_order(files: FilesStore) -> None:
+    kept, gone = record(1), record(2)
+    await files.add(USER, kept, 10)
+    await files.add(USER, gone, 10)
+    assert await files.remove(USER, gone.id) == gone
+    assert await files.remove(USER, gone.id) is None
+    assert await files.get(USER, gone.id) is None
+    assert (await files.list_page(USER, 10, None)).files == [kept]
+
+
+async def test_names_of_any_kind_survive_the_round_trip(files: FilesStore) -> None:
+    odd = record(5, name='résumé 履歴書 🙂 "quoted" :colon: \\ {}')
+    await files.add(USER, odd, 10)
+    assert await files.get(USER, odd.id) == odd
+    assert (await files.list_page(USER, 10, None)).files == [odd]
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "x",
+        "A" * 65,
+        "MTIzOmZpbF94",  # "123:fil_x"
+        encode_cursor("1700000000000:fil_short"),
+        encode_cursor("1700000000000:fil_0000000000000000000000") + "=",
+        "ＭＴＩ",
+    ],
+)
+def test_cursors_not_made_here_are_refused(cursor: str) -> None:
+    with pytest.raises(BadCursor):
+        decode_cursor(cursor)
+
+
+def test_a_cursor_round_trips() -> None:
+    position = "1700000000000:fil_0000000000000000000000"
+    assert decode_cursor(encode_cursor(position)) == position
+
+
+# -- the directory backend ---------------------------------------------------------------------
+
+
+async def chunks_of(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+        await asyncio.sleep(0)
+
+
+async def test_put_open_delete(tmp_path: Path) -> None:
+    blobs = DirectoryBlobs(tmp_path / "files")
+    blob_id = new_id("fil")
+    data = os.urandom(700_000)
+    written = await blobs.put(blob_id, chunks_of(data[:1000], data[1000:]))
+    assert (written.size, written.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == [blob_id]
+    assert oct((tmp_path / "files").stat().st_mode & 0o777) == "0o700"
+
+    blob = await blobs.open(blob_id)
+    try:
+        assert blob.size == len(data)
+        assert b"".join([c async for c in blob.chunks(10, 500_000)]) == data[10:500_010]
+    finally:
+        await blob.close()
+    assert await blobs.delete(blob_id)
+    assert not await blobs.delete(blob_id)
+    with pytest.raises(BlobMissing):
+        await blobs.open(blob_id)
+
+
+async def test_a_put_that_fails_half_way_leaves_nothing(tmp_path: Path) -> None:
+    blobs = DirectoryBlobs(tmp_path / "files")
+
+    async def failing() -> AsyncIterator[bytes]:
+        yield b"x" * 100_000
+        raise ConnectionResetError("the client went away")
+
+    with pytest.raises(ConnectionResetError):
+        await blobs.put(new_id("fil"), failing())
+    assert list((tmp_path / "files").iterdir()) == []
+
+
+async def test_a_cancelled_put_leaves_nothing(tmp_path: Path) -> None:
+    blobs = DirectoryBlobs(tmp_path / "files")
+    started = asyncio.Event()
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"y" * 65536
+            started.set()
+            await asyncio.sleep(0.001)
+
+    task = asyncio.create_task(blobs.put(new_id("fil"), endless()))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.05)
+    assert list((tmp_path / "files").iterdir()) == []
+
+
+@pytest.mark.parametrize("blob_id", ["../x", "fil_../../../../etc/passwd", "", "fil_" + "a" * 21])
+async def test_only_file_ids_name_blobs(tmp_path: Path, blob_id: str) -> None:
+    blobs = DirectoryBlobs(tmp_path / "files")
+    with pytest.raises(ValueError):
+        await blobs.put(blob_id, chunks_of(b"x"))
+    with pytest.raises(ValueError):
+        await blobs.open(blob_id)
+    assert not (tmp_path / "files").exists() or list((tmp_path / "files").iterdir()) == []
