@@ -1,4 +1,5 @@
-"""The web dashboard: a login page and an API keys page, served by the service itself.
+"""The web dashboard: a login page, an API keys page and a files page, served by the service
+itself.
 
 Plain HTML, CSS and JavaScript in ``static/`` with no build step; the pages talk to the JSON API
 under ``/api/v1`` like any other client. See ``routes.add_dashboard_routes``.

@@ -1,4 +1,5 @@
-"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys) and their assets under ``/static/``.
+"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files) and their assets
+under ``/static/``.
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. Only the files named here are reachable: no directory is mapped to a
@@ -14,7 +15,7 @@ from importlib.resources import files
 
 from aiohttp import web
 
-PAGES: dict[str, str] = {"/": "index.html", "/keys": "keys.html"}
+PAGES: dict[str, str] = {"/": "index.html", "/keys": "keys.html", "/files": "files.html"}
 ASSETS: dict[str, str] = {
     "app.js": "text/javascript",
     "style.css": "text/css",

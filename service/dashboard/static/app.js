@@ -1,5 +1,5 @@
-// filehost dashboard: the login page (/) and the API keys page (/keys). Plain JavaScript, no
-// build step, no dependencies.
+// filehost dashboard: the login page (/), the API keys page (/keys) and the files page (/files).
+// Plain JavaScript, no build step, no dependencies.
 //
 // The session token is kept in sessionStorage (this tab only, gone when the tab closes), sent
 // only in the Authorization header, and never put in a URL or written to the console. A new
@@ -74,11 +74,31 @@
 
   // -- the API -------------------------------------------------------------------------------
 
-  async function api(method, path, { token, body } = {}) {
-    const headers = { Accept: "application/json" };
+  // The one place the token goes anywhere: the Authorization header of a request.
+  function withToken(headers, token) {
     if (token) {
       headers.Authorization = `Bearer ${token}`;
     }
+    return headers;
+  }
+
+  // An error envelope (or what stands for one) as an ApiError.
+  function refusal(status, payload, retryAfterHeader) {
+    const error = payload && payload.error ? payload.error : {};
+    const retryAfter = /^\d{1,6}$/.test(retryAfterHeader || "") ? Number(retryAfterHeader) : null;
+    return new ApiError(
+      status,
+      typeof error.code === "string" ? error.code : "unexpected_response",
+      typeof error.message === "string" && error.message
+        ? error.message
+        : `The service answered with status ${status}.`,
+      error.details,
+      retryAfter,
+    );
+  }
+
+  async function api(method, path, { token, body } = {}) {
+    const headers = withToken({ Accept: "application/json" }, token);
     const init = { method, headers, credentials: "omit", cache: "no-store" };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -99,19 +119,7 @@
     if (response.ok && payload && payload.success === true) {
       return payload.data;
     }
-    const error = payload && payload.error ? payload.error : {};
-    const retryAfter = /^\d{1,6}$/.test(response.headers.get("Retry-After") || "")
-      ? Number(response.headers.get("Retry-After"))
-      : null;
-    throw new ApiError(
-      response.status,
-      typeof error.code === "string" ? error.code : "unexpected_response",
-      typeof error.message === "string" && error.message
-        ? error.message
-        : `The service answered with status ${response.status}.`,
-      error.details,
-      retryAfter,
-    );
+    throw refusal(response.status, payload, response.headers.get("Retry-After"));
   }
 
   function sessionEnded(error) {
@@ -478,10 +486,348 @@
     refresh();
   }
 
+  // -- the files page ------------------------------------------------------------------------
+
+  const UNITS = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+
+  function size(bytes) {
+    if (!Number.isFinite(bytes) || bytes < 1024) {
+      return `${bytes} ${bytes === 1 ? "byte" : "bytes"}`;
+    }
+    let value = bytes;
+    let unit = 0;
+    while (value >= 1024 && unit < UNITS.length - 1) {
+      value /= 1024;
+      unit += 1;
+    }
+    return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${UNITS[unit]}`;
+  }
+
+  function initFiles() {
+    const session = loadSession();
+    if (!session) {
+      toLogin({ kind: "info", text: "Sign in to manage your files." });
+      return;
+    }
+    const token = session.token;
+
+    const pageStatus = byId("page-status");
+    const pageError = byId("page-error");
+    const picker = byId("file-picker");
+    const dropZone = byId("drop-zone");
+    const uploads = byId("uploads");
+    const table = byId("files-table");
+    const tbody = byId("files-body");
+    const loading = byId("files-loading");
+    const empty = byId("files-empty");
+    const listError = byId("files-error");
+    const listTitle = byId("files-title");
+    const more = byId("files-more");
+    const dialog = byId("delete-dialog");
+    const deleteName = byId("delete-name");
+    const deleteError = byId("delete-error");
+    const deleteConfirm = byId("delete-confirm");
+    const deleteCancel = byId("delete-cancel");
+    let deleting = null; // the file the dialog is about
+    let nextCursor = null;
+
+    byId("account-email").textContent = session.email || "";
+
+    function signedOut(failure) {
+      toLogin({ kind: "error", text: `You have been signed out. ${failure.message}` });
+    }
+
+    async function call(method, path) {
+      try {
+        return await api(method, path, { token });
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          signedOut(failure);
+          return new Promise(() => {}); // never settles: the page is being replaced
+        }
+        throw failure;
+      }
+    }
+
+    // -- list
+
+    function fileRow(file) {
+      const download = el("button", { text: "Download", className: "secondary", attrs: { type: "button" } }, [
+        el("span", { text: ` ${file.name}`, className: "visually-hidden" }),
+      ]);
+      download.addEventListener("click", () => downloadFile(file, download));
+      const remove = el("button", { text: "Delete", className: "danger", attrs: { type: "button" } }, [
+        el("span", { text: ` ${file.name}`, className: "visually-hidden" }),
+      ]);
+      remove.addEventListener("click", () => openDelete(file));
+      const cell = (label, className, content) =>
+        el("td", { className, attrs: { "data-label": label } }, [content]);
+      const row = el("tr", {}, [
+        cell("Name", "key-name file-name", document.createTextNode(file.name)),
+        cell("Size", "file-size", el("span", { text: size(file.size), attrs: { title: `${file.size} bytes` } })),
+        cell("Type", "file-type", el("code", { text: file.content_type })),
+        cell("Uploaded", "file-uploaded", when(file.created_at, "—")),
+        el("td", { className: "key-actions", attrs: { "data-label": "Actions" } }, [download, remove]),
+      ]);
+      row.dataset.fileId = file.id;
+      return row;
+    }
+
+    function showRows(rows, append) {
+      if (append) {
+        tbody.append(...rows);
+      } else {
+        tbody.replaceChildren(...rows);
+      }
+      const count = tbody.children.length;
+      table.hidden = count === 0;
+      empty.hidden = count !== 0;
+      more.hidden = nextCursor === null;
+    }
+
+    async function refresh() {
+      hide(listError);
+      try {
+        const data = await call("GET", "/files?limit=100");
+        nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
+        showRows((Array.isArray(data.files) ? data.files : []).map(fileRow), false);
+      } catch (failure) {
+        show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
+      } finally {
+        loading.hidden = true;
+      }
+    }
+
+    more.addEventListener("click", async () => {
+      if (nextCursor === null) {
+        return;
+      }
+      more.disabled = true;
+      hide(listError);
+      try {
+        const data = await call("GET", `/files?limit=100&cursor=${encodeURIComponent(nextCursor)}`);
+        nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
+        showRows((Array.isArray(data.files) ? data.files : []).map(fileRow), true);
+      } catch (failure) {
+        show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
+      } finally {
+        more.disabled = false;
+      }
+    });
+
+    // -- upload: one XMLHttpRequest per file, for its upload progress (fetch has none)
+
+    function uploadRefusal(file, failure) {
+      const details = failure.details && typeof failure.details === "object" ? failure.details : {};
+      if (failure.code === "payload_too_large") {
+        const limit = Number.isFinite(details.max_bytes) ? ` of ${size(details.max_bytes)}` : "";
+        return `Refused: ${file.name} is larger than the limit${limit} per file.`;
+      }
+      if (failure.code === "file_limit_reached") {
+        const limit = Number.isFinite(details.max_files) ? ` of ${details.max_files} files` : "";
+        return `Refused: your account holds the maximum${limit}. Delete some before uploading more.`;
+      }
+      if (failure.code === "insufficient_permission") {
+        return `Refused: ${failure.message}`;
+      }
+      return `Upload failed: ${describe(failure)}`;
+    }
+
+    function upload(file) {
+      const bar = el("progress", { attrs: { max: "100", value: "0", "aria-label": `Upload of ${file.name}` } });
+      const status = el("p", { className: "upload-status", text: "Starting…", attrs: { role: "status" } });
+      const item = el("li", { className: "is-active" }, [
+        el("span", { className: "upload-name", text: file.name }),
+        bar,
+        status,
+      ]);
+      uploads.prepend(item);
+
+      const finish = (kind, text) => {
+        item.className = kind;
+        status.textContent = text;
+      };
+      const form = new FormData();
+      form.append("file", file, file.name);
+      const request = new XMLHttpRequest();
+      request.open("POST", `${API}/files`);
+      for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, token))) {
+        request.setRequestHeader(name, value);
+      }
+      request.upload.addEventListener("progress", (event) => {
+        if (event.lengthComputable && event.total > 0) {
+          const percent = Math.min(99, Math.floor((event.loaded / event.total) * 100));
+          bar.value = percent;
+          status.textContent = `Uploading… ${percent}%`;
+        }
+      });
+      request.addEventListener("load", () => {
+        let payload = null;
+        try {
+          payload = JSON.parse(request.responseText);
+        } catch {
+          payload = null;
+        }
+        if (request.status === 201 && payload && payload.success === true) {
+          bar.value = 100;
+          finish("is-done", `Uploaded ${file.name} (${size(payload.data.size)}).`);
+          refresh();
+          return;
+        }
+        const failure = refusal(request.status, payload, request.getResponseHeader("Retry-After"));
+        if (sessionEnded(failure)) {
+          signedOut(failure);
+          return;
+        }
+        finish("is-error", uploadRefusal(file, failure));
+      });
+      request.addEventListener("error", () => {
+        finish("is-error", `Upload failed: the service could not be reached, or closed the connection. Try again.`);
+      });
+      request.send(form);
+    }
+
+    function uploadAll(fileList) {
+      hide(pageStatus);
+      for (const file of Array.from(fileList || [])) {
+        upload(file);
+      }
+    }
+
+    picker.addEventListener("change", () => {
+      uploadAll(picker.files);
+      picker.value = "";
+    });
+
+    // A file dropped anywhere but the zone must not make the browser leave the page to show it.
+    for (const type of ["dragover", "drop"]) {
+      window.addEventListener(type, (event) => event.preventDefault());
+    }
+    for (const type of ["dragenter", "dragover"]) {
+      dropZone.addEventListener(type, (event) => {
+        event.preventDefault();
+        dropZone.classList.add("is-over");
+      });
+    }
+    dropZone.addEventListener("dragleave", () => dropZone.classList.remove("is-over"));
+    dropZone.addEventListener("drop", (event) => {
+      event.preventDefault();
+      dropZone.classList.remove("is-over");
+      uploadAll(event.dataTransfer ? event.dataTransfer.files : []);
+    });
+
+    // -- download: the token goes in a header, so the bytes come by fetch and leave as a Blob
+
+    async function downloadFile(file, button) {
+      button.disabled = true;
+      hide(pageError);
+      try {
+        let response;
+        try {
+          response = await fetch(`${API}/files/${encodeURIComponent(file.id)}/content`, {
+            headers: withToken({}, token),
+            credentials: "omit",
+            cache: "no-store",
+          });
+        } catch {
+          throw new ApiError(0, "network_error", "The service could not be reached. Try again.");
+        }
+        if (!response.ok) {
+          let payload = null;
+          try {
+            payload = await response.json();
+          } catch {
+            payload = null;
+          }
+          const failure = refusal(response.status, payload, response.headers.get("Retry-After"));
+          if (sessionEnded(failure)) {
+            signedOut(failure);
+            return;
+          }
+          throw failure;
+        }
+        const blob = await response.blob();
+        const url = URL.createObjectURL(blob);
+        const link = el("a", { attrs: { href: url, download: file.name } });
+        link.hidden = true;
+        document.body.append(link);
+        link.click();
+        link.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 60000);
+      } catch (failure) {
+        show(pageError, `Downloading ${file.name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
+      } finally {
+        button.disabled = false;
+      }
+    }
+
+    // -- delete
+
+    function openDelete(file) {
+      deleting = file;
+      deleteName.textContent = file.name;
+      hide(deleteError);
+      deleteConfirm.disabled = false;
+      dialog.showModal();
+      deleteCancel.focus();
+    }
+
+    deleteCancel.addEventListener("click", () => dialog.close("cancel"));
+
+    dialog.addEventListener("close", () => {
+      deleting = null;
+    });
+
+    deleteConfirm.addEventListener("click", async () => {
+      const file = deleting;
+      if (!file) {
+        return;
+      }
+      deleteConfirm.disabled = true;
+      hide(deleteError);
+      try {
+        await call("DELETE", `/files/${encodeURIComponent(file.id)}`);
+        dialog.close("deleted");
+        show(pageStatus, `Deleted ${file.name}.`);
+      } catch (failure) {
+        if (!(failure instanceof ApiError && failure.code === "file_not_found")) {
+          show(deleteError, failure instanceof ApiError ? describe(failure) : "Deleting failed.");
+          deleteConfirm.disabled = false;
+          return;
+        }
+        dialog.close("gone");
+        show(pageStatus, failure.message);
+      }
+      await refresh();
+      listTitle.focus();
+    });
+
+    // -- log out: as on the keys page, "logged out" only when the server ended the session
+
+    const logoutButton = byId("logout");
+    logoutButton.addEventListener("click", async () => {
+      logoutButton.disabled = true;
+      hide(pageError);
+      try {
+        await call("POST", "/auth/logout");
+      } catch (failure) {
+        const why = failure instanceof ApiError ? describe(failure) : "Logging out failed.";
+        show(pageError, `Logging out failed: ${why} You are still signed in here. Try again.`);
+        logoutButton.disabled = false;
+        return;
+      }
+      toLogin({ kind: "info", text: "You have logged out." });
+    });
+
+    refresh();
+  }
+
   const page = document.body.dataset.page;
   if (page === "login") {
     initLogin();
   } else if (page === "keys") {
     initKeys();
+  } else if (page === "files") {
+    initFiles();
   }
 })();

@@ -1,0 +1,270 @@
+"""The files page as a person uses it, in headless Chromium: upload by picker and by drag and
+drop with a progress bar each, download byte for byte, delete behind a confirmation, and the
+refusals (too large, quota) said plainly. No CSP violation and nothing on the console throughout.
+
+The module runs its own service (like ``conftest.dashboard``) with the blobs in a temporary
+directory and small limits, so the refusals are quick to reach.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import pytest_asyncio
+import redis as redis_sync
+from aiohttp import web
+from playwright.async_api import Page, expect
+
+from service.api.files import BLOBS
+from service.app import create_app
+from service.config import Settings
+from service.store.blobs import DirectoryBlobs
+from tests.browser.conftest import Dashboard, Tab, screenshot, sign_in
+from tests.browser.test_accessibility import no_horizontal_scroll
+from tests.browser.test_csp import RECORD_VIOLATIONS, violations
+from tests.browser.test_static_files import parse
+from tests.conftest import FakeClock, RedisServer
+
+try:  # the runner production serves with, where the service has one
+    from service.api.low_level import EnvelopeAppRunner as Runner  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    Runner = web.AppRunner  # type: ignore[assignment,misc]
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+MAX_UPLOAD = 1024 * 1024
+MAX_FILES = 3
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def dashboard(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Dashboard]:
+    if redis_server.process is None:
+        redis_server.start()
+    client = redis_sync.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    clock = FakeClock()
+    settings = Settings(
+        redis_url=redis_server.url,
+        bcrypt_cost=4,
+        redis_timeout_seconds=2,
+        data_dir=tmp_path_factory.mktemp("files-page"),
+        max_upload_bytes=MAX_UPLOAD,
+        max_files_per_account=MAX_FILES,
+    )
+    app = create_app(settings, clock=clock)
+    runner = Runner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+    try:
+        yield Dashboard(app, clock, f"http://127.0.0.1:{port}", http)
+    finally:
+        await http.close()
+        await runner.cleanup()
+
+
+def blob_names(dashboard: Dashboard) -> list[str]:
+    blobs = dashboard.app[BLOBS]
+    assert isinstance(blobs, DirectoryBlobs)
+    return sorted(p.name for p in blobs.root.iterdir()) if blobs.root.exists() else []
+
+
+async def open_files_page(page: Page, user: str) -> None:
+    await sign_in(page, user)
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
+    await page.wait_for_url("**/files")
+    await expect(page.locator("#files-loading")).to_be_hidden()
+    current = page.get_by_role("link", name="Files", exact=True)
+    await expect(current).to_have_attribute("aria-current", "page")
+
+
+def file_row(page: Page, name: str):  # type: ignore[no-untyped-def]
+    return page.locator("#files-body tr").filter(
+        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def upload_item(page: Page, name: str):  # type: ignore[no-untyped-def]
+    return page.locator("#uploads li").filter(
+        has=page.locator(".upload-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+async def test_upload_with_progress_download_byte_for_byte_and_delete(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    await expect(page.locator("#files-empty")).to_be_visible()
+
+    # Record every value the progress bar takes, to see it move and end full.
+    await page.evaluate(
+        """() => {
+            window.__progress = [];
+            new MutationObserver((changes) => {
+                for (const change of changes) {
+                    const bar = change.target;
+                    if (bar.tagName === 'PROGRESS') window.__progress.push(bar.value);
+                }
+            }).observe(document.getElementById('uploads'), {attributes: true, subtree: true});
+        }"""
+    )
+    # Uploads slowed to about 1 MiB/s, so the bar has time to move.
+    cdp = await tab.context.new_cdp_session(page)
+    await cdp.send("Network.enable")
+    await cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 1 << 20},
+    )
+    name = "report 履歴書 (final).bin"
+    data = os.urandom(900 * 1024)
+    await page.set_input_files(
+        "#file-picker",
+        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}],
+    )
+    item = upload_item(page, name)
+    await expect(item).to_have_class(re.compile("is-done"))
+    await expect(item.locator(".upload-status")).to_have_text(f"Uploaded {name} (900 KiB).")
+    assert await item.locator("progress").evaluate("bar => bar.value === bar.max") is True
+    progress = await page.evaluate("() => window.__progress")
+    assert progress[-1] == 100 and progress == sorted(progress), progress
+    assert any(0 < value < 99 for value in progress), progress  # it moved on the way
+    await cdp.detach()
+    row = file_row(page, name)
+    await expect(row).to_be_visible()
+    await expect(row.locator("td.file-size")).to_have_text("900 KiB")
+    await expect(row.locator("td.file-type")).to_have_text("application/octet-stream")
+    await screenshot(page, "files-page")
+
+    # The service holds exactly these bytes, listed for the account.
+    token = await tab.stored_token()
+    status, body = await dashboard.api("GET", "/files", token=token)
+    assert status == 200
+    [listed] = body["data"]["files"]
+    assert listed["name"] == name and listed["sha256"] == hashlib.sha256(data).hexdigest()
+
+    # Download: the same bytes, under the same name.
+    async with page.expect_download() as info:
+        await row.get_by_role("button", name=re.compile("^Download")).click()
+    download = await info.value
+    assert download.suggested_filename == name
+    saved = await download.path()
+    assert Path(saved).read_bytes() == data
+
+    # Delete, behind a confirmation that can be cancelled.
+    await row.get_by_role("button", name=re.compile("^Delete")).click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_be_visible()
+    await expect(dialog.locator("#delete-name")).to_have_text(name)
+    await dialog.get_by_role("button", name="Cancel").click()
+    await expect(dialog).to_be_hidden()
+    await expect(row).to_be_visible()
+    await row.get_by_role("button", name=re.compile("^Delete")).click()
+    await page.get_by_role("dialog").get_by_role("button", name="Delete file").click()
+    await expect(page.locator("#page-status")).to_have_text(f"Deleted {name}.")
+    await expect(page.locator("#files-empty")).to_be_visible()
+    status, body = await dashboard.api("GET", "/files", token=token)
+    assert body["data"]["files"] == []
+    assert listed["id"] not in blob_names(dashboard)
+
+    assert await violations(page) == []
+    assert [line for line in tab.console if not line.startswith("debug")] == []
+
+
+async def test_drag_and_drop_uploads_too(tab: Tab, user: str, dashboard: Dashboard) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    dropped = await page.evaluate_handle(
+        """() => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File(['dropped bytes'], 'dropped.txt', {type: 'text/plain'}));
+            return transfer;
+        }"""
+    )
+    await page.dispatch_event("#drop-zone", "drop", {"dataTransfer": dropped})
+    await expect(upload_item(page, "dropped.txt")).to_have_class(re.compile("is-done"))
+    row = file_row(page, "dropped.txt")
+    await expect(row.locator("td.file-type")).to_have_text("text/plain")
+    await expect(row.locator("td.file-size")).to_have_text("13 bytes")
+
+
+async def test_refusals_are_said_plainly_and_leave_nothing(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    before = blob_names(dashboard)
+
+    await page.set_input_files(
+        "#file-picker",
+        files=[
+            {
+                "name": "big.iso",
+                "mimeType": "application/x-iso9660-image",
+                "buffer": b"b" * (MAX_UPLOAD + 1),
+            }
+        ],
+    )
+    big = upload_item(page, "big.iso")
+    await expect(big).to_have_class(re.compile("is-error"))
+    await expect(big.locator(".upload-status")).to_have_text(
+        "Refused: big.iso is larger than the limit of 1.0 MiB per file."
+    )
+    assert blob_names(dashboard) == before
+
+    for index in range(MAX_FILES):
+        await page.set_input_files(
+            "#file-picker",
+            files=[{"name": f"small-{index}.txt", "mimeType": "text/plain", "buffer": b"s"}],
+        )
+        await expect(upload_item(page, f"small-{index}.txt")).to_have_class(re.compile("is-done"))
+    await page.set_input_files(
+        "#file-picker",
+        files=[{"name": "one-too-many.txt", "mimeType": "text/plain", "buffer": b"x"}],
+    )
+    extra = upload_item(page, "one-too-many.txt")
+    await expect(extra).to_have_class(re.compile("is-error"))
+    await expect(extra.locator(".upload-status")).to_have_text(
+        f"Refused: your account holds the maximum of {MAX_FILES} files. "
+        "Delete some before uploading more."
+    )
+    await expect(page.locator("#files-body tr")).to_have_count(MAX_FILES)
+
+
+async def test_the_files_page_without_a_session_sends_you_to_sign_in(tab: Tab) -> None:
+    await tab.page.goto("/files")
+    await tab.page.wait_for_url(re.compile(r"/$"))
+    await expect(tab.page.locator("#notice")).to_have_text("Sign in to manage your files.")
+
+
+async def test_the_files_page_has_no_inline_code_and_loads_only_the_script() -> None:
+    page = parse("files.html")
+    assert page.problems == []
+    assert page.scripts == [{"src": "/static/app.js", "defer": None}]
+
+
+async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) -> None:
+    page = tab.page
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await open_files_page(page, user)
+    long_name = "quarterly report of the shared team folder " + "y" * 60 + ".pdf"
+    await page.set_input_files(
+        "#file-picker",
+        files=[{"name": long_name, "mimeType": "application/pdf", "buffer": b"%PDF-1.7"}],
+    )
+    await expect(upload_item(page, long_name)).to_have_class(re.compile("is-done"))
+    await expect(file_row(page, long_name)).to_be_visible()
+    await no_horizontal_scroll(page)
+    await screenshot(page, "phone-files")
