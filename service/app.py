@@ -15,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
 from service.api.files import add_file_routes
 from service.api.forward_auth import add_forward_auth_routes
-from service.api.middleware import RATE_FIELDS, request_middleware
+from service.api.middleware import RATE_FIELDS, REQUEST_HANDLING, request_handling
 from service.api.ops import add_ops
 from service.api.routes import add_routes
 from service.auth.accounts import Accounts
@@ -79,10 +79,9 @@ def create_app(
         else None
     )
     rate_fields = RateLimitFields(rate_limit) if rate_limit is not None else None
-    app = web.Application(
-        middlewares=[request_middleware(settings, metrics, rate_fields)],
-        client_max_size=settings.max_body_bytes,
-    )
+    # No middleware: what every request goes through is the server's wrapper (REQUEST_HANDLING).
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    app[REQUEST_HANDLING] = request_handling(settings, metrics, rate_fields)
     app[SETTINGS] = settings
     app[RATE_FIELDS] = rate_fields
     clock = clock or SystemClock()

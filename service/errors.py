@@ -84,6 +84,15 @@ class UnsupportedMediaType(ApiError):
     message = "The request body must be JSON (Content-Type: application/json)."
 
 
+class ClientClosedRequest(ApiError):
+    """The client went away before its request was read: never sent (there is nobody to read
+    it), but logged and counted with nginx's 499 so it is not mistaken for a server error."""
+
+    status = 499
+    code = "client_closed_request"
+    message = "The client closed the connection before its request was read."
+
+
 class TooManyRequests(ApiError):
     status = 429
     code = "rate_limited"

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 import redis as redis_sync
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
+from service.api.low_level import EnvelopeAppRunner
 from service.app import create_app
 from service.config import Settings
 from service.store.embedded import find_server_binary
@@ -200,13 +203,27 @@ class Api:
         return await self.client.get("/api/v1/files", headers=headers)
 
 
+class EnvelopeTestServer(TestServer):
+    """aiohttp's test server, serving through the runner production uses: the service's
+    request handling (envelope, headers, trace, metrics) is the server's wrapper, not a
+    middleware, so a plain test server would leave it out."""
+
+    async def _make_runner(self, **kwargs: Any) -> EnvelopeAppRunner:
+        return EnvelopeAppRunner(self.app, **kwargs)
+
+
+async def serve_app(aiohttp_client: Any, app: web.Application) -> Any:
+    """A test client for ``app``, served as production serves it."""
+    return await aiohttp_client(EnvelopeTestServer(app))
+
+
 @pytest.fixture
 async def make_api(aiohttp_client: Any, settings: Settings, clock: FakeClock):  # type: ignore[no-untyped-def]
     """Build an Api over an app with the given setting overrides."""
 
     async def build(**overrides: Any) -> Api:
         app = create_app(replace(settings, **overrides), clock=clock)
-        client = await aiohttp_client(app)
+        client = await serve_app(aiohttp_client, app)
         return Api(client, app)
 
     return build

@@ -38,15 +38,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.typedefs import Handler
-from aiohttp.web_protocol import RequestHandler, _ErrInfo
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
 
-from service.api.middleware import _from_http_exception, error_response
+from service.api.middleware import REQUEST_HANDLING, _from_http_exception, error_response
 from service.errors import ApiError, BadRequest
 
 log = logging.getLogger("service.api")
@@ -183,6 +184,16 @@ class EnvelopeRequestHandler(RequestHandler):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """A body that cannot be read (a broken gzip or chunked encoding, a client gone mid-body)
+        is the client's doing: aiohttp logs it with a traceback as "Unhandled exception" when it
+        drains the body after the answer. Logged at INFO, by its type only."""
+        error = kw.get("exc_info")
+        if isinstance(error, RequestPayloadError | ConnectionResetError):
+            log.info("a request body could not be read: %s", type(error).__name__)
+            return
+        super().log_exception(*args, **kw)
+
     def handle_error(
         self,
         request: web.BaseRequest,
@@ -229,9 +240,10 @@ class EnvelopeServer(web.Server):
         *,
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
+        wrap: Callable[[Handler], Handler] = _outer_envelope,
         **kwargs: Any,
     ) -> None:
-        super().__init__(_outer_envelope(handler), **kwargs)
+        super().__init__(wrap(handler), **kwargs)
         self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
 
     def __call__(self) -> RequestHandler:
@@ -257,6 +269,9 @@ class EnvelopeAppRunner(web.AppRunner):
         server = await super()._make_server()
         return EnvelopeServer(
             server.request_handler,
+            # The service's application brings what every request goes through; any other
+            # gets its HTTP errors answered in the envelope.
+            wrap=self.app.get(REQUEST_HANDLING, _outer_envelope),
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=server._loop,

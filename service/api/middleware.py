@@ -1,5 +1,5 @@
 """The one place where errors become the JSON error envelope, and the headers every response gets:
-the application's one middleware (``request_middleware``).
+what every request goes through (``request_handling``).
 
 ``{"success": false, "error": {"code", "message", "details"?}}`` for every refusal: our own
 ``ApiError``s, aiohttp's routing errors (404, 405, 413), Redis failures (503, fail closed) and
@@ -10,11 +10,12 @@ and request headers and bodies never do).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from time import perf_counter
 
 import orjson
 from aiohttp import hdrs, web
-from aiohttp.typedefs import Handler, Middleware
+from aiohttp.typedefs import Handler
 from multidict import istr
 from redis.exceptions import RedisError
 
@@ -23,6 +24,7 @@ from service.auth.rate_limits import RateLimitFields
 from service.config import Settings
 from service.errors import (
     ApiError,
+    ClientClosedRequest,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -134,73 +136,96 @@ _RATE_LIMIT_POLICY = istr("RateLimit-Policy")
 _RATE_LIMIT = istr("RateLimit")
 
 
-def request_middleware(
+def request_handling(
     settings: Settings, metrics: Metrics | None, rate_fields: RateLimitFields | None
-) -> Middleware:
-    """The one middleware every request of the application passes through.
+) -> Callable[[Handler], Handler]:
+    """What every request of the application goes through, around the application's own
+    handling (routing, then the route's handler): the server wraps the application's handler
+    in it (``service.api.low_level.EnvelopeAppRunner``, which finds it as
+    ``app[REQUEST_HANDLING]``).
 
-    In: the request's trace (id, route template, client address) for the access log, the
-    metrics and the log records made while it is handled. Out: every refusal as the error
-    envelope (``ApiError``, aiohttp's routing errors, Redis failures as 503, anything else as a
-    500 whose traceback goes to the log only), the headers every answer gets (the security
-    headers, ``X-Request-ID``, and an accepted credential's ``RateLimit-Policy`` and
-    ``RateLimit``), and the request's metrics. One middleware, not three and a response hook:
-    each layer costs a coroutine per request on the gateway's path. A handler that streams its
-    answer prepares it with ``prepare_streamed``, which adds them first.
+    In: the request's trace (id, client address) for the access log, the metrics and the log
+    records made while it is handled. Out: every refusal as the error envelope (``ApiError``,
+    aiohttp's routing errors, Redis failures as 503, anything else as a 500 whose traceback goes
+    to the log only), the headers every answer gets (the security headers, ``X-Request-ID``, and
+    an accepted credential's ``RateLimit-Policy`` and ``RateLimit``), and the request's metrics.
+
+    Not an aiohttp middleware: an application with one gets a second, aiohttp's own, and each
+    costs a coroutine per request on the gateway's path (together about as much as the Redis
+    lookup's share of a request). A handler that streams its answer prepares it with
+    ``prepare_streamed``, which adds the headers first.
     """
     addresses = ClientAddresses(settings.trusted_proxies)
     logins = metrics.login_in_flight if metrics is not None else None
 
-    @web.middleware
-    async def handle(request: web.Request, handler: Handler) -> web.StreamResponse:
-        resource = request.match_info.route.resource
-        trace = RequestTrace(
-            request_id_from(request.headers),
-            resource.canonical if resource is not None else UNMATCHED_ROUTE,
-            addresses.of(request),
-        )
-        # aiohttp handles each request in a task of its own (a copy of the context), so the trace
-        # stays this request's until its access line is written, and is never another's.
-        current_trace.set(trace)
-        login = logins is not None and trace.route == LOGIN_ROUTE and request.method == "POST"
-        if login:
-            logins.inc()  # type: ignore[union-attr]
-        try:
-            response = await handler(request)
-        except ApiError as error:
-            if error.status == 403 and trace.outcome == "ok":  # ``require`` after the check
-                trace.outcome = error.code
-            if error.status >= 500:
-                log.warning("refused %s %s: %s", request.method, _path(request), error.code)
-            response = error_response(error)
-        except web.HTTPException as exc:
-            if exc.status < 400:  # a redirect or the like: aiohttp answers it as it is
-                standard_headers(exc, trace, rate_fields)
-                _account(metrics, request.method, exc.status, trace)
-                raise
-            response = error_response(as_api_error(exc))
-        except RedisError as exc:
-            log.error(
-                "credential store error on %s %s: %s",
-                request.method,
-                _path(request),
-                type(exc).__name__,
+    def wrap(application: Handler) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            trace = RequestTrace(
+                request_id_from(request.headers), UNMATCHED_ROUTE, addresses.of(request)
             )
-            response = error_response(as_api_error(exc))
-        except Exception as exc:
-            log.exception("unexpected error on %s %s", request.method, _path(request))
-            response = error_response(as_api_error(exc))
-        finally:
+            # aiohttp handles each request in a task of its own (a copy of the context), so the
+            # trace stays this request's until its access line is written, and is never another's.
+            current_trace.set(trace)
+            login = logins is not None and request.method == "POST" and request.path == LOGIN_ROUTE
             if login:
-                logins.dec()  # type: ignore[union-attr]
-        if not response.prepared:
-            standard_headers(response, trace, rate_fields)
-        elif REQUEST_ID_HEADER not in response.headers:
-            log.error("%s answered without the standard headers: use prepare_streamed", trace.route)
-        _account(metrics, request.method, response.status, trace)
-        return response
+                logins.inc()  # type: ignore[union-attr]
+            try:
+                response = await application(request)
+            except ApiError as error:
+                if error.status == 403 and trace.outcome == "ok":  # ``require`` after the check
+                    trace.outcome = error.code
+                if error.status >= 500:
+                    log.warning("refused %s %s: %s", request.method, _path(request), error.code)
+                response = error_response(error)
+            except web.HTTPException as exc:
+                if exc.status < 400:  # a redirect or the like: aiohttp answers it as it is
+                    _route(request, trace)
+                    standard_headers(exc, trace, rate_fields)
+                    _account(metrics, request.method, exc.status, trace)
+                    raise
+                response = error_response(as_api_error(exc))
+            except ConnectionResetError:  # the client went away while its body was read
+                log.info("client went away during %s %s", request.method, _path(request))
+                response = error_response(ClientClosedRequest())
+            except RedisError as exc:
+                log.error(
+                    "credential store error on %s %s: %s",
+                    request.method,
+                    _path(request),
+                    type(exc).__name__,
+                )
+                response = error_response(as_api_error(exc))
+            except Exception as exc:
+                log.exception("unexpected error on %s %s", request.method, _path(request))
+                response = error_response(as_api_error(exc))
+            finally:
+                if login:
+                    logins.dec()  # type: ignore[union-attr]
+            _route(request, trace)
+            if not response.prepared:
+                standard_headers(response, trace, rate_fields)
+            elif _REQUEST_ID not in response.headers:
+                log.error(
+                    "%s answered without the standard headers: use prepare_streamed", trace.route
+                )
+            _account(metrics, request.method, response.status, trace)
+            return response
 
-    return handle
+        return handle
+
+    return wrap
+
+
+REQUEST_HANDLING = web.AppKey("request_handling", Callable[[Handler], Handler])  # type: ignore[arg-type]
+
+
+def _route(request: web.Request, trace: RequestTrace) -> None:
+    """The trace's route: the template of the route the application matched."""
+    match_info = request.match_info
+    if match_info is not None:
+        resource = match_info.route.resource
+        if resource is not None:
+            trace.route = resource.canonical
 
 
 RATE_FIELDS = web.AppKey("rate_fields", RateLimitFields | None)  # type: ignore[arg-type]

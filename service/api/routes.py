@@ -45,7 +45,9 @@ def _single_header(request: web.Request, name: str) -> str | None:
     return values[0] if values else None
 
 
-async def authenticate(request: web.Request, *, session_only: bool = False) -> Principal:
+async def authenticate(
+    request: web.Request, *, session_only: bool = False, counted: bool = True
+) -> Principal:
     """The request's principal, the one credential check every handler goes through.
 
     The check's credential type, outcome, duration, key id and rate verdict go to the
@@ -65,7 +67,7 @@ async def authenticate(request: web.Request, *, session_only: bool = False) -> P
     started = perf_counter()
     try:
         principal = await request.app[AUTHENTICATOR].authenticate(
-            api_key, authorization, session_only=session_only
+            api_key, authorization, session_only=session_only, counted=counted
         )
     except Exception as error:
         trace.outcome = as_api_error(error).code
@@ -108,7 +110,8 @@ async def login(request: web.Request) -> web.Response:
 
 
 async def logout(request: web.Request) -> web.Response:
-    principal = await authenticate(request, session_only=True)
+    # Ending a credential is never refused for its rate: a busy session can always log out.
+    principal = await authenticate(request, session_only=True, counted=False)
     logged_out_at = await request.app[ACCOUNTS].logout(principal)
     return ok({"logged_out_at": iso(logged_out_at)})
 
@@ -151,7 +154,8 @@ async def list_keys(request: web.Request) -> web.Response:
 
 
 async def revoke_key(request: web.Request) -> web.Response:
-    principal = await authenticate(request, session_only=True)
+    # Like logout: revoking a key (a leaked one, say) never waits for the session's rate.
+    principal = await authenticate(request, session_only=True, counted=False)
     key_id = request.match_info["key_id"]
     revoked_at = await request.app[ACCOUNTS].revoke_key(principal.user_id, key_id)
     return ok({"id": key_id, "revoked_at": iso(revoked_at)})

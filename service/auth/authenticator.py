@@ -69,9 +69,17 @@ class Authenticator:
         self._leases = RateLeases(limit) if limit is not None else None
 
     async def authenticate(
-        self, api_key: str | None, authorization: str | None, *, session_only: bool = False
+        self,
+        api_key: str | None,
+        authorization: str | None,
+        *,
+        session_only: bool = False,
+        counted: bool = True,
     ) -> Principal:
-        """Resolve the request's one credential; raise 400/401/403 errors on any doubt."""
+        """Resolve the request's one credential; raise 400/401/403 errors on any doubt.
+
+        ``counted`` False takes nothing from the credential's rate bucket: ending a credential
+        (logout, revoking a key) must work however busy the credential is."""
         if api_key is not None and authorization is not None:
             raise BadRequest(
                 "Send either X-API-Key or Authorization, not both.", code="ambiguous_credentials"
@@ -83,9 +91,9 @@ class Authenticator:
                     "not an API key.",
                     code="session_required",
                 )
-            return await self.api_key(api_key)
+            return await self.api_key(api_key, counted)
         if authorization is not None:
-            return await self.session(bearer_token(authorization))
+            return await self.session(bearer_token(authorization), counted)
         raise Unauthorized(
             "Send an API key in X-API-Key or a session token in Authorization: Bearer."
             if not session_only
@@ -94,13 +102,13 @@ class Authenticator:
             headers={"WWW-Authenticate": f"Bearer {REALM}"},
         )
 
-    async def api_key(self, secret: str) -> Principal:
+    async def api_key(self, secret: str, counted: bool = True) -> Principal:
         secret = secret.strip()
         if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
         now = self._clock.now_ms()
         digest = credentials.digest(secret)
-        lent, take, give_back, for_lease = self._plan(digest, now)
+        lent, take, give_back, for_lease = self._plan(digest, now, counted)
         entry = await self._store.find_api_key(digest, now, take, give_back)
         rate = self._rate(digest, lent, entry and entry.rate, for_lease, now)
         if entry is None:
@@ -109,7 +117,10 @@ class Authenticator:
             raise _api_key_refusal("api_key_expired", "The API key has expired.")
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
-        self._note_key_use(entry.user_id, entry.key_id, now)
+        if self._due(entry.key_id, now, _KEY_TOUCH_INTERVAL_MS):
+            self._background.spawn(
+                "key last use", self._store.touch_api_key(entry.user_id, entry.key_id, now)
+            )
         # Positional: keywords would cost a third of the record's making on the hot path.
         return Principal(
             entry.user_id,
@@ -121,10 +132,13 @@ class Authenticator:
             rate,
         )
 
-    def _plan(self, digest: str, now: int) -> tuple[RateVerdict | None, int, int, bool]:
-        """What the lookup takes from the credential's bucket (``RateLeases.plan``)."""
-        if self._leases is None:
-            return None, 1, 0, False
+    def _plan(
+        self, digest: str, now: int, counted: bool
+    ) -> tuple[RateVerdict | None, int, int, bool]:
+        """What the lookup takes from the credential's bucket (``RateLeases.plan``): nothing when
+        limits are off (then the lookup is a plain read) or the request is not counted."""
+        if self._leases is None or not counted:
+            return None, int(counted), 0, False
         return self._leases.plan(digest, now)
 
     def _rate(
@@ -158,16 +172,12 @@ class Authenticator:
         self._last_touch[name] = now
         return True
 
-    def _note_key_use(self, user_id: str, key_id: str, now: int) -> None:
-        if self._due(key_id, now, _KEY_TOUCH_INTERVAL_MS):
-            self._background.spawn("key last use", self._store.touch_api_key(user_id, key_id, now))
-
-    async def session(self, token: str) -> Principal:
+    async def session(self, token: str, counted: bool = True) -> Principal:
         if not credentials.is_well_formed(token, credentials.SESSION_KIND):
             raise _bearer_refusal("invalid_session", "The session token is not valid.")
         token_digest = credentials.digest(token)
         now = self._clock.now_ms()
-        lent, take, give_back, for_lease = self._plan(token_digest, now)
+        lent, take, give_back, for_lease = self._plan(token_digest, now, counted)
         entry = await self._store.find_session(token_digest, now, take, give_back)
         rate = self._rate(token_digest, lent, entry and entry.rate, for_lease, now)
         if entry is None:

@@ -36,6 +36,7 @@ ROOT_ROUTES = {"/healthz", "/readyz", "/metrics"}
 # Codes the service defines that no HTTP request can get: CLI-only refusals, and the defaults of
 # the base classes in service/errors.py that every raise overrides.
 NOT_HTTP_CODES = {
+    "client_closed_request",  # the client is gone: logged and counted as 499, never sent
     "email_taken",
     "user_not_found",
     "unauthorized",

@@ -21,7 +21,7 @@ from service.api.ops import METRICS
 from service.app import create_app
 from service.auth.credentials import generate_api_key, generate_session_token
 from service.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
-from tests.conftest import Api, RedisServer, assert_error, bearer
+from tests.conftest import Api, RedisServer, assert_error, bearer, serve_app
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -317,7 +317,7 @@ async def test_a_streamed_answer_carries_the_request_id_too(
 
     app = create_app(settings)
     app.router.add_get("/test-stream", stream)
-    client = await aiohttp_client(app)
+    client = await serve_app(aiohttp_client, app)
 
     response = await client.get("/test-stream", headers={"X-Request-ID": "stream-1"})
 
@@ -338,7 +338,7 @@ async def test_a_handler_that_streams_without_the_standard_headers_is_logged_as_
 
     app = create_app(settings)
     app.router.add_get("/test-stream", stream)
-    client = await aiohttp_client(app)
+    client = await serve_app(aiohttp_client, app)
 
     response = await client.get("/test-stream")
 

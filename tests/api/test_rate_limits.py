@@ -217,3 +217,22 @@ async def test_an_unused_lease_is_given_back_and_the_bucket_refills_exactly(
 
     # Exactly as if each request had been counted alone: 64 - 5 requests + 1.5 s of refill.
     assert remaining(await api.files(key=key)) == 60
+
+
+async def test_a_session_over_its_rate_can_still_log_out_and_revoke_keys(make_api) -> None:
+    """Ending a credential is never rate limited (issue 11, #3): a busy session that gets 429
+    for everything else can still revoke a leaked key and log out, and both take effect."""
+    api = await make_api(rate_limit_per_second=1, rate_limit_burst=3)
+    token = await api.user_with_session()
+    key = await api.create_key(token)
+    while (await api.files(token=token)).status != 429:
+        pass
+    await assert_error(await api.files(token=token), 429, "rate_limited")
+
+    revoked = await api.client.delete(f"/api/v1/keys/{key['id']}", headers=bearer(token))
+    logged_out = await api.client.post("/api/v1/auth/logout", headers=bearer(token))
+
+    assert revoked.status == 200, await revoked.text()
+    assert logged_out.status == 200, await logged_out.text()
+    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(token=token), 401, "invalid_session")

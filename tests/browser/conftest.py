@@ -29,6 +29,7 @@ from aiohttp import web
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from service.api.context import ACCOUNTS
+from service.api.low_level import EnvelopeAppRunner
 from service.app import create_app
 from service.config import Settings
 from tests.conftest import PASSWORD, FakeClock, RedisServer
@@ -150,7 +151,7 @@ async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
     clock = FakeClock()
     settings = Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2)
     app = create_app(settings, clock=clock)
-    runner = web.AppRunner(app, access_log=None)
+    runner = EnvelopeAppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -30,7 +30,7 @@ from multidict import CIMultiDict
 
 from service.app import create_app
 from service.config import Settings
-from tests.conftest import PASSWORD, Api, FakeClock, RedisServer, free_port
+from tests.conftest import PASSWORD, Api, FakeClock, RedisServer, free_port, serve_app
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "deploy" / "nginx.conf"
@@ -367,7 +367,7 @@ async def make_recorded_api(aiohttp_client: Any, settings: Settings, clock: Fake
 
         app = create_app(replace(settings, **overrides), clock=clock)
         app.middlewares.insert(0, record)
-        return Api(await aiohttp_client(app), app), recorder
+        return Api(await serve_app(aiohttp_client, app), app), recorder
 
     return build
 
