@@ -47,6 +47,7 @@ from service.auth import credentials
 from service.auth.permissions import to_mask
 from service.store.embedded import find_server_binary
 from service.store.keys import RedisKeys
+from service.store.redis_store import KEY_EXPIRED_GRACE_MS, SESSION_EXPIRED_GRACE_MS
 
 PASSWORD = "bench password 1234"
 EMAIL = "bench@example.com"
@@ -321,7 +322,7 @@ def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
         yield _resp("ZADD", names.account_key_expiry(user), expires, key_id)
         entry = names.key_entry(digest)
         yield _resp("HSET", entry, "u", user, "k", key_id, "p", mask, "e", expires)
-        yield _resp("PEXPIREAT", entry, expires)
+        yield _resp("PEXPIREAT", entry, expires + KEY_EXPIRED_GRACE_MS)
 
 
 def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
@@ -332,10 +333,12 @@ def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
     for n in range(count):
         user = f"usr_sess{n // sessions_per_user:018d}"
         digest = os.urandom(32).hex()
-        yield _resp("ZADD", names.account_sessions(user), absolute, digest)
+        kept_until = absolute + SESSION_EXPIRED_GRACE_MS
+        yield _resp("ZADD", names.account_sessions(user), kept_until, digest)
+        yield _resp("PEXPIREAT", names.account_sessions(user), kept_until)
         entry = names.session_entry(digest)
         yield _resp("HSET", entry, "u", user, "c", now, "a", absolute, "i", idle)
-        yield _resp("PEXPIREAT", entry, idle)
+        yield _resp("PEXPIREAT", entry, idle + SESSION_EXPIRED_GRACE_MS)
 
 
 # -- load -------------------------------------------------------------------------------------

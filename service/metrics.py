@@ -138,13 +138,30 @@ class Metrics:
 
     # -- the hot path: plain dict updates ---------------------------------------------------
 
-    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+    def answered(
+        self,
+        route: str,
+        method: str,
+        status: int,
+        seconds: float,
+        credential: str | None,
+        outcome: str | None,
+        auth_seconds: float,
+    ) -> None:
+        """One answered request and, when ``outcome`` is not None, its credential check (as
+        ``auth`` counts it): one call per request on the gateway's path."""
         if method not in KNOWN_METHODS:
             method = "other"
         key = (route, method, status)
         pending = self._pending_requests
         pending[key] = pending.get(key, 0) + 1
-        _bucket(self._pending_request_seconds, route, seconds)
+        counts = self._pending_request_seconds.get(route)
+        if counts is None:
+            counts = self._pending_request_seconds[route] = _no_observations()
+        counts[bisect_left(_BOUNDS, seconds)] += 1
+        counts[-1] += seconds
+        if outcome is not None:
+            self.auth(credential or "none", outcome, auth_seconds)
 
     def auth(self, credential: str, outcome: str, seconds: float) -> None:
         key = (credential, outcome)

@@ -264,8 +264,14 @@ def _account(metrics: Metrics | None, method: str, status: int, trace: RequestTr
     if metrics is None:
         return
     try:
-        metrics.request(trace.route, method, status, perf_counter() - trace.started)
-        if trace.outcome is not None:
-            metrics.auth(trace.credential or "none", trace.outcome, trace.auth_seconds)
+        metrics.answered(
+            trace.route,
+            method,
+            status,
+            perf_counter() - trace.started,
+            trace.credential,
+            trace.outcome,
+            trace.auth_seconds,
+        )
     except Exception:  # bookkeeping never turns an answer into an error
         log.exception("could not record the request's metrics")
