@@ -438,3 +438,22 @@ async def test_a_stored_permission_mask_out_of_range_fails_closed(
     response = await api.files(key=key["secret_key"])
 
     await assert_envelope(response, 503, "store_unavailable")
+
+
+async def test_a_store_error_line_masks_a_secret_pasted_into_the_path(
+    api: Api, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 11, #5: the access line masked it, the error line did not."""
+    token = await api.user_with_session(EMAIL)
+    secret = generate_api_key()
+    caplog.set_level("DEBUG")
+
+    redis_server.stop()
+    try:
+        response = await api.client.delete(f"/api/v1/keys/{secret}", headers=bearer(token))
+    finally:
+        redis_server.start()
+
+    await assert_envelope(response, 503, "store_unavailable")
+    assert "credential store error on DELETE /api/v1/keys/[masked]" in caplog.text
+    assert secret[4:20] not in caplog.text
