@@ -3,8 +3,11 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY service ./service
-RUN pip install --no-cache-dir . && useradd --system --uid 10001 filehost
+# /data holds the uploaded files (FILEHOST_DATA_DIR); owned by the service's user so that a
+# named volume mounted there starts with that owner too.
+RUN pip install --no-cache-dir . && useradd --system --uid 10001 filehost \
+    && mkdir -p /data && chown filehost /data
 USER filehost
-ENV FILEHOST_HOST=0.0.0.0 FILEHOST_PORT=8080
+ENV FILEHOST_HOST=0.0.0.0 FILEHOST_PORT=8080 FILEHOST_DATA_DIR=/data
 EXPOSE 8080
 CMD ["python", "-m", "service", "serve"]

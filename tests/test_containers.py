@@ -85,6 +85,20 @@ def test_docker_waits_for_a_graceful_shutdown(compose: dict[str, Any]) -> None:
     assert int(period[:-1]) >= 2 * grace + 5  # aiohttp may take twice the grace, then cleanup
 
 
+def test_uploaded_files_live_on_a_volume_the_service_may_write(compose: dict[str, Any]) -> None:
+    """The image's working directory belongs to root: files must go to a directory the
+    service's user owns, kept on a volume so they outlive the container."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "FILEHOST_DATA_DIR=/data" in dockerfile
+    assert "chown filehost /data" in dockerfile
+    volumes = compose["services"]["auth"]["volumes"]
+    assert any(
+        (volume.get("target") if isinstance(volume, dict) else str(volume).split(":")[1])
+        == "/data"
+        for volume in volumes
+    ), volumes
+
+
 def test_the_port_is_published_on_loopback_only(compose: dict[str, Any]) -> None:
     # Behind a reverse proxy on the same host; never open to the network by accident.
     ports = compose["services"]["auth"]["ports"]
