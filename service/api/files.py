@@ -104,11 +104,14 @@ def _file_view(record: FileRecord) -> dict[str, Any]:
 
 def display_name(raw: str | None) -> str:
     """The client's file name as it is kept, for display only: its last path component (after
-    any ``/`` or ``\\``), without control characters, trimmed, at most 255 characters. Never
-    used in a path: blobs are named by file id."""
+    any ``/`` or ``\\``), without control characters, trimmed, at most 255 characters (a long one
+    is shortened before its extension). Never used in a path: blobs are named by file id."""
     name = re.split(r"[/\\]", raw or "")[-1]
     name = "".join(char for char in name if unicodedata.category(char) != "Cc").strip()
-    name = name[:MAX_NAME_LENGTH].strip()
+    if len(name) > MAX_NAME_LENGTH:  # shortened in its stem, so a short extension survives
+        stem, dot, extension = name.rpartition(".")
+        keep = len(extension) + 1 if dot and stem and len(extension) <= 16 else 0
+        name = name[: MAX_NAME_LENGTH - keep].rstrip() + (name[-keep:] if keep else "")
     if name in ("", ".", ".."):
         return FALLBACK_NAME
     return name
