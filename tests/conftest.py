@@ -7,6 +7,9 @@ same lookup the service uses); never a fixed system instance. Each test starts o
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -247,3 +250,38 @@ async def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
     assert body["error"]["code"] == code, body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     return body["error"]
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next(
+                (
+                    line
+                    for line in (entry / "status").read_text().splitlines()
+                    if line.startswith("State:")
+                ),
+                "",
+            )
+        except OSError:
+            continue
+        if text in cmdline and "zombie" not in state and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """The embedded store's data dir; a store left running on its socket is killed at teardown
+    (only after a failure: whoever started the store stops it)."""
+    data = tmp_path / "data"
+    assert len(str(data / "redis.sock")) < 100, "tmp_path too long for a unix socket"
+    yield data
+    for pid in processes_mentioning(str(data / "redis.sock")):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -24,7 +24,7 @@ import pytest
 
 from service.logs import FLUSH_SECONDS
 from service.store.embedded import socket_responds
-from tests.conftest import free_port
+from tests.conftest import free_port, processes_mentioning
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "Serve-Test-Password-1"
@@ -243,29 +243,6 @@ async def test_two_workers_both_refuse_a_revoked_key(redis_url: str, tmp_path: P
     assert key["secret_key"] not in stderr + stdout
     assert token not in stderr + stdout
     assert "Traceback" not in stderr
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Pids of live processes whose command line contains ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = next(
-                (
-                    line
-                    for line in (entry / "status").read_text().splitlines()
-                    if line.startswith("State:")
-                ),
-                "",
-            )
-        except OSError:
-            continue
-        if text in cmdline and "zombie" not in state and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ import aiohttp
 import orjson
 import redis as redis_sync
 
-from tests.conftest import RedisServer, free_port
-from tests.test_serve import PASSWORD, Server, processes_mentioning, run_cli, service_env
+from tests.conftest import RedisServer, free_port, processes_mentioning
+from tests.test_serve import PASSWORD, Server, run_cli, service_env
 
 __all__ = [
     "PASSWORD",

@@ -17,7 +17,6 @@ worker processes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
@@ -330,18 +329,6 @@ async def _check_survivors(
 
 
 # -- the embedded store killed -------------------------------------------------------------------
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """The embedded store's data dir; a store left running on its socket is killed at teardown
-    (only after a failure: serve stops the store it started)."""
-    data = tmp_path / "data"
-    assert len(str(data / "redis.sock")) < 100, "tmp_path too long for a unix socket"
-    yield data
-    for pid in processes_mentioning(str(data / "redis.sock")):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def embedded_store_pid(server: Server, data: Path) -> int:

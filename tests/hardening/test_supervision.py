@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,17 +38,6 @@ from tests.hardening.support import (
 from tests.test_serve import REPO_ROOT
 
 EMAIL = "owner@example.com"
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """The embedded store's data dir; a store left running on its socket is killed at teardown."""
-    data = tmp_path / "data"
-    assert len(str(data / "redis.sock")) < 100, "tmp_path too long for a unix socket"
-    yield data
-    for pid in processes_mentioning(str(data / "redis.sock")):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def alive(pid: int) -> bool:

@@ -10,14 +10,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,20 +27,10 @@ from service.store.embedded import (
     server_engine,
     socket_responds,
 )
-from tests.test_serve import processes_mentioning, run_cli, service_env
+from tests.conftest import processes_mentioning
+from tests.test_serve import run_cli, service_env
 
 PASSWORD = "Embedded-Test-Password-1"
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A data directory; any store left running on its socket is killed at teardown."""
-    data = tmp_path / "data"
-    assert len(str(data / "redis.sock")) < 100, "tmp_path too long for a unix socket"
-    yield data
-    for pid in processes_mentioning(str(data / "redis.sock")):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def fake_server(path: Path, *, version: str, marker: Path, run: str = "exit 1") -> Path:
