@@ -17,7 +17,9 @@ aiohttp has no documented hook for either, so this module subclasses the pieces 
 - ``EnvelopeRequestHandler``'s read timeouts, which aiohttp lacks (it waits for a request's
   headers up to its keep-alive timeout, and for a body as long as bytes trickle in): a request's
   headers must all arrive within ``header_timeout`` of its first byte (of the connection's
-  opening, for its first request), and its body within ``body_timeout`` of its headers. Late
+  opening, for its first request), and its body within ``body_timeout`` of its headers plus a
+  second for every ``MIN_BODY_BYTES_PER_SECOND`` bytes of it that arrived (so a large upload that
+  keeps coming is never cut, and a trickle gains next to nothing). Late
   headers are answered 408 ``request_timeout`` and the connection closed; a connection that sent
   nothing is closed. A late body makes the handler's read of it fail with 408, and the connection
   is closed after that answer (or at once, when the answer was already sent). Both are deadlines,
@@ -53,6 +55,10 @@ from service.errors import ApiError, BadRequest
 log = logging.getLogger("service.api")
 
 MALFORMED_MESSAGE = "Malformed HTTP request."
+# A body's deadline moves on by a second for every this many bytes that arrive: an upload of
+# 100 MiB needs its time, and gets it while it keeps up this rate on average; a body trickled in
+# a byte at a time gains next to nothing.
+MIN_BODY_BYTES_PER_SECOND = 64 * 1024
 
 
 def _with_security_headers(response: web.Response) -> web.Response:
@@ -131,6 +137,8 @@ class EnvelopeRequestHandler(RequestHandler):
             if self._body is None or self._body.is_eof():
                 self._phase = _IDLE
                 self._body = None
+            else:  # a large body that keeps coming gets time for what it sends
+                self._read_by += len(data) / MIN_BODY_BYTES_PER_SECOND
         elif data and not self._upgraded:  # part of a request's headers
             if self._phase == _IDLE:
                 self._expect(_HEADERS, self._header_timeout)

@@ -19,12 +19,13 @@ import orjson
 import pytest
 
 from tests.conftest import RedisServer
-from tests.hardening.support import Server, env_for, free_port, started
+from tests.hardening.support import PASSWORD, Server, create_user, env_for, free_port, started
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 1.5
 TRICKLE_EVERY = 0.25
 GIVE_UP = 8.0  # far below the old 75 s, far above the timeouts
+UPLOADER = "uploader@example.com"
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,9 @@ def server(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) 
         port,
         FILEHOST_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
         FILEHOST_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT),
+        FILEHOST_DATA_DIR=str(tmp_path_factory.mktemp("data")),
     )
+    create_user(env, UPLOADER)
     serving = Server(env, port, tmp_path_factory.mktemp("serve"))
     try:
         started(serving, 1)
@@ -191,3 +194,39 @@ def test_a_slow_but_timely_request_is_answered(server: Server) -> None:
 
     assert status == 401, answer
     assert orjson.loads(answer)["error"]["code"] == "invalid_credentials"
+
+
+def test_an_upload_that_keeps_coming_is_not_cut_at_the_body_timeout(server: Server) -> None:
+    """The body's deadline moves on with what arrives (MIN_BODY_BYTES_PER_SECOND): an upload
+    taking twice the body timeout at about twice that rate is stored whole."""
+    with connect(server) as sock:
+        login = orjson.dumps({"email": UPLOADER, "password": PASSWORD})
+        sock.sendall(
+            b"POST /api/v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(login), login)
+        )
+        status, _headers, body = answer_of(sock)
+        assert status == 200, body
+        token = orjson.loads(body)["data"]["token"].encode()
+
+        content = bytes(range(256)) * 2048  # 512 KiB
+        part = (
+            b'--b\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\n'
+            b"Content-Type: application/octet-stream\r\n\r\n" + content + b"\r\n--b--\r\n"
+        )
+        sock.sendall(
+            b"POST /api/v1/files HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+            % (token, len(part))
+        )
+        start = time.monotonic()
+        chunk = 8 * 1024  # 8 KiB every 0.06 s: about 130 KiB/s, twice MIN_BODY_BYTES_PER_SECOND
+        for offset in range(0, len(part), chunk):
+            sock.sendall(part[offset : offset + chunk])
+            time.sleep(0.06)
+        took = time.monotonic() - start
+        status, _headers, body = answer_of(sock)
+
+    assert took > 2 * BODY_TIMEOUT, took  # it did outlast the plain deadline
+    assert status == 201, body
+    assert orjson.loads(body)["data"]["size"] == len(content)
