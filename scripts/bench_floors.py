@@ -30,7 +30,7 @@ from aiohttp import web
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
 
 # The same answer the service gives its benchmark account, made the same way per request.
-DATA: dict = {"files": []}
+DATA: dict = {"files": [], "next_cursor": None}
 LOOKUP_FIELDS = ("u", "k", "p", "e")  # an API key's digest entry, as the service reads it
 
 

@@ -364,7 +364,6 @@ class RedisStore:
                 )
                 for fields in (_KEY_FIELDS, _SESSION_FIELDS)
             }
-        self._hot_read_hash = CommandTemplate("HGETALL", ARG)
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
         self._confirm_key = redis.register_script(_CONFIRM_KEY)
         self._add_session_index = redis.register_script(_ADD_SESSION_INDEX)
@@ -416,12 +415,6 @@ class RedisStore:
             else RateVerdict(False, 0, count, full_in, 0)
         )
         return reply[:n], verdict
-
-    async def _hgetall(self, key: str) -> dict[str, str]:
-        if self._hot is None:
-            return await self.redis.hgetall(key)
-        flat = await self._hot.execute_packed(self._hot_read_hash.pack(key.encode()))
-        return dict(zip(flat[::2], flat[1::2], strict=True))
 
     # -- API keys ---------------------------------------------------------------------------
 
@@ -738,19 +731,3 @@ class RedisStore:
             self.keys.account_file_order(user_id),
         )
         await self._forget_email(keys=[self.keys.users_by_email], args=[email, user_id])
-
-    # -- files ------------------------------------------------------------------------------
-
-    async def list_files(self, user_id: str) -> list[dict]:
-        raw = await self._hgetall(self.keys.account_files(user_id))
-        files = []
-        for value in raw.values():
-            try:
-                record = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                raise CorruptRecord() from None
-            if not isinstance(record, dict):
-                raise CorruptRecord()
-            files.append(record)
-        files.sort(key=lambda record: str(record.get("created_at", "")), reverse=True)
-        return files

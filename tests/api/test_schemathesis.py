@@ -118,6 +118,7 @@ def live(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
         FILEHOST_RATE_LIMIT_PER_SECOND="0",
         FILEHOST_LOGIN_FAILURES_PER_EMAIL="0",
         FILEHOST_LOGIN_FAILURES_PER_ADDRESS="0",
+        FILEHOST_DATA_DIR=str(tmp_path_factory.mktemp("files")),  # its uploads, not the repo's
     )
     with redis_sync.Redis.from_url(url) as client:
         client.flushall()
