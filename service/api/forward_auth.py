@@ -101,17 +101,22 @@ def _unmapped() -> Forbidden:
     )
 
 
-_ORIGINAL_REQUEST_HEADERS = tuple(
-    istr(name)
-    for name in ("X-Original-Method", "X-Original-URI", "X-Forwarded-Method", "X-Forwarded-Uri")
-)
+_ORIGINAL_METHOD = istr("X-Original-Method")
+_ORIGINAL_URI = istr("X-Original-URI")
+_FORWARDED_METHOD = istr("X-Forwarded-Method")
+_FORWARDED_URI = istr("X-Forwarded-Uri")
 
 
 def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
-    if not any(name in headers for name in _ORIGINAL_REQUEST_HEADERS):
+    if not (
+        _ORIGINAL_METHOD in headers
+        or _ORIGINAL_URI in headers
+        or _FORWARDED_METHOD in headers
+        or _FORWARDED_URI in headers
+    ):
         return None  # the common case with X-Required-Permission: no header read twice
-    nginx = _one(headers, "X-Original-Method"), _one(headers, "X-Original-URI")
-    traefik = _one(headers, "X-Forwarded-Method"), _one(headers, "X-Forwarded-Uri")
+    nginx = _one(headers, _ORIGINAL_METHOD), _one(headers, _ORIGINAL_URI)
+    traefik = _one(headers, _FORWARDED_METHOD), _one(headers, _FORWARDED_URI)
     has_nginx = nginx != (None, None)
     if has_nginx and traefik != (None, None):
         raise BadRequest(

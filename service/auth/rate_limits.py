@@ -40,7 +40,8 @@ class RateLimitFields:
         self.policy = f'"{POLICY_NAME}";q={limit.burst};w={window}'
 
     def current(self, verdict: RateVerdict) -> str:
-        return f'"{POLICY_NAME}";r={verdict.remaining};t={_seconds(verdict.full_in_us)}'
+        # On every accepted request: whole seconds rounded up, without a call to math.ceil.
+        return f'"{POLICY_NAME}";r={verdict.remaining};t={-(-verdict.full_in_us // 1_000_000)}'
 
     def refusal(self, verdict: RateVerdict) -> TooManyRequests:
         retry_after = max(1, _seconds(verdict.wait_us))
