@@ -19,12 +19,14 @@ import orjson
 from redis.exceptions import RedisError
 
 from service.app import connect_redis
-from service.auth.accounts import Accounts
+from service.auth.accounts import Accounts, normalise_email
 from service.auth.passwords import PasswordHasher
 from service.clock import SystemClock, iso
 from service.config import ConfigError, Settings, load_settings
 from service.errors import ApiError
+from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
+from service.store.files_store import FilesStore, decode_cursor
 from service.store.redis_store import RedisStore
 
 
@@ -70,7 +72,7 @@ def _read_password() -> str:
 
 
 @asynccontextmanager
-async def _accounts(settings: Settings) -> AsyncIterator[Accounts]:
+async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, RedisStore]]:
     embedded = None
     url = settings.redis_url
     if url is None:
@@ -84,10 +86,9 @@ async def _accounts(settings: Settings) -> AsyncIterator[Accounts]:
         url = embedded.url
     client = connect_redis(url, settings.redis_timeout_seconds)
     passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)
+    store = RedisStore(client, settings.redis_prefix)
     try:
-        yield Accounts(
-            RedisStore(client, settings.redis_prefix), passwords, SystemClock(), settings
-        )
+        yield Accounts(store, passwords, SystemClock(), settings), store
     finally:
         passwords.close()
         await client.aclose()
@@ -95,8 +96,22 @@ async def _accounts(settings: Settings) -> AsyncIterator[Accounts]:
             embedded.stop()
 
 
+async def _account_file_ids(store: RedisStore, email: str) -> list[str]:
+    """The ids of every file of the account with ``email`` (none when there is no such user)."""
+    user_id = await store.find_user_id(normalise_email(email))
+    if user_id is None:
+        return []
+    files, ids, after = FilesStore(store), [], None
+    while True:
+        page = await files.list_page(user_id, 1000, after)
+        ids += [record.id for record in page.files]
+        if page.next_cursor is None:
+            return ids
+        after = decode_cursor(page.next_cursor)
+
+
 async def _users(settings: Settings, args: argparse.Namespace) -> int:
-    async with _accounts(settings) as accounts:
+    async with _accounts(settings) as (accounts, store):
         if args.action == "create":
             user = await accounts.create_user(args.email, _read_password())
             print(f"created user {user.email} ({user.id})")
@@ -111,13 +126,19 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
                 else:
                     print(f"{user.id}  {user.email}  {iso(user.created_at)}")
         else:
+            # The files' bytes go after their records, as a file's deletion does: a crash in
+            # between leaves unreferenced bytes, never a record without its bytes.
+            file_ids = await _account_file_ids(store, args.email)
             user = await accounts.delete_user(args.email)
+            blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+            for file_id in file_ids:
+                await blobs.delete(file_id)
             resumed = (
                 " (an earlier deletion had been cut short; now finished)" if user.resumed else ""
             )
             print(
                 f"deleted user {user.email} ({user.id}); their sessions and keys are revoked"
-                f"{resumed}"
+                f" and their {len(file_ids)} file(s) removed{resumed}"
             )
     return 0
 

@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redis_sync
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.conftest import Api, assert_error, free_port
+from tests.conftest import Api, assert_error, bearer, free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "Tr0ub4dor&3-horse"
@@ -361,3 +362,28 @@ def test_embedded_store_without_serve_persists_and_stops_its_server(tmp_path: Pa
     assert [json.loads(line)["email"] for line in listed.stdout.splitlines()] == [
         "rita@example.com"
     ]
+
+
+async def test_delete_removes_the_users_files_bytes_and_all(
+    make_api: Any, redis_url: str, tmp_path: Path
+) -> None:
+    from tests.api.test_files import uploaded
+
+    api = await make_api(data_dir=tmp_path)
+    token = await api.user_with_session("pia@example.com")
+    other_token = await api.user_with_session("quinn@example.com")
+    mine = [await uploaded(api, b"pia %d" % n, token=token) for n in range(3)]
+    theirs = await uploaded(api, b"quinn's", token=other_token)
+    stored = tmp_path / "files"
+    assert {path.name for path in stored.iterdir()} == {f["id"] for f in [*mine, theirs]}
+
+    env = cli_env(redis_url, FILEHOST_DATA_DIR=str(tmp_path))
+    deleted = run_cli("users", "delete", "--email", "pia@example.com", env=env)
+
+    assert deleted.returncode == 0, deleted.stderr
+    assert "3 file(s) removed" in deleted.stdout
+    assert {path.name for path in stored.iterdir()} == {theirs["id"]}
+    response = await api.client.get(
+        f"/api/v1/files/{theirs['id']}/content", headers=bearer(other_token)
+    )
+    assert await response.read() == b"quinn's"

@@ -42,7 +42,7 @@ from service.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
-from service.store.blobs import BlobMissing, BlobStore, DirectoryBlobs
+from service.store.blobs import FILES_DIRECTORY, BlobMissing, BlobStore, DirectoryBlobs
 from service.store.files_store import BadCursor, FileRecord, FilesStore, decode_cursor
 from service.store.redis_store import AccountGone
 
@@ -418,7 +418,7 @@ def add_file_routes(app: web.Application, clock: Clock) -> None:
     """The files routes; blobs in ``<FILEHOST_DATA_DIR>/files`` unless ``app[BLOBS]`` is set."""
     app[CLOCK] = clock
     if BLOBS not in app:
-        app[BLOBS] = DirectoryBlobs(app[SETTINGS].data_dir / "files")
+        app[BLOBS] = DirectoryBlobs(app[SETTINGS].data_dir / FILES_DIRECTORY)
 
     async def metadata(app: web.Application) -> AsyncIterator[None]:
         app[FILES] = FilesStore(app[STORE])  # after the app's lifecycle made the store

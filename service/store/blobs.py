@@ -29,6 +29,10 @@ _TEMPORARY_PREFIX = ".tmp-"
 READ_CHUNK = 256 * 1024
 
 
+# The directory under FILEHOST_DATA_DIR that holds the files' bytes.
+FILES_DIRECTORY = "files"
+
+
 class BlobMissing(Exception):
     """No blob has this id."""
 
