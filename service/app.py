@@ -18,6 +18,7 @@ from service.api.forward_auth import add_forward_auth_routes
 from service.api.middleware import RATE_FIELDS, REQUEST_HANDLING, request_handling
 from service.api.ops import add_ops
 from service.api.routes import add_routes
+from service.api.sessions import add_session_routes
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
@@ -97,7 +98,7 @@ def create_app(
             if redis is None and settings.redis_url
             else None
         )
-        store = RedisStore(client, settings.redis_prefix, hot, rate_limit)
+        store = RedisStore(client, settings.redis_prefix, hot, rate_limit, clock)
         background = BackgroundWrites()
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
@@ -119,6 +120,7 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
     add_ops(app, metrics)
     add_routes(app)
+    add_session_routes(app)
     add_file_routes(app, clock)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)

@@ -18,13 +18,20 @@ from service.auth.principal import Principal
 from service.clock import Clock
 from service.config import Settings
 from service.errors import Conflict, NotFound, Unauthorized, ValidationFailed
-from service.store.redis_store import AccountGone, KeyRecord, RedisStore, UserRecord
+from service.store.redis_store import (
+    AccountGone,
+    KeyRecord,
+    RedisStore,
+    SessionRecord,
+    UserRecord,
+)
 
 _DAY_MS = 86_400_000
 _EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"
 _EMAIL_PATTERN = re.compile(rf"^{_EMAIL_CHAR}{{1,64}}@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$")
 MAX_EMAIL_LENGTH = 254
 MAX_PASSWORD_LENGTH = 1024
+MAX_USER_AGENT_LENGTH = 256
 
 
 def normalise_email(email: str) -> str:
@@ -128,11 +135,18 @@ class Accounts:
     # -- sessions ---------------------------------------------------------------------------
 
     async def login(
-        self, email: str, password: str, client_address: str | None = None
+        self,
+        email: str,
+        password: str,
+        client_address: str | None = None,
+        user_agent: str | None = None,
     ) -> LoginResult:
         """Check the password and open a session. Wrong email and wrong password are refused
         with the same message after the same bcrypt work, so accounts can't be enumerated.
-        Throttled logins (see ``login_throttle``) are refused before any password work."""
+        Throttled logins (see ``login_throttle``) are refused before any password work.
+
+        The session records the client's address (as throttling works it out) and its
+        User-Agent (the first ``MAX_USER_AGENT_LENGTH`` characters), for its owner's list."""
         email = normalise_email(email)
         reservation = await self._throttle.reserve(email, client_address)
         try:
@@ -154,7 +168,16 @@ class Accounts:
         idle = min(now + self._settings.session_idle_seconds * 1000, absolute)
         token = credentials.generate_session_token()
         try:
-            await self._store.add_session(credentials.digest(token), user.id, now, idle, absolute)
+            await self._store.add_session(
+                credentials.digest(token),
+                user.id,
+                now,
+                idle,
+                absolute,
+                public_id=credentials.new_id("ses"),
+                ip=client_address,
+                user_agent=user_agent[:MAX_USER_AGENT_LENGTH] if user_agent else None,
+            )
         except AccountGone:
             # The user was deleted while the password was checked: as if it never existed (the
             # attempt stays counted, like any login for an email without an account).
@@ -169,6 +192,29 @@ class Accounts:
         assert principal.token_digest is not None
         await self._store.remove_session(principal.token_digest, principal.user_id)
         return self._clock.now_ms()
+
+    async def list_sessions(self, user_id: str) -> list[SessionRecord]:
+        return await self._store.list_sessions(user_id, self._clock.now_ms())
+
+    async def end_session(self, user_id: str, session_id: str) -> int:
+        """End one of the account's live sessions (the caller's own included); 404 for an
+        unknown id, one of another shape, an ended or expired session, another account's."""
+        if credentials.is_valid_id(session_id, "ses"):
+            for record in await self.list_sessions(user_id):
+                if record.id == session_id:
+                    if await self._store.remove_session(record.token_digest, user_id):
+                        return self._clock.now_ms()
+                    break  # ended meanwhile by another request
+        raise NotFound("No live session of this account has this id.", code="session_not_found")
+
+    async def end_other_sessions(self, principal: Principal) -> int:
+        """End every live session of the account but the caller's; how many were ended."""
+        others = [
+            record.token_digest
+            for record in await self.list_sessions(principal.user_id)
+            if record.token_digest != principal.token_digest
+        ]
+        return await self._store.remove_sessions(principal.user_id, others)
 
     # -- API keys ---------------------------------------------------------------------------
 

@@ -9,7 +9,11 @@ key                                    type    holds
                                                key id, permission mask, expiry; PEXPIREAT 24 h
                                                past the expiry (answered api_key_expired)
 ``P:session:<sha256 hex of token>``     hash    one session: user id, created, absolute and idle
-                                               deadlines; PEXPIREAT 1 h past the nearer one
+                                               deadlines (``u c a i``, all the per-request
+                                               lookup reads); for the owner's list only: public
+                                               id ``id``, last seen ``s`` (moved by renewal),
+                                               login address ``ip`` and User-Agent ``ua``;
+                                               PEXPIREAT 1 h past the nearer deadline
                                                (answered session_expired)
 ``P:rate:{<credential entry>}``         string  request-rate bucket of one key or session (the
                                                GCRA's theoretical arrival time, µs); lives a

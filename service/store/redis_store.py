@@ -13,7 +13,9 @@ from typing import NamedTuple
 import orjson
 from redis.asyncio import Redis
 
+from service.auth.credentials import new_id
 from service.auth.permissions import ALL_PERMISSIONS_MASK
+from service.clock import Clock, SystemClock
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
@@ -99,14 +101,27 @@ end
 return 0
 """
 
-# Moves a session's idle deadline, but never brings back a session that was logged out.
+# Moves a session's idle deadline and records when it was last seen (the moment of the request
+# that renewed it), but never brings back a session that was logged out or ended.
+# KEYS: entry. ARGV: idle deadline, expire at, seen at.
 _RENEW_SESSION = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'i', ARGV[1])
+redis.call('HSET', KEYS[1], 'i', ARGV[1], 's', ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 return 1
+"""
+
+# Gives a session opened before sessions had public ids one, the first time it is listed (never
+# creates an entry that is gone). Returns the session's public id, or nil when it is gone.
+# KEYS: entry. ARGV: a new public id.
+_ASSIGN_SESSION_ID = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return false
+end
+redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
+return redis.call('HGET', KEYS[1], 'id')
 """
 
 # Records a key's last use only while the key is still listed (not after revocation).
@@ -274,6 +289,21 @@ class KeyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session as its owner sees it in a list, plus the digest that identifies it to the
+    service (never shown)."""
+
+    id: str
+    token_digest: str
+    created_at: int
+    last_seen_at: int
+    idle_deadline: int
+    absolute_deadline: int
+    ip: str | None
+    user_agent: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class UserRecord:
     id: str
     email: str
@@ -283,6 +313,8 @@ class UserRecord:
 
 _KEY_FIELDS = ("u", "k", "p", "e")
 _SESSION_FIELDS = ("u", "c", "a", "i")
+# Read by the session list alone, never by the per-request lookup.
+_SESSION_LIST_FIELDS = ("u", "c", "a", "i", "id", "s", "ip", "ua")
 
 
 def _int_field(value: object) -> int:
@@ -334,8 +366,10 @@ class RedisStore:
         prefix: str,
         hot: PipelinedRedis | None = None,
         rate_limit: RateLimit | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.redis = redis
+        self._clock = clock or SystemClock()  # when a renewed session was last seen
         self.keys = RedisKeys(prefix)
         self._hot = hot
         self.rate_limit = rate_limit
@@ -370,6 +404,7 @@ class RedisStore:
         self._confirm_session = redis.register_script(_CONFIRM_SESSION)
         self._forget_email = redis.register_script(_FORGET_EMAIL)
         self._renew_session = redis.register_script(_RENEW_SESSION)
+        self._assign_session_id = redis.register_script(_ASSIGN_SESSION_ID)
         self._touch_key = redis.register_script(_TOUCH_KEY)
         self._reserve_attempt = redis.register_script(_RESERVE_ATTEMPT)
         self._release_attempt = redis.register_script(_RELEASE_ATTEMPT)
@@ -584,10 +619,17 @@ class RedisStore:
         created_at: int,
         idle_deadline: int,
         absolute_deadline: int,
+        public_id: str | None = None,
+        ip: str | None = None,
+        user_agent: str | None = None,
     ) -> None:
         """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
         the session was written (steps (a)-(c) of "Creating a credential" above). The entry is
-        kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered as expired."""
+        kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered as expired.
+
+        Beside the four fields the per-request lookup reads, the entry holds what only the
+        session list reads: the public id, when it was last seen (renewals move it), and the
+        client's address and User-Agent at login."""
         account = [self.keys.user(user_id), self.keys.account_sessions(user_id)]
         # The account index is written before the entry, so a session that exists can always be
         # found and ended when its user is deleted.
@@ -598,10 +640,17 @@ class RedisStore:
             raise AccountGone()
         entry = self.keys.session_entry(token_digest)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                entry,
-                mapping={"u": user_id, "c": created_at, "a": absolute_deadline, "i": idle_deadline},
-            )
+            fields: dict[str, str | int] = {
+                "u": user_id,
+                "c": created_at,
+                "a": absolute_deadline,
+                "i": idle_deadline,
+                "s": created_at,
+            }
+            for name, value in (("id", public_id), ("ip", ip), ("ua", user_agent)):
+                if value is not None:
+                    fields[name] = value
+            pipe.hset(entry, mapping=fields)
             pipe.pexpireat(entry, min(idle_deadline, absolute_deadline) + SESSION_EXPIRED_GRACE_MS)
             await pipe.execute()
         if not await self._confirm_session(keys=account, args=[token_digest]):
@@ -625,15 +674,81 @@ class RedisStore:
 
     async def renew_session(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
         """Move a session's idle deadline; ``expire_at`` is its new deadline (idle or absolute,
-        whichever is nearer), and the entry is kept ``SESSION_EXPIRED_GRACE_MS`` past it."""
+        whichever is nearer), and the entry is kept ``SESSION_EXPIRED_GRACE_MS`` past it. The
+        same write records now as the session's last sight: ``last_seen_at`` costs no write of
+        its own, and is as fresh as the renewal interval."""
         await self._renew_session(
             keys=[self.keys.session_entry(token_digest)],
-            args=[idle_deadline, expire_at + SESSION_EXPIRED_GRACE_MS],
+            args=[idle_deadline, expire_at + SESSION_EXPIRED_GRACE_MS, self._clock.now_ms()],
         )
 
-    async def remove_session(self, token_digest: str, user_id: str) -> None:
-        await self.redis.delete(self.keys.session_entry(token_digest))
+    async def remove_session(self, token_digest: str, user_id: str) -> bool:
+        """End a session: its entry goes first (refused from then on, on every worker), then
+        its place in the account's index. True when this call deleted the entry."""
+        deleted = await self.redis.delete(self.keys.session_entry(token_digest))
         await self.redis.zrem(self.keys.account_sessions(user_id), token_digest)
+        return bool(deleted)
+
+    async def list_sessions(self, user_id: str, now: int) -> list[SessionRecord]:
+        """The account's live sessions (neither deadline passed), newest first.
+
+        The account's index names every session's digest; their entries are read in one
+        pipelined round trip (each stands alone, in a slot of its own). A session opened before
+        sessions had public ids is given one here."""
+        digests = await self.redis.zrange(self.keys.account_sessions(user_id), 0, -1)
+        if not digests:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in digests:
+                pipe.hmget(self.keys.session_entry(digest), _SESSION_LIST_FIELDS)
+            rows = await pipe.execute()
+        records = []
+        for digest, (owner, created, absolute, idle, public_id, seen, ip, agent) in zip(
+            digests, rows, strict=True
+        ):
+            if owner is None:
+                continue  # ended or expired; the index forgets it at a later login
+            if owner != user_id:
+                raise CorruptRecord()
+            created_at, absolute_at, idle_at = (
+                _int_field(created),
+                _int_field(absolute),
+                _int_field(idle),
+            )
+            if absolute_at <= now or idle_at <= now:
+                continue
+            if public_id is None:
+                public_id = await self._assign_session_id(
+                    keys=[self.keys.session_entry(digest)], args=[new_id("ses")]
+                )
+                if public_id is None:
+                    continue  # ended meanwhile
+            records.append(
+                SessionRecord(
+                    id=public_id,
+                    token_digest=digest,
+                    created_at=created_at,
+                    last_seen_at=_int_field(seen) if seen is not None else created_at,
+                    idle_deadline=idle_at,
+                    absolute_deadline=absolute_at,
+                    ip=ip,
+                    user_agent=agent,
+                )
+            )
+        records.sort(key=lambda record: (record.created_at, record.id), reverse=True)
+        return records
+
+    async def remove_sessions(self, user_id: str, token_digests: list[str]) -> int:
+        """End several of the account's sessions at once: every entry is deleted first, then
+        their places in the index. Returns how many entries this call deleted."""
+        if not token_digests:
+            return 0
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in token_digests:
+                pipe.delete(self.keys.session_entry(digest))  # one slot each: one DEL each
+            deleted = await pipe.execute()
+        await self.redis.zrem(self.keys.account_sessions(user_id), *token_digests)
+        return sum(deleted)
 
     # -- login failures ---------------------------------------------------------------------
 

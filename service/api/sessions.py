@@ -1,0 +1,65 @@
+"""The account's sessions under /api/v1/auth: list them, end one, end every other.
+
+Session tokens only (an API key is 403 ``session_required``): these endpoints let a person see
+what can act as them and end it. A session is shown by its public id (``ses_…``, random, never
+the token or its digest), with when it was opened and last seen, both deadlines, and the client's
+address and User-Agent at login; ``current`` marks the caller's own.
+
+Ending a session deletes its entry, as logout does, so its token is refused from the next request
+on, on every worker and instance. Ending is never refused for the caller's rate (``counted``
+False), like logout and key revocation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from service.api.context import ACCOUNTS
+from service.api.routes import PREFIX, authenticate, ok
+from service.auth.principal import Principal
+from service.clock import iso
+from service.store.redis_store import SessionRecord
+
+
+def _session_view(record: SessionRecord, principal: Principal) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "created_at": iso(record.created_at),
+        "last_seen_at": iso(record.last_seen_at),
+        "expires_at": iso(record.idle_deadline),
+        "absolute_expires_at": iso(record.absolute_deadline),
+        "ip": record.ip,
+        "user_agent": record.user_agent,
+        "current": record.token_digest == principal.token_digest,
+    }
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    records = await request.app[ACCOUNTS].list_sessions(principal.user_id)
+    return ok({"sessions": [_session_view(record, principal) for record in records]})
+
+
+async def end_session(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True, counted=False)
+    session_id = request.match_info["session_id"]
+    ended_at = await request.app[ACCOUNTS].end_session(principal.user_id, session_id)
+    return ok({"id": session_id, "ended_at": iso(ended_at)})
+
+
+async def end_other_sessions(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True, counted=False)
+    ended = await request.app[ACCOUNTS].end_other_sessions(principal)
+    return ok({"ended": ended})
+
+
+def add_session_routes(app: web.Application) -> None:
+    app.router.add_routes(
+        [
+            web.get(f"{PREFIX}/auth/sessions", list_sessions, allow_head=False),
+            web.delete(f"{PREFIX}/auth/sessions", end_other_sessions),
+            web.delete(f"{PREFIX}/auth/sessions/{{session_id}}", end_session),
+        ]
+    )
