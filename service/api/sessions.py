@@ -1,4 +1,5 @@
-"""The account's sessions under /api/v1/auth: list them, end one, end every other.
+"""The account's sessions under /api/v1/auth: list them, end one, end every other; and the
+password change, which ends every other session.
 
 Session tokens only (an API key is 403 ``session_required``): these endpoints let a person see
 what can act as them and end it. A session is shown by its public id (``ses_…``, random, never
@@ -8,6 +9,10 @@ address and User-Agent at login; ``current`` marks the caller's own.
 Ending a session deletes its entry, as logout does, so its token is refused from the next request
 on, on every worker and instance. Ending is never refused for the caller's rate (``counted``
 False), like logout and key revocation.
+
+``POST /auth/password`` checks the current password as a login does (throttled, bcrypt off the
+event loop), then stores the new one's hash and ends every other session of the account; the
+caller's session and the account's API keys keep working.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from typing import Any
 
 from aiohttp import web
 
-from service.api.context import ACCOUNTS
+from service.api.client_address import client_address
+from service.api.context import ACCOUNTS, SETTINGS
 from service.api.routes import PREFIX, authenticate, ok
+from service.api.validation import parse_change_password, read_json_object
 from service.auth.principal import Principal
 from service.clock import iso
 from service.store.redis_store import SessionRecord
@@ -55,11 +62,22 @@ async def end_other_sessions(request: web.Request) -> web.Response:
     return ok({"ended": ended})
 
 
+async def change_password(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    fields = parse_change_password(await read_json_object(request))
+    address = client_address(request, request.app[SETTINGS].trusted_proxies)
+    change = await request.app[ACCOUNTS].change_password(
+        principal, fields.current_password, fields.new_password, address
+    )
+    return ok({"changed_at": iso(change.changed_at), "sessions_ended": change.sessions_ended})
+
+
 def add_session_routes(app: web.Application) -> None:
     app.router.add_routes(
         [
             web.get(f"{PREFIX}/auth/sessions", list_sessions, allow_head=False),
             web.delete(f"{PREFIX}/auth/sessions", end_other_sessions),
             web.delete(f"{PREFIX}/auth/sessions/{{session_id}}", end_session),
+            web.post(f"{PREFIX}/auth/password", change_password),
         ]
     )

@@ -170,6 +170,31 @@ def parse_login(body: dict[str, Any]) -> LoginRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangePasswordRequest:
+    current_password: str
+    new_password: str
+
+
+def parse_change_password(body: dict[str, Any]) -> ChangePasswordRequest:
+    """Both fields required non-empty strings of at most ``MAX_PASSWORD_LENGTH``; the new
+    password's minimum length is the policy's (``Accounts.change_password``), as for users."""
+    problems: dict[str, str] = {}
+    _refuse_unknown_fields(body, ("current_password", "new_password"), problems)
+    values = {}
+    for field in ("current_password", "new_password"):
+        value = body.get(field)
+        if not isinstance(value, str) or not value:
+            problems[field] = "is required and must be a non-empty string"
+        elif len(value) > MAX_PASSWORD_LENGTH:
+            problems[field] = f"must be at most {MAX_PASSWORD_LENGTH} characters"
+        else:
+            values[field] = value
+    if problems:
+        raise ValidationFailed(details=problems)
+    return ChangePasswordRequest(values["current_password"], values["new_password"])
+
+
+@dataclass(frozen=True, slots=True)
 class CreateKeyRequest:
     name: str
     permissions: list[str]  # known names, duplicates folded, in the spec's order

@@ -75,6 +75,12 @@ class DeletedUser:
 
 
 @dataclass(frozen=True, slots=True)
+class PasswordChange:
+    changed_at: int
+    sessions_ended: int  # the account's other live sessions, ended by the change
+
+
+@dataclass(frozen=True, slots=True)
 class CreatedKey:
     record: KeyRecord
     secret: str
@@ -97,11 +103,9 @@ class Accounts:
         problems = {}
         if not is_valid_email(email):
             problems["email"] = "must be an e-mail address of at most 254 characters"
-        minimum = self._settings.password_min_length
-        if len(password) < minimum:
-            problems["password"] = f"must be at least {minimum} characters"
-        elif len(password) > MAX_PASSWORD_LENGTH:
-            problems["password"] = f"must be at most {MAX_PASSWORD_LENGTH} characters"
+        password_problem = self._password_problem(password)
+        if password_problem:
+            problems["password"] = password_problem
         if problems:
             raise ValidationFailed(details=problems)
         password_hash = await self._passwords.hash(password)
@@ -124,6 +128,47 @@ class Accounts:
         user = await self._store.get_user(user_id)
         await self._store.delete_user(user_id, email)
         return DeletedUser(user_id, email, resumed=user is None)
+
+    def _password_problem(self, password: str) -> str | None:
+        minimum = self._settings.password_min_length
+        if len(password) < minimum:
+            return f"must be at least {minimum} characters"
+        if len(password) > MAX_PASSWORD_LENGTH:
+            return f"must be at most {MAX_PASSWORD_LENGTH} characters"
+        return None
+
+    async def change_password(
+        self,
+        principal: Principal,
+        current_password: str,
+        new_password: str,
+        client_address: str | None = None,
+    ) -> PasswordChange:
+        """Replace the password of the session's user, then end every other session of the
+        account (the caller's stays; API keys are not touched).
+
+        The current password is checked like a login's (``login_throttle``): the attempt is
+        reserved on the user's email and the client's address before bcrypt, a wrong password
+        keeps it as a failure (401 ``invalid_credentials``), a throttled email or address is 429
+        before any password work. bcrypt runs off the event loop (``PasswordHasher``)."""
+        problem = self._password_problem(new_password)
+        if problem:
+            raise ValidationFailed(details={"new_password": problem})
+        user = await self.get_user(principal.user_id)
+        reservation = await self._throttle.reserve(user.email, client_address)
+        try:
+            ok = await self._passwords.verify(current_password, user.password_hash)
+        except Exception:
+            await reservation.release()  # no verdict: the attempt counts for nothing
+            raise
+        if not ok:
+            raise _wrong_credentials()  # the reserved attempt stays counted: it is the failure
+        await reservation.succeeded()
+        password_hash = await self._passwords.hash(new_password)
+        if not await self._store.set_password(user.id, password_hash):
+            raise _account_gone()
+        ended = await self.end_other_sessions(principal)
+        return PasswordChange(self._clock.now_ms(), ended)
 
     async def get_user(self, user_id: str) -> UserRecord:
         user = await self._store.get_user(user_id)

@@ -124,6 +124,16 @@ redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
 return redis.call('HGET', KEYS[1], 'id')
 """
 
+# Replaces a user's password hash, but never brings back a user record that was deleted.
+# KEYS: user. ARGV: the new hash.
+_REPLACE_USER_HASH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'pw', ARGV[1])
+return 1
+"""
+
 # Records a key's last use only while the key is still listed (not after revocation).
 _TOUCH_KEY = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
@@ -403,6 +413,7 @@ class RedisStore:
         self._add_session_index = redis.register_script(_ADD_SESSION_INDEX)
         self._confirm_session = redis.register_script(_CONFIRM_SESSION)
         self._forget_email = redis.register_script(_FORGET_EMAIL)
+        self._set_password = redis.register_script(_REPLACE_USER_HASH)
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._assign_session_id = redis.register_script(_ASSIGN_SESSION_ID)
         self._touch_key = redis.register_script(_TOUCH_KEY)
@@ -792,6 +803,10 @@ class RedisStore:
             await self.redis.hdel(self.keys.users_by_email, email)
             raise
         return True
+
+    async def set_password(self, user_id: str, password_hash: str) -> bool:
+        """Replace the user's password hash; False when the user record is gone."""
+        return bool(await self._set_password(keys=[self.keys.user(user_id)], args=[password_hash]))
 
     async def find_user_id(self, email: str) -> str | None:
         return await self.redis.hget(self.keys.users_by_email, email)
