@@ -222,10 +222,12 @@ class Accounts:
                 public_id=credentials.new_id("ses"),
                 ip=client_address,
                 user_agent=user_agent[:MAX_USER_AGENT_LENGTH] if user_agent else None,
+                password_hash=user.password_hash,
             )
         except AccountGone:
             # The user was deleted while the password was checked: as if it never existed (the
-            # attempt stays counted, like any login for an email without an account).
+            # attempt stays counted, like any login for an email without an account). Or the
+            # password was changed meanwhile: the one checked is no longer the account's.
             raise _wrong_credentials() from None
         except Exception:
             await reservation.release()  # the password was right; the store failed after

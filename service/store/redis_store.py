@@ -81,11 +81,13 @@ redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', tonumber(last[2])))
 return 1
 """
 
-# Step (c) of opening a session: 1 while the user record exists; else the digest is taken out of
-# the index and 0 returned (the caller then deletes the session entry).
-# KEYS: user, session index. ARGV: digest.
+# Step (c) of opening a session: 1 while the user record exists (and, when a password hash is
+# given, still holds that hash: the password the login checked was not changed meanwhile); else
+# the digest is taken out of the index and 0 returned (the caller then deletes the session entry).
+# KEYS: user, session index. ARGV: digest, password hash checked ('' for none).
 _CONFIRM_SESSION = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if redis.call('EXISTS', KEYS[1]) == 1 and
+    (ARGV[2] == '' or redis.call('HGET', KEYS[1], 'pw') == ARGV[2]) then
   return 1
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -633,10 +635,16 @@ class RedisStore:
         public_id: str | None = None,
         ip: str | None = None,
         user_agent: str | None = None,
+        password_hash: str | None = None,
     ) -> None:
         """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
-        the session was written (steps (a)-(c) of "Creating a credential" above). The entry is
-        kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered as expired.
+        the session was written (steps (a)-(c) of "Creating a credential" above), or, given
+        the ``password_hash`` the login checked, no longer holds it when the session is
+        confirmed: a password change that ends every other session can't miss one opened with
+        the old password (the change stores the new hash, then ends the sessions the index
+        names; a login confirmed before the store is already indexed, one after it fails).
+        The entry is kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered
+        as expired.
 
         Beside the four fields the per-request lookup reads, the entry holds what only the
         session list reads: the public id, when it was last seen (renewals move it), and the
@@ -664,7 +672,7 @@ class RedisStore:
             pipe.hset(entry, mapping=fields)
             pipe.pexpireat(entry, min(idle_deadline, absolute_deadline) + SESSION_EXPIRED_GRACE_MS)
             await pipe.execute()
-        if not await self._confirm_session(keys=account, args=[token_digest]):
+        if not await self._confirm_session(keys=account, args=[token_digest, password_hash or ""]):
             await self.redis.delete(entry)
             raise AccountGone()
 

@@ -198,3 +198,58 @@ async def test_a_deleted_user_is_never_brought_back_by_a_change(
     await api.app[STORE].delete_user(user.id, EMAIL)
     assert await api.app[STORE].set_password(user.id, "$2b$04$whatever") is False
     assert not redis_client.exists(f"fh:{{{user.id}}}:user")
+
+
+async def test_a_login_checked_against_the_old_password_opens_no_session_after_a_change(
+    api: Api, monkeypatch: pytest.MonkeyPatch, redis_client: redis_sync.Redis
+) -> None:
+    """The change lands while a login with the old password is being checked: the login's
+    session is confirmed against the hash it checked, so it fails instead of outliving the
+    change's ending of every other session."""
+    from service.auth.passwords import PasswordHasher
+
+    mine = await api.user_with_session(EMAIL)
+    real_verify = PasswordHasher.verify
+    changed = False
+
+    async def verify_then_let_the_change_in(self, password: str, password_hash: str) -> bool:
+        nonlocal changed
+        ok = await real_verify(self, password, password_hash)
+        if not changed:
+            changed = True
+            body = {"current_password": PASSWORD, "new_password": NEW}
+            response = await change(api, mine, body)
+            assert response.status == 200, await response.text()
+        return ok
+
+    monkeypatch.setattr(PasswordHasher, "verify", verify_then_let_the_change_in)
+
+    late = await api.client.post(LOGIN, json={"email": EMAIL, "password": PASSWORD})
+
+    assert changed
+    await assert_error(late, 401, "invalid_credentials")
+    user_id = redis_client.hget("fh:users:by-email", EMAIL)
+    assert redis_client.zcard(f"fh:{{{user_id}}}:sessions") == 1  # the caller's alone
+    assert len(redis_client.keys("fh:session:*")) == 1
+    assert await status_of(api, mine) == 200
+
+
+async def test_a_session_is_confirmed_only_while_the_checked_hash_is_stored(
+    api: Api, redis_client: redis_sync.Redis, clock: FakeClock
+) -> None:
+    from service.api.context import STORE
+    from service.store.redis_store import AccountGone
+
+    user = await api.create_user(EMAIL)
+    store = api.app[STORE]
+    now = clock.now_ms()
+    with pytest.raises(AccountGone):
+        await store.add_session(
+            "ab" * 32, user.id, now, now + 1000, now + 1000, password_hash="not the stored hash"
+        )
+    assert not redis_client.exists("fh:session:" + "ab" * 32)
+    assert redis_client.zcard(f"fh:{{{user.id}}}:sessions") == 0
+    await store.add_session(
+        "cd" * 32, user.id, now, now + 1000, now + 1000, password_hash=user.password_hash
+    )
+    assert redis_client.zcard(f"fh:{{{user.id}}}:sessions") == 1
