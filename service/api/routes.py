@@ -98,7 +98,9 @@ def _key_view(record: KeyRecord) -> dict[str, Any]:
 async def login(request: web.Request) -> web.Response:
     fields = parse_login(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
-    result = await request.app[ACCOUNTS].login(fields.email, fields.password, address)
+    result = await request.app[ACCOUNTS].login(
+        fields.email, fields.password, address, request.headers.get(hdrs.USER_AGENT)
+    )
     return ok(
         {
             "user": {"id": result.user.id, "email": result.user.email},

@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 from typing import Any
 
-import pytest
 import redis as redis_sync
 
 from service.api.context import ACCOUNTS
@@ -113,11 +112,6 @@ async def test_the_user_agent_is_recorded_at_login_cut_to_256_characters(
     assert redis_client.zcard(f"fh:{{{user.id}}}:sessions") == 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="routes.login does not hand the User-Agent header to Accounts.login yet "
-    "(a one-line change in service/api/routes.py; remove this mark with it)",
-)
 async def test_login_over_http_records_the_user_agent(api: Api) -> None:
     await api.create_user(EMAIL)
     token = await login_as(api, user_agent="Firefox/132.0 " + "y" * 300)
