@@ -2,7 +2,7 @@
 
 Every record has ``ts`` (UTC, milliseconds), ``level``, ``pid``, ``logger`` and ``msg``; a record
 logged while a request is being handled also has that request's ``request_id`` (a context
-variable set by the request middleware in ``service.api.ops``), and ``exc`` holds a traceback
+variable set by ``service.api.middleware.request_handling``), and ``exc`` holds a traceback
 when there is one. The access log (``AccessLogger``) writes one line per request with ``msg``
 ``"request"`` and the fields of ``ACCESS_FIELDS``: the route template and the path (never the
 query string; anything credential-shaped in it masked, see ``loggable_path``), status,
@@ -130,7 +130,7 @@ class RequestTrace:
         self.auth_seconds = 0.0
 
 
-# The trace of the request this task is handling: set by the request middleware, read by the
+# The trace of the request this task is handling: set by request_handling, read by the
 # credential check, the access line and the formatter's request id.
 current_trace: ContextVar[RequestTrace | None] = ContextVar("filehost_trace", default=None)
 
@@ -291,7 +291,7 @@ def _access_line(request: web.BaseRequest, response: web.StreamResponse, took: f
         remote = request.remote
     else:
         request_id, route, path = trace.request_id, trace.route, request.path
-        # Timed from the middleware: aiohttp's ``took`` uses the loop's clock, whole ms on uvloop.
+        # Timed from request_handling: aiohttp's ``took`` is the loop's clock, whole ms on uvloop.
         duration_ms = (perf_counter() - trace.started) * 1000
         credential, key_id, outcome = trace.credential, trace.key_id, trace.outcome
         remote = trace.remote

@@ -71,7 +71,7 @@ def _with_security_headers(response: web.Response) -> web.Response:
 
 def low_level_error(status: int) -> ApiError:
     """The envelope's error for a request aiohttp refused itself with ``status``."""
-    if status == 408:  # its headers did not arrive in time: as the middleware answers a late body
+    if status == 408:  # late headers: answered as a late body is
         return _from_http_exception(web.HTTPRequestTimeout())
     error = ApiError() if status >= 500 else BadRequest(MALFORMED_MESSAGE, code="bad_request")
     error.status = status

@@ -233,7 +233,7 @@ RATE_FIELDS = web.AppKey("rate_fields", RateLimitFields | None)  # type: ignore[
 
 async def prepare_streamed(request: web.Request, response: web.StreamResponse) -> None:
     """Send a streamed answer's status and headers, the standard ones included: a response
-    the handler prepares itself has sent its headers before the middleware sees it."""
+    the handler prepares itself has sent its headers before the request handling sees it."""
     standard_headers(response, current_trace.get(), request.app[RATE_FIELDS])  # type: ignore[arg-type]
     await response.prepare(request)
 
@@ -248,7 +248,7 @@ def standard_headers(
     trace: RequestTrace,
     rate_fields: RateLimitFields | None,
 ) -> None:
-    """Add the headers every answer of the application gets (see ``request_middleware``)."""
+    """Add the headers every answer of the application gets (see ``request_handling``)."""
     headers = response.headers
     html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
     # No handler sets any of these, so they are added without looking for earlier values.

@@ -9,8 +9,8 @@ feeds the access log and the metrics.
   type and error code: no user, key, address or secret. It needs no credential, like every
   scrape target, so keep it off the public side of the proxy (``deploy/nginx.conf`` does).
 
-What each request adds to the metrics and the access log is gathered by the application's one
-middleware (``service.api.middleware.request_middleware``).
+What each request adds to the metrics and the access log is gathered by what every request goes
+through (``service.api.middleware.request_handling``).
 """
 
 from __future__ import annotations

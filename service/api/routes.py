@@ -59,7 +59,7 @@ async def authenticate(
         api_key = _single_header(request, _API_KEY)
     if hdrs.AUTHORIZATION in headers:
         authorization = _single_header(request, hdrs.AUTHORIZATION)
-    trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # the middleware's
+    trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # set by request_handling
     if api_key is not None:
         trace.credential = "api_key" if authorization is None else "both"
     else:
