@@ -1,5 +1,5 @@
-"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files) and their assets
-under ``/static/``.
+"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files), ``/sessions``
+(sessions and the password change) and their assets under ``/static/``.
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. Only the files named here are reachable: no directory is mapped to a
@@ -15,7 +15,12 @@ from importlib.resources import files
 
 from aiohttp import web
 
-PAGES: dict[str, str] = {"/": "index.html", "/keys": "keys.html", "/files": "files.html"}
+PAGES: dict[str, str] = {
+    "/": "index.html",
+    "/keys": "keys.html",
+    "/files": "files.html",
+    "/sessions": "sessions.html",
+}
 ASSETS: dict[str, str] = {
     "app.js": "text/javascript",
     "style.css": "text/css",

@@ -1,10 +1,11 @@
-// filehost dashboard: the login page (/), the API keys page (/keys) and the files page (/files).
+// filehost dashboard: the login page (/), the API keys page (/keys), the files page (/files) and
+// the sessions page (/sessions, with the password change).
 // Plain JavaScript, no build step, no dependencies.
 //
 // The session token is kept in sessionStorage (this tab only, gone when the tab closes), sent
 // only in the Authorization header, and never put in a URL or written to the console. A new
 // key's secret lives only in the page's memory (one input's value) until it is dismissed or the
-// page is left. Every piece of data reaches the page through textContent, never as HTML.
+// page is left; passwords live only in their form fields, emptied as soon as they are sent. Every piece of data reaches the page through textContent, never as HTML.
 "use strict";
 
 (() => {
@@ -822,6 +823,234 @@
     refresh();
   }
 
+  // -- the sessions page ---------------------------------------------------------------------
+
+  // "Try again in 30 s." when the server said how long to wait; nothing more after a network
+  // failure, whose message says to try again already.
+  function retryHint(failure) {
+    if (failure instanceof ApiError && failure.retryAfter) {
+      return ` Try again in ${failure.retryAfter} s.`;
+    }
+    return failure instanceof ApiError && failure.status === 0 ? "" : " Try again.";
+  }
+
+  function initSessions() {
+    const session = loadSession();
+    if (!session) {
+      toLogin({ kind: "info", text: "Sign in to manage your sessions." });
+      return;
+    }
+    const token = session.token;
+
+    const pageStatus = byId("page-status");
+    const pageError = byId("page-error");
+    const table = byId("sessions-table");
+    const tbody = byId("sessions-body");
+    const loading = byId("sessions-loading");
+    const listError = byId("sessions-error");
+    const listTitle = byId("sessions-title");
+    const endOthers = byId("end-others");
+    const dialog = byId("end-dialog");
+    const endTitle = byId("end-title");
+    const endDescription = byId("end-description");
+    const endError = byId("end-error");
+    const endConfirm = byId("end-confirm");
+    const endCancel = byId("end-cancel");
+    const passwordForm = byId("password-form");
+    const currentPassword = byId("current-password");
+    const newPassword = byId("new-password");
+    const passwordSubmit = byId("password-submit");
+    const passwordStatus = byId("password-status");
+    const passwordError = byId("password-error");
+    let ending = null; // what the dialog is about: {session} for one, {others: true} for all
+
+    byId("account-email").textContent = session.email || "";
+    byId("password-username").value = session.email || "";
+
+    async function call(method, path, body) {
+      try {
+        return await api(method, path, { token, body });
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          toLogin({ kind: "error", text: `You have been signed out. ${failure.message}` });
+          return new Promise(() => {}); // never settles: the page is being replaced
+        }
+        throw failure;
+      }
+    }
+
+    function failed(what, failure) {
+      const why = failure instanceof ApiError ? describe(failure) : "No answer.";
+      return `${what} failed: ${why}${retryHint(failure)}`;
+    }
+
+    // -- list
+
+    function device(item) {
+      // The User-Agent as the browser sent it, shown as text only.
+      return typeof item.user_agent === "string" && item.user_agent
+        ? item.user_agent
+        : "Unknown device";
+    }
+
+    function sessionRow(item) {
+      const cell = (label, className, content) =>
+        el("td", { className, attrs: { "data-label": label } }, [content]);
+      const deviceBox = el("div", { className: "device" }, [
+        el("span", { className: "user-agent", text: device(item) }),
+      ]);
+      let action;
+      if (item.current) {
+        deviceBox.prepend(el("strong", { className: "this-device", text: "This device" }));
+        action = el("span", { className: "hint", text: "Log out to end it" });
+      } else {
+        action = el("button", { text: "End", className: "danger", attrs: { type: "button" } }, [
+          el("span", { text: ` session on ${device(item)}`, className: "visually-hidden" }),
+        ]);
+        action.dataset.sessionId = item.id;
+        action.addEventListener("click", () => openEnd({ session: item }));
+      }
+      const row = el("tr", {}, [
+        cell("Device", "key-name session-device", deviceBox),
+        cell("Address", "session-ip", el("code", { text: item.ip || "unknown" })),
+        cell("Signed in", "session-created", when(item.created_at, "—")),
+        cell("Last seen", "session-last-seen", when(item.last_seen_at, "—")),
+        cell("Expires", "session-expires", when(item.expires_at, "—")),
+        cell("Actions", "key-actions", action),
+      ]);
+      row.dataset.sessionId = item.id;
+      if (item.current) {
+        row.className = "is-current";
+      }
+      return row;
+    }
+
+    async function refresh() {
+      hide(listError);
+      try {
+        const data = await call("GET", "/auth/sessions");
+        const sessions = Array.isArray(data.sessions) ? data.sessions : [];
+        tbody.replaceChildren(...sessions.map(sessionRow));
+        table.hidden = sessions.length === 0;
+        endOthers.hidden = !sessions.some((item) => !item.current);
+      } catch (failure) {
+        show(listError, failed("Loading your sessions", failure));
+      } finally {
+        loading.hidden = true;
+      }
+    }
+
+    // -- end one, or every other: behind the same confirmation
+
+    function openEnd(what) {
+      ending = what;
+      if (what.session) {
+        endTitle.textContent = "End this session?";
+        endDescription.textContent =
+          `The session on ${device(what.session)} (address ${what.session.ip || "unknown"}) is ` +
+          "signed out from its next request.";
+        endConfirm.textContent = "End session";
+      } else {
+        endTitle.textContent = "End all other sessions?";
+        endDescription.textContent =
+          "Every session but this one is signed out from its next request. You stay signed in here.";
+        endConfirm.textContent = "End other sessions";
+      }
+      hide(endError);
+      endConfirm.disabled = false;
+      dialog.showModal();
+      endCancel.focus();
+    }
+
+    endCancel.addEventListener("click", () => dialog.close("cancel"));
+    endOthers.addEventListener("click", () => openEnd({ others: true }));
+
+    dialog.addEventListener("close", () => {
+      ending = null;
+    });
+
+    endConfirm.addEventListener("click", async () => {
+      const what = ending;
+      if (!what) {
+        return;
+      }
+      endConfirm.disabled = true;
+      hide(endError);
+      hide(pageStatus);
+      try {
+        if (what.session) {
+          await call("DELETE", `/auth/sessions/${encodeURIComponent(what.session.id)}`);
+          dialog.close("ended");
+          show(pageStatus, `Ended the session on ${device(what.session)}.`);
+        } else {
+          const data = await call("DELETE", "/auth/sessions");
+          const count = Number.isInteger(data.ended) ? data.ended : 0;
+          dialog.close("ended");
+          show(pageStatus, `Ended ${count} other ${count === 1 ? "session" : "sessions"}.`);
+        }
+      } catch (failure) {
+        if (!(what.session && failure instanceof ApiError && failure.code === "session_not_found")) {
+          show(endError, failed(what.session ? "Ending the session" : "Ending the other sessions", failure));
+          endConfirm.disabled = false;
+          return;
+        }
+        dialog.close("gone");
+        show(pageStatus, failure.message);
+      }
+      await refresh();
+      listTitle.focus();
+    });
+
+    // -- change the password: the two values leave the fields only for the request's body
+
+    passwordForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      hide(passwordStatus);
+      hide(passwordError);
+      if (!currentPassword.value || !newPassword.value) {
+        show(passwordError, "Enter your current password and a new one.");
+        (currentPassword.value ? newPassword : currentPassword).focus();
+        return;
+      }
+      const body = { current_password: currentPassword.value, new_password: newPassword.value };
+      currentPassword.value = "";
+      newPassword.value = "";
+      passwordSubmit.disabled = true;
+      try {
+        const data = await call("POST", "/auth/password", body);
+        const count = Number.isInteger(data.sessions_ended) ? data.sessions_ended : 0;
+        show(passwordStatus, `Your password was changed. Other sessions were ended: ${count}.`);
+        await refresh();
+      } catch (failure) {
+        show(passwordError, failed("Changing the password", failure));
+        currentPassword.focus();
+      } finally {
+        passwordSubmit.disabled = false;
+      }
+    });
+
+    // -- log out: "logged out" only when the server ended the session, as on the keys page
+
+    const logoutButton = byId("logout");
+    logoutButton.addEventListener("click", async () => {
+      logoutButton.disabled = true;
+      hide(pageError);
+      try {
+        await call("POST", "/auth/logout");
+      } catch (failure) {
+        show(
+          pageError,
+          `${failed("Logging out", failure)} You are still signed in here, and the session may still be valid.`,
+        );
+        logoutButton.disabled = false;
+        return;
+      }
+      toLogin({ kind: "info", text: "You have logged out." });
+    });
+
+    refresh();
+  }
+
   const page = document.body.dataset.page;
   if (page === "login") {
     initLogin();
@@ -829,5 +1058,7 @@
     initKeys();
   } else if (page === "files") {
     initFiles();
+  } else if (page === "sessions") {
+    initSessions();
   }
 })();

@@ -1,0 +1,451 @@
+"""The sessions page as a person uses it, in headless Chromium: the account's live sessions with
+"this device" marked and each User-Agent shown as text, ending one and ending every other behind a
+confirmation (the ended tokens refused by the API), a refusal reported as a failure, and the
+password change (a wrong current password, then the right one: the new password logs in, the old
+one doesn't). By keyboard alone, on a 375 px screen, with no CSP violation and a clean console."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from playwright.async_api import Page, Route, expect
+
+from tests.browser.conftest import Dashboard, Tab, screenshot, sign_in
+from tests.browser.test_accessibility import assert_focus_is_visible, focused, no_horizontal_scroll
+from tests.browser.test_csp import PAGE_CSP, RECORD_VIOLATIONS, directives, violations
+from tests.browser.test_static_files import parse
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NEW_PASSWORD = "a brand new long password"
+# A User-Agent that would run script if it were ever treated as HTML.
+HOSTILE_AGENT = '<img src=x onerror="window.__pwned=1">Evil/1.0 <b>bold</b>'
+
+
+async def api_login(
+    dashboard: Dashboard, email: str, password: str = PASSWORD, agent: str = "curl/8.5.0"
+) -> tuple[int, dict[str, Any]]:
+    """Log in outside the browser, as another device would."""
+    async with dashboard.http.post(
+        f"{dashboard.base}/api/v1/auth/login",
+        json={"email": email, "password": password},
+        headers={"User-Agent": agent},
+    ) as response:
+        return response.status, await response.json()
+
+
+async def other_device(dashboard: Dashboard, email: str, agent: str = "curl/8.5.0") -> str:
+    dashboard.clock.advance(seconds=60)  # newest first: a later login, a later row
+    status, body = await api_login(dashboard, email, agent=agent)
+    assert status == 200, body
+    token: str = body["data"]["token"]
+    return token
+
+
+async def open_sessions_page(page: Page, user: str) -> None:
+    await sign_in(page, user)
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Sessions").click()
+    await page.wait_for_url("**/sessions")
+    await expect(page.locator("#sessions-loading")).to_be_hidden()
+    current = page.get_by_role("link", name="Sessions", exact=True)
+    await expect(current).to_have_attribute("aria-current", "page")
+
+
+def clean_console(tab: Tab) -> list[str]:
+    return [line for line in tab.console if not line.startswith("debug")]
+
+
+async def test_the_list_marks_this_device_and_ending_another_refuses_its_token(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await sign_in(page, user)
+    token = await tab.stored_token()
+    other = await other_device(dashboard, user, HOSTILE_AGENT)
+    await page.get_by_role("link", name="Sessions").click()
+    await page.wait_for_url("**/sessions")
+    await expect(page.locator("#sessions-loading")).to_be_hidden()
+
+    # Both sessions, newest first, as the API lists them; only the browser's is "this device".
+    status, body = await dashboard.api("GET", "/auth/sessions", token=token)
+    assert status == 200
+    listed = body["data"]["sessions"]
+    assert [item["current"] for item in listed] == [False, True]
+    rows = page.locator("#sessions-body tr")
+    await expect(rows).to_have_count(2)
+    assert [await row.get_attribute("data-session-id") for row in await rows.all()] == [
+        item["id"] for item in listed
+    ]
+    mine, theirs = rows.nth(1), rows.nth(0)
+    await expect(mine.locator(".this-device")).to_have_text("This device")
+    await expect(theirs.locator(".this-device")).to_have_count(0)
+    await expect(mine.get_by_role("button")).to_have_count(0)  # log out ends this one
+    await expect(mine.locator(".user-agent")).to_contain_text("HeadlessChrome")
+
+    # The User-Agent is text: shown character for character, never parsed as HTML.
+    await expect(theirs.locator(".user-agent")).to_have_text(HOSTILE_AGENT)
+    await expect(page.locator("#sessions-body img, #sessions-body b")).to_have_count(0)
+    assert await page.evaluate("() => window.__pwned") is None
+    await expect(theirs.locator("td.session-ip")).to_have_text(listed[0]["ip"])
+    await expect(theirs.locator("td.session-created time")).to_have_attribute(
+        "datetime", listed[0]["created_at"]
+    )
+    await expect(theirs.locator("td.session-last-seen time")).to_have_attribute(
+        "datetime", listed[0]["last_seen_at"]
+    )
+    await expect(theirs.locator("td.session-expires time")).to_have_attribute(
+        "datetime", listed[0]["expires_at"]
+    )
+    await screenshot(page, "sessions-page")
+
+    # End asks first; cancelling keeps the session.
+    end = theirs.get_by_role("button", name=re.compile("^End session on"))
+    await end.click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_be_visible()
+    await expect(dialog).to_contain_text("End this session?")
+    await expect(dialog).to_contain_text(HOSTILE_AGENT)
+    await dialog.get_by_role("button", name="Cancel").click()
+    await expect(dialog).to_be_hidden()
+    status, _ = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 200
+
+    await end.click()
+    await dialog.get_by_role("button", name="End session").click()
+    await expect(dialog).to_be_hidden()
+    await expect(page.locator("#page-status")).to_have_text(
+        f"Ended the session on {HOSTILE_AGENT}."
+    )
+    await expect(rows).to_have_count(1)
+    await expect(page.locator("#sessions-title")).to_be_focused()
+    await expect(page.locator("#end-others")).to_be_hidden()  # nothing else to end
+    status, body = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 401 and body["error"]["code"] == "invalid_session"
+    status, _ = await dashboard.api("GET", "/auth/session", token=token)
+    assert status == 200
+
+    assert await violations(page) == []
+    assert clean_console(tab) == []
+
+
+async def test_end_all_other_sessions_says_how_many(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await sign_in(page, user)
+    token = await tab.stored_token()
+    others = [await other_device(dashboard, user, f"device {n}") for n in range(3)]
+    await page.get_by_role("link", name="Sessions").click()
+    await expect(page.locator("#sessions-body tr")).to_have_count(4)
+
+    await page.get_by_role("button", name="End all other sessions").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("End all other sessions?")
+    await expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+    await dialog.get_by_role("button", name="End other sessions").click()
+    await expect(dialog).to_be_hidden()
+    await expect(page.locator("#page-status")).to_have_text("Ended 3 other sessions.")
+    await expect(page.locator("#sessions-body tr")).to_have_count(1)
+    await expect(page.locator("#sessions-body tr .this-device")).to_have_count(1)
+    for other in others:
+        status, body = await dashboard.api("GET", "/auth/session", token=other)
+        assert status == 401 and body["error"]["code"] == "invalid_session"
+    status, _ = await dashboard.api("GET", "/auth/session", token=token)
+    assert status == 200
+    assert await violations(page) == []
+    assert clean_console(tab) == []
+
+
+SESSIONS_API = re.compile(r"/api/v1/auth/sessions(/[^/?]+)?$")
+REFUSALS: dict[str, dict[str, Any]] = {
+    "rate-limited": {
+        "status": 429,
+        "code": "rate_limited",
+        "message": "Too many requests. Retry after the time in the Retry-After header.",
+        "retry_after": "30",
+    },
+    "store-unavailable": {
+        "status": 503,
+        "code": "store_unavailable",
+        "message": "The credential store is unreachable. Retry shortly.",
+        "retry_after": "1",
+    },
+    "network": {},
+}
+
+
+def refuse_with(refusal: dict[str, Any]) -> Any:
+    async def handler(route: Route) -> None:
+        if route.request.method == "GET":
+            await route.continue_()
+            return
+        if not refusal:
+            await route.abort("connectionreset")
+            return
+        await route.fulfill(
+            status=refusal["status"],
+            content_type="application/json",
+            headers={"Retry-After": refusal["retry_after"], "Cache-Control": "no-store"},
+            body=json.dumps(
+                {
+                    "success": False,
+                    "error": {"code": refusal["code"], "message": refusal["message"]},
+                }
+            ),
+        )
+
+    return handler
+
+
+@pytest.mark.parametrize("refusal", REFUSALS.values(), ids=REFUSALS.keys())
+async def test_a_refused_ending_says_so_and_ends_nothing(
+    tab: Tab, user: str, dashboard: Dashboard, refusal: dict[str, Any]
+) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    other = await other_device(dashboard, user)
+    await page.get_by_role("link", name="Sessions").click()
+    await expect(page.locator("#sessions-body tr")).to_have_count(2)
+    await page.route(SESSIONS_API, refuse_with(refusal))
+
+    if refusal:
+        expected = f"{refusal['message']} Try again in {refusal['retry_after']} s."
+    else:
+        expected = "The service could not be reached. Try again."
+    for button, what in (
+        (page.get_by_role("button", name=re.compile("^End session on")), "Ending the session"),
+        (page.get_by_role("button", name="End all other sessions"), "Ending the other sessions"),
+    ):
+        await button.click()
+        dialog = page.get_by_role("dialog")
+        await dialog.locator("#end-confirm").click()
+        await expect(dialog.get_by_role("alert")).to_have_text(f"{what} failed: {expected}")
+        await expect(dialog).to_be_visible()  # not closed as if it had worked
+        await expect(dialog.locator("#end-confirm")).to_be_enabled()  # and it can try again
+        await expect(page.locator("#page-status")).to_be_hidden()
+        await dialog.get_by_role("button", name="Cancel").click()
+        await expect(page.locator("#sessions-body tr")).to_have_count(2)
+    status, _ = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 200
+    await page.unroute(SESSIONS_API)
+
+
+async def test_change_password_wrong_then_right(tab: Tab, user: str, dashboard: Dashboard) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_sessions_page(page, user)
+    token = await tab.stored_token()
+    other = await other_device(dashboard, user)
+    await expect(page.locator("#new-password-hint")).to_contain_text("At least 8 characters")
+
+    # A wrong current password: the API's 401 message, both fields emptied, this session kept.
+    await page.get_by_label("Current password").fill("not my password")
+    await page.get_by_label("New password").fill(NEW_PASSWORD)
+    await page.get_by_role("button", name="Change password").click()
+    error = page.locator("#password-error")
+    await expect(error).to_have_text(
+        "Changing the password failed: The email or password is incorrect. Try again."
+    )
+    await expect(page.get_by_label("Current password")).to_have_value("")
+    await expect(page.get_by_label("New password")).to_have_value("")
+    await expect(page.get_by_label("Current password")).to_be_focused()
+    assert page.url.endswith("/sessions")
+    status, _ = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 200
+
+    # Too short: the service's own rule, with the field it is about.
+    await page.get_by_label("Current password").fill(PASSWORD)
+    await page.get_by_label("New password").fill("short")
+    await page.get_by_role("button", name="Change password").click()
+    await expect(error).to_contain_text("new_password must be at least 8 characters")
+
+    # The right one: done, and how many other sessions ended.
+    await page.get_by_label("Current password").fill(PASSWORD)
+    await page.get_by_label("New password").fill(NEW_PASSWORD)
+    await page.get_by_role("button", name="Change password").click()
+    await expect(page.locator("#password-status")).to_have_text(
+        "Your password was changed. Other sessions were ended: 1."
+    )
+    await expect(error).to_be_hidden()
+    await expect(page.get_by_label("Current password")).to_have_value("")
+    await expect(page.get_by_label("New password")).to_have_value("")
+    await expect(page.locator("#sessions-body tr")).to_have_count(1)
+    await screenshot(page, "sessions-password-changed")
+
+    status, body = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 401 and body["error"]["code"] == "invalid_session"
+    status, _ = await dashboard.api("GET", "/auth/session", token=token)
+    assert status == 200
+    status, body = await api_login(dashboard, user, PASSWORD)
+    assert status == 401 and body["error"]["code"] == "invalid_credentials"
+    status, _ = await api_login(dashboard, user, NEW_PASSWORD)
+    assert status == 200
+
+    # The passwords were never kept anywhere but the fields.
+    stored = await tab.session_storage()
+    assert PASSWORD not in stored and NEW_PASSWORD not in stored
+    for url in tab.request_urls:
+        for secret in (PASSWORD, NEW_PASSWORD, "not my password"):
+            assert secret not in url and quote(secret) not in url
+    assert await violations(page) == []
+    # Only the browser's own note of the two refusals asked for above, nothing else.
+    assert clean_console(tab) == [
+        "error: Failed to load resource: the server responded with a status of 401 (Unauthorized)",
+        "error: Failed to load resource: the server responded with a status of 400 (Bad Request)",
+    ]
+
+
+async def test_a_throttled_password_change_says_when_to_retry(tab: Tab, user: str) -> None:
+    page = tab.page
+    await open_sessions_page(page, user)
+
+    async def throttled(route: Route) -> None:
+        await route.fulfill(
+            status=429,
+            content_type="application/json",
+            headers={"Retry-After": "120"},
+            body=json.dumps(
+                {
+                    "success": False,
+                    "error": {
+                        "code": "login_throttled",
+                        "message": "Too many failed logins. Retry later.",
+                    },
+                }
+            ),
+        )
+
+    await page.route("**/api/v1/auth/password", throttled)
+    await page.get_by_label("Current password").fill(PASSWORD)
+    await page.get_by_label("New password").fill(NEW_PASSWORD)
+    await page.get_by_role("button", name="Change password").click()
+    await expect(page.locator("#password-error")).to_have_text(
+        "Changing the password failed: Too many failed logins. Retry later. Try again in 120 s."
+    )
+    await expect(page.locator("#password-status")).to_be_hidden()
+    await expect(page.get_by_label("Current password")).to_have_value("")
+    await expect(page.get_by_label("New password")).to_have_value("")
+
+
+async def test_the_sessions_page_by_keyboard_alone(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    other = await other_device(dashboard, user)
+    await page.reload()
+    await expect(page.locator("#keys-loading")).to_be_hidden()
+
+    # From the keys page to Sessions through the nav.
+    await page.keyboard.press("Tab")  # skip link
+    await page.keyboard.press("Tab")
+    assert await focused(page) == "#nav-keys"
+    await page.keyboard.press("Tab")
+    await page.keyboard.press("Tab")
+    assert await focused(page) == "#nav-sessions"
+    await assert_focus_is_visible(page)
+    await page.keyboard.press("Enter")
+    await page.wait_for_url("**/sessions")
+    await expect(page.locator("#sessions-body tr")).to_have_count(2)
+
+    # The order: skip link, the pages, log out, the other session's End, end all, the form.
+    stops = []
+    for _ in range(9):
+        await page.keyboard.press("Tab")
+        stops.append(await focused(page))
+    assert stops == [
+        "a",
+        "#nav-keys",
+        "#nav-files",
+        "#nav-sessions",
+        "#logout",
+        "button",  # End (the other session's)
+        "#end-others",
+        "#current-password",
+        "#new-password",
+    ], stops
+
+    # End the other session: open with Shift+Tab back to its End, Enter, Tab to confirm.
+    await page.keyboard.press("Shift+Tab")
+    await page.keyboard.press("Shift+Tab")
+    await page.keyboard.press("Shift+Tab")
+    await assert_focus_is_visible(page)
+    await page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog")
+    await expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+    await page.keyboard.press("Escape")
+    await expect(dialog).to_be_hidden()
+    await page.keyboard.press("Enter")
+    await expect(dialog).to_be_visible()
+    await page.keyboard.press("Tab")
+    assert await focused(page) == "#end-confirm"
+    await assert_focus_is_visible(page)
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#page-status")).to_have_text("Ended the session on curl/8.5.0.")
+    await expect(page.locator("#sessions-title")).to_be_focused()
+    status, _ = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 401
+
+    # Change the password with the keyboard: type, Tab, type, Enter.
+    stops = []
+    for _ in range(5):
+        await page.keyboard.press("Tab")
+        stops.append(await focused(page))
+        if stops[-1] == "#current-password":
+            break
+    assert stops[-1] == "#current-password", stops
+    await page.keyboard.type(PASSWORD)
+    await page.keyboard.press("Tab")
+    await assert_focus_is_visible(page)
+    await page.keyboard.type(NEW_PASSWORD)
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#password-status")).to_have_text(
+        "Your password was changed. Other sessions were ended: 0."
+    )
+    status, _ = await api_login(dashboard, user, NEW_PASSWORD)
+    assert status == 200
+
+
+async def test_a_phone_width_screen_never_scrolls_sideways(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await sign_in(page, user)
+    await other_device(dashboard, user, "Mozilla/5.0 " + "VeryLongUnbrokenDeviceName" * 8)
+    await page.get_by_role("link", name="Sessions").click()
+    await expect(page.locator("#sessions-body tr")).to_have_count(2)
+    await no_horizontal_scroll(page)
+    label = await page.evaluate(
+        """() => getComputedStyle(
+            document.querySelector('#sessions-body td.session-ip'), '::before').content"""
+    )
+    assert label == '"Address"'
+    await screenshot(page, "phone-sessions")
+    await page.get_by_role("button", name="End all other sessions").click()
+    box = await page.get_by_role("dialog").bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375
+    await no_horizontal_scroll(page)
+    await page.keyboard.press("Escape")
+
+
+async def test_the_sessions_page_without_a_session_sends_you_to_sign_in(tab: Tab) -> None:
+    await tab.page.goto("/sessions")
+    await tab.page.wait_for_url(re.compile(r"/$"))
+    await expect(tab.page.locator("#notice")).to_have_text("Sign in to manage your sessions.")
+
+
+async def test_the_sessions_page_is_served_with_the_strict_policy(dashboard: Dashboard) -> None:
+    page = parse("sessions.html")
+    assert page.problems == []
+    assert page.scripts == [{"src": "/static/app.js", "defer": None}]
+    async with dashboard.http.get(dashboard.base + "/sessions") as response:
+        assert response.status == 200 and response.content_type == "text/html"
+        assert directives(response.headers["Content-Security-Policy"]) == PAGE_CSP
