@@ -67,6 +67,10 @@ class Settings:
     # connection's opening), its body within this long of its headers: else 408, connection closed.
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
+    # The audit trail (GET /api/v1/audit-events): how long an account's events are kept, and how
+    # many at most (the oldest dropped first).
+    audit_retention_days: int = 90
+    audit_max_events: int = 10_000
 
     @property
     def session_renew_seconds(self) -> int:
@@ -223,4 +227,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         metrics_enabled=_switch(env, "FILEHOST_METRICS", True),
         header_timeout_seconds=_float(env, "FILEHOST_HEADER_TIMEOUT_SECONDS", 10.0, 0.1, 3600.0),
         body_timeout_seconds=_float(env, "FILEHOST_BODY_TIMEOUT_SECONDS", 30.0, 0.1, 3600.0),
+        audit_retention_days=_int(env, "FILEHOST_AUDIT_RETENTION_DAYS", 90, 1, 3650),
+        audit_max_events=_int(env, "FILEHOST_AUDIT_MAX_EVENTS", 10_000, 1, 100_000),
     )

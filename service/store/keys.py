@@ -44,6 +44,13 @@ key                                    type    holds
                                                delete it); both keys written and removed
                                                together in one script, after the bytes are in
                                                place and before they are removed
+``P:{U}:audit``                         zset    the account's audit trail: ``<type>:<JSON
+                                               event>`` scored by a sequence number (at least
+                                               the event's ms × 1000, above every earlier
+                                               one), newest last; trimmed on every write to
+                                               FILEHOST_AUDIT_RETENTION_DAYS and
+                                               FILEHOST_AUDIT_MAX_EVENTS, PEXPIREAT the newest
+                                               event's time + the retention
 =====================================  ======  ===============================================
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
@@ -114,3 +121,6 @@ class RedisKeys:
 
     def account_file_order(self, user_id: str) -> str:
         return self._account(user_id, "file-order")
+
+    def account_audit(self, user_id: str) -> str:
+        return self._account(user_id, "audit")
