@@ -12,6 +12,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from service.api.audit import add_audit_routes
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
 from service.api.files import add_file_routes
 from service.api.forward_auth import add_forward_auth_routes
@@ -121,6 +122,7 @@ def create_app(
     add_ops(app, metrics)
     add_routes(app)
     add_session_routes(app)
+    add_audit_routes(app)
     add_file_routes(app, clock)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)

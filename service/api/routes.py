@@ -19,6 +19,8 @@ from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS
 from service.api.middleware import as_api_error
 from service.api.validation import parse_create_key, parse_login, read_json_object
+from service.auth.accounts import MAX_USER_AGENT_LENGTH
+from service.auth.audit import Origin
 from service.auth.permissions import to_names
 from service.auth.principal import CredentialType, Principal
 from service.clock import iso
@@ -80,6 +82,19 @@ async def authenticate(
     return principal
 
 
+async def acting(request: web.Request, principal: Principal) -> Origin:
+    """Where a session's request comes from, for the audit trail: the session's public id, the
+    client's address (worked out as for login throttling) and its User-Agent (cut to 256
+    characters). One Redis read; never on the gateway's path."""
+    session_id = await request.app[ACCOUNTS].acting_session_id(principal)
+    agent = request.headers.get(hdrs.USER_AGENT)
+    return Origin(
+        session_id,
+        client_address(request, request.app[SETTINGS].trusted_proxies),
+        agent[:MAX_USER_AGENT_LENGTH] if agent else None,
+    )
+
+
 def _key_view(record: KeyRecord) -> dict[str, Any]:
     return {
         "id": record.id,
@@ -114,7 +129,7 @@ async def login(request: web.Request) -> web.Response:
 async def logout(request: web.Request) -> web.Response:
     # Ending a credential is never refused for its rate: a busy session can always log out.
     principal = await authenticate(request, session_only=True, counted=False)
-    logged_out_at = await request.app[ACCOUNTS].logout(principal)
+    logged_out_at = await request.app[ACCOUNTS].logout(principal, await acting(request, principal))
     return ok({"logged_out_at": iso(logged_out_at)})
 
 
@@ -141,7 +156,11 @@ async def create_key(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     fields = parse_create_key(await read_json_object(request))
     created = await request.app[ACCOUNTS].create_key(
-        principal.user_id, fields.name, fields.permissions, fields.expires_days
+        principal.user_id,
+        fields.name,
+        fields.permissions,
+        fields.expires_days,
+        await acting(request, principal),
     )
     view = _key_view(created.record)
     del view["last_used_at"]
@@ -159,7 +178,9 @@ async def revoke_key(request: web.Request) -> web.Response:
     # Like logout: revoking a key (a leaked one, say) never waits for the session's rate.
     principal = await authenticate(request, session_only=True, counted=False)
     key_id = request.match_info["key_id"]
-    revoked_at = await request.app[ACCOUNTS].revoke_key(principal.user_id, key_id)
+    revoked_at = await request.app[ACCOUNTS].revoke_key(
+        principal.user_id, key_id, await acting(request, principal)
+    )
     return ok({"id": key_id, "revoked_at": iso(revoked_at)})
 
 

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, SETTINGS
-from service.api.routes import PREFIX, authenticate, ok
+from service.api.routes import PREFIX, acting, authenticate, ok
 from service.api.validation import parse_change_password, read_json_object
 from service.auth.principal import Principal
 from service.clock import iso
@@ -52,13 +52,17 @@ async def list_sessions(request: web.Request) -> web.Response:
 async def end_session(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True, counted=False)
     session_id = request.match_info["session_id"]
-    ended_at = await request.app[ACCOUNTS].end_session(principal.user_id, session_id)
+    ended_at = await request.app[ACCOUNTS].end_session(
+        principal.user_id, session_id, await acting(request, principal)
+    )
     return ok({"id": session_id, "ended_at": iso(ended_at)})
 
 
 async def end_other_sessions(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True, counted=False)
-    ended = await request.app[ACCOUNTS].end_other_sessions(principal)
+    ended = await request.app[ACCOUNTS].end_other_sessions(
+        principal, await acting(request, principal)
+    )
     return ok({"ended": ended})
 
 
@@ -67,7 +71,11 @@ async def change_password(request: web.Request) -> web.Response:
     fields = parse_change_password(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
     change = await request.app[ACCOUNTS].change_password(
-        principal, fields.current_password, fields.new_password, address
+        principal,
+        fields.current_password,
+        fields.new_password,
+        address,
+        await acting(request, principal),
     )
     return ok({"changed_at": iso(change.changed_at), "sessions_ended": change.sessions_ended})
 

@@ -3,14 +3,23 @@
 Policy only: input arrives validated in shape (see ``api.validation``); this module decides what
 is allowed and asks the store to record it. Secrets are generated here, returned once to the
 caller, and handed to the store only as digests.
+
+Every change a person makes to their account's credentials is recorded in its audit trail
+(``service.auth.audit``) before it takes effect or in the same atomic step: a login's session
+and a key's creation are confirmed together with their event, a password's hash is replaced
+together with its event, and a logout, an ended session or a revoked key is recorded just before
+it is carried out. A failed record fails the request (503) with nothing done. A failed login is
+the exception: its record is best effort (see ``login``).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from service.auth import credentials
+from service.auth import audit, credentials
 from service.auth.login_throttle import LoginThrottle
 from service.auth.passwords import PasswordHasher
 from service.auth.permissions import to_mask
@@ -18,6 +27,7 @@ from service.auth.principal import Principal
 from service.clock import Clock
 from service.config import Settings
 from service.errors import Conflict, NotFound, Unauthorized, ValidationFailed
+from service.store.audit_store import EventBatch, EventPage
 from service.store.redis_store import (
     AccountGone,
     KeyRecord,
@@ -32,6 +42,8 @@ _EMAIL_PATTERN = re.compile(rf"^{_EMAIL_CHAR}{{1,64}}@{_EMAIL_CHAR}+\.{_EMAIL_CH
 MAX_EMAIL_LENGTH = 254
 MAX_PASSWORD_LENGTH = 1024
 MAX_USER_AGENT_LENGTH = 256
+
+log = logging.getLogger("service.auth.accounts")
 
 
 def normalise_email(email: str) -> str:
@@ -84,6 +96,10 @@ class PasswordChange:
 class CreatedKey:
     record: KeyRecord
     secret: str
+
+
+def _origin(origin: audit.Origin | None) -> audit.Origin:
+    return origin if origin is not None else audit.Origin(None, None, None)
 
 
 class Accounts:
@@ -143,6 +159,7 @@ class Accounts:
         current_password: str,
         new_password: str,
         client_address: str | None = None,
+        origin: audit.Origin | None = None,
     ) -> PasswordChange:
         """Replace the password of the session's user, then end every other session of the
         account (the caller's stays; API keys are not touched).
@@ -150,7 +167,11 @@ class Accounts:
         The current password is checked like a login's (``login_throttle``): the attempt is
         reserved on the user's email and the client's address before bcrypt, a wrong password
         keeps it as a failure (401 ``invalid_credentials``), a throttled email or address is 429
-        before any password work. bcrypt runs off the event loop (``PasswordHasher``)."""
+        before any password work. bcrypt runs off the event loop (``PasswordHasher``).
+
+        Recorded as one ``password.changed`` event, written with the new hash in one step; the
+        sessions the change ends are part of it (``sessions_ended`` in the answer), not events of
+        their own."""
         problem = self._password_problem(new_password)
         if problem:
             raise ValidationFailed(details={"new_password": problem})
@@ -165,10 +186,12 @@ class Accounts:
             raise _wrong_credentials()  # the reserved attempt stays counted: it is the failure
         await reservation.succeeded()
         password_hash = await self._passwords.hash(new_password)
-        if not await self._store.set_password(user.id, password_hash):
+        now = self._clock.now_ms()
+        events = self._events(now, audit.event(audit.PASSWORD_CHANGED, now, _origin(origin)))
+        if not await self._store.set_password(user.id, password_hash, events):
             raise _account_gone()
-        ended = await self.end_other_sessions(principal)
-        return PasswordChange(self._clock.now_ms(), ended)
+        ended = await self._end_others(principal)
+        return PasswordChange(now, ended)
 
     async def get_user(self, user_id: str) -> UserRecord:
         user = await self._store.get_user(user_id)
@@ -191,8 +214,17 @@ class Accounts:
         Throttled logins (see ``login_throttle``) are refused before any password work.
 
         The session records the client's address (as throttling works it out) and its
-        User-Agent (the first ``MAX_USER_AGENT_LENGTH`` characters), for its owner's list."""
+        User-Agent (the first ``MAX_USER_AGENT_LENGTH`` characters), for its owner's list.
+
+        A login is recorded in the account's audit trail: ``login.succeeded`` in the step that
+        confirms the session (no session opens unrecorded; a failed record is a 503), and
+        ``login.failed`` when the email names an account and the password was wrong. That record
+        is best effort: if it cannot be written the answer is still the 401 (logged as a
+        warning), because a 503 there would tell a guesser which emails have accounts, and the
+        attempt is counted by login throttling whatever happens to its record."""
         email = normalise_email(email)
+        user_agent = user_agent[:MAX_USER_AGENT_LENGTH] if user_agent else None
+        origin = audit.Origin(None, client_address, user_agent)
         reservation = await self._throttle.reserve(email, client_address)
         try:
             user_id = await self._store.find_user_id(email)
@@ -207,11 +239,25 @@ class Accounts:
             await reservation.release()
             raise
         if not ok or user is None:
+            if user is not None:
+                await self._record_failed_login(user.id, origin)
             raise _wrong_credentials()  # the reserved attempt stays counted: it is the failure
         now = self._clock.now_ms()
         absolute = now + self._settings.session_max_seconds * 1000
         idle = min(now + self._settings.session_idle_seconds * 1000, absolute)
         token = credentials.generate_session_token()
+        public_id = credentials.new_id("ses")
+        opened = {"session_id": public_id}
+        events = self._events(
+            now,
+            audit.event(
+                audit.LOGIN_SUCCEEDED,
+                now,
+                origin,
+                actor={"type": "session", **opened},
+                target=opened,
+            ),
+        )
         try:
             await self._store.add_session(
                 credentials.digest(token),
@@ -219,10 +265,11 @@ class Accounts:
                 now,
                 idle,
                 absolute,
-                public_id=credentials.new_id("ses"),
+                public_id=public_id,
                 ip=client_address,
-                user_agent=user_agent[:MAX_USER_AGENT_LENGTH] if user_agent else None,
+                user_agent=user_agent,
                 password_hash=user.password_hash,
+                events=events,
             )
         except AccountGone:
             # The user was deleted while the password was checked: as if it never existed (the
@@ -235,39 +282,106 @@ class Accounts:
         await reservation.succeeded()
         return LoginResult(user, token, idle, absolute)
 
-    async def logout(self, principal: Principal) -> int:
+    async def _record_failed_login(self, user_id: str, origin: audit.Origin) -> None:
+        now = self._clock.now_ms()
+        try:
+            await self._store.audit.record(
+                user_id, self._events(now, audit.event(audit.LOGIN_FAILED, now, origin))
+            )
+        except Exception as error:  # best effort: the answer stays the 401 (see ``login``)
+            log.warning("a failed login could not be recorded: %s", type(error).__name__)
+
+    async def acting_session_id(self, principal: Principal) -> str:
+        """The public id of the principal's session (401 ``invalid_session`` if it has ended)."""
         assert principal.token_digest is not None
+        session_id = await self._store.session_public_id(principal.token_digest)
+        if session_id is None:
+            raise Unauthorized(
+                "The session is not valid.",
+                code="invalid_session",
+                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
+            )
+        return session_id
+
+    async def logout(self, principal: Principal, origin: audit.Origin | None = None) -> int:
+        """End the caller's session, recorded first as ``logout``."""
+        assert principal.token_digest is not None
+        origin = _origin(origin)
+        now = self._clock.now_ms()
+        target = {"session_id": origin.session_id} if origin.session_id else None
+        await self._record(
+            principal.user_id, now, audit.event(audit.LOGOUT, now, origin, target=target)
+        )
         await self._store.remove_session(principal.token_digest, principal.user_id)
-        return self._clock.now_ms()
+        return now
 
     async def list_sessions(self, user_id: str) -> list[SessionRecord]:
         return await self._store.list_sessions(user_id, self._clock.now_ms())
 
-    async def end_session(self, user_id: str, session_id: str) -> int:
+    async def end_session(
+        self, user_id: str, session_id: str, origin: audit.Origin | None = None
+    ) -> int:
         """End one of the account's live sessions (the caller's own included); 404 for an
-        unknown id, one of another shape, an ended or expired session, another account's."""
+        unknown id, one of another shape, an ended or expired session, another account's.
+        Recorded first as ``session.ended``."""
         if credentials.is_valid_id(session_id, "ses"):
             for record in await self.list_sessions(user_id):
                 if record.id == session_id:
+                    now = self._clock.now_ms()
+                    await self._record(
+                        user_id,
+                        now,
+                        audit.event(
+                            audit.SESSION_ENDED,
+                            now,
+                            _origin(origin),
+                            target={"session_id": session_id},
+                        ),
+                    )
                     if await self._store.remove_session(record.token_digest, user_id):
-                        return self._clock.now_ms()
+                        return now
                     break  # ended meanwhile by another request
         raise NotFound("No live session of this account has this id.", code="session_not_found")
 
-    async def end_other_sessions(self, principal: Principal) -> int:
-        """End every live session of the account but the caller's; how many were ended."""
+    async def end_other_sessions(
+        self, principal: Principal, origin: audit.Origin | None = None
+    ) -> int:
+        """End every live session of the account but the caller's; how many were ended.
+        Recorded first, in one step, as one ``session.ended`` event per session."""
+        return await self._end_others(principal, _origin(origin))
+
+    async def _end_others(self, principal: Principal, origin: audit.Origin | None = None) -> int:
         others = [
-            record.token_digest
+            record
             for record in await self.list_sessions(principal.user_id)
             if record.token_digest != principal.token_digest
         ]
-        return await self._store.remove_sessions(principal.user_id, others)
+        if origin is not None and others:
+            now = self._clock.now_ms()
+            await self._record(
+                principal.user_id,
+                now,
+                *(
+                    audit.event(audit.SESSION_ENDED, now, origin, target={"session_id": record.id})
+                    for record in others
+                ),
+            )
+        return await self._store.remove_sessions(
+            principal.user_id, [record.token_digest for record in others]
+        )
 
     # -- API keys ---------------------------------------------------------------------------
 
     async def create_key(
-        self, user_id: str, name: str, permissions: list[str], expires_days: int
+        self,
+        user_id: str,
+        name: str,
+        permissions: list[str],
+        expires_days: int,
+        origin: audit.Origin | None = None,
     ) -> CreatedKey:
+        """Create a key; recorded as ``key.created`` (its name, permissions and expiry) in the
+        step that confirms it."""
         secret = credentials.generate_api_key()
         now = self._clock.now_ms()
         record = KeyRecord(
@@ -280,6 +394,20 @@ class Accounts:
             last_used_at=None,
         )
         limit = self._settings.max_keys_per_account
+        events = self._events(
+            now,
+            audit.event(
+                audit.KEY_CREATED,
+                now,
+                _origin(origin),
+                target={"key_id": record.id},
+                changes={
+                    "name": name,
+                    "permissions": list(permissions),
+                    "expires_at": record.expires_at,
+                },
+            ),
+        )
         try:
             added = await self._store.add_api_key(
                 user_id=user_id,
@@ -291,6 +419,7 @@ class Accounts:
                 created_at=record.created_at,
                 expires_at=record.expires_at,
                 max_active=limit,
+                events=events,
             )
         except AccountGone:
             # The session was checked, then its user deleted before the key was made.
@@ -307,10 +436,38 @@ class Accounts:
     async def list_keys(self, user_id: str) -> list[KeyRecord]:
         return await self._store.list_api_keys(user_id, self._clock.now_ms())
 
-    async def revoke_key(self, user_id: str, key_id: str) -> int:
-        """Revoke one of the user's keys; 404 for an unknown id or another account's key."""
+    async def revoke_key(
+        self, user_id: str, key_id: str, origin: audit.Origin | None = None
+    ) -> int:
+        """Revoke one of the user's keys; 404 for an unknown id or another account's key.
+        Recorded as ``key.revoked`` once the key is found active, before it is removed."""
+        now = self._clock.now_ms()
+        events = self._events(
+            now, audit.event(audit.KEY_REVOKED, now, _origin(origin), target={"key_id": key_id})
+        )
         if not credentials.is_valid_id(key_id, "key") or not await self._store.revoke_api_key(
-            user_id, key_id, self._clock.now_ms()
+            user_id, key_id, now, events
         ):
             raise NotFound("No active API key has this id.", code="key_not_found")
-        return self._clock.now_ms()
+        return now
+
+    # -- the audit trail ----------------------------------------------------------------------
+
+    def _events(self, at: int, *events: dict[str, Any]) -> EventBatch:
+        return EventBatch(
+            at=at,
+            retention_ms=self._settings.audit_retention_days * _DAY_MS,
+            max_events=self._settings.audit_max_events,
+            events=events,
+        )
+
+    async def _record(self, user_id: str, at: int, *events: dict[str, Any]) -> None:
+        await self._store.audit.record(user_id, self._events(at, *events))
+
+    async def audit_events(
+        self, user_id: str, limit: int, before: int | None, kind: str | None
+    ) -> EventPage:
+        """A page of the account's audit trail, newest first (``before``: a cursor's position);
+        events past the retention are never shown, even before a write trims them."""
+        since = self._clock.now_ms() - self._settings.audit_retention_days * _DAY_MS
+        return await self._store.audit.page(user_id, limit, before, kind, since)

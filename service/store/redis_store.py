@@ -17,6 +17,7 @@ from service.auth.credentials import new_id
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.clock import Clock, SystemClock
 from service.errors import CorruptRecord
+from service.store.audit_store import RECORD_EVENTS, AuditStore, EventBatch
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 
@@ -52,11 +53,17 @@ redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
 return 1
 """
 
-# Step (c) of creating a key: 1 while the user record exists; else the listing written in step
-# (a) is removed and 0 returned (the caller then deletes the digest entry).
-# KEYS: user, listing, expiry index, last use. ARGV: key id.
-_CONFIRM_KEY = """
+# Step (c) of creating a key: 1 while the user record exists (and the key's creation is recorded
+# in the audit trail when one is named, in this same step); else the listing written in step (a)
+# is removed and 0 returned (the caller then deletes the digest entry).
+# KEYS: user, listing, expiry index, last use[, audit trail]. ARGV: key id[, events (audit_store)].
+_CONFIRM_KEY = (
+    RECORD_EVENTS
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  if KEYS[5] then
+    record_events(KEYS[5], 2)
+  end
   return 1
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
@@ -64,6 +71,7 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 return 0
 """
+)
 
 # Step (a) of opening a session: adds its digest to the account's session index unless the user
 # record is gone (returns 0). Members are scored by the latest moment their entry can exist
@@ -84,15 +92,23 @@ return 1
 # Step (c) of opening a session: 1 while the user record exists (and, when a password hash is
 # given, still holds that hash: the password the login checked was not changed meanwhile); else
 # the digest is taken out of the index and 0 returned (the caller then deletes the session entry).
-# KEYS: user, session index. ARGV: digest, password hash checked ('' for none).
-_CONFIRM_SESSION = """
+# A confirmed login is recorded in the audit trail, when one is named, in this same step.
+# KEYS: user, session index[, audit trail]. ARGV: digest, password hash checked ('' for none)[,
+# events (audit_store)].
+_CONFIRM_SESSION = (
+    RECORD_EVENTS
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 and
     (ARGV[2] == '' or redis.call('HGET', KEYS[1], 'pw') == ARGV[2]) then
+  if KEYS[3] then
+    record_events(KEYS[3], 3)
+  end
   return 1
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 0
 """
+)
 
 # Forgets an email's mapping only while it still names the user being deleted (a repeated or
 # late deletion must never free an email a new account has since taken).
@@ -126,15 +142,23 @@ redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
 return redis.call('HGET', KEYS[1], 'id')
 """
 
-# Replaces a user's password hash, but never brings back a user record that was deleted.
-# KEYS: user. ARGV: the new hash.
-_REPLACE_USER_HASH = """
+# Replaces a user's password hash, but never brings back a user record that was deleted; the
+# change is recorded in the audit trail, when one is named, in the same step (before the write:
+# a failed record leaves the hash as it was).
+# KEYS: user[, audit trail]. ARGV: the new hash[, events (audit_store)].
+_REPLACE_USER_HASH = (
+    RECORD_EVENTS
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
+end
+if KEYS[2] then
+  record_events(KEYS[2], 2)
 end
 redis.call('HSET', KEYS[1], 'pw', ARGV[1])
 return 1
 """
+)
 
 # Records a key's last use only while the key is still listed (not after revocation).
 _TOUCH_KEY = """
@@ -421,6 +445,7 @@ class RedisStore:
         self._touch_key = redis.register_script(_TOUCH_KEY)
         self._reserve_attempt = redis.register_script(_RESERVE_ATTEMPT)
         self._release_attempt = redis.register_script(_RELEASE_ATTEMPT)
+        self.audit = AuditStore(redis, self.keys)
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -496,6 +521,7 @@ class RedisStore:
         created_at: int,
         expires_at: int,
         max_active: int,
+        events: EventBatch | None = None,
     ) -> bool:
         """Store a new key; False when the account already holds ``max_active`` active keys.
         Raises ``AccountGone`` when the user record is gone, or went while the key was written.
@@ -543,7 +569,13 @@ class RedisStore:
                 )
                 pipe.pexpireat(entry, expires_at + KEY_EXPIRED_GRACE_MS)
                 await pipe.execute()
-            confirmed = await self._confirm_key(keys=account, args=[key_id])
+            if events is None:
+                confirmed = await self._confirm_key(keys=account, args=[key_id])
+            else:  # the creation is recorded in the step that confirms it
+                confirmed = await self._confirm_key(
+                    keys=[*account, self.keys.account_audit(user_id)],
+                    args=[key_id, *events.args()],
+                )
         except BaseException:
             await self.redis.delete(entry)
             await self._forget_key_metadata(user_id, key_id)
@@ -602,16 +634,22 @@ class RedisStore:
             raise CorruptRecord() from None
         return meta
 
-    async def revoke_api_key(self, user_id: str, key_id: str, now: int) -> bool:
+    async def revoke_api_key(
+        self, user_id: str, key_id: str, now: int, events: EventBatch | None = None
+    ) -> bool:
         """Revoke one of the account's keys; False when it has no active key of that id.
 
-        The digest entry goes first: from the moment that DEL returns, the secret is refused
-        everywhere. Only then is the listing metadata removed.
+        The revocation is recorded (``events``) once the key is found active and before
+        anything is removed: a failed record leaves the key as it was. The digest entry goes
+        first: from the moment that DEL returns, the secret is refused everywhere. Only then is
+        the listing metadata removed.
         """
         raw = await self.redis.hget(self.keys.account_keys(user_id), key_id)
         if raw is None:
             return False
         meta = self._decode_metadata(raw)
+        if events is not None and meta["e"] > now:  # an expired key's removal is no event
+            await self.audit.record(user_id, events)
         await self.redis.delete(self.keys.key_entry(meta["d"]))
         # Of two concurrent revocations only the one that removes the listing reports success.
         removed = await self._forget_key_metadata(user_id, key_id)
@@ -636,6 +674,7 @@ class RedisStore:
         ip: str | None = None,
         user_agent: str | None = None,
         password_hash: str | None = None,
+        events: EventBatch | None = None,
     ) -> None:
         """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
         the session was written (steps (a)-(c) of "Creating a credential" above), or, given
@@ -648,7 +687,10 @@ class RedisStore:
 
         Beside the four fields the per-request lookup reads, the entry holds what only the
         session list reads: the public id, when it was last seen (renewals move it), and the
-        client's address and User-Agent at login."""
+        client's address and User-Agent at login.
+
+        ``events`` (the login's) are recorded in the step that confirms the session, so no
+        session opens unrecorded: if that step fails, the entry is deleted."""
         account = [self.keys.user(user_id), self.keys.account_sessions(user_id)]
         # The account index is written before the entry, so a session that exists can always be
         # found and ended when its user is deleted.
@@ -672,7 +714,15 @@ class RedisStore:
             pipe.hset(entry, mapping=fields)
             pipe.pexpireat(entry, min(idle_deadline, absolute_deadline) + SESSION_EXPIRED_GRACE_MS)
             await pipe.execute()
-        if not await self._confirm_session(keys=account, args=[token_digest, password_hash or ""]):
+        keys, args = account, [token_digest, password_hash or ""]
+        if events is not None:
+            keys, args = [*account, self.keys.account_audit(user_id)], [*args, *events.args()]
+        try:
+            confirmed = await self._confirm_session(keys=keys, args=args)
+        except BaseException:
+            await self.redis.delete(entry)
+            raise
+        if not confirmed:
             await self.redis.delete(entry)
             raise AccountGone()
 
@@ -699,6 +749,13 @@ class RedisStore:
         await self._renew_session(
             keys=[self.keys.session_entry(token_digest)],
             args=[idle_deadline, expire_at + SESSION_EXPIRED_GRACE_MS, self._clock.now_ms()],
+        )
+
+    async def session_public_id(self, token_digest: str) -> str | None:
+        """The session's public id (given one now if it was opened before sessions had them);
+        None when the session is gone."""
+        return await self._assign_session_id(
+            keys=[self.keys.session_entry(token_digest)], args=[new_id("ses")]
         )
 
     async def remove_session(self, token_digest: str, user_id: str) -> bool:
@@ -812,9 +869,17 @@ class RedisStore:
             raise
         return True
 
-    async def set_password(self, user_id: str, password_hash: str) -> bool:
-        """Replace the user's password hash; False when the user record is gone."""
-        return bool(await self._set_password(keys=[self.keys.user(user_id)], args=[password_hash]))
+    async def set_password(
+        self, user_id: str, password_hash: str, events: EventBatch | None = None
+    ) -> bool:
+        """Replace the user's password hash (recording ``events`` in the same step); False when
+        the user record is gone."""
+        if events is None:
+            keys, args = [self.keys.user(user_id)], [password_hash]
+        else:
+            keys = [self.keys.user(user_id), self.keys.account_audit(user_id)]
+            args = [password_hash, *events.args()]
+        return bool(await self._set_password(keys=keys, args=args))
 
     async def find_user_id(self, email: str) -> str | None:
         return await self.redis.hget(self.keys.users_by_email, email)
@@ -867,5 +932,6 @@ class RedisStore:
             self.keys.account_sessions(user_id),
             self.keys.account_files(user_id),
             self.keys.account_file_order(user_id),
+            self.keys.account_audit(user_id),
         )
         await self._forget_email(keys=[self.keys.users_by_email], args=[email, user_id])

@@ -1,0 +1,98 @@
+"""The account's audit trail: ``GET /api/v1/audit-events`` (issue 14).
+
+Session tokens only (an API key is 403 ``session_required``, as on the other account
+endpoints). A page of the account's events, newest first, ``limit`` at a time (1-1000, default
+100), from the previous page's ``next_cursor`` (null on the last page), of one ``type`` when
+asked. A bad ``limit``, ``cursor`` or ``type`` (or one given twice) is 400 ``validation_failed``.
+Events arriving between two pages never shift the next one: a cursor names a position in the
+trail's order of recording, and new events sort before it. What is recorded, and when, is in
+``service.auth.accounts``; the event types in ``service.auth.audit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from service.api.context import ACCOUNTS
+from service.api.routes import PREFIX, authenticate, ok
+from service.auth.audit import EVENT_TYPES
+from service.clock import iso
+from service.errors import ValidationFailed
+from service.store.audit_store import BadCursor, StoredEvent, decode_cursor
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def _event_view(stored: StoredEvent) -> dict[str, Any]:
+    event = stored.event
+    changes = event.get("changes")
+    if changes is not None and isinstance(changes.get("expires_at"), int):
+        changes = {**changes, "expires_at": iso(changes["expires_at"])}
+    return {
+        "id": event["id"],
+        "at": iso(event["at"]),
+        "type": event["type"],
+        "actor": event.get("actor"),
+        "ip": event.get("ip"),
+        "user_agent": event.get("user_agent"),
+        "target": event.get("target"),
+        "changes": changes,
+    }
+
+
+def _one(request: web.Request, name: str) -> str | None:
+    values = request.query.getall(name, [])
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ValidationFailed(details={name: "must be given at most once"})
+    return values[0]
+
+
+def _limit(request: web.Request) -> int:
+    raw = _one(request, "limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise ValidationFailed(details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"})
+    return int(raw)
+
+
+def _cursor(request: web.Request) -> int | None:
+    raw = _one(request, "cursor")
+    if raw is None:
+        return None
+    try:
+        return decode_cursor(raw)
+    except BadCursor:
+        raise ValidationFailed(
+            details={"cursor": "must be the next_cursor of a previous page"}
+        ) from None
+
+
+def _type(request: web.Request) -> str | None:
+    raw = _one(request, "type")
+    if raw is None:
+        return None
+    if raw not in EVENT_TYPES:
+        raise ValidationFailed(details={"type": "must be one of " + ", ".join(EVENT_TYPES)})
+    return raw
+
+
+async def list_audit_events(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    limit, before, kind = _limit(request), _cursor(request), _type(request)
+    page = await request.app[ACCOUNTS].audit_events(principal.user_id, limit, before, kind)
+    return ok(
+        {
+            "events": [_event_view(stored) for stored in page.events],
+            "next_cursor": page.next_cursor,
+        }
+    )
+
+
+def add_audit_routes(app: web.Application) -> None:
+    app.router.add_routes([web.get(f"{PREFIX}/audit-events", list_audit_events, allow_head=False)])

@@ -1,0 +1,89 @@
+"""The audit trail's events: the one list of their types, and how one is made.
+
+An event says who (``actor``) did what (``type``) to which credential (``target``), when, from
+which address and User-Agent, and what changed; never a secret, a token, a digest or a password
+(``tests/api/test_audit_events.py`` searches every stored event of a full run for them). The
+store (``service.store.audit_store``) keeps them per account, bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from service.auth import credentials
+
+LOGIN_SUCCEEDED = "login.succeeded"
+LOGIN_FAILED = "login.failed"
+LOGOUT = "logout"
+SESSION_ENDED = "session.ended"
+PASSWORD_CHANGED = "password.changed"  # noqa: S105 - an event type, not a password
+KEY_CREATED = "key.created"
+KEY_REVOKED = "key.revoked"
+# Of endpoints that do not exist yet; named here so they are recorded under these names.
+KEY_ROLLED = "key.rolled"
+KEY_EDITED = "key.edited"
+KEY_DISABLED = "key.disabled"
+KEY_ENABLED = "key.enabled"
+KEY_REVOKED_AS_LEAKED = "key.revoked_as_leaked"
+
+EVENT_TYPES = (
+    LOGIN_SUCCEEDED,
+    LOGIN_FAILED,
+    LOGOUT,
+    SESSION_ENDED,
+    PASSWORD_CHANGED,
+    KEY_CREATED,
+    KEY_ROLLED,
+    KEY_EDITED,
+    KEY_DISABLED,
+    KEY_ENABLED,
+    KEY_REVOKED,
+    KEY_REVOKED_AS_LEAKED,
+)
+
+
+class Origin(NamedTuple):
+    """Where a request came from: the acting session's public id, the client's address (as
+    login throttling works it out) and its User-Agent (cut to 256 characters)."""
+
+    session_id: str | None
+    ip: str | None
+    user_agent: str | None
+
+    def actor(self) -> dict[str, Any] | None:
+        if self.session_id is None:
+            return None
+        return {"type": "session", "session_id": self.session_id}
+
+
+def cli_actor() -> dict[str, Any]:
+    """Reserved for ``users`` commands that change an account (none records an event yet)."""
+    return {"type": "cli"}
+
+
+def leak_report_actor(ip: str | None) -> dict[str, Any]:
+    """Reserved for keys revoked as leaked (no endpoint yet)."""
+    return {"type": "leak_report", "ip": ip}
+
+
+def event(
+    kind: str,
+    at: int,
+    origin: Origin,
+    *,
+    actor: dict[str, Any] | None = None,
+    target: dict[str, Any] | None = None,
+    changes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One event, as stored and as served (``at`` in ms here; the API shows it ISO 8601)."""
+    assert kind in EVENT_TYPES, kind
+    return {
+        "id": credentials.new_id("evt"),
+        "at": at,
+        "type": kind,
+        "actor": actor if actor is not None else origin.actor(),
+        "ip": origin.ip,
+        "user_agent": origin.user_agent,
+        "target": target,
+        "changes": changes,
+    }
