@@ -363,6 +363,26 @@ async def test_each_account_sees_only_its_own_events(api: Api) -> None:
     assert {e["id"] for e in later} <= {e["id"] for e in bobs}
 
 
+async def test_the_gateway_path_records_nothing(api: Api, redis_client: redis_sync.Redis) -> None:
+    user = await api.create_user(EMAIL)
+    token = await login(api)
+    key = await api.create_key(token, permissions=["files.read"])
+    trail = f"fh:{{{user.id}}}:audit"
+    before = redis_client.zrange(trail, 0, -1, withscores=True)
+
+    for credential in ({"X-API-Key": key["secret_key"]}, bearer(token)):
+        assert (await api.client.get("/api/v1/files", headers=credential)).status == 200
+        verified = await api.client.get(
+            "/api/v1/auth/verify", headers={**credential, "X-Required-Permission": "files.read"}
+        )
+        assert verified.status == 200
+        assert (await api.client.get(SESSION, headers=credential)).status == 200
+    bad_key = {"X-API-Key": key["secret_key"][:-1] + "x"}
+    assert (await api.client.get("/api/v1/files", headers=bad_key)).status == 401
+
+    assert redis_client.zrange(trail, 0, -1, withscores=True) == before
+
+
 # -- the bounds ----------------------------------------------------------------------------------
 
 
