@@ -93,8 +93,7 @@ def test_uploaded_files_live_on_a_volume_the_service_may_write(compose: dict[str
     assert "chown filehost /data" in dockerfile
     volumes = compose["services"]["auth"]["volumes"]
     assert any(
-        (volume.get("target") if isinstance(volume, dict) else str(volume).split(":")[1])
-        == "/data"
+        (volume.get("target") if isinstance(volume, dict) else str(volume).split(":")[1]) == "/data"
         for volume in volumes
     ), volumes
 
