@@ -44,6 +44,7 @@ from aiohttp import web
 from multidict import CIMultiDictProxy, istr
 from redis.exceptions import RedisError
 
+from service.api.answers import Answer
 from service.api.middleware import as_api_error
 from service.api.routes import PREFIX, authenticate
 from service.auth.authenticator import REALM, require
@@ -212,7 +213,7 @@ async def verify(request: web.Request) -> web.Response:
         error = as_api_error(caught)
         error.headers = {**error.headers, AUTH_ERROR: error.code}
         raise error from None
-    response = web.Response()
+    response = Answer()
     headers = response.headers
     headers[_USER_ID] = principal.user_id
     headers[_CREDENTIAL] = _CREDENTIAL_NAMES[principal.credential]

@@ -19,6 +19,7 @@ from aiohttp.typedefs import Handler
 from multidict import istr
 from redis.exceptions import RedisError
 
+from service.api.answers import Answer, header_block
 from service.api.client_address import ClientAddresses
 from service.auth.rate_limits import RateLimitFields
 from service.config import Settings
@@ -52,7 +53,7 @@ _REFUSAL_BODIES: dict[tuple[str, str], bytes] = {}
 _REFUSAL_BODIES_KEPT = 1024
 
 
-def error_response(error: ApiError) -> web.Response:
+def error_response(error: ApiError) -> Answer:
     if error.details is None:
         key = (error.code, error.message)
         body = _REFUSAL_BODIES.get(key)
@@ -69,7 +70,7 @@ def error_response(error: ApiError) -> web.Response:
                 "error": {"code": error.code, "message": error.message, "details": error.details},
             }
         )
-    response = web.Response(body=body, status=error.status, content_type=_JSON)
+    response = Answer(body, error.status)
     if error.headers:
         response.headers.update(error.headers)
     return response
@@ -122,11 +123,9 @@ _SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-# Names as multidict's case-insensitive strings, so no answer works out their lower case again.
-_RESOURCE_HEADERS = tuple(
-    (istr(name), value)
-    for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP}.items()
-)
+# Serialised once for the API's answers; names as multidict's case-insensitive strings for any
+# other response, so none works out their lower case again.
+_RESOURCE_HEADERS = header_block({**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP})
 _PAGE_HEADERS = tuple(
     (istr(name), value)
     for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items()
@@ -250,9 +249,12 @@ def standard_headers(
 ) -> None:
     """Add the headers every answer of the application gets (see ``request_handling``)."""
     headers = response.headers
-    html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
-    # No handler sets any of these, so they are added without looking for earlier values.
-    headers.extend(_PAGE_HEADERS if html else _RESOURCE_HEADERS)
+    if type(response) is Answer:
+        response.block = _RESOURCE_HEADERS
+    else:
+        html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
+        # No handler sets any of these, so they are added without looking for earlier values.
+        headers.extend(_PAGE_HEADERS if html else _RESOURCE_HEADERS.pairs)
     headers[_REQUEST_ID] = trace.request_id
     rate = trace.rate
     if rate is not None and rate_fields is not None:

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.exceptions import RedisError
 
+from service.api.answers import Answer
 from service.api.context import SETTINGS, STORE
 from service.errors import StoreUnavailable
 from service.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
@@ -38,7 +39,7 @@ _OK_BODY = b'{"status":"ok"}'
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.Response(body=_OK_BODY, content_type="application/json")
+    return Answer(_OK_BODY)
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -47,7 +48,7 @@ async def readyz(request: web.Request) -> web.Response:
             await request.app[STORE].ping()
     except (RedisError, OSError, TimeoutError):
         raise StoreUnavailable() from None
-    return web.Response(body=_OK_BODY, content_type="application/json")
+    return Answer(_OK_BODY)
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:

@@ -15,6 +15,7 @@ from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 from multidict import istr
 
+from service.api.answers import Answer
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS
 from service.api.middleware import as_api_error
@@ -32,12 +33,8 @@ PREFIX = "/api/v1"
 _API_KEY = istr("X-API-Key")
 
 
-def ok(data: dict[str, Any], status: int = 200) -> web.Response:
-    return web.Response(
-        body=orjson.dumps({"success": True, "data": data}),
-        status=status,
-        content_type="application/json",
-    )
+def ok(data: dict[str, Any], status: int = 200) -> Answer:
+    return Answer(orjson.dumps({"success": True, "data": data}), status)
 
 
 def _single_header(request: web.Request, name: str) -> str | None:
@@ -194,7 +191,7 @@ def openapi_document() -> Handler:
     orjson.loads(body)
 
     async def handler(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="application/json")
+        return Answer(body)
 
     return handler
 

@@ -1,0 +1,115 @@
+"""The API's answers: a JSON body (or none) and a few headers, written to the connection in one
+piece.
+
+aiohttp's ``web.Response`` is general: on every answer it works out compression, cookies,
+chunking, the content type and the connection header, builds every header into a multidict and
+serialises that multidict a character at a time, checking each for CR and LF. On the gateway's
+path that costs about as much as the Redis lookup the answer reports on. An ``Answer`` is a
+``web.Response`` that knows what it is: the headers every answer of its kind carries
+(``service.api.middleware.standard_headers``: the security headers) are serialised once, at
+import, as a ``HeaderBlock``; only the few headers of this one answer (its request id, its rate,
+the forward-auth identity, a challenge) go through the multidict, and they are checked for CR
+and LF as aiohttp checks them. The rest of aiohttp's work is done as aiohttp does it: Date,
+Server, Content-Length (also for HEAD), the Connection header, no body for HEAD, 204, 304 and
+1xx, the access log, keep-alive.
+
+Anything out of the ordinary (a request other than HTTP/1.1, compression, cookies) is answered
+by ``web.Response`` itself, with the block's headers added to the multidict first, so it is never
+answered differently, only more slowly. ``tests/api/test_answers.py`` compares the status line
+and headers of both ways, case by case.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from aiohttp import hdrs, web
+from aiohttp.helpers import rfc822_formatted_time
+from aiohttp.http import HttpVersion11
+from aiohttp.web_response import SERVER_SOFTWARE
+from multidict import istr
+
+JSON = "application/json"
+_EMPTY_BODY_STATUSES = frozenset({204, 304})
+_SERVER = f"Server: {SERVER_SOFTWARE}\r\n"
+
+
+class HeaderBlock(NamedTuple):
+    """Headers that go out together on many answers: as ``(name, value)`` pairs for a multidict,
+    and as their serialised lines."""
+
+    pairs: tuple[tuple[istr, str], ...]
+    lines: str
+
+
+def header_block(headers: dict[str, str]) -> HeaderBlock:
+    for name, value in headers.items():
+        _check(name, value)
+    return HeaderBlock(
+        tuple((istr(name), value) for name, value in headers.items()),
+        "".join(f"{name}: {value}\r\n" for name, value in headers.items()),
+    )
+
+
+def _check(name: str, value: str) -> None:
+    # As aiohttp's serialiser: a header that would split the answer is refused, never sent.
+    if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
+        raise ValueError("Newline or carriage return detected in headers")
+
+
+class Answer(web.Response):
+    """A JSON answer (``body`` already serialised) or an empty one; see the module."""
+
+    block: HeaderBlock | None = None
+
+    def __init__(self, body: bytes | None = None, status: int = 200) -> None:
+        # web.Response's own __init__ parses its arguments into headers; nothing here needs it.
+        web.StreamResponse.__init__(self, status=status)
+        self._body = body
+        self._compressed_body = None
+        self._zlib_executor_size = 0
+        self._zlib_executor = None
+        if body is not None:
+            self._headers[hdrs.CONTENT_TYPE] = JSON
+
+    async def prepare(self, request: web.BaseRequest):  # type: ignore[no-untyped-def]
+        if self._eof_sent or self._payload_writer is not None:
+            return await super().prepare(request)
+        if request.version != HttpVersion11 or self._compression or self._cookies or self._chunked:
+            block = self.block
+            if block is not None:
+                self._headers.extend(block.pairs)
+                self.block = None
+            return await super().prepare(request)
+        self._req = request
+        writer = self._payload_writer = request._payload_writer
+        keep_alive = self._keep_alive
+        if keep_alive is None:
+            keep_alive = self._keep_alive = request.keep_alive
+        await request._prepare_hook(self)  # the application's on_response_prepare, as aiohttp
+        status = self._status
+        body = self._body
+        head = [f"HTTP/1.1 {status} {self._reason}\r\n"]
+        block = self.block
+        if block is not None:
+            head.append(block.lines)
+        for name, value in self._headers.items():
+            _check(name, value)
+            head.append(f"{name}: {value}\r\n")
+        if status in _EMPTY_BODY_STATUSES or status < 200:
+            self._must_be_empty_body = True
+        else:
+            length = 0 if body is None else len(body)
+            head_only = self._must_be_empty_body = request.method == hdrs.METH_HEAD
+            writer.length = length
+            if length or not head_only:  # as aiohttp: HEAD of an empty answer states no length
+                head.append(f"Content-Length: {length}\r\n")
+        head.append(f"Date: {rfc822_formatted_time()}\r\n")
+        head.append(_SERVER)
+        if not keep_alive:
+            head.append("Connection: close\r\n")
+        head.append("\r\n")
+        # What StreamWriter.write_headers leaves behind, so write_eof sends both in one write.
+        writer._headers_buf = "".join(head).encode()  # type: ignore[attr-defined]
+        writer._headers_written = False  # type: ignore[attr-defined]
+        return writer
