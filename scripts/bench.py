@@ -619,6 +619,13 @@ def main() -> int:
         help="instead of the load runs, count the server's instructions per request over this "
         "many requests per scenario (valgrind; about a minute per scenario; not written out)",
     )
+    parser.add_argument(
+        "--profiles",
+        type=Path,
+        metavar="DIR",
+        help="with --instructions: keep each server's callgrind profile in DIR "
+        "(callgrind.<scenario>.1, for callgrind_annotate --inclusive=yes)",
+    )
     args = parser.parse_args()
     scenarios = tuple(name for name in SCENARIOS if name in args.only)
     if args.login_storm:
@@ -627,7 +634,7 @@ def main() -> int:
         print(orjson.dumps(counts).decode())
         return 0
     if args.instructions:
-        return count_instructions(args.instructions, scenarios)
+        return count_instructions(args.instructions, scenarios, args.profiles)
     if shutil.which("wrk") is None:
         print("wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
@@ -911,7 +918,9 @@ def target_verdicts(rows: dict[str, dict]) -> list[str]:
     return verdicts
 
 
-def count_instructions(count: int, scenarios: tuple[str, ...] = SCENARIOS) -> int:
+def count_instructions(
+    count: int, scenarios: tuple[str, ...] = SCENARIOS, profiles: Path | None = None
+) -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
@@ -928,6 +937,9 @@ def count_instructions(count: int, scenarios: tuple[str, ...] = SCENARIOS) -> in
             counts[name] = instructions_per_request(
                 url, Path(tmp), name, headers[name], entry, count
             )
+            if profiles is not None:
+                profiles.mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(tmp) / f"callgrind.{name}.1", profiles)
             print(
                 f"| {LABELS[name]} | {counts[name] / 1000:,.1f}k | "
                 f"{counts['F0'] / counts[name]:.2f} | "
