@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api.audit import add_audit_routes
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
@@ -30,39 +26,10 @@ from service.config import Settings
 from service.dashboard import add_dashboard_routes
 from service.logs import LINES
 from service.metrics import Metrics
-from service.store.pipelined import PipelinedRedis
 from service.store.redis_store import RateLimit, RedisStore
+from service.store.topology import connect_redis, connect_store
 
-
-class _ClosedSocketIsConnectionError:
-    """uvloop raises RuntimeError, not OSError, for a write to a socket that is already closed
-    (Redis killed between accepting a connection and answering its handshake). redis-py turns
-    only OSError into ConnectionError, so without this that request would be a 500, not a 503
-    (found by tests/hardening/test_redis_faults.py)."""
-
-    async def _send_packed_command(self, command: Iterable[bytes]) -> None:
-        try:
-            await super()._send_packed_command(command)  # type: ignore[misc]
-        except RuntimeError as error:
-            raise OSError(f"write to a closed connection: {error}") from None
-
-
-def connect_redis(url: str, timeout_seconds: float) -> Redis:
-    """A client that fails fast: bounded timeouts and one immediate retry, so a dead store turns
-    into a 503 within about two timeouts instead of a hanging request."""
-    client = Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_timeout=timeout_seconds,
-        socket_connect_timeout=timeout_seconds,
-        retry=Retry(NoBackoff(), 1),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        health_check_interval=0,
-    )
-    pool = client.connection_pool
-    base = pool.connection_class  # TCP, TLS or Unix socket, as the URL says
-    pool.connection_class = type(base.__name__, (_ClosedSocketIsConnectionError, base), {})
-    return client
+__all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the tests' client
 
 
 def create_app(
@@ -89,17 +56,16 @@ def create_app(
     clock = clock or SystemClock()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        client = redis or connect_redis(settings.redis_url or "", settings.redis_timeout_seconds)
-        hot = (
-            PipelinedRedis(
-                settings.redis_url,
-                settings.redis_timeout_seconds,
-                metrics.redis_command if metrics is not None else None,
-            )
-            if redis is None and settings.redis_url
+        connections = (
+            connect_store(settings, metrics.redis_command if metrics is not None else None)
+            if redis is None
             else None
         )
+        client = redis if connections is None else connections.client
+        hot = None if connections is None else connections.hot
         store = RedisStore(client, settings.redis_prefix, hot, rate_limit, clock)
+        if connections is not None and connections.replica_wait is not None:
+            connections.replica_wait.wrap(store)  # FILEHOST_REPLICA_WAIT_MS
         background = BackgroundWrites()
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
@@ -113,10 +79,8 @@ def create_app(
         LINES.stop_flushing()
         await background.drain()
         passwords.close()
-        if hot is not None:
-            await hot.aclose()
-        if redis is None:
-            await client.aclose()
+        if connections is not None:
+            await connections.aclose()
 
     app.cleanup_ctx.append(lifecycle)
     add_ops(app, metrics)

@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager
 import orjson
 from redis.exceptions import RedisError
 
-from service.app import connect_redis
 from service.auth.accounts import Accounts, normalise_email
 from service.auth.passwords import PasswordHasher
 from service.clock import SystemClock, iso
@@ -28,6 +27,7 @@ from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
 from service.store.files_store import FilesStore, decode_cursor
 from service.store.redis_store import RedisStore
+from service.store.topology import connect_client
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,14 +84,14 @@ async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, RedisSt
             print(f"error: {error}", file=sys.stderr)
             raise
         url = embedded.url
-    client = connect_redis(url, settings.redis_timeout_seconds)
+    client, close = connect_client(settings, url)  # the topology FILEHOST_REDIS_MODE names
     passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)
     store = RedisStore(client, settings.redis_prefix)
     try:
         yield Accounts(store, passwords, SystemClock(), settings), store
     finally:
         passwords.close()
-        await client.aclose()
+        await close()
         if embedded is not None:
             embedded.stop()
 

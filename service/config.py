@@ -20,6 +20,11 @@ class ConfigError(ValueError):
 
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
+# Where the service's state lives: one server (or one at a time behind a proxy), a master that
+# Redis Sentinel names, or a Redis Cluster (docs/scaling.md).
+REDIS_MODES = ("single", "sentinel", "cluster")
+# With Sentinel, credential writes wait this long (at most) for a replica by default.
+SENTINEL_REPLICA_WAIT_MS = 500
 _PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
 
@@ -71,6 +76,17 @@ class Settings:
     # many at most (the oldest dropped first).
     audit_retention_days: int = 90
     audit_max_events: int = 10_000
+    # The Redis topology (docs/scaling.md): "single" (REDIS_URL or the embedded store),
+    # "sentinel" (the master the sentinels name) or "cluster" (REDIS_URL and cluster_seeds are
+    # seed nodes). Addresses are (host, port).
+    redis_mode: str = "single"
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_master: str | None = None
+    cluster_seeds: tuple[tuple[str, int], ...] = ()
+    # After a change to a credential or account (a key made or revoked, a login, a logout...),
+    # wait up to this long for a replica to confirm it (WAIT 1 <ms>); 0: don't wait. Best
+    # effort: the answer is the same. Default 500 in sentinel mode, else 0.
+    replica_wait_ms: int = 0
 
     @property
     def session_renew_seconds(self) -> int:
@@ -135,6 +151,66 @@ def _redis_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def _addresses(env: Mapping[str, str], name: str, default_port: int) -> tuple[tuple[str, int], ...]:
+    addresses = []
+    for item in env.get(name, "").replace(",", " ").split():
+        host, colon, port = item.rpartition(":")
+        if not colon:
+            host, port = item, str(default_port)
+        host = host.removeprefix("[").removesuffix("]")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{name} must list host:port addresses, got {item!r}")
+        addresses.append((host, int(port)))
+    return tuple(addresses)
+
+
+def _topology(env: Mapping[str, str], redis_url: str | None) -> dict[str, object]:
+    """The Redis topology's settings, checked together; ``redis_url`` as it will be used."""
+    mode = env.get("FILEHOST_REDIS_MODE", "").strip().lower() or "single"
+    if mode not in REDIS_MODES:
+        raise ConfigError(f"FILEHOST_REDIS_MODE must be single, sentinel or cluster, got {mode!r}")
+    sentinels = _addresses(env, "FILEHOST_SENTINELS", 26379)
+    master = env.get("FILEHOST_SENTINEL_MASTER", "").strip() or None
+    seeds = _addresses(env, "FILEHOST_CLUSTER_SEEDS", 6379)
+    if mode != "sentinel" and (sentinels or master):
+        raise ConfigError(
+            "FILEHOST_SENTINELS and FILEHOST_SENTINEL_MASTER need FILEHOST_REDIS_MODE=sentinel"
+        )
+    if mode != "cluster" and seeds:
+        raise ConfigError("FILEHOST_CLUSTER_SEEDS needs FILEHOST_REDIS_MODE=cluster")
+    if mode == "cluster" and env.get("FILEHOST_REPLICA_WAIT_MS", "").strip() not in ("", "0"):
+        raise ConfigError("FILEHOST_REPLICA_WAIT_MS is for single and sentinel modes, not cluster")
+    scheme = urlsplit(redis_url).scheme if redis_url else None
+    if mode == "sentinel":
+        if not sentinels or master is None:
+            raise ConfigError(
+                "FILEHOST_REDIS_MODE=sentinel needs FILEHOST_SENTINELS (host:port, ...) and "
+                "FILEHOST_SENTINEL_MASTER (the name the sentinels monitor)"
+            )
+        if scheme == "unix":
+            raise ConfigError(
+                "FILEHOST_REDIS_MODE=sentinel needs a redis:// or rediss:// REDIS_URL"
+            )
+        if redis_url is None:  # no password, db 0: the sentinels say where the master is
+            host, port = sentinels[0]
+            redis_url = f"redis://{host}:{port}/0"
+    if mode == "cluster":
+        if redis_url is None or scheme == "unix":
+            raise ConfigError(
+                "FILEHOST_REDIS_MODE=cluster needs REDIS_URL=redis://HOST:PORT naming a node"
+            )
+        db = urlsplit(redis_url).path.strip("/")
+        if db not in ("", "0"):
+            raise ConfigError("FILEHOST_REDIS_MODE=cluster needs database 0 in REDIS_URL")
+    return {
+        "redis_url": redis_url,
+        "redis_mode": mode,
+        "sentinels": sentinels,
+        "sentinel_master": master,
+        "cluster_seeds": seeds,
+    }
+
+
 def _embedded_server(env: Mapping[str, str]) -> str | None:
     raw = env.get("FILEHOST_EMBEDDED_SERVER", "").strip()
     if not raw:
@@ -194,7 +270,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             f"({maximum} < {idle})"
         )
     return Settings(
-        redis_url=_redis_url(env),
+        **_topology(env, _redis_url(env)),  # type: ignore[arg-type]
+        replica_wait_ms=_int(
+            env,
+            "FILEHOST_REPLICA_WAIT_MS",
+            SENTINEL_REPLICA_WAIT_MS
+            if env.get("FILEHOST_REDIS_MODE", "").strip().lower() == "sentinel"
+            else 0,
+            0,
+            10_000,
+        ),
         redis_prefix=prefix,
         redis_timeout_seconds=_float(env, "FILEHOST_REDIS_TIMEOUT_SECONDS", 0.75, 0.05, 30.0),
         data_dir=Path(env.get("FILEHOST_DATA_DIR", "").strip() or "data"),

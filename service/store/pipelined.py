@@ -18,16 +18,20 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import hiredis
 from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 ARG = None  # marks, in a CommandTemplate, an argument given to each ``pack``
+
+# Error replies that mean the server is not (or no longer) a writable master.
+_NOT_A_MASTER = ("READONLY", "MASTERDOWN")
+_ASKING = b"*1\r\n$6\r\nASKING\r\n"
 
 
 def _bulk(data: bytes) -> bytes:
@@ -114,6 +118,14 @@ class _Protocol(asyncio.Protocol):
             sent, future = pending.popleft()
             if observe is not None:
                 observe(received - sent)
+            if isinstance(reply, ResponseError) and str(reply).startswith(_NOT_A_MASTER):
+                # A master that became a replica (a failover): never read from it. Every command
+                # on this connection fails, and the next one reconnects to the master.
+                lost = RedisConnectionError("Redis is no longer the master")
+                if not future.done():
+                    future.set_exception(lost)
+                self._abort(lost)
+                return
             if future.done():
                 continue
             if isinstance(reply, ResponseError):
@@ -182,14 +194,26 @@ class _Protocol(asyncio.Protocol):
 class PipelinedRedis:
     """One auto-pipelined connection to the server named by a redis://, rediss:// or unix:// URL.
 
-    ``observe``, when given, is called with each command's seconds from send to reply."""
+    ``observe``, when given, is called with each command's seconds from send to reply.
+    ``locate``, when given, is asked for the server's (host, port) on every connection (Redis
+    Sentinel's master); the URL then gives only the credentials, database and TLS. With
+    ``require_master`` a connection is used only once the server says (``ROLE``) it is a master.
+    """
 
     def __init__(
-        self, url: str, timeout_seconds: float, observe: Callable[[float], None] | None = None
+        self,
+        url: str,
+        timeout_seconds: float,
+        observe: Callable[[float], None] | None = None,
+        *,
+        locate: Callable[[], Awaitable[tuple[str, int]]] | None = None,
+        require_master: bool = False,
     ) -> None:
         self._options = parse_url(url)
         self._timeout = timeout_seconds
         self._observe = observe
+        self._locate = locate
+        self._require_master = require_master
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Lock | None = None
 
@@ -203,6 +227,20 @@ class PipelinedRedis:
         if protocol is None or not protocol.usable:
             protocol = await self._connect()
         return await protocol.send(command)
+
+    async def execute_asking(self, command: bytes) -> Any:
+        """``ASKING`` then the command, together on the connection: a Redis Cluster node serves
+        a key of a slot being migrated to it only to a client that says so first."""
+        protocol = self._protocol
+        if protocol is None or not protocol.usable:
+            protocol = await self._connect()
+        asking, reply = await asyncio.gather(
+            protocol.send(_ASKING), protocol.send(command), return_exceptions=True
+        )
+        for outcome in (asking, reply):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return reply
 
     async def run_script(self, call: ScriptCall, *values: bytes) -> Any:
         """Run a script by its SHA1, sending its source once if the server lacks it."""
@@ -219,23 +257,24 @@ class PipelinedRedis:
         async with self._connecting:
             if self._protocol is not None and self._protocol.usable:
                 return self._protocol
-            try:
-                async with asyncio.timeout(self._timeout):
-                    protocol = await self._open()
-            except (OSError, TimeoutError) as error:
-                raise RedisConnectionError(
-                    f"cannot connect to Redis: {type(error).__name__}"
-                ) from None
-            try:
-                async with asyncio.timeout(self._timeout):
-                    await self._handshake(protocol)
-            except BaseException as error:
-                protocol.close()  # not yet ours to keep: a refused AUTH must not leak a socket
-                if isinstance(error, TimeoutError):
-                    raise RedisConnectionError("cannot connect to Redis: TimeoutError") from None
-                raise
-            self._protocol = protocol
-            return protocol
+            return await self._connect_now()
+
+    async def _connect_now(self) -> _Protocol:
+        try:
+            async with asyncio.timeout(self._timeout):
+                protocol = await self._open()
+        except (OSError, TimeoutError, RedisError) as error:
+            raise RedisConnectionError(f"cannot connect to Redis: {type(error).__name__}") from None
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._handshake(protocol)
+        except BaseException as error:
+            protocol.close()  # not yet ours to keep: a refused AUTH must not leak a socket
+            if isinstance(error, TimeoutError):
+                raise RedisConnectionError("cannot connect to Redis: TimeoutError") from None
+            raise
+        self._protocol = protocol
+        return protocol
 
     async def _open(self) -> _Protocol:
         loop = asyncio.get_running_loop()
@@ -248,10 +287,12 @@ class PipelinedRedis:
         if cls is UnixDomainSocketConnection:
             _, protocol = await loop.create_unix_connection(factory, options["path"])
         else:
+            if self._locate is not None:
+                host, port = await self._locate()
+            else:
+                host, port = options.get("host", "localhost"), options.get("port", 6379)
             context = ssl.create_default_context() if cls is SSLConnection else None
-            _, protocol = await loop.create_connection(
-                factory, options.get("host", "localhost"), options.get("port", 6379), ssl=context
-            )
+            _, protocol = await loop.create_connection(factory, host, port, ssl=context)
         return protocol
 
     async def _handshake(self, protocol: _Protocol) -> None:
@@ -263,6 +304,10 @@ class PipelinedRedis:
         db = int(self._options.get("db") or 0)
         if db:
             await protocol.send(hiredis.pack_command(("SELECT", db)))
+        if self._require_master:
+            role = await protocol.send(hiredis.pack_command(("ROLE",)))
+            if not role or role[0] != "master":  # a sentinel's stale answer: try again later
+                raise RedisConnectionError("cannot connect to Redis: not the master")
 
     async def aclose(self) -> None:
         protocol, self._protocol = self._protocol, None
