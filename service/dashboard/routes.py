@@ -1,5 +1,6 @@
 """Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files), ``/sessions``
-(sessions and the password change) and their assets under ``/static/``.
+(sessions and the password change), ``/activity`` (the audit trail) and their assets under
+``/static/``.
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. Only the files named here are reachable: no directory is mapped to a
@@ -20,6 +21,7 @@ PAGES: dict[str, str] = {
     "/keys": "keys.html",
     "/files": "files.html",
     "/sessions": "sessions.html",
+    "/activity": "activity.html",
 }
 ASSETS: dict[str, str] = {
     "app.js": "text/javascript",

@@ -78,7 +78,15 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
 
     # The focus order follows the page: skip link, the pages, log out, then the form from the top.
     stops = await tab_to(page, "#key-name")
-    assert stops == ["a", "#nav-keys", "#nav-files", "#nav-sessions", "#logout", "#key-name"], stops
+    assert stops == [
+        "a",
+        "#nav-keys",
+        "#nav-files",
+        "#nav-sessions",
+        "#nav-activity",
+        "#logout",
+        "#key-name",
+    ], stops
     await assert_focus_is_visible(page)
     await page.keyboard.type("keyboard key")
     stops = await tab_to(page, "#perm-files-read")

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from playwright.async_api import Page, expect
 
+from service.dashboard.routes import PAGES
 from tests.browser.conftest import TIMEOUT_MS, Dashboard, Tab, create_key, key_row, sign_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -49,8 +50,7 @@ def assert_common_headers(headers: object, csp: dict[str, list[str]]) -> None:
 async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashboard) -> None:
     static = files("service.dashboard").joinpath("static")
     served = {
-        "/": ("text/html", "index.html"),
-        "/keys": ("text/html", "keys.html"),
+        **{path: ("text/html", name) for path, name in PAGES.items()},  # every page
         "/static/app.js": ("text/javascript", "app.js"),
         "/static/style.css": ("text/css", "style.css"),
         "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
@@ -111,6 +111,12 @@ async def test_the_browser_reports_no_csp_violation_across_the_dashboard(
     await key_row(page, "csp check").get_by_role("button", name=re.compile("^Revoke")).click()
     await page.get_by_role("dialog").get_by_role("button", name="Revoke key").click()
     await expect(page.locator("#keys-empty")).to_be_visible()
+    assert await violations(page) == []
+    # The activity page: the trail of what was just done, filtered, then log out from there.
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Activity").click()
+    await expect(page.locator("#activity-body tr")).to_have_count(3)
+    await page.get_by_label("Event type").select_option("key.revoked")
+    await expect(page.locator("#activity-body tr")).to_have_count(1)
     assert await violations(page) == []
     await page.get_by_role("button", name="Log out").click()
     await page.wait_for_url(re.compile(r"/$"))

@@ -357,7 +357,7 @@ async def test_the_sessions_page_by_keyboard_alone(
 
     # The order: skip link, the pages, log out, the other session's End, end all, the form.
     stops = []
-    for _ in range(9):
+    for _ in range(10):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
@@ -365,6 +365,7 @@ async def test_the_sessions_page_by_keyboard_alone(
         "#nav-keys",
         "#nav-files",
         "#nav-sessions",
+        "#nav-activity",
         "#logout",
         "button",  # End (the other session's)
         "#end-others",

@@ -8,9 +8,10 @@ from html.parser import HTMLParser
 from importlib.resources import files
 
 from service.auth.permissions import PERMISSIONS
+from service.dashboard.routes import PAGES as ROUTES
 
 STATIC = files("service.dashboard").joinpath("static")
-PAGES = ("index.html", "keys.html")
+PAGES = tuple(ROUTES.values())  # every page the dashboard serves
 
 
 class Collector(HTMLParser):
@@ -19,6 +20,7 @@ class Collector(HTMLParser):
         self.problems: list[str] = []
         self.scripts: list[dict[str, str | None]] = []
         self.permissions: list[str] = []
+        self.options: list[str] = []
         self._in_script = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -37,6 +39,8 @@ class Collector(HTMLParser):
             self.problems.append("a javascript: link")
         if tag == "input" and found.get("name") == "permissions":
             self.permissions.append(found.get("value") or "")
+        if tag == "option":
+            self.options.append(found.get("value") or "")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "script":

@@ -1,5 +1,6 @@
-// filehost dashboard: the login page (/), the API keys page (/keys), the files page (/files) and
-// the sessions page (/sessions, with the password change).
+// filehost dashboard: the login page (/), the API keys page (/keys), the files page (/files), the
+// sessions page (/sessions, with the password change) and the activity page (/activity, the
+// account's audit trail).
 // Plain JavaScript, no build step, no dependencies.
 //
 // The session token is kept in sessionStorage (this tab only, gone when the tab closes), sent
@@ -1051,6 +1052,267 @@
     refresh();
   }
 
+  // -- the activity page ---------------------------------------------------------------------
+
+  const ACTIVITY_PAGE_SIZE = 50;
+  const MAX_PAGE_SIZE = 1000; // the API's own bound on `limit`
+
+  // `/activity?limit=N` asks for pages of N events (1 to 1000, as the API allows); anything else
+  // is the default.
+  function activityPageSize() {
+    const raw = new URLSearchParams(window.location.search).get("limit") || "";
+    const value = /^\d{1,4}$/.test(raw) ? Number(raw) : 0;
+    return value >= 1 && value <= MAX_PAGE_SIZE ? value : ACTIVITY_PAGE_SIZE;
+  }
+
+  function twoDigits(number) {
+    return String(number).padStart(2, "0");
+  }
+
+  // "2025-01-31T12:34:56Z" -> "2025-01-31 18:04:56 UTC+05:30": the browser's own time zone,
+  // named by its offset, with the exact instant (UTC) in `datetime` and the tooltip.
+  function localTime(iso) {
+    const date = typeof iso === "string" ? new Date(iso) : new Date(Number.NaN);
+    if (Number.isNaN(date.getTime())) {
+      return document.createTextNode(typeof iso === "string" && iso ? iso : "—");
+    }
+    const offset = -date.getTimezoneOffset();
+    const zone =
+      offset === 0
+        ? "UTC"
+        : `UTC${offset < 0 ? "-" : "+"}${twoDigits(Math.floor(Math.abs(offset) / 60))}:${twoDigits(Math.abs(offset) % 60)}`;
+    const text =
+      `${date.getFullYear()}-${twoDigits(date.getMonth() + 1)}-${twoDigits(date.getDate())} ` +
+      `${twoDigits(date.getHours())}:${twoDigits(date.getMinutes())}:${twoDigits(date.getSeconds())} ${zone}`;
+    return el("time", { text, attrs: { datetime: iso, title: iso } });
+  }
+
+  // A "Session ses_…" or "Key key_…" kind of reference: a word and the id as code.
+  function reference(word, id) {
+    return [`${word} `, el("code", { className: "id", text: String(id) })];
+  }
+
+  function actorNodes(actor) {
+    if (!actor || typeof actor !== "object") {
+      return ["Not signed in"]; // a failed login: nobody was authenticated
+    }
+    if (actor.type === "session" && actor.session_id) {
+      return reference("Session", actor.session_id);
+    }
+    if (actor.type === "cli") {
+      return ["An operator (command line)"];
+    }
+    if (actor.type === "leak_report") {
+      return [`A leak report from ${actor.ip || "an unknown address"}`];
+    }
+    return [typeof actor.type === "string" ? actor.type : "Unknown"];
+  }
+
+  function targetNodes(target) {
+    if (!target || typeof target !== "object") {
+      return ["—"];
+    }
+    if (target.key_id) {
+      return reference("Key", target.key_id);
+    }
+    if (target.session_id) {
+      return reference("Session", target.session_id);
+    }
+    const entries = Object.entries(target);
+    return entries.length ? [entries.map(([name, value]) => `${name} ${changeText(value)}`).join(", ")] : ["—"];
+  }
+
+  // One changed field's new value, as text whatever its shape.
+  function changeText(value) {
+    if (value === null || value === undefined) {
+      return "none";
+    }
+    if (Array.isArray(value)) {
+      return value.length ? value.map((item) => (typeof item === "string" ? item : JSON.stringify(item))).join(", ") : "none";
+    }
+    return typeof value === "object" ? JSON.stringify(value) : String(value);
+  }
+
+  // What changed, field by field, whatever the fields are: a list of names and new values (a
+  // time, a field named *_at, in local time like the event's own).
+  function changesNode(changes) {
+    if (!changes || typeof changes !== "object" || Array.isArray(changes)) {
+      return document.createTextNode("—");
+    }
+    const entries = Object.entries(changes);
+    if (!entries.length) {
+      return document.createTextNode("—");
+    }
+    return el(
+      "dl",
+      { className: "changes" },
+      entries.flatMap(([name, value]) => [
+        el("dt", { text: name }),
+        el("dd", {}, [
+          name.endsWith("_at") && typeof value === "string" ? localTime(value) : changeText(value),
+        ]),
+      ]),
+    );
+  }
+
+  function initActivity() {
+    const session = loadSession();
+    if (!session) {
+      toLogin({ kind: "info", text: "Sign in to see your account's activity." });
+      return;
+    }
+    const token = session.token;
+    const limit = activityPageSize();
+
+    const pageError = byId("page-error");
+    const filter = byId("activity-type");
+    const table = byId("activity-table");
+    const tbody = byId("activity-body");
+    const loading = byId("activity-loading");
+    const empty = byId("activity-empty");
+    const listError = byId("activity-error");
+    const more = byId("activity-more");
+    // The event types' names are the filter's: one list, in the page.
+    const labels = new Map(
+      Array.from(filter.options)
+        .filter((option) => option.value)
+        .map((option) => [option.value, option.textContent.trim()]),
+    );
+    let nextCursor = null;
+    let generation = 0; // a filter change makes the answers to earlier requests stale
+
+    byId("account-email").textContent = session.email || "";
+    const asked = new URLSearchParams(window.location.search).get("type");
+    if (asked && labels.has(asked)) {
+      filter.value = asked;
+    }
+
+    async function call(method, path) {
+      try {
+        return await api(method, path, { token });
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          toLogin({ kind: "error", text: `You have been signed out. ${failure.message}` });
+          return new Promise(() => {}); // never settles: the page is being replaced
+        }
+        throw failure;
+      }
+    }
+
+    function failed(what, failure) {
+      const why = failure instanceof ApiError ? describe(failure) : "No answer.";
+      return `${what} failed: ${why}${retryHint(failure)}`;
+    }
+
+    function eventRow(item) {
+      // One element per cell: on a narrow screen a cell is a grid of its label and its value.
+      const cell = (label, className, content) =>
+        el("td", { className, attrs: { "data-label": label } }, [el("div", {}, content)]);
+      const agent =
+        typeof item.user_agent === "string" && item.user_agent ? item.user_agent : "Unknown device";
+      const row = el("tr", { attrs: { tabindex: "-1" } }, [
+        cell("When", "event-when", [localTime(item.at)]),
+        cell("Event", "event-type", [
+          el("span", { className: "event-label", text: labels.get(item.type) || String(item.type) }),
+          el("code", { text: String(item.type) }),
+        ]),
+        cell("By", "event-actor", actorNodes(item.actor)),
+        cell("Address", "event-ip", [el("code", { text: item.ip || "unknown" })]),
+        // The User-Agent as the client sent it, shown as text only.
+        cell("Device", "event-agent", [el("span", { className: "user-agent", text: agent })]),
+        cell("Target", "event-target", targetNodes(item.target)),
+        cell("Changes", "event-changes", [changesNode(item.changes)]),
+      ]);
+      row.dataset.eventId = item.id;
+      row.dataset.eventType = item.type;
+      return row;
+    }
+
+    // The first page of the chosen type (from scratch), or the next page after the last one.
+    async function load(fromStart) {
+      const ticket = ++generation;
+      const query = new URLSearchParams({ limit: String(limit) });
+      if (filter.value) {
+        query.set("type", filter.value);
+      }
+      if (fromStart) {
+        nextCursor = null;
+        tbody.replaceChildren();
+        table.hidden = true;
+        hide(empty);
+        more.hidden = true;
+        loading.hidden = false;
+      } else if (nextCursor !== null) {
+        query.set("cursor", nextCursor);
+      }
+      hide(listError);
+      more.disabled = true;
+      try {
+        const data = await call("GET", `/audit-events?${query}`);
+        if (ticket !== generation) {
+          return;
+        }
+        const rows = (Array.isArray(data.events) ? data.events : []).map(eventRow);
+        nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
+        tbody.append(...rows);
+        const count = tbody.children.length;
+        table.hidden = count === 0;
+        if (count === 0) {
+          const label = labels.get(filter.value);
+          show(empty, label ? `No “${label}” activity yet.` : "No activity yet.");
+        }
+        more.hidden = nextCursor === null;
+        if (!fromStart && rows.length) {
+          rows[0].focus(); // the first of the new rows, so a keyboard user reads on from there
+        }
+      } catch (failure) {
+        if (ticket === generation) {
+          show(listError, failed("Loading the activity", failure));
+          more.hidden = nextCursor === null; // "Load more" tries the same page again
+        }
+      } finally {
+        if (ticket === generation) {
+          loading.hidden = true;
+          more.disabled = false;
+        }
+      }
+    }
+
+    filter.addEventListener("change", () => {
+      // The address keeps the filter, so a reload or a shared link shows the same list.
+      const url = new URL(window.location.href);
+      if (filter.value) {
+        url.searchParams.set("type", filter.value);
+      } else {
+        url.searchParams.delete("type");
+      }
+      window.history.replaceState(null, "", url);
+      load(true);
+    });
+    more.addEventListener("click", () => load(false));
+
+    // -- log out: "logged out" only when the server ended the session, as on the keys page
+
+    const logoutButton = byId("logout");
+    logoutButton.addEventListener("click", async () => {
+      logoutButton.disabled = true;
+      hide(pageError);
+      try {
+        await call("POST", "/auth/logout");
+      } catch (failure) {
+        show(
+          pageError,
+          `${failed("Logging out", failure)} You are still signed in here, and the session may still be valid.`,
+        );
+        logoutButton.disabled = false;
+        return;
+      }
+      toLogin({ kind: "info", text: "You have logged out." });
+    });
+
+    load(true);
+  }
+
   const page = document.body.dataset.page;
   if (page === "login") {
     initLogin();
@@ -1060,5 +1322,7 @@
     initFiles();
   } else if (page === "sessions") {
     initSessions();
+  } else if (page === "activity") {
+    initActivity();
   }
 })();
