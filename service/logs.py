@@ -257,13 +257,16 @@ _second = -1
 _second_text = ""
 
 
+_MILLIS = tuple(f".{millis:03d}Z" for millis in range(1000))
+
+
 def _access_timestamp(now: float) -> str:
     global _second, _second_text
     seconds = int(now)
     if seconds != _second:
         _second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
         _second = seconds
-    return f"{_second_text}.{int((now - seconds) * 1000):03d}Z"
+    return _second_text + _MILLIS[int((now - seconds) * 1000)]
 
 
 class AccessLogger(AbstractAccessLogger):

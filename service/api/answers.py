@@ -93,9 +93,14 @@ class Answer(web.Response):
         block = self.block
         if block is not None:
             head.append(block.lines)
-        for name, value in self._headers.items():
-            _check(name, value)
-            head.append(f"{name}: {value}\r\n")
+        headers = self._headers
+        if headers:
+            own = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+            # One line per header and no other line break: else a value would split the answer.
+            if own.count("\n") != len(headers) or own.count("\r") != len(headers):
+                for name, value in headers.items():
+                    _check(name, value)
+            head.append(own)
         if status in _EMPTY_BODY_STATUSES or status < 200:
             self._must_be_empty_body = True
         else:
