@@ -19,7 +19,12 @@ from service.api.answers import Answer
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS
 from service.api.middleware import as_api_error
-from service.api.validation import parse_create_key, parse_login, read_json_object
+from service.api.validation import (
+    parse_create_key,
+    parse_edit_key,
+    parse_login,
+    read_json_object,
+)
 from service.auth.accounts import MAX_USER_AGENT_LENGTH
 from service.auth.audit import Origin
 from service.auth.permissions import to_names
@@ -49,9 +54,11 @@ async def authenticate(
 ) -> Principal:
     """The request's principal, the one credential check every handler goes through.
 
-    The check's credential type, outcome, duration, key id and rate verdict go to the
-    request's trace, which feeds the access log, the metrics and the response's RateLimit
-    fields (``service.api.middleware``)."""
+    The client's address comes from the request's trace, where the request's handling worked it
+    out once (trusted proxies included; for forward-auth, the address the gateway forwards): a
+    key with an allow-list is checked against it. The check's credential type, outcome,
+    duration, key id and rate verdict go to the trace, which feeds the access log, the metrics
+    and the response's RateLimit fields (``service.api.middleware``)."""
     headers = request.headers
     api_key = authorization = None
     if _API_KEY in headers:
@@ -66,7 +73,7 @@ async def authenticate(
     started = perf_counter()
     try:
         principal = await request.app[AUTHENTICATOR].authenticate(
-            api_key, authorization, session_only=session_only, counted=counted
+            api_key, authorization, session_only=session_only, counted=counted, client=trace.remote
         )
     except Exception as error:
         trace.outcome = as_api_error(error).code
@@ -93,6 +100,8 @@ async def acting(request: web.Request, principal: Principal) -> Origin:
 
 
 def _key_view(record: KeyRecord) -> dict[str, Any]:
+    """A key as its owner sees it (the list, an edit's answer); never a secret."""
+    rate_limit = record.rate_limit
     return {
         "id": record.id,
         "name": record.name,
@@ -101,6 +110,12 @@ def _key_view(record: KeyRecord) -> dict[str, Any]:
         "created_at": iso(record.created_at),
         "expires_at": iso(record.expires_at),
         "last_used_at": iso(record.last_used_at),
+        "enabled": record.enabled,
+        "allowed_ips": list(record.allowed_ips),
+        "rate_limit": (
+            None if rate_limit is None else {"per_second": rate_limit[0], "burst": rate_limit[1]}
+        ),
+        "previous_secret_expires_at": iso(record.previous_secret_expires_at),
     }
 
 
@@ -159,10 +174,19 @@ async def create_key(request: web.Request) -> web.Response:
         fields.expires_days,
         await acting(request, principal),
     )
-    view = _key_view(created.record)
-    del view["last_used_at"]
-    view["secret_key"] = created.secret
-    return ok(view, status=201)
+    record = created.record
+    return ok(
+        {
+            "id": record.id,
+            "name": record.name,
+            "key_prefix": record.key_prefix,
+            "secret_key": created.secret,
+            "permissions": to_names(record.permissions),
+            "created_at": iso(record.created_at),
+            "expires_at": iso(record.expires_at),
+        },
+        status=201,
+    )
 
 
 async def list_keys(request: web.Request) -> web.Response:
@@ -179,6 +203,15 @@ async def revoke_key(request: web.Request) -> web.Response:
         principal.user_id, key_id, await acting(request, principal)
     )
     return ok({"id": key_id, "revoked_at": iso(revoked_at)})
+
+
+async def edit_key(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    edit = parse_edit_key(await read_json_object(request))
+    record = await request.app[ACCOUNTS].edit_key(
+        principal.user_id, request.match_info["key_id"], edit, await acting(request, principal)
+    )
+    return ok(_key_view(record))
 
 
 # -- the API's description ----------------------------------------------------------------------
@@ -205,6 +238,7 @@ def add_routes(app: web.Application) -> None:
             web.get(f"{PREFIX}/keys", list_keys, allow_head=False),
             web.post(f"{PREFIX}/keys", create_key),
             web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
+            web.patch(f"{PREFIX}/keys/{{key_id}}", edit_key),
             web.get(f"{PREFIX}/openapi.json", openapi_document(), allow_head=False),
         ]
     )

@@ -17,8 +17,14 @@ import orjson
 from aiohttp import web
 
 from service.api.context import SETTINGS
-from service.auth.accounts import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH
+from service.auth.accounts import (
+    MAX_EMAIL_LENGTH,
+    MAX_PASSWORD_LENGTH,
+    KeyEdit,
+)
+from service.auth.key_rules import MAX_ALLOWED_IPS, canonical_network
 from service.auth.permissions import PERMISSIONS, unknown_names
+from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
 from service.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 
 MAX_KEY_NAME_LENGTH = 100
@@ -214,6 +220,28 @@ def _check_name(value: Any) -> tuple[str | None, str | None]:
     return name, None
 
 
+def _check_permissions(permissions: Any) -> tuple[list[str], Any]:
+    """(known names, duplicates folded, in the spec's order; the problem or None)."""
+    if not isinstance(permissions, list) or not permissions:
+        return [], "is required and must be a non-empty array of permission names"
+    if not all(isinstance(item, str) for item in permissions):
+        return [], "must contain only strings"
+    unknown = unknown_names(permissions)
+    if unknown:
+        return [], {
+            "reason": "contains unknown permission names",
+            "unknown": unknown,
+            "allowed": list(PERMISSIONS),
+        }
+    return [name_ for name_ in PERMISSIONS if name_ in set(permissions)], None
+
+
+def _expires_days_problem(expires_days: Any) -> str | None:
+    if not _is_int(expires_days) or not 1 <= expires_days <= MAX_EXPIRES_DAYS:
+        return f"must be a whole number from 1 to {MAX_EXPIRES_DAYS}"
+    return None
+
+
 def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
     problems: dict[str, Any] = {}
     _refuse_unknown_fields(body, ("name", "permissions", "expires_days"), problems)
@@ -222,28 +250,103 @@ def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
     if problem:
         problems["name"] = problem
 
-    permissions = body.get("permissions")
-    chosen: list[str] = []
-    if not isinstance(permissions, list) or not permissions:
-        problems["permissions"] = "is required and must be a non-empty array of permission names"
-    elif not all(isinstance(item, str) for item in permissions):
-        problems["permissions"] = "must contain only strings"
-    else:
-        unknown = unknown_names(permissions)
-        if unknown:
-            problems["permissions"] = {
-                "reason": "contains unknown permission names",
-                "unknown": unknown,
-                "allowed": list(PERMISSIONS),
-            }
-        else:
-            chosen = [name_ for name_ in PERMISSIONS if name_ in set(permissions)]
+    chosen, problem = _check_permissions(body.get("permissions"))
+    if problem:
+        problems["permissions"] = problem
 
     expires_days = body.get("expires_days", DEFAULT_EXPIRES_DAYS)
-    if not _is_int(expires_days) or not 1 <= expires_days <= MAX_EXPIRES_DAYS:
-        problems["expires_days"] = f"must be a whole number from 1 to {MAX_EXPIRES_DAYS}"
+    problem = _expires_days_problem(expires_days)
+    if problem:
+        problems["expires_days"] = problem
 
     if problems:
         raise ValidationFailed(details=problems)
     assert name is not None
     return CreateKeyRequest(name, chosen, expires_days)
+
+
+EDIT_KEY_FIELDS = ("name", "permissions", "expires_days", "enabled", "allowed_ips", "rate_limit")
+
+
+def _check_allowed_ips(value: Any) -> tuple[tuple[str, ...], str | None]:
+    """(canonical networks, duplicates folded, in the order given; the problem or None). The
+    problem names the positions (from 0) of the items that are not addresses, never the items."""
+    if value is None:
+        return (), None
+    if not isinstance(value, list):
+        return (), (
+            f"must be an array of at most {MAX_ALLOWED_IPS} IPv4/IPv6 addresses or CIDR "
+            "networks, or null (from anywhere)"
+        )
+    if len(value) > MAX_ALLOWED_IPS:
+        return (), f"must hold at most {MAX_ALLOWED_IPS} addresses or networks"
+    networks = [canonical_network(item) if isinstance(item, str) else None for item in value]
+    bad = [str(index) for index, network in enumerate(networks) if network is None]
+    if bad:
+        return (), (
+            f"items at positions {', '.join(bad)} (from 0) are not IPv4/IPv6 addresses or "
+            "CIDR networks"
+        )
+    return tuple(dict.fromkeys(networks)), None  # type: ignore[arg-type]
+
+
+def _check_rate_limit(value: Any) -> tuple[tuple[int, int] | None, Any]:
+    """((per second, burst) or None for the deployment's; the problems or None)."""
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        return None, "must be an object {per_second, burst}, or null (the deployment's rate)"
+    problems: dict[str, str] = {}
+    _refuse_unknown_fields(value, ("per_second", "burst"), problems)
+    bounds = {"per_second": KEY_MAX_PER_SECOND, "burst": KEY_MAX_BURST}
+    for field, maximum in bounds.items():
+        number = value.get(field)
+        if not _is_int(number) or not 1 <= number <= maximum:
+            problems[field] = f"is required and must be a whole number from 1 to {maximum}"
+    if problems:
+        return None, problems
+    return (value["per_second"], value["burst"]), None
+
+
+def parse_edit_key(body: dict[str, Any]) -> KeyEdit:
+    """``PATCH /keys/{id}``: any of the fields, each checked like at creation where it exists
+    there; a field not given stays as it is."""
+    problems: dict[str, Any] = {}
+    _refuse_unknown_fields(body, EDIT_KEY_FIELDS, problems)
+    name = permissions = expires_days = enabled = allowed_ips = rate_limit = None
+    if "name" in body:
+        name, problem = _check_name(body["name"])
+        if problem:
+            problems["name"] = problem
+    if "permissions" in body:
+        permissions, problem = _check_permissions(body["permissions"])
+        if problem:
+            problems["permissions"] = problem
+    if "expires_days" in body:
+        expires_days = body["expires_days"]
+        problem = _expires_days_problem(expires_days)
+        if problem:
+            problems["expires_days"] = problem
+    if "enabled" in body:
+        enabled = body["enabled"]
+        if not isinstance(enabled, bool):
+            problems["enabled"] = "must be true or false"
+    if "allowed_ips" in body:
+        allowed_ips, problem = _check_allowed_ips(body["allowed_ips"])
+        if problem:
+            problems["allowed_ips"] = problem
+    if "rate_limit" in body:
+        rate_limit, problem = _check_rate_limit(body["rate_limit"])
+        if problem:
+            problems["rate_limit"] = problem
+    if problems:
+        raise ValidationFailed(details=problems)
+    return KeyEdit(
+        name=name,
+        permissions=permissions,
+        expires_days=expires_days,
+        enabled=enabled,
+        allowed_ips=allowed_ips,
+        sets_rate_limit="rate_limit" in body,
+        rate_limit=rate_limit,
+    )

@@ -7,9 +7,10 @@ caller, and handed to the store only as digests.
 Every change a person makes to their account's credentials is recorded in its audit trail
 (``service.auth.audit``) before it takes effect or in the same atomic step: a login's session
 and a key's creation are confirmed together with their event, a password's hash is replaced
-together with its event, and a logout, an ended session or a revoked key is recorded just before
-it is carried out. A failed record fails the request (503) with nothing done. A failed login is
-the exception: its record is best effort (see ``login``).
+together with its event, a key's edit is made in the step that records it, and a logout, an
+ended session or a revoked key is recorded just before it is carried out. A failed record fails
+the request (503) with nothing done. A failed login is the exception: its record is best effort
+(see ``login``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from service.auth import audit, credentials
 from service.auth.login_throttle import LoginThrottle
 from service.auth.passwords import PasswordHasher
-from service.auth.permissions import to_mask
+from service.auth.permissions import to_mask, to_names
 from service.auth.principal import Principal
 from service.clock import Clock
 from service.config import Settings
@@ -30,6 +31,8 @@ from service.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from service.store.audit_store import EventBatch, EventPage
 from service.store.redis_store import (
     AccountGone,
+    KeyChanged,
+    KeyChanges,
     KeyRecord,
     RedisStore,
     SessionRecord,
@@ -96,6 +99,52 @@ class PasswordChange:
 class CreatedKey:
     record: KeyRecord
     secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEdit:
+    """What ``PATCH /keys/{id}`` asks to change (validated in shape); None leaves a field as it
+    is. ``allowed_ips`` holds canonical networks, empty for anywhere; ``rate_limit`` (per second,
+    burst) is set when ``sets_rate_limit``, None for the deployment's."""
+
+    name: str | None = None
+    permissions: list[str] | None = None
+    expires_days: int | None = None
+    enabled: bool | None = None
+    allowed_ips: tuple[str, ...] | None = None
+    sets_rate_limit: bool = False
+    rate_limit: tuple[int, int] | None = None
+
+
+def _key_not_found() -> NotFound:
+    return NotFound("No active API key has this id.", code="key_not_found")
+
+
+def _key_busy() -> Conflict:
+    return Conflict(
+        "Other requests are changing this key at the same time. Retry.", code="key_busy"
+    )
+
+
+def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
+    """The fields an edit changed, with their new values as the API shows them (the expiry in
+    ms, shown ISO 8601 by the audit endpoint); never a secret."""
+    edited: dict[str, Any] = {}
+    if after.name != before.name:
+        edited["name"] = after.name
+    if after.permissions != before.permissions:
+        edited["permissions"] = to_names(after.permissions)
+    if after.expires_at != before.expires_at:
+        edited["expires_at"] = after.expires_at
+    if after.allowed_ips != before.allowed_ips:
+        edited["allowed_ips"] = list(after.allowed_ips)
+    if after.rate_limit != before.rate_limit:
+        edited["rate_limit"] = (
+            None
+            if after.rate_limit is None
+            else {"per_second": after.rate_limit[0], "burst": after.rate_limit[1]}
+        )
+    return edited
 
 
 def _origin(origin: audit.Origin | None) -> audit.Origin:
@@ -436,6 +485,51 @@ class Accounts:
     async def list_keys(self, user_id: str) -> list[KeyRecord]:
         return await self._store.list_api_keys(user_id, self._clock.now_ms())
 
+    async def edit_key(
+        self, user_id: str, key_id: str, edit: KeyEdit, origin: audit.Origin | None = None
+    ) -> KeyRecord:
+        """Change one of the user's active keys; 404 for an unknown id or another account's
+        key. In force from the next request on every worker (``RedisStore.edit_api_key``).
+        Recorded in the step that makes it: ``key.edited`` with the changed fields and their
+        new values, ``key.disabled`` / ``key.enabled`` when that changed; nothing when nothing
+        changed."""
+        if not credentials.is_valid_id(key_id, "key"):
+            raise _key_not_found()
+        now = self._clock.now_ms()
+        origin = _origin(origin)
+        changes = KeyChanges(
+            name=edit.name,
+            permissions=to_mask(edit.permissions) if edit.permissions is not None else None,
+            expires_at=now + edit.expires_days * _DAY_MS if edit.expires_days is not None else None,
+            enabled=edit.enabled,
+            allowed_ips=edit.allowed_ips,
+            sets_rate_limit=edit.sets_rate_limit,
+            rate_limit=edit.rate_limit,
+        )
+        target = {"key_id": key_id}
+
+        def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch | None:
+            events = []
+            edited = _edited_fields(before, after)
+            if edited:
+                events.append(
+                    audit.event(audit.KEY_EDITED, now, origin, target=target, changes=edited)
+                )
+            if after.enabled != before.enabled:
+                kind = audit.KEY_ENABLED if after.enabled else audit.KEY_DISABLED
+                events.append(audit.event(kind, now, origin, target=target))
+            return self._events(now, *events) if events else None
+
+        try:
+            record = await self._store.edit_api_key(user_id, key_id, now, changes, events_for)
+        except AccountGone:
+            raise _account_gone() from None
+        except KeyChanged:
+            raise _key_busy() from None
+        if record is None:
+            raise _key_not_found()
+        return record
+
     async def revoke_key(
         self, user_id: str, key_id: str, origin: audit.Origin | None = None
     ) -> int:
@@ -445,10 +539,14 @@ class Accounts:
         events = self._events(
             now, audit.event(audit.KEY_REVOKED, now, _origin(origin), target={"key_id": key_id})
         )
-        if not credentials.is_valid_id(key_id, "key") or not await self._store.revoke_api_key(
-            user_id, key_id, now, events
-        ):
-            raise NotFound("No active API key has this id.", code="key_not_found")
+        try:
+            revoked = credentials.is_valid_id(key_id, "key") and await self._store.revoke_api_key(
+                user_id, key_id, now, events
+            )
+        except KeyChanged:
+            raise _key_busy() from None
+        if not revoked:
+            raise _key_not_found()
         return now
 
     # -- the audit trail ----------------------------------------------------------------------

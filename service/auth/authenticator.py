@@ -1,11 +1,15 @@
 """From credential header values to a ``Principal``, and the permission check.
 
-Works on plain strings (the HTTP layer hands over header values), so it is testable without a
-server. The hot path for an API key: shape and checksum check, SHA-256, one Redis round trip (an
-HMGET, in a script that also takes from the credential's rate bucket when limits are on and this
-worker holds no lease of requests from it), expiry, rate and permission check. Key last-use and
-session idle renewal are written at most once a minute per credential and worker, in the
-background; rate buckets never reach the AOF.
+Works on plain strings (the HTTP layer hands over header values and the client's address), so it
+is testable without a server. The hot path for an API key: shape and checksum check, SHA-256, one
+Redis round trip (an HMGET, in a script that also takes from the credential's rate bucket when
+limits are on and this worker holds no lease of requests from it), then the checks of what that
+read returned: a rolled-out secret's grace, expiry, disabled, the allowed networks, rate, and
+(in the handler) permission. Everything a key's changes can change is in its digest entry and
+read on every request, so a change is in force from the next request on every worker; the
+checks of fields a key doesn't have cost a comparison with None. Key last-use and session idle
+renewal are written at most once a minute per credential and worker, in the background; rate
+buckets never reach the AOF.
 
 Refusals name the reason in their code but never echo the credential.
 """
@@ -13,14 +17,15 @@ Refusals name the reason in their code but never echo the credential.
 from __future__ import annotations
 
 from service.auth import credentials
+from service.auth.key_rules import AllowLists
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.auth.principal import CredentialType, Principal
-from service.auth.rate_limits import RateLeases, RateLimitFields
+from service.auth.rate_limits import KeyRates, RateLeases, RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock
 from service.config import Settings
 from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
-from service.store.redis_store import RateVerdict, RedisStore
+from service.store.redis_store import ApiKeyEntry, RateVerdict, RedisStore
 
 REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000
@@ -67,6 +72,8 @@ class Authenticator:
         limit = store.rate_limit
         self.rate_fields = RateLimitFields(limit) if limit is not None else None
         self._leases = RateLeases(limit) if limit is not None else None
+        self._key_rates = KeyRates()
+        self._allow_lists = AllowLists()
 
     async def authenticate(
         self,
@@ -75,11 +82,14 @@ class Authenticator:
         *,
         session_only: bool = False,
         counted: bool = True,
+        client: str | None = None,
     ) -> Principal:
         """Resolve the request's one credential; raise 400/401/403 errors on any doubt.
 
         ``counted`` False takes nothing from the credential's rate bucket: ending a credential
-        (logout, revoking a key) must work however busy the credential is."""
+        (logout, revoking a key) must work however busy the credential is. ``client`` is the
+        client's address as the request's handling worked it out (trusted proxies included),
+        for keys that may be used only from some networks; None when it is not known."""
         if api_key is not None and authorization is not None:
             raise BadRequest(
                 "Send either X-API-Key or Authorization, not both.", code="ambiguous_credentials"
@@ -91,7 +101,7 @@ class Authenticator:
                     "not an API key.",
                     code="session_required",
                 )
-            return await self.api_key(api_key, counted)
+            return await self.api_key(api_key, counted, client)
         if authorization is not None:
             return await self.session(bearer_token(authorization), counted)
         raise Unauthorized(
@@ -102,19 +112,41 @@ class Authenticator:
             headers={"WWW-Authenticate": f"Bearer {REALM}"},
         )
 
-    async def api_key(self, secret: str, counted: bool = True) -> Principal:
+    async def api_key(
+        self, secret: str, counted: bool = True, client: str | None = None
+    ) -> Principal:
         secret = secret.strip()
         if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
         now = self._clock.now_ms()
         digest = credentials.digest(secret)
         lent, take, give_back, for_lease = self._plan(digest, now, counted)
-        entry = await self._store.find_api_key(digest, now, take, give_back)
-        rate = self._rate(digest, lent, entry and entry.rate, for_lease, now)
+        # Requests given back are worth the interval they were taken at (a key's own rate).
+        interval = self._leases.given_back_interval_us(digest) if give_back else 0  # type: ignore[union-attr]
+        entry = await self._store.find_api_key(digest, now, take, give_back, interval)
+        if lent is not None and entry is not None:
+            stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
+            if stale is not None:  # the key's rate changed: take under the new one instead
+                lent = None
+                entry = await self._store.find_api_key(digest, now, 1, *stale)
         if entry is None:
+            self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
+            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+        rate = self._key_rate(digest, lent, entry, for_lease, now)
+        if entry.refused_from is not None and entry.refused_from <= now:
+            # A secret the key was rolled away from, past its grace: as good as unknown.
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
         if entry.expires_at <= now:
             raise _api_key_refusal("api_key_expired", "The API key has expired.")
+        if entry.disabled:
+            raise _api_key_refusal("api_key_disabled", "The API key is disabled.")
+        if entry.allowed_networks is not None and not self._allow_lists.allows(
+            entry.allowed_networks, client
+        ):
+            raise Forbidden(
+                "This API key may not be used from the address of this request.",
+                code="ip_not_allowed",
+            )
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         if self._due(entry.key_id, now, _KEY_TOUCH_INTERVAL_MS):
@@ -156,6 +188,29 @@ class Authenticator:
         if for_lease:
             return self._leases.taken(digest, looked_up, now)  # type: ignore[union-attr]
         return looked_up
+
+    def _key_rate(
+        self,
+        digest: str,
+        lent: RateVerdict | None,
+        entry: ApiKeyEntry,
+        for_lease: bool,
+        now: int,
+    ) -> RateVerdict | None:
+        """``_rate`` for a key, which may have a rate of its own: its lease is sized by it and
+        dropped when it changed, and its verdict names its policy."""
+        leases = self._leases
+        if leases is None:
+            return None  # limits are off, a key's own included
+        own = self._key_rates.of(entry.own_rate) if entry.own_rate is not None else None
+        if lent is not None:
+            return lent
+        if for_lease:
+            return leases.taken(digest, entry.rate, now, own)
+        looked_up = entry.rate
+        if own is None or looked_up is None:
+            return looked_up
+        return looked_up._replace(policy=own.policy)
 
     def _rate_refusal(self, rate: RateVerdict) -> TooManyRequests:
         assert self.rate_fields is not None  # a verdict exists only when limits are on

@@ -5,9 +5,17 @@ Layout (``P`` is the per-deployment prefix, ``U`` a user id such as ``usr_…``)
 =====================================  ======  ===============================================
 key                                    type    holds
 =====================================  ======  ===============================================
-``P:key:<sha256 hex of secret>``        hash    the hot-path entry of one API key: user id,
-                                               key id, permission mask, expiry; PEXPIREAT 24 h
-                                               past the expiry (answered api_key_expired)
+``P:key:<sha256 hex of secret>``        hash    the hot-path entry of one API key secret: user
+                                               id ``u``, key id ``k``, permission mask ``p``,
+                                               expiry ``e``; only when set: disabled ``x``,
+                                               allowed networks ``n`` ("net,net,…"), its own
+                                               rate ``r`` ("<per second>:<burst>"), and on a
+                                               rolled-out secret the end of its grace ``g``;
+                                               ``v`` the version of the listing metadata it
+                                               copies (read by writes only). All the
+                                               per-request lookup needs, in one HMGET.
+                                               PEXPIREAT 24 h past the expiry (answered
+                                               api_key_expired), or the grace's end
 ``P:session:<sha256 hex of token>``     hash    one session: user id, created, absolute and idle
                                                deadlines (``u c a i``, all the per-request
                                                lookup reads); for the owner's list only: public
@@ -25,9 +33,14 @@ key                                    type    holds
 ``P:{U}:user``                          hash    id, email, bcrypt hash, created; deleted first
                                                when the user is, and checked by every creation
                                                of a session or key, before and after
-``P:{U}:keys``                          hash    key id -> JSON metadata (naming the digest) for
-                                               listing, revoking and deleting the user; kept
-                                               until the entry's grace has passed
+``P:{U}:keys``                          hash    key id -> JSON metadata for listing, changing,
+                                               revoking and deleting the user: the truth the
+                                               digest entries copy (name, prefix, permissions,
+                                               created, expiry, disabled, allowed networks,
+                                               own rate, version), naming the secret's digest
+                                               and, during a roll's grace, the previous one's
+                                               and the grace's end; kept until the entry's
+                                               grace has passed
 ``P:{U}:key-expiry``                    zset    key id scored by expiry (active-key count, pruning)
 ``P:{U}:key-last-used``                 hash    key id -> last use (ms), written at most once a
                                                minute per key and worker
@@ -57,7 +70,9 @@ The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, s
 change several of them together stay valid on a cluster. Digest entries stand alone: they are
 found by digest only, and every write that pairs them with account keys is ordered so that a
 failure half-way leaves nothing usable behind, and so that creating a session or key and deleting
-its user exclude each other (see "Creating a credential" in ``redis_store``). A rate bucket's hash
+its user exclude each other (see "Creating a credential" in ``redis_store``); a key's changes
+(edit, roll, revocation) are ordered so that once one has answered, every entry of the key holds
+it (see "Changing a key" there). A rate bucket's hash
 tag is the whole name of its credential's entry, so the two share a slot and one script reads the
 entry and takes from the bucket. Raw secrets never appear.
 """

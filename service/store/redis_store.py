@@ -7,6 +7,7 @@ Redis errors propagate as ``redis.RedisError`` and are answered 503 by the HTTP 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -169,20 +170,110 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return 1
 """
 
+# Changing a key (see "Changing a key" below), step (a): replaces the key's listing metadata with
+# the new one only while the user record exists and the listing is still exactly the one the
+# change was computed from (another change meanwhile: the caller reads again and retries). The
+# change's events are recorded in this same step, before its writes.
+# KEYS: user, listing, expiry index[, audit trail]. ARGV: key id, metadata read, new metadata,
+# new expiry[, events (audit_store)]. Returns 1 changed, 2 changed meanwhile, 0 no such key,
+# -1 no such user.
+_CHANGE_KEY = (
+    RECORD_EVENTS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+if not current then
+  return 0
+end
+if current ~= ARGV[2] then
+  return 2
+end
+if KEYS[4] then
+  record_events(KEYS[4], 5)
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+return 1
+"""
+)
+
+# Writes one digest entry of a key as its listing metadata of version ARGV[2] describes it, whole
+# (fields the version no longer has are dropped), unless the entry already holds that version or a
+# later one: writes of one key's entries may arrive in any order, the latest version stays. Only
+# the roll that made a digest may create its entry (ARGV[1] '1'); every other write replaces an
+# entry that exists, so a deleted (revoked, rolled-out) entry is never brought back.
+# KEYS: entry. ARGV: may create ('1'/'0'), version, expire at (ms), field, value, ...
+_WRITE_KEY_ENTRY = """
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if not exists and ARGV[1] ~= '1' then
+  return 0
+end
+if exists then
+  local held = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+  if not held then
+    return redis.error_reply('damaged version in a key entry')
+  end
+  if held >= tonumber(ARGV[2]) then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], unpack(ARGV, 4))
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1
+"""
+
+# Step (c) of rolling a key: its metadata as it is now, while the user record exists and the key
+# is listed; -1 no such user, 0 no such key (the caller then deletes the entry it wrote in (b)).
+# KEYS: user, listing. ARGV: key id.
+_CONFIRM_ROLL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+if not current then
+  return 0
+end
+return current
+"""
+
+# The last step of revoking a key: removes its listing only while it is exactly the metadata whose
+# digest entries the caller has deleted (a roll meanwhile named a new one: read again, retry).
+# KEYS: listing, expiry index, last use. ARGV: key id, metadata read. Returns 1 removed, 2
+# changed meanwhile, 0 already gone.
+_FORGET_KEY = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then
+  return 0
+end
+if current ~= ARGV[2] then
+  return 2
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return 1
+"""
+
 
 # The hot-path lookup with a request-rate limit folded in, so a limited request still costs one
 # round trip: read the credential's fields and, when it exists, take requests from its bucket
 # (GCRA: the bucket holds the "theoretical arrival time" of the next request, in µs). A worker
 # may take several at once and use them over the next second (auth.rate_limits.RateLeases); it
-# gives back those it did not use with its next take.
+# gives back those it did not use with its next take. A key with a rate of its own holds it in
+# its entry (``r``, "<per second>:<burst>", a field this same HMGET reads): it replaces the
+# deployment's interval and tolerance, so a changed rate counts from the next take on.
 # KEYS: entry, bucket. ARGV: now µs, emission interval µs, burst tolerance µs, requests wanted,
-# requests given back, fields...
+# µs given back (requests given back, each at the interval it was taken at: a rate may have
+# changed since), position among the fields of the entry's own rate (0: none), fields...
 # Returns nil for no entry, else the fields followed by allowed (1/0), then remaining requests
 # (allowed) or µs to wait (refused), then µs until the bucket is full again, then requests taken.
 # Buckets are excluded from the AOF and replicas (REPL_NONE): they live seconds, and a write per
 # request would put an fsync behind every gateway call. A restart forgets them, nothing else.
 _LOOKUP_AND_TAKE = """
-local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 6))
+local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 7))
 local found = false
 for i = 1, #values do
   if values[i] then found = true end
@@ -196,6 +287,15 @@ end
 local now = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local tolerance = tonumber(ARGV[3])
+local own = tonumber(ARGV[6])
+if own > 0 and values[own] then
+  local per_second, burst = string.match(values[own], '^(%d+):(%d+)$')
+  if not per_second or tonumber(per_second) < 1 or tonumber(burst) < 1 then
+    return redis.error_reply('damaged rate in a credential entry')
+  end
+  interval = math.max(1, math.floor(1000000 / tonumber(per_second) + 0.5))
+  tolerance = interval * tonumber(burst)
+end
 local wanted = tonumber(ARGV[4])
 local given_back = tonumber(ARGV[5])
 local tat = tonumber(redis.call('GET', KEYS[2])) or now
@@ -203,7 +303,7 @@ if tat < now then
   tat = now
 end
 if given_back > 0 then
-  tat = math.max(tat - given_back * interval, now)
+  tat = math.max(tat - given_back, now)
 end
 local n = #values
 local fit = math.floor((now + tolerance - tat) / interval)
@@ -291,15 +391,22 @@ class RateVerdict(NamedTuple):
     wait_us: int  # until the next request is allowed (0 when allowed)
     full_in_us: int  # until the bucket has refilled completely
     taken: int = 1  # requests taken from the bucket: this one and any the worker keeps for later
+    # The RateLimit-Policy of a key with a rate of its own; None: the deployment's.
+    policy: str | None = None
 
 
 class ApiKeyEntry(NamedTuple):
-    """What one hot-path lookup of an API key digest returns."""
+    """What one hot-path lookup of an API key digest returns. The last four are None when the
+    key has none of them (the common case, which costs nothing more)."""
 
     user_id: str
     key_id: str
     permissions: int
     expires_at: int
+    disabled: bool
+    allowed_networks: str | None  # the stored allow-list, "net,net,…" (auth.key_rules)
+    own_rate: str | None  # the key's own rate, "<per second>:<burst>"
+    refused_from: int | None  # ms: a rolled-out secret's grace ends here
     rate: RateVerdict | None = None
 
 
@@ -322,6 +429,24 @@ class KeyRecord:
     created_at: int
     expires_at: int
     last_used_at: int | None
+    enabled: bool = True
+    allowed_ips: tuple[str, ...] = ()  # canonical networks; empty: from anywhere
+    rate_limit: tuple[int, int] | None = None  # (per second, burst); None: the deployment's
+    previous_secret_expires_at: int | None = None  # a rolled-out secret's grace, while it lasts
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChanges:
+    """What an edit sets; None leaves a field as it is (``rate_limit`` is set when
+    ``sets_rate_limit``, to None for the deployment's)."""
+
+    name: str | None = None
+    permissions: int | None = None
+    expires_at: int | None = None
+    enabled: bool | None = None
+    allowed_ips: tuple[str, ...] | None = None
+    sets_rate_limit: bool = False
+    rate_limit: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +472,12 @@ class UserRecord:
     created_at: int
 
 
-_KEY_FIELDS = ("u", "k", "p", "e")
+# The per-request lookup of a key reads these: user, key id, permission mask, expiry; and, present
+# only when set, disabled ``x``, allowed networks ``n``, own rate ``r`` (position 7, which the
+# lookup script reads) and, on a rolled-out secret's entry, the end of its grace ``g``. ``v``, the
+# version of the metadata the entry was written from, is read by writes only.
+_KEY_FIELDS = ("u", "k", "p", "e", "x", "n", "r", "g")
+_KEY_OWN_RATE_POSITION = 7
 _SESSION_FIELDS = ("u", "c", "a", "i")
 # Read by the session list alone, never by the per-request lookup.
 _SESSION_LIST_FIELDS = ("u", "c", "a", "i", "id", "s", "ip", "ua")
@@ -360,6 +490,37 @@ def _int_field(value: object) -> int:
         return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise CorruptRecord() from None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _apply(meta: dict, changes: KeyChanges) -> dict:
+    """The listing metadata with ``changes`` made, as a new dict."""
+    edited = dict(meta)
+    if changes.name is not None:
+        edited["name"] = changes.name
+    if changes.permissions is not None:
+        edited["p"] = changes.permissions
+    if changes.expires_at is not None:
+        edited["e"] = changes.expires_at
+    if changes.enabled is True:
+        edited.pop("off", None)
+    elif changes.enabled is False:
+        edited["off"] = True
+    if changes.allowed_ips is not None:
+        if changes.allowed_ips:
+            edited["ips"] = list(changes.allowed_ips)
+        else:
+            edited.pop("ips", None)
+    if changes.sets_rate_limit:
+        if changes.rate_limit is not None:
+            edited["rl"] = list(changes.rate_limit)
+        else:
+            edited.pop("rl", None)
+    edited["v"] = meta.get("v", 0) + 1
+    return edited
 
 
 class AccountGone(Exception):
@@ -386,6 +547,51 @@ class AccountGone(Exception):
 # its secret is never returned: a digest entry left behind by a crash just then is one nobody
 # holds the secret of. Deletion can be repeated after a crash part-way: (2)-(4) only need the user
 # id, which the email mapping keeps until the very last step.
+#
+# A rolled key keeps its previous secret through the grace: the metadata names both digests (``d``
+# and ``pd``, until ``pe``), and (2) deletes the entries of both. Its roll is a creation too: its
+# new entry is confirmed like (c) before the secret is returned.
+
+
+# Changing a key: edit, roll, revoke. A key's listing metadata (in the account's slot) is the
+# truth; its digest entries (the current secret's ``d``, and during a roll's grace the previous
+# secret's ``pd`` until ``pe``) are copies of it for the per-request lookup, each stamped with the
+# version ``v`` of the metadata it was written from. A change is
+#   (a) a compare-and-set of the metadata (``_CHANGE_KEY``): from exactly what was read, else read
+#       again and retry; the change's audit events are recorded in this same step;
+#   (b) the entries the new metadata names written from it (``_WRITE_KEY_ENTRY``, one per entry,
+#       each in a slot of its own): a write never replaces a later version and never creates an
+#       entry, so writes arriving late or out of order leave the latest version in place, and an
+#       entry once deleted stays deleted; a previous secret whose grace is over is deleted;
+# and the change answers only after (b). So once a change has answered, the next request on any
+# worker reads its version or a later one: a change whose (a) came later writes later versions,
+# one whose (a) came earlier loses to them.
+# A change that fails after its (a) (a 503) leaves entries behind the metadata until the next
+# change of the key; retrying it is such a change, even when it finds nothing left to change (its
+# (b) alone, which writes nothing to entries that are up to date).
+# A roll is the one write that creates an entry: the new secret's, after its (a) (which marks the
+# metadata ``rolling``), then confirmed by ``_CONFIRM_ROLL`` (the user and the key still exist),
+# then finished by a second change from the metadata as it is then, which clears ``rolling`` and
+# whose (b) writes every entry, the new one included: a change whose (b) came before the entry
+# existed is carried into it that way. Its secret is returned only after all that. While
+# ``rolling``, the previous secret stays the key's secret, without a grace: a roll that failed
+# part-way never showed its new secret, so the next roll drops that one (deleting its entry
+# first) and gives its grace to the previous one; a roll overtaken that way before it finished
+# finds its secret dropped, deletes its entry and answers 409.
+# A secret is dropped from the metadata only after its entry is deleted: a roll deletes the
+# previous secret still in its grace before its (a) (that grace ends at once); revocation deletes
+# every entry the metadata names, then removes the listing only if it is still that metadata
+# (``_FORGET_KEY``; else read again and repeat), then deletes the same entries once more, for a
+# roll whose new entry was created after the first deletion and confirmed before the listing
+# went (its creation came before the listing went, so before the second deletion; a roll
+# confirmed after it finds no key and deletes its entry). A new entry a crash leaves unnamed is
+# one whose secret was never returned.
+_CHANGE_ATTEMPTS = 8
+
+
+class KeyChanged(Exception):
+    """A key changed under ``_CHANGE_ATTEMPTS`` changes in a row: other requests keep changing
+    it. Nothing of this change was made."""
 
 
 class RedisStore:
@@ -417,6 +623,8 @@ class RedisStore:
             fields: CommandTemplate("HMGET", ARG, *fields)
             for fields in (_KEY_FIELDS, _SESSION_FIELDS)
         }
+        # Where among its fields an entry holds a rate of its own: keys may, sessions never.
+        self._own_rate_position = {_KEY_FIELDS: _KEY_OWN_RATE_POSITION, _SESSION_FIELDS: 0}
         if rate_limit is not None:
             self._hot_lookup_and_take = {
                 fields: ScriptCall(
@@ -429,7 +637,8 @@ class RedisStore:
                     rate_limit.interval_us,
                     rate_limit.tolerance_us,
                     ARG,  # requests wanted
-                    ARG,  # requests given back
+                    ARG,  # µs given back
+                    self._own_rate_position[fields],
                     *fields,
                 )
                 for fields in (_KEY_FIELDS, _SESSION_FIELDS)
@@ -443,6 +652,10 @@ class RedisStore:
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._assign_session_id = redis.register_script(_ASSIGN_SESSION_ID)
         self._touch_key = redis.register_script(_TOUCH_KEY)
+        self._change_key = redis.register_script(_CHANGE_KEY)
+        self._write_key_entry = redis.register_script(_WRITE_KEY_ENTRY)
+        self._confirm_roll = redis.register_script(_CONFIRM_ROLL)
+        self._forget_key = redis.register_script(_FORGET_KEY)
         self._reserve_attempt = redis.register_script(_RESERVE_ATTEMPT)
         self._release_attempt = redis.register_script(_RELEASE_ATTEMPT)
         self.audit = AuditStore(redis, self.keys)
@@ -451,16 +664,26 @@ class RedisStore:
         return bool(await self.redis.ping())
 
     async def _lookup(
-        self, entry: str, now_ms: int, fields: tuple[str, ...], take: int, give_back: int
+        self,
+        entry: str,
+        now_ms: int,
+        fields: tuple[str, ...],
+        take: int,
+        give_back: int,
+        give_back_interval_us: int = 0,
     ) -> tuple[list, RateVerdict | None]:
         """The entry's fields, and ``take`` requests taken from its bucket when limits are on
-        (``give_back`` unused ones returned first); with ``take`` 0, the fields alone."""
+        (``give_back`` unused ones returned first, each worth ``give_back_interval_us``, the
+        interval they were taken at; 0: the deployment's); with ``take`` 0, the fields alone."""
         hot = self._hot
         if self.rate_limit is None or take == 0:
             if hot is not None:
                 return await hot.execute_packed(self._hot_lookup[fields].pack(entry.encode())), None
             return await self.redis.hmget(entry, fields), None
         bucket = self.keys.rate_bucket(entry)
+        given_back_us = (
+            give_back * (give_back_interval_us or self.rate_limit.interval_us) if give_back else 0
+        )
         if hot is not None:
             reply = await hot.run_script(
                 self._hot_lookup_and_take[fields],
@@ -468,13 +691,21 @@ class RedisStore:
                 bucket.encode(),
                 b"%d" % (now_ms * 1000),
                 b"%d" % take,
-                b"%d" % give_back,
+                b"%d" % given_back_us,
             )
         else:
             interval, tolerance = self._rate_args
             reply = await self._lookup_and_take(
                 keys=(entry, bucket),
-                args=[now_ms * 1000, interval, tolerance, take, give_back, *fields],
+                args=[
+                    now_ms * 1000,
+                    interval,
+                    tolerance,
+                    take,
+                    given_back_us,
+                    self._own_rate_position[fields],
+                    *fields,
+                ],
             )
         if reply is None:
             return [None] * len(fields), None
@@ -492,22 +723,44 @@ class RedisStore:
     # -- API keys ---------------------------------------------------------------------------
 
     async def find_api_key(
-        self, secret_digest: str, now_ms: int = 0, take: int = 1, give_back: int = 0
+        self,
+        secret_digest: str,
+        now_ms: int = 0,
+        take: int = 1,
+        give_back: int = 0,
+        give_back_interval_us: int = 0,
     ) -> ApiKeyEntry | None:
         """The hot path: one round trip, an HMGET on the digest entry (in a script that also
         takes ``take`` requests from the key's rate bucket when limits are on and ``take`` is
-        not 0, after returning ``give_back`` unused ones; ``now_ms`` is the bucket's clock)."""
-        (user_id, key_id, permissions, expires_at), rate = await self._lookup(
-            self.keys.key_entry(secret_digest), now_ms, _KEY_FIELDS, take, give_back
+        not 0, after returning ``give_back`` unused ones taken at ``give_back_interval_us``
+        each, 0 for the deployment's interval; ``now_ms`` is the bucket's clock)."""
+        values, rate = await self._lookup(
+            self.keys.key_entry(secret_digest),
+            now_ms,
+            _KEY_FIELDS,
+            take,
+            give_back,
+            give_back_interval_us,
         )
-        if user_id is None and key_id is None and permissions is None and expires_at is None:
+        if values.count(None) == len(_KEY_FIELDS):
             return None
+        user_id, key_id, permissions, expires_at, disabled, networks, own_rate, until = values
         if not user_id or not key_id:
             raise CorruptRecord()
         mask = _int_field(permissions)
         if not 0 <= mask <= ALL_PERMISSIONS_MASK:  # a damaged mask must never widen access
             raise CorruptRecord()
-        return ApiKeyEntry(user_id, key_id, mask, _int_field(expires_at), rate)
+        return ApiKeyEntry(
+            user_id,
+            key_id,
+            mask,
+            _int_field(expires_at),
+            disabled is not None,  # whatever it holds: a damaged flag still disables
+            networks,
+            own_rate,
+            None if until is None else _int_field(until),
+            rate,
+        )
 
     async def add_api_key(
         self,
@@ -605,34 +858,284 @@ class RedisStore:
             meta = self._decode_metadata(raw)
             if meta["e"] <= now:
                 continue
-            used = last_used.get(key_id)
-            records.append(
-                KeyRecord(
-                    id=key_id,
-                    name=meta["name"],
-                    key_prefix=meta["prefix"],
-                    permissions=meta["p"],
-                    created_at=meta["c"],
-                    expires_at=meta["e"],
-                    last_used_at=int(used) if used is not None else None,
-                )
-            )
+            records.append(self._key_record(key_id, meta, last_used.get(key_id), now))
         records.sort(key=lambda record: (record.created_at, record.id), reverse=True)
         return records
 
     @staticmethod
+    def _key_record(key_id: str, meta: dict, last_used: str | None, now: int) -> KeyRecord:
+        previous_until = meta["pe"] if "pd" in meta else None
+        return KeyRecord(
+            id=key_id,
+            name=meta["name"],
+            key_prefix=meta["prefix"],
+            permissions=meta["p"],
+            created_at=meta["c"],
+            expires_at=meta["e"],
+            last_used_at=int(last_used) if last_used is not None else None,
+            enabled="off" not in meta,
+            allowed_ips=tuple(meta.get("ips", ())),
+            rate_limit=(meta["rl"][0], meta["rl"][1]) if "rl" in meta else None,
+            previous_secret_expires_at=(
+                previous_until if previous_until is not None and previous_until > now else None
+            ),
+        )
+
+    @staticmethod
     def _decode_metadata(raw: str) -> dict:
+        """A key's listing metadata: ``name``, ``prefix``, ``d`` (the secret's digest), ``p``,
+        ``c``, ``e``; once changed, ``v`` (its version); when set, ``off`` (disabled), ``ips``
+        (allowed networks), ``rl`` ([per second, burst]); after a roll, ``pd`` and ``pe`` (the
+        previous secret's digest and the end of its grace), and ``rolling`` until the roll has
+        finished. Anything else refuses it whole."""
         try:
             meta = orjson.loads(raw)
             for field in ("name", "prefix", "d"):
                 if not isinstance(meta[field], str):
                     raise CorruptRecord()
             for field in ("p", "c", "e"):
-                if not isinstance(meta[field], int):
+                if not _is_int(meta[field]):
                     raise CorruptRecord()
+            if not _is_int(meta.get("v", 0)) or meta.get("off", True) is not True:
+                raise CorruptRecord()
+            ips = meta.get("ips", ["-"])
+            if not isinstance(ips, list) or not ips or not all(isinstance(i, str) for i in ips):
+                raise CorruptRecord()
+            rate = meta.get("rl", [1, 1])
+            if not isinstance(rate, list) or len(rate) != 2 or not all(map(_is_int, rate)):
+                raise CorruptRecord()
+            if ("pd" in meta) != ("pe" in meta) or not isinstance(meta.get("pd", ""), str):
+                raise CorruptRecord()
+            if meta.get("rolling", True) is not True or ("rolling" in meta and "pd" not in meta):
+                raise CorruptRecord()
+            if not _is_int(meta.get("pe", 0)):
+                raise CorruptRecord()
         except (orjson.JSONDecodeError, KeyError, TypeError):
             raise CorruptRecord() from None
         return meta
+
+    @staticmethod
+    def _named_digests(meta: dict) -> list[str]:
+        """Every digest the metadata names: the secret's, and a rolled-out one's."""
+        return [meta["d"], meta["pd"]] if "pd" in meta else [meta["d"]]
+
+    async def _delete_entries(self, digests: list[str]) -> None:
+        # One DEL per entry: entries stand alone, each in a cluster slot of its own.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in digests:
+                pipe.delete(self.keys.key_entry(digest))
+            await pipe.execute()
+
+    async def _read_key(self, user_id: str, key_id: str) -> tuple[str, dict, str | None] | None:
+        """A key's listing metadata as stored, decoded, and its last use; None when unlisted."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.keys.account_keys(user_id), key_id)
+            pipe.hget(self.keys.account_key_last_used(user_id), key_id)
+            raw, last_used = await pipe.execute()
+        if raw is None:
+            return None
+        return raw, self._decode_metadata(raw), last_used
+
+    async def _change(
+        self, user_id: str, key_id: str, read: str, meta: dict, events: EventBatch | None
+    ) -> int:
+        """Step (a) of "Changing a key": 1 changed, 2 changed meanwhile, 0 gone, -1 no user."""
+        keys = [
+            self.keys.user(user_id),
+            self.keys.account_keys(user_id),
+            self.keys.account_key_expiry(user_id),
+        ]
+        args: list[str | int | bytes] = [key_id, read, orjson.dumps(meta), meta["e"]]
+        if events is not None:
+            keys.append(self.keys.account_audit(user_id))
+            args.extend(events.args())
+        return _int_field(await self._change_key(keys=keys, args=args))
+
+    @staticmethod
+    def _entry_fields(user_id: str, key_id: str, meta: dict) -> list[str | int]:
+        """The fields of a digest entry of the key the metadata describes (version apart)."""
+        fields: list[str | int] = ["u", user_id, "k", key_id, "p", meta["p"], "e", meta["e"]]
+        if "off" in meta:
+            fields += ("x", "1")
+        if "ips" in meta:
+            fields += ("n", ",".join(meta["ips"]))
+        if "rl" in meta:
+            fields += ("r", f"{meta['rl'][0]}:{meta['rl'][1]}")
+        return fields
+
+    async def _write_entries(self, user_id: str, key_id: str, meta: dict, now: int) -> None:
+        """Step (b) of "Changing a key", in one round trip: each entry the metadata names
+        rewritten from it unless it holds a later version, a previous secret past its grace
+        deleted."""
+        fields = self._entry_fields(user_id, key_id, meta)
+        gone_at = meta["e"] + KEY_EXPIRED_GRACE_MS
+        writes = [(meta["d"], fields, gone_at)]
+        deletions = []
+        if "pd" in meta:
+            if "rolling" in meta:  # until the roll has finished, still the key's secret
+                writes.append((meta["pd"], fields, gone_at))
+            elif meta["pe"] > now:
+                writes.append((meta["pd"], [*fields, "g", meta["pe"]], min(meta["pe"], gone_at)))
+            else:
+                deletions.append(meta["pd"])
+        version = meta.get("v", 0)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest, entry_fields, expire_at in writes:
+                await self._write_key_entry(
+                    keys=[self.keys.key_entry(digest)],
+                    args=["0", version, expire_at, *entry_fields],
+                    client=pipe,
+                )
+            for digest in deletions:
+                pipe.delete(self.keys.key_entry(digest))
+            await pipe.execute()
+
+    async def edit_api_key(
+        self,
+        user_id: str,
+        key_id: str,
+        now: int,
+        changes: KeyChanges,
+        events_for: Callable[[KeyRecord, KeyRecord], EventBatch | None],
+    ) -> KeyRecord | None:
+        """Change one of the account's active keys ("Changing a key"); None when it has no
+        active key of that id. ``events_for(before, after)`` gives the change's audit events,
+        recorded in the step that makes it. A change that changes nothing writes nothing.
+        Raises ``AccountGone`` when the user record is gone, ``KeyChanged`` when other changes
+        kept overtaking this one."""
+        for _ in range(_CHANGE_ATTEMPTS):
+            found = await self._read_key(user_id, key_id)
+            if found is None:
+                return None
+            read, meta, last_used = found
+            if meta["e"] <= now:
+                return None
+            edited = _apply(meta, changes)
+            before = self._key_record(key_id, meta, last_used, now)
+            after = self._key_record(key_id, edited, last_used, now)
+            if after == before:
+                # Nothing to change or record; but a change that failed after its (a) (a 503)
+                # may have left entries behind its version: this retry brings them up to it
+                # (an entry that holds it already is not written).
+                await self._write_entries(user_id, key_id, meta, now)
+                return before
+            status = await self._change(user_id, key_id, read, edited, events_for(before, after))
+            if status == 2:
+                continue
+            if status == -1:
+                raise AccountGone()
+            if status == 0:
+                return None
+            await self._write_entries(user_id, key_id, edited, now)
+            return after
+        raise KeyChanged()
+
+    async def roll_api_key(
+        self,
+        user_id: str,
+        key_id: str,
+        *,
+        secret_digest: str,
+        key_prefix: str,
+        previous_until: int,
+        now: int,
+        events_for: Callable[[KeyRecord], EventBatch | None],
+    ) -> KeyRecord | None:
+        """Give one of the account's active keys a new secret (``secret_digest``); the current
+        one keeps working until ``previous_until`` (ms; ``now`` for not at all), a secret still
+        in the grace of an earlier roll is refused from now on. Everything else about the key
+        stays. None when the account has no active key of that id; raises ``AccountGone`` and
+        ``KeyChanged`` like ``edit_api_key`` (also when a roll overtook this one before it
+        finished: its secret was dropped). The new secret works once this returns, and only
+        then may it be shown (see "Changing a key").
+
+        The metadata says ``rolling`` from (a) until the roll has finished: a roll that failed
+        part-way (a 503) never showed its secret, so the next roll drops that one and gives the
+        grace to the secret the clients still hold, and until then that secret keeps working
+        without a grace, whatever later edits do."""
+        for _ in range(_CHANGE_ATTEMPTS):
+            found = await self._read_key(user_id, key_id)
+            if found is None:
+                return None
+            read, meta, last_used = found
+            if meta["e"] <= now:
+                return None
+            if "rolling" in meta:  # an unfinished roll: its secret was never shown
+                current, dropped = meta["pd"], meta["d"]
+            else:
+                current, dropped = meta["d"], meta.get("pd")
+            if dropped is not None:  # deleted before the metadata stops naming it
+                await self.redis.delete(self.keys.key_entry(dropped))
+            rolled = {
+                **meta,
+                "prefix": key_prefix,
+                "d": secret_digest,
+                "pd": current,
+                "pe": previous_until,
+                "rolling": True,
+                "v": meta.get("v", 0) + 1,
+            }
+            record = self._key_record(key_id, rolled, last_used, now)
+            status = await self._change(user_id, key_id, read, rolled, events_for(record))
+            if status == 2:
+                continue
+            if status == -1:
+                raise AccountGone()
+            if status == 0:
+                return None
+            break
+        else:
+            raise KeyChanged()
+        entry = self.keys.key_entry(secret_digest)
+        try:
+            await self._write_key_entry(
+                keys=[entry],
+                args=[
+                    "1",
+                    rolled["v"],
+                    rolled["e"] + KEY_EXPIRED_GRACE_MS,
+                    *self._entry_fields(user_id, key_id, rolled),
+                ],
+            )
+            confirmed = await self._confirm_roll(
+                keys=[self.keys.user(user_id), self.keys.account_keys(user_id)], args=[key_id]
+            )
+            if confirmed == -1:
+                raise AccountGone()
+            finished = confirmed != 0 and await self._finish_roll(
+                user_id, key_id, secret_digest, now
+            )
+        except BaseException:
+            await self.redis.delete(entry)
+            raise
+        if not finished:
+            await self.redis.delete(entry)
+            return None
+        return record
+
+    async def _finish_roll(self, user_id: str, key_id: str, secret_digest: str, now: int) -> bool:
+        """The last step of a roll: its metadata no longer ``rolling`` (a new version), and the
+        entries written from it, the previous secret's with the end of its grace. False when
+        the key is gone; raises ``KeyChanged`` when another roll dropped this one's secret."""
+        for _ in range(_CHANGE_ATTEMPTS):
+            found = await self._read_key(user_id, key_id)
+            if found is None:
+                return False
+            read, meta, _ = found
+            if meta["d"] != secret_digest or "rolling" not in meta:
+                raise KeyChanged()
+            finished = {name: value for name, value in meta.items() if name != "rolling"}
+            finished["v"] = meta.get("v", 0) + 1
+            status = await self._change(user_id, key_id, read, finished, None)
+            if status == 2:
+                continue
+            if status == -1:
+                raise AccountGone()
+            if status == 0:
+                return False
+            await self._write_entries(user_id, key_id, finished, now)
+            return True
+        raise KeyChanged()
 
     async def revoke_api_key(
         self, user_id: str, key_id: str, now: int, events: EventBatch | None = None
@@ -640,20 +1143,37 @@ class RedisStore:
         """Revoke one of the account's keys; False when it has no active key of that id.
 
         The revocation is recorded (``events``) once the key is found active and before
-        anything is removed: a failed record leaves the key as it was. The digest entry goes
-        first: from the moment that DEL returns, the secret is refused everywhere. Only then is
-        the listing metadata removed.
+        anything is removed: a failed record leaves the key as it was. The digest entries go
+        first: from the moment their DELs return, the secrets are refused everywhere. Only then
+        is the listing metadata removed, if it still names those entries, and they are deleted
+        once more (see "Changing a key").
         """
-        raw = await self.redis.hget(self.keys.account_keys(user_id), key_id)
-        if raw is None:
+        read = await self.redis.hget(self.keys.account_keys(user_id), key_id)
+        if read is None:
             return False
-        meta = self._decode_metadata(raw)
+        meta = self._decode_metadata(read)
         if events is not None and meta["e"] > now:  # an expired key's removal is no event
             await self.audit.record(user_id, events)
-        await self.redis.delete(self.keys.key_entry(meta["d"]))
+        account = [
+            self.keys.account_keys(user_id),
+            self.keys.account_key_expiry(user_id),
+            self.keys.account_key_last_used(user_id),
+        ]
+        for _ in range(_CHANGE_ATTEMPTS):
+            await self._delete_entries(self._named_digests(meta))
+            status = _int_field(await self._forget_key(keys=account, args=[key_id, read]))
+            if status != 2:
+                break
+            read = await self.redis.hget(self.keys.account_keys(user_id), key_id)
+            if read is None:
+                status = 0
+                break
+            meta = self._decode_metadata(read)
+        else:
+            raise KeyChanged()
+        await self._delete_entries(self._named_digests(meta))
         # Of two concurrent revocations only the one that removes the listing reports success.
-        removed = await self._forget_key_metadata(user_id, key_id)
-        return removed and meta["e"] > now
+        return status == 1 and meta["e"] > now
 
     async def touch_api_key(self, user_id: str, key_id: str, used_at: int) -> None:
         await self._touch_key(
@@ -916,7 +1436,11 @@ class RedisStore:
             pipe.hgetall(self.keys.account_keys(user_id))
             pipe.zrange(self.keys.account_sessions(user_id), 0, -1)
             metadata, sessions = await pipe.execute()
-        digests = [self._decode_metadata(raw)["d"] for raw in metadata.values()]
+        digests = [
+            digest
+            for raw in metadata.values()
+            for digest in self._named_digests(self._decode_metadata(raw))
+        ]
         entries = [self.keys.key_entry(digest) for digest in digests]
         entries.extend(self.keys.session_entry(digest) for digest in sessions)
         if entries:

@@ -38,6 +38,10 @@ LIST_FIELDS = {
     "created_at",
     "expires_at",
     "last_used_at",
+    "enabled",
+    "allowed_ips",
+    "rate_limit",
+    "previous_secret_expires_at",
 }
 EMAIL = "alice@example.com"
 VALID_BODY: dict[str, Any] = {"name": "ci", "permissions": ["files.read"]}
@@ -431,10 +435,12 @@ async def test_list_items_have_exactly_the_documented_fields_and_match_creation(
     created = await api.create_key(token, name="ci", permissions=["files.read", "keys.read"])
     [item] = await list_keys(api, token)
     assert set(item) == LIST_FIELDS
-    assert {field: item[field] for field in LIST_FIELDS - {"last_used_at"}} == {
-        field: created[field] for field in LIST_FIELDS - {"last_used_at"}
-    }
+    shared = CREATE_FIELDS - {"secret_key"}
+    assert {field: item[field] for field in shared} == {field: created[field] for field in shared}
     assert item["last_used_at"] is None
+    # A new key's settings (issue 13): enabled, from anywhere, at the deployment's rate.
+    assert (item["enabled"], item["allowed_ips"], item["rate_limit"]) == (True, [], None)
+    assert item["previous_secret_expires_at"] is None
 
 
 async def test_list_is_newest_first(api: Api, clock: FakeClock) -> None:
