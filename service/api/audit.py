@@ -24,13 +24,17 @@ from service.store.audit_store import BadCursor, StoredEvent, decode_cursor
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+# The fields of an event's ``changes`` that hold a moment (key.created, key.edited, key.rolled).
+_MOMENTS = ("expires_at", "previous_secret_expires_at")
 
 
 def _event_view(stored: StoredEvent) -> dict[str, Any]:
     event = stored.event
     changes = event.get("changes")
-    if changes is not None and isinstance(changes.get("expires_at"), int):
-        changes = {**changes, "expires_at": iso(changes["expires_at"])}
+    if changes is not None:  # moments are stored in ms and shown as timestamps
+        for moment in _MOMENTS:
+            if isinstance(changes.get(moment), int):
+                changes = {**changes, moment: iso(changes[moment])}
     return {
         "id": event["id"],
         "at": iso(event["at"]),

@@ -1,7 +1,8 @@
 """The HTTP endpoints under /api/v1: parse the request, call the policy layer, shape the answer.
 
 Handlers never touch Redis directly and never put a secret anywhere but the one response that
-creates it (``POST /keys`` returns ``secret_key``; ``POST /auth/login`` returns ``token``).
+creates it (``POST /keys`` and ``POST /keys/{id}/roll`` return ``secret_key``; ``POST
+/auth/login`` returns ``token``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from service.api.validation import (
     parse_create_key,
     parse_edit_key,
     parse_login,
+    parse_roll_key,
     read_json_object,
 )
 from service.auth.accounts import MAX_USER_AGENT_LENGTH
@@ -100,7 +102,7 @@ async def acting(request: web.Request, principal: Principal) -> Origin:
 
 
 def _key_view(record: KeyRecord) -> dict[str, Any]:
-    """A key as its owner sees it (the list, an edit's answer); never a secret."""
+    """A key as its owner sees it (the list, an edit's and a roll's answer); never a secret."""
     rate_limit = record.rate_limit
     return {
         "id": record.id,
@@ -214,6 +216,21 @@ async def edit_key(request: web.Request) -> web.Response:
     return ok(_key_view(record))
 
 
+async def roll_key(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    # The body is optional: a roll without one has no grace.
+    grace_seconds = parse_roll_key(await read_json_object(request) if request.body_exists else {})
+    rolled = await request.app[ACCOUNTS].roll_key(
+        principal.user_id,
+        request.match_info["key_id"],
+        grace_seconds,
+        await acting(request, principal),
+    )
+    view = _key_view(rolled.record)
+    view["secret_key"] = rolled.secret
+    return ok(view, status=201)
+
+
 # -- the API's description ----------------------------------------------------------------------
 
 
@@ -239,6 +256,7 @@ def add_routes(app: web.Application) -> None:
             web.post(f"{PREFIX}/keys", create_key),
             web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
             web.patch(f"{PREFIX}/keys/{{key_id}}", edit_key),
+            web.post(f"{PREFIX}/keys/{{key_id}}/roll", roll_key),
             web.get(f"{PREFIX}/openapi.json", openapi_document(), allow_head=False),
         ]
     )

@@ -19,6 +19,7 @@ from aiohttp import web
 from service.api.context import SETTINGS
 from service.auth.accounts import (
     MAX_EMAIL_LENGTH,
+    MAX_GRACE_SECONDS,
     MAX_PASSWORD_LENGTH,
     KeyEdit,
 )
@@ -350,3 +351,15 @@ def parse_edit_key(body: dict[str, Any]) -> KeyEdit:
         sets_rate_limit="rate_limit" in body,
         rate_limit=rate_limit,
     )
+
+
+def parse_roll_key(body: dict[str, Any]) -> int:
+    """``POST /keys/{id}/roll``: the grace of the current secret in seconds (default 0)."""
+    problems: dict[str, Any] = {}
+    _refuse_unknown_fields(body, ("grace_seconds",), problems)
+    grace = body.get("grace_seconds", 0)
+    if not _is_int(grace) or not 0 <= grace <= MAX_GRACE_SECONDS:
+        problems["grace_seconds"] = f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"
+    if problems:
+        raise ValidationFailed(details=problems)
+    return grace

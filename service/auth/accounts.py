@@ -7,7 +7,7 @@ caller, and handed to the store only as digests.
 Every change a person makes to their account's credentials is recorded in its audit trail
 (``service.auth.audit``) before it takes effect or in the same atomic step: a login's session
 and a key's creation are confirmed together with their event, a password's hash is replaced
-together with its event, a key's edit is made in the step that records it, and a logout, an
+together with its event, a key's edit or roll is made in the step that records it, and a logout, an
 ended session or a revoked key is recorded just before it is carried out. A failed record fails
 the request (503) with nothing done. A failed login is the exception: its record is best effort
 (see ``login``).
@@ -45,6 +45,7 @@ _EMAIL_PATTERN = re.compile(rf"^{_EMAIL_CHAR}{{1,64}}@{_EMAIL_CHAR}+\.{_EMAIL_CH
 MAX_EMAIL_LENGTH = 254
 MAX_PASSWORD_LENGTH = 1024
 MAX_USER_AGENT_LENGTH = 256
+MAX_GRACE_SECONDS = 7 * 24 * 3600
 
 log = logging.getLogger("service.auth.accounts")
 
@@ -529,6 +530,62 @@ class Accounts:
         if record is None:
             raise _key_not_found()
         return record
+
+    async def roll_key(
+        self,
+        user_id: str,
+        key_id: str,
+        grace_seconds: int,
+        origin: audit.Origin | None = None,
+    ) -> CreatedKey:
+        """Give one of the user's active keys a new secret, returned here once; the current
+        secret keeps working for ``grace_seconds`` (0: refused from now on), and a secret still
+        in the grace of an earlier roll is refused from now on. Id, name, permissions, expiry
+        and settings stay. 404 for an unknown id or another account's key. Recorded as
+        ``key.rolled`` (the grace, and when the previous secret stops working) in the step
+        that makes it."""
+        if not credentials.is_valid_id(key_id, "key"):
+            raise _key_not_found()
+        if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
+            raise ValidationFailed(
+                details={"grace_seconds": f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"}
+            )
+        secret = credentials.generate_api_key()
+        now = self._clock.now_ms()
+        origin = _origin(origin)
+
+        def events_for(record: KeyRecord) -> EventBatch:
+            return self._events(
+                now,
+                audit.event(
+                    audit.KEY_ROLLED,
+                    now,
+                    origin,
+                    target={"key_id": key_id},
+                    changes={
+                        "grace_seconds": grace_seconds,
+                        "previous_secret_expires_at": record.previous_secret_expires_at,
+                    },
+                ),
+            )
+
+        try:
+            record = await self._store.roll_api_key(
+                user_id,
+                key_id,
+                secret_digest=credentials.digest(secret),
+                key_prefix=credentials.display_prefix(secret),
+                previous_until=now + grace_seconds * 1000,
+                now=now,
+                events_for=events_for,
+            )
+        except AccountGone:
+            raise _account_gone() from None
+        except KeyChanged:
+            raise _key_busy() from None
+        if record is None:
+            raise _key_not_found()
+        return CreatedKey(record, secret)
 
     async def revoke_key(
         self, user_id: str, key_id: str, origin: audit.Origin | None = None

@@ -84,6 +84,7 @@ async def test_unknown_routes_get_route_not_found_even_with_a_valid_session(api:
         ("HEAD", FILES, {"GET", "POST"}),
         ("PATCH", "/api/v1/keys", {"GET", "POST"}),
         ("GET", "/api/v1/keys/key_0000000000000000000000", {"DELETE", "PATCH"}),
+        ("GET", "/api/v1/keys/key_0000000000000000000000/roll", {"POST"}),
     ],
 )
 async def test_wrong_method_gets_method_not_allowed_with_an_allow_header(

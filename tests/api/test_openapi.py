@@ -221,6 +221,7 @@ BODY_PATHS = {
         "allowed_ips": ["192.0.2.0/24"],
         "rate_limit": {"per_second": 5, "burst": 10},
     },
+    ("POST", "/api/v1/keys/{key_id}/roll"): {"grace_seconds": 60},
 }
 
 

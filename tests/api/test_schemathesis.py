@@ -42,8 +42,8 @@ EMAIL = "you@example.com"
 PASSWORD = "a long password"
 MAX_EXAMPLES = 60
 # Operations on one key: a generated id is never one of ours, so a quarter of their cases get a
-# key of their own (never the run's) to change or revoke.
-KEY_ID_PATHS = {"/api/v1/keys/{key_id}"}
+# key of their own (never the run's) to change, roll or revoke.
+KEY_ID_PATHS = {"/api/v1/keys/{key_id}", "/api/v1/keys/{key_id}/roll"}
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -173,6 +173,7 @@ def test_the_run_was_authenticated_and_met_valid_and_invalid_input(live: Live) -
 def test_the_key_lifecycle_operations_were_met_on_their_success_path_too(live: Live) -> None:
     expected = {
         ("PATCH", "/api/v1/keys/{key_id}"): 200,
+        ("POST", "/api/v1/keys/{key_id}/roll"): 201,
         ("DELETE", "/api/v1/keys/{key_id}"): 200,
     }
     for operation, success in expected.items():
