@@ -23,6 +23,7 @@ from service.api.middleware import as_api_error
 from service.api.validation import (
     parse_create_key,
     parse_edit_key,
+    parse_leak_report,
     parse_login,
     parse_roll_key,
     read_json_object,
@@ -231,6 +232,19 @@ async def roll_key(request: web.Request) -> web.Response:
     return ok(view, status=201)
 
 
+async def report_leaked_keys(request: web.Request) -> web.Response:
+    """No credential: whoever found a secret of ours (a person, a secret scanner) reports it.
+    202 with the same answer whatever was found. The client's address (from the request's
+    trace, trusted proxies included) bounds the reports and names the reporter in the owner's
+    audit trail."""
+    secrets = parse_leak_report(await read_json_object(request))
+    trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # set by request_handling
+    received = await request.app[ACCOUNTS].report_leaked(
+        secrets, trace.remote, request.headers.get(hdrs.USER_AGENT)
+    )
+    return ok({"received": received}, status=202)
+
+
 # -- the API's description ----------------------------------------------------------------------
 
 
@@ -254,6 +268,7 @@ def add_routes(app: web.Application) -> None:
             web.get(f"{PREFIX}/auth/session", current_session, allow_head=False),
             web.get(f"{PREFIX}/keys", list_keys, allow_head=False),
             web.post(f"{PREFIX}/keys", create_key),
+            web.post(f"{PREFIX}/keys/leaked", report_leaked_keys),
             web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
             web.patch(f"{PREFIX}/keys/{{key_id}}", edit_key),
             web.post(f"{PREFIX}/keys/{{key_id}}/roll", roll_key),

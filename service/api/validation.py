@@ -31,6 +31,10 @@ from service.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, Va
 MAX_KEY_NAME_LENGTH = 100
 DEFAULT_EXPIRES_DAYS = 90
 MAX_EXPIRES_DAYS = 365
+# POST /keys/leaked: values per report, and the longest value looked at (a key is 53 characters;
+# a scanner may send whatever matched its pattern, so some slack).
+MAX_LEAKED_SECRETS = 100
+MAX_LEAKED_SECRET_LENGTH = 256
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:
@@ -363,3 +367,25 @@ def parse_roll_key(body: dict[str, Any]) -> int:
     if problems:
         raise ValidationFailed(details=problems)
     return grace
+
+
+def parse_leak_report(body: dict[str, Any]) -> list[str]:
+    """``POST /keys/leaked``: ``secrets``, 1 to 100 strings (any string: a value that is no key
+    of ours is simply not found). Never echoes a value."""
+    problems: dict[str, Any] = {}
+    _refuse_unknown_fields(body, ("secrets",), problems)
+    secrets = body.get("secrets")
+    if not isinstance(secrets, list) or not 1 <= len(secrets) <= MAX_LEAKED_SECRETS:
+        problems["secrets"] = (
+            f"is required and must be an array of 1 to {MAX_LEAKED_SECRETS} strings"
+        )
+    elif not all(
+        isinstance(item, str) and 1 <= len(item) <= MAX_LEAKED_SECRET_LENGTH for item in secrets
+    ):
+        problems["secrets"] = (
+            f"must contain only strings of 1 to {MAX_LEAKED_SECRET_LENGTH} characters"
+        )
+    if problems:
+        raise ValidationFailed(details=problems)
+    assert isinstance(secrets, list)
+    return secrets

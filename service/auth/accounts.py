@@ -7,10 +7,10 @@ caller, and handed to the store only as digests.
 Every change a person makes to their account's credentials is recorded in its audit trail
 (``service.auth.audit``) before it takes effect or in the same atomic step: a login's session
 and a key's creation are confirmed together with their event, a password's hash is replaced
-together with its event, a key's edit or roll is made in the step that records it, and a logout, an
-ended session or a revoked key is recorded just before it is carried out. A failed record fails
-the request (503) with nothing done. A failed login is the exception: its record is best effort
-(see ``login``).
+together with its event, a key's edit or roll is made in the step that records it, and a logout,
+an ended session or a revoked key (by its owner, or reported leaked) is recorded just before it
+is carried out. A failed record fails the request (503) with nothing done. A failed login is
+the exception: its record is best effort (see ``login``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.auth import audit, credentials
-from service.auth.login_throttle import LoginThrottle
+from service.auth.login_throttle import LoginThrottle, address_bucket
 from service.auth.passwords import PasswordHasher
 from service.auth.permissions import to_mask, to_names
 from service.auth.principal import Principal
 from service.clock import Clock
 from service.config import Settings
-from service.errors import Conflict, NotFound, Unauthorized, ValidationFailed
+from service.errors import Conflict, NotFound, TooManyRequests, Unauthorized, ValidationFailed
 from service.store.audit_store import EventBatch, EventPage
 from service.store.redis_store import (
     AccountGone,
@@ -45,6 +45,10 @@ _EMAIL_PATTERN = re.compile(rf"^{_EMAIL_CHAR}{{1,64}}@{_EMAIL_CHAR}+\.{_EMAIL_CH
 MAX_EMAIL_LENGTH = 254
 MAX_PASSWORD_LENGTH = 1024
 MAX_USER_AGENT_LENGTH = 256
+# POST /keys/leaked: reports accepted per client address (IPv6: per /64) in a window that starts
+# with the first. Each report may name 100 secrets; a scanner sends a handful.
+LEAK_REPORTS_PER_ADDRESS = 10
+LEAK_REPORT_WINDOW_SECONDS = 60
 MAX_GRACE_SECONDS = 7 * 24 * 3600
 
 log = logging.getLogger("service.auth.accounts")
@@ -586,6 +590,58 @@ class Accounts:
         if record is None:
             raise _key_not_found()
         return CreatedKey(record, secret)
+
+    async def report_leaked(
+        self, secrets: list[str], client_address: str | None, user_agent: str | None = None
+    ) -> int:
+        """Revoke every key one of ``secrets`` opens now (any account's; a secret still in its
+        grace after a roll revokes its key too), each recorded for its owner as
+        ``key.revoked_as_leaked`` with a ``leak_report`` actor just before it is revoked.
+        Returns how many values were received, whatever was found, so the answer can't tell
+        which were live. Limited per client address (``LEAK_REPORTS_PER_ADDRESS`` in
+        ``LEAK_REPORT_WINDOW_SECONDS``, IPv6 per /64): 429 ``leak_reports_throttled`` past it,
+        before anything is looked up."""
+        await self._count_leak_report(client_address)
+        digests = list(
+            dict.fromkeys(
+                credentials.digest(secret)
+                for secret in secrets
+                if credentials.is_well_formed(secret, credentials.API_KEY_KIND)
+            )
+        )
+        now = self._clock.now_ms()
+        origin = audit.Origin(
+            None, client_address, user_agent[:MAX_USER_AGENT_LENGTH] if user_agent else None
+        )
+        for user_id, key_id in dict.fromkeys(await self._store.find_live_keys(digests, now)):
+            events = self._events(
+                now,
+                audit.event(
+                    audit.KEY_REVOKED_AS_LEAKED,
+                    now,
+                    origin,
+                    actor=audit.leak_report_actor(client_address),
+                    target={"key_id": key_id},
+                    changes={"revoked_reason": "reported_leaked"},
+                ),
+            )
+            await self._store.revoke_api_key(user_id, key_id, now, events)
+        return len(secrets)
+
+    async def _count_leak_report(self, client_address: str | None) -> None:
+        bucket = address_bucket(client_address) or "unknown"
+        window_ms = LEAK_REPORT_WINDOW_SECONDS * 1000
+        wait_ms = await self._store.reserve_in_window(
+            self._store.keys.leak_reports_by_address(bucket), LEAK_REPORTS_PER_ADDRESS, window_ms
+        )
+        if wait_ms:
+            retry_after = max(1, -(-wait_ms // 1000))
+            raise TooManyRequests(
+                f"Too many leak reports from this address. Retry in {retry_after} s.",
+                code="leak_reports_throttled",
+                details={"retry_after_seconds": retry_after},
+                headers={"Retry-After": str(retry_after)},
+            )
 
     async def revoke_key(
         self, user_id: str, key_id: str, origin: audit.Origin | None = None

@@ -19,7 +19,6 @@ SESSION_ENDED = "session.ended"
 PASSWORD_CHANGED = "password.changed"  # noqa: S105 - an event type, not a password
 KEY_CREATED = "key.created"
 KEY_REVOKED = "key.revoked"
-# Of endpoints that do not exist yet; named here so they are recorded under these names.
 KEY_ROLLED = "key.rolled"
 KEY_EDITED = "key.edited"
 KEY_DISABLED = "key.disabled"
@@ -62,7 +61,8 @@ def cli_actor() -> dict[str, Any]:
 
 
 def leak_report_actor(ip: str | None) -> dict[str, Any]:
-    """Reserved for keys revoked as leaked (no endpoint yet)."""
+    """Who revoked a key reported leaked (``POST /keys/leaked``, which takes no credential):
+    the report, from the client's address."""
     return {"type": "leak_report", "ip": ip}
 
 

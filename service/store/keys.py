@@ -29,6 +29,9 @@ key                                    type    holds
 ``P:login-failures:email:<sha256>``     string  login attempts counted for one e-mail in the
                                                window: failures, and logins still checking
 ``P:login-failures:ip:<address>``       string  the same, for one client address
+``P:leak-reports:ip:<address>``         string  leak reports (``POST /keys/leaked``) counted
+                                               for one client address (IPv6: its /64) in the
+                                               window; expires with the window
 ``P:users:by-email``                    hash    lower-cased email -> user id
 ``P:{U}:user``                          hash    id, email, bcrypt hash, created; deleted first
                                                when the user is, and checked by every creation
@@ -83,6 +86,7 @@ from __future__ import annotations
 class RedisKeys:
     __slots__ = (
         "_key_entry",
+        "_leak_reports",
         "_login_failures",
         "_prefix",
         "_rate_bucket",
@@ -96,6 +100,7 @@ class RedisKeys:
         self._session_entry = f"{prefix}:session:"
         self._rate_bucket = f"{prefix}:rate:"
         self._login_failures = f"{prefix}:login-failures:"
+        self._leak_reports = f"{prefix}:leak-reports:"
         self.users_by_email = f"{prefix}:users:by-email"
 
     def key_entry(self, secret_digest: str) -> str:
@@ -112,6 +117,9 @@ class RedisKeys:
 
     def login_failures_by_address(self, address: str) -> str:
         return f"{self._login_failures}ip:{address}"
+
+    def leak_reports_by_address(self, address: str) -> str:
+        return f"{self._leak_reports}ip:{address}"
 
     def _account(self, user_id: str, name: str) -> str:
         return f"{self._prefix}:{{{user_id}}}:{name}"

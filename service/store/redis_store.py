@@ -1175,6 +1175,28 @@ class RedisStore:
         # Of two concurrent revocations only the one that removes the listing reports success.
         return status == 1 and meta["e"] > now
 
+    async def find_live_keys(self, secret_digests: list[str], now: int) -> list[tuple[str, str]]:
+        """(user id, key id) of each digest that is a working secret now: its entry exists, the
+        key has not expired, and a rolled-out secret's grace has not ended. One round trip."""
+        if not secret_digests:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in secret_digests:
+                pipe.hmget(self.keys.key_entry(digest), ("u", "k", "e", "g"))
+            rows = await pipe.execute()
+        found = []
+        for user_id, key_id, expires_at, refused_from in rows:
+            if user_id is None:
+                continue
+            if not key_id:
+                raise CorruptRecord()
+            if _int_field(expires_at) <= now:
+                continue
+            if refused_from is not None and _int_field(refused_from) <= now:
+                continue
+            found.append((user_id, key_id))
+        return found
+
     async def touch_api_key(self, user_id: str, key_id: str, used_at: int) -> None:
         await self._touch_key(
             keys=[self.keys.account_keys(user_id), self.keys.account_key_last_used(user_id)],
@@ -1362,6 +1384,12 @@ class RedisStore:
                 await self._reserve_attempt(keys=[counter], args=[limit, window_ms], client=pipe)
             replies = await pipe.execute()
         return [_int_field(reply) for reply in replies]
+
+    async def reserve_in_window(self, counter: str, limit: int, window_ms: int) -> int:
+        """Count one attempt on ``counter`` unless ``limit`` were counted in its window (which
+        starts with the first): 0 when counted, else the milliseconds left in the window. The
+        login throttle's reservation, for other bounds per window (leak reports)."""
+        return _int_field(await self._reserve_attempt(keys=[counter], args=[limit, window_ms]))
 
     async def release_login_attempt(self, counters: list[str]) -> None:
         """Give back one reserved attempt on each counter (never below zero)."""

@@ -85,6 +85,8 @@ async def test_unknown_routes_get_route_not_found_even_with_a_valid_session(api:
         ("PATCH", "/api/v1/keys", {"GET", "POST"}),
         ("GET", "/api/v1/keys/key_0000000000000000000000", {"DELETE", "PATCH"}),
         ("GET", "/api/v1/keys/key_0000000000000000000000/roll", {"POST"}),
+        # POST reports leaked keys; DELETE and PATCH reach /keys/{id} (404 key_not_found).
+        ("GET", "/api/v1/keys/leaked", {"POST", "DELETE", "PATCH"}),
     ],
 )
 async def test_wrong_method_gets_method_not_allowed_with_an_allow_header(

@@ -213,6 +213,7 @@ BODY_PATHS = {
         "password": "correct horse battery staple",
     },
     ("POST", "/api/v1/keys"): {"name": "ci", "permissions": ["files.read"], "expires_days": 30},
+    ("POST", "/api/v1/keys/leaked"): {"secrets": ["fhk_found-somewhere"]},
     ("PATCH", "/api/v1/keys/{key_id}"): {
         "name": "ci",
         "permissions": ["files.read"],
