@@ -193,7 +193,7 @@ async def test_an_expired_session_returns_to_sign_in_with_a_message(
     # The session idles out (24 h by default) while the page is open; the next action notices.
     dashboard.clock.advance(hours=25)
     await page.get_by_label("Name", exact=True).fill("too late")
-    await page.locator('input[value="files.read"]').check()
+    await page.locator('#create-form input[value="files.read"]').check()
     await page.get_by_role("button", name="Create key").click()
 
     await page.wait_for_url(re.compile(r"/$"))

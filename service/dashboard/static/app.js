@@ -1,12 +1,12 @@
-// filehost dashboard: the login page (/), the API keys page (/keys), the files page (/files), the
-// sessions page (/sessions, with the password change) and the activity page (/activity, the
-// account's audit trail).
+// filehost dashboard: the login page (/), the API keys page (/keys: create, edit, roll, disable,
+// enable and revoke), the files page (/files), the sessions page (/sessions, with the password
+// change) and the activity page (/activity, the account's audit trail).
 // Plain JavaScript, no build step, no dependencies.
 //
 // The session token is kept in sessionStorage (this tab only, gone when the tab closes), sent
 // only in the Authorization header, and never put in a URL or written to the console. A new
-// key's secret lives only in the page's memory (one input's value) until it is dismissed or the
-// page is left; passwords live only in their form fields, emptied as soon as they are sent. Every piece of data reaches the page through textContent, never as HTML.
+// key's secret (created or rolled) lives only in the page's memory (one input's value) until it
+// is dismissed or the page is left; passwords live only in their form fields, emptied as soon as they are sent. Every piece of data reaches the page through textContent, never as HTML.
 "use strict";
 
 (() => {
@@ -173,13 +173,33 @@
     }
     const reasons = [];
     for (const [field, why] of Object.entries(details)) {
-      if (typeof why === "string") {
-        reasons.push(`${field} ${why}`);
-      } else if (why && typeof why.reason === "string") {
-        reasons.push(`${field} ${why.reason}`);
+      const text = problemText(why);
+      if (text) {
+        reasons.push(`${field} ${text}`);
       }
     }
     return reasons.length ? `${error.message} ${reasons.join("; ")}.` : error.message;
+  }
+
+  // What a reason in an error's details says, whatever its shape: a sentence, an object with a
+  // reason, or (a field made of fields, like a key's rate limit) each part's own reason.
+  function problemText(why) {
+    if (typeof why === "string") {
+      return why;
+    }
+    if (!why || typeof why !== "object" || Array.isArray(why)) {
+      return "";
+    }
+    if (typeof why.reason === "string") {
+      return why.reason;
+    }
+    return Object.entries(why)
+      .map(([part, reason]) => {
+        const text = problemText(reason);
+        return text ? `${part} ${text}` : "";
+      })
+      .filter((text) => text)
+      .join("; ");
   }
 
   function when(iso, never) {
@@ -245,6 +265,43 @@
 
   // -- the API keys page ---------------------------------------------------------------------
 
+  // "2025-01-31T12:34:56Z" -> "2025-01-31 12:34 UTC", as `when` shows it, for a sentence.
+  function whenText(iso) {
+    return when(iso, "never").textContent;
+  }
+
+  // The allow-list as typed: one entry per line, or separated by commas (or spaces).
+  function addressList(text) {
+    return text.split(/[\s,]+/).filter((item) => item !== "");
+  }
+
+  // Only to compare with the stored list (which the server writes with a prefix length): a
+  // plain address is its own network. Whatever is sent is what was typed.
+  function asNetwork(entry) {
+    if (entry.includes("/")) {
+      return entry.toLowerCase();
+    }
+    return `${entry.toLowerCase()}/${entry.includes(":") ? 128 : 32}`;
+  }
+
+  // A whole number as typed ("20" -> 20); anything else is sent as typed, so that the server
+  // refuses it in its own words.
+  function wholeNumber(text) {
+    const trimmed = text.trim();
+    return /^\d{1,9}$/.test(trimmed) ? Number(trimmed) : trimmed;
+  }
+
+  function rateText(rate) {
+    return rate ? `${rate.per_second} per second, burst ${rate.burst}` : "the service's default";
+  }
+
+  function sameRate(a, b) {
+    if (!a || !b) {
+      return !a && !b;
+    }
+    return a.per_second === b.per_second && a.burst === b.burst;
+  }
+
   function initKeys() {
     const session = loadSession();
     if (!session) {
@@ -262,8 +319,10 @@
     const expiry = byId("key-expiry");
     const secretPanel = byId("new-secret");
     const secretTitle = byId("new-secret-title");
+    const secretLead = byId("new-secret-lead");
     const secretName = byId("new-secret-name");
     const secretValue = byId("new-secret-value");
+    const secretGrace = byId("new-secret-grace");
     const copyButton = byId("copy-secret");
     const copyStatus = byId("copy-status");
     const table = byId("keys-table");
@@ -278,9 +337,74 @@
     const revokeError = byId("revoke-error");
     const revokeConfirm = byId("revoke-confirm");
     const revokeCancel = byId("revoke-cancel");
-    let revoking = null; // the key the dialog is about
+    const editPanel = byId("edit-panel");
+    const editTitle = byId("edit-title");
+    const editTitleName = byId("edit-title-name");
+    const editForm = byId("edit-form");
+    const editError = byId("edit-error");
+    const editStatus = byId("edit-status");
+    const editName = byId("edit-name");
+    const editPermissions = byId("edit-permissions");
+    const editExpiry = byId("edit-expiry");
+    const editExpiryCurrent = byId("edit-expiry-current");
+    const editIps = byId("edit-ips");
+    const rateDefault = byId("edit-rate-default");
+    const rateOwn = byId("edit-rate-own");
+    const ratePerSecond = byId("edit-rate-per-second");
+    const rateBurst = byId("edit-rate-burst");
+    const editSubmit = byId("edit-submit");
+    const rollDialog = byId("roll-dialog");
+    const rollName = byId("roll-name");
+    const rollPrefix = byId("roll-prefix");
+    const rollForm = byId("roll-form");
+    const rollError = byId("roll-error");
+    const rollSubmit = byId("roll-submit");
+    const confirmDialog = byId("confirm-dialog");
+    const confirmTitle = byId("confirm-title");
+    const confirmDescription = byId("confirm-description");
+    const confirmList = byId("confirm-list");
+    const confirmError = byId("confirm-error");
+    const confirmOk = byId("confirm-ok");
+    const confirmCancel = byId("confirm-cancel");
+    let revoking = null; // the key the revoke dialog is about
+    let rolling = null; // the key the roll dialog is about
+    let confirming = null; // what the confirmation's button does
+    let editing = null; // the key the edit form is about, as listed when it was opened
+    const rowButtons = new Map(); // key id -> its row's buttons, to give the focus back
 
     byId("account-email").textContent = session.email || "";
+
+    // The edit form's permissions are the create form's checkboxes, copied: one list in the page.
+    function copyPermissions() {
+      const grid = createForm.querySelector(".perm-grid").cloneNode(true);
+      for (const element of grid.querySelectorAll("[id]")) {
+        element.id = `edit-${element.id}`;
+      }
+      for (const label of grid.querySelectorAll("label[for]")) {
+        label.htmlFor = `edit-${label.htmlFor}`;
+      }
+      for (const element of grid.querySelectorAll("[aria-describedby]")) {
+        const ids = element.getAttribute("aria-describedby").split(/\s+/);
+        element.setAttribute("aria-describedby", ids.map((id) => `edit-${id}`).join(" "));
+      }
+      const boxes = Array.from(grid.querySelectorAll('input[type="checkbox"]'));
+      for (const box of boxes) {
+        box.name = "edit-permissions";
+        box.checked = false;
+      }
+      editPermissions.insertBefore(grid, byId("edit-permissions-problem"));
+      return boxes;
+    }
+    const editBoxes = copyPermissions();
+
+    // Where the server's reason for each field of an edit is shown, and what gets the focus.
+    const fieldProblems = {
+      name: { box: byId("edit-name-problem"), controls: [editName] },
+      permissions: { box: byId("edit-permissions-problem"), controls: editBoxes },
+      expires_days: { box: byId("edit-expiry-problem"), controls: [editExpiry] },
+      allowed_ips: { box: byId("edit-ips-problem"), controls: [editIps] },
+      rate_limit: { box: byId("edit-rate-problem"), controls: [ratePerSecond, rateBurst] },
+    };
 
     // Any call that finds the session gone sends the user back to sign in, saying why.
     async function call(method, path, body) {
@@ -300,31 +424,83 @@
       show(pageStatus, text);
     }
 
+    function failed(what, failure) {
+      const why = failure instanceof ApiError ? describe(failure) : "No answer.";
+      const retry =
+        failure instanceof ApiError && failure.retryAfter ? ` Try again in ${failure.retryAfter} s.` : "";
+      return `${what} failed: ${why}${retry}`;
+    }
+
+    function keyPath(key) {
+      return `/keys/${encodeURIComponent(key.id)}`;
+    }
+
     // -- list
 
     function keyRow(key) {
+      const disabled = key.enabled === false;
       const permissions = el(
         "ul",
         { className: "perm-list", attrs: { "aria-label": "Permissions" } },
         (key.permissions || []).map((name) => el("li", { text: name })),
       );
-      const revoke = el("button", { text: "Revoke", className: "danger", attrs: { type: "button" } }, [
-        el("span", { text: ` key ${key.name}`, className: "visually-hidden" }),
-      ]);
+      const allowed = Array.isArray(key.allowed_ips) ? key.allowed_ips : [];
+      const where = allowed.length
+        ? el(
+            "ul",
+            { className: "ip-list", attrs: { "aria-label": "Allowed from" } },
+            allowed.map((network) => el("li", {}, [el("code", { text: network })])),
+          )
+        : document.createTextNode("Anywhere");
+      const prefix = [el("code", { text: key.key_prefix })];
+      if (key.previous_secret_expires_at) {
+        prefix.push(
+          el("p", { className: "grace" }, [
+            "Old secret works until ",
+            when(key.previous_secret_expires_at, "—"),
+          ]),
+        );
+      }
+      // Every button names its key, for a screen reader's list of buttons.
+      const button = (text, className, action) => {
+        const made = el("button", { text, className, attrs: { type: "button" } }, [
+          el("span", { text: ` key ${key.name}`, className: "visually-hidden" }),
+        ]);
+        made.dataset.action = action;
+        return made;
+      };
+      const edit = button("Edit", "secondary", "edit");
+      edit.addEventListener("click", () => openEdit(key));
+      const roll = button("Roll", "secondary", "roll");
+      roll.addEventListener("click", () => openRoll(key));
+      const toggle = disabled ? button("Enable", "secondary", "enable") : button("Disable", "danger", "disable");
+      toggle.addEventListener("click", () => toggleKey(key, toggle));
+      const revoke = button("Revoke", "danger", "revoke");
       revoke.dataset.keyId = key.id;
       revoke.addEventListener("click", () => openRevoke(key));
+      rowButtons.set(key.id, { edit, roll, toggle, revoke });
       const cell = (label, className, content) =>
-        el("td", { className, attrs: { "data-label": label } }, [content]);
+        el("td", { className, attrs: { "data-label": label } }, Array.isArray(content) ? content : [content]);
+      const status = el("span", {
+        className: disabled ? "badge is-off" : "badge is-on",
+        text: disabled ? "Disabled" : "Enabled",
+      });
       const row = el("tr", {}, [
         cell("Name", "key-name", document.createTextNode(key.name)),
-        cell("Prefix", "key-prefix", el("code", { text: key.key_prefix })),
+        cell("Status", "key-status", status),
+        cell("Prefix", "key-prefix", prefix),
         cell("Permissions", "key-permissions", permissions),
+        cell("Allowed from", "key-allowed", where),
+        cell("Rate limit", "key-rate", document.createTextNode(key.rate_limit ? rateText(key.rate_limit) : "Default")),
         cell("Created", "key-created", when(key.created_at, "—")),
         cell("Expires", "key-expires", when(key.expires_at, "Never")),
         cell("Last used", "key-last-used", when(key.last_used_at, "Never")),
-        cell("Actions", "key-actions", revoke),
+        cell("Actions", "key-actions", el("div", { className: "row-actions" }, [edit, roll, toggle, revoke])),
       ]);
       row.dataset.keyId = key.id;
+      if (disabled) {
+        row.className = "is-disabled";
+      }
       return row;
     }
 
@@ -333,6 +509,7 @@
       try {
         const data = await call("GET", "/keys");
         const keys = Array.isArray(data.keys) ? data.keys : [];
+        rowButtons.clear();
         tbody.replaceChildren(...keys.map(keyRow));
         table.hidden = keys.length === 0;
         empty.hidden = keys.length !== 0;
@@ -343,19 +520,97 @@
       }
     }
 
+    // After a change: say what was done, show the list as it now is, and put the focus on it.
+    async function changed(text) {
+      announce(text);
+      await refresh();
+      listTitle.focus();
+    }
+
+    function closeDialogs() {
+      for (const open of [rollDialog, confirmDialog, dialog]) {
+        if (open.open) {
+          open.close("done");
+        }
+      }
+    }
+
+    // A key revoked meanwhile (elsewhere, or reported leaked): say so and show the list as it is.
+    async function gone(failure) {
+      if (!(failure instanceof ApiError && failure.code === "key_not_found")) {
+        return false;
+      }
+      closeDialogs();
+      closeEdit();
+      await changed(failure.message);
+      return true;
+    }
+
+    // -- the confirmation, before any change that refuses requests that work now
+
+    // `run(report)` makes the change; it closes the dialog when done, or calls `report` with
+    // what went wrong, and the dialog stays for another try or Cancel.
+    function confirmFirst({ title, description, items, action, run }) {
+      confirming = run;
+      confirmTitle.textContent = title;
+      confirmDescription.textContent = description;
+      confirmList.replaceChildren(...items.map((text) => el("li", { text })));
+      confirmList.hidden = items.length === 0;
+      confirmOk.textContent = action;
+      hide(confirmError);
+      confirmOk.disabled = false;
+      confirmDialog.showModal();
+      confirmCancel.focus();
+    }
+
+    confirmCancel.addEventListener("click", () => confirmDialog.close("cancel"));
+
+    confirmDialog.addEventListener("close", () => {
+      if (!confirmDialog.open) {
+        confirming = null;
+      }
+    });
+
+    confirmOk.addEventListener("click", async () => {
+      const run = confirming;
+      if (!run) {
+        return;
+      }
+      confirmOk.disabled = true;
+      hide(confirmError);
+      await run((text) => {
+        show(confirmError, text);
+        confirmOk.disabled = false;
+      });
+    });
+
     // -- create
 
     function hideSecret() {
       secretValue.value = "";
       secretName.textContent = "";
       copyStatus.textContent = "";
+      hide(secretGrace);
       secretPanel.hidden = true;
     }
 
-    function showSecret(created) {
+    // The secret of a new key, or of a rolled one (with how long the one it replaces works).
+    function showSecret(created, rolled) {
+      secretLead.textContent = rolled ? "New secret for" : "Your new key:";
       secretName.textContent = created.name;
       secretValue.value = created.secret_key;
       copyStatus.textContent = "";
+      if (!rolled) {
+        hide(secretGrace);
+      } else if (created.previous_secret_expires_at) {
+        show(
+          secretGrace,
+          `The old secret keeps working until ${whenText(created.previous_secret_expires_at)}; ` +
+            "then only this one works.",
+        );
+      } else {
+        show(secretGrace, "The old secret no longer works: only this one does.");
+      }
       secretPanel.hidden = false;
       secretTitle.focus();
     }
@@ -387,7 +642,7 @@
           expires_days: Number(expiry.value),
         });
         createForm.reset();
-        showSecret(created);
+        showSecret(created, false);
         await refresh();
       } catch (failure) {
         show(createError, failure instanceof ApiError ? describe(failure) : "Creating the key failed.");
@@ -413,6 +668,342 @@
     byId("dismiss-secret").addEventListener("click", () => {
       hideSecret();
       nameInput.focus();
+    });
+
+    // -- roll: a new secret, the current one working for the chosen grace
+
+    function openRoll(key) {
+      rolling = key;
+      rollForm.reset(); // the default grace again
+      rollName.textContent = key.name;
+      rollPrefix.textContent = key.key_prefix;
+      hide(rollError);
+      hide(pageStatus);
+      rollSubmit.disabled = false;
+      rollDialog.showModal();
+      rollForm.querySelector('input[name="roll-grace"]:checked').focus();
+    }
+
+    byId("roll-cancel").addEventListener("click", () => rollDialog.close("cancel"));
+
+    rollDialog.addEventListener("close", () => {
+      if (!rollDialog.open) {
+        rolling = null;
+      }
+    });
+
+    async function rollKey(key, graceSeconds, report) {
+      let rolled;
+      try {
+        rolled = await call("POST", `${keyPath(key)}/roll`, { grace_seconds: graceSeconds });
+      } catch (failure) {
+        if (!(await gone(failure))) {
+          report(failed("Rolling the key", failure));
+        }
+        return;
+      }
+      closeDialogs();
+      hideSecret();
+      showSecret(rolled, true);
+      await refresh();
+    }
+
+    rollForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const key = rolling;
+      if (!key) {
+        return;
+      }
+      const grace = Number(rollForm.querySelector('input[name="roll-grace"]:checked').value);
+      const cuts = [];
+      if (grace === 0) {
+        cuts.push(`The current secret, ${key.key_prefix}, is refused from its next request.`);
+      }
+      if (key.previous_secret_expires_at) {
+        cuts.push(
+          "The secret it replaced when it was last rolled, still working until " +
+            `${whenText(key.previous_secret_expires_at)}, is refused from now on.`,
+        );
+      }
+      if (cuts.length === 0) {
+        rollSubmit.disabled = true;
+        hide(rollError);
+        rollKey(key, grace, (text) => {
+          show(rollError, text);
+          rollSubmit.disabled = false;
+        });
+        return;
+      }
+      rollDialog.close("confirm");
+      confirmFirst({
+        title: `Roll ${key.name} and cut off its old secret?`,
+        description: "Anything still using the old secret stops working:",
+        items: cuts,
+        action: "Roll and cut off",
+        run: (report) => rollKey(key, grace, report),
+      });
+    });
+
+    // -- disable and enable
+
+    async function setEnabled(key, enabled, report) {
+      try {
+        await call("PATCH", keyPath(key), { enabled });
+      } catch (failure) {
+        if (!(await gone(failure))) {
+          report(failed(enabled ? "Enabling the key" : "Disabling the key", failure));
+        }
+        return;
+      }
+      closeDialogs();
+      await changed(
+        enabled
+          ? `Enabled the key ${key.name}. It works again from its next request.`
+          : `Disabled the key ${key.name}. It is refused from its next request until you enable it.`,
+      );
+    }
+
+    function toggleKey(key, button) {
+      hide(pageStatus);
+      hide(listError);
+      if (key.enabled === false) {
+        button.disabled = true;
+        setEnabled(key, true, (text) => {
+          show(listError, text);
+          button.disabled = false;
+        });
+        return;
+      }
+      confirmFirst({
+        title: `Disable ${key.name}?`,
+        description:
+          `Anything using the key ${key.key_prefix} is refused from its next request, until ` +
+          "you enable it again. It stays listed, and keeps its secret and settings.",
+        items: [],
+        action: "Disable key",
+        run: (report) => setEnabled(key, false, report),
+      });
+    }
+
+    // -- edit: name, permissions, expiry, allowed addresses, rate limit
+
+    function syncRate() {
+      ratePerSecond.disabled = !rateOwn.checked;
+      rateBurst.disabled = !rateOwn.checked;
+    }
+    rateDefault.addEventListener("change", syncRate);
+    rateOwn.addEventListener("change", syncRate);
+
+    function clearProblems() {
+      hide(editError);
+      hide(editStatus);
+      for (const { box, controls } of Object.values(fieldProblems)) {
+        hide(box);
+        for (const control of controls) {
+          control.removeAttribute("aria-invalid");
+        }
+      }
+    }
+
+    // Each field's reason from a 400, next to the field; the first such field gets the focus.
+    // What has no field here goes with the form's error.
+    function showProblems(failure) {
+      const details =
+        failure.details && typeof failure.details === "object" && !Array.isArray(failure.details)
+          ? failure.details
+          : {};
+      const elsewhere = [];
+      let first = null;
+      for (const [field, why] of Object.entries(details)) {
+        const place = fieldProblems[field];
+        const text = problemText(why);
+        if (!place || !text) {
+          elsewhere.push(text ? `${field} ${text}` : field);
+          continue;
+        }
+        show(place.box, `${text.charAt(0).toUpperCase()}${text.slice(1)}.`);
+        for (const control of place.controls) {
+          control.setAttribute("aria-invalid", "true");
+        }
+        first = first || place.controls.find((control) => !control.disabled) || null;
+      }
+      const extra = elsewhere.length ? ` ${elsewhere.join("; ")}.` : "";
+      show(editError, `Saving the changes failed: ${failure.message}${extra}`);
+      (first || editError).scrollIntoView({ block: "nearest" });
+      if (first) {
+        first.focus();
+      }
+    }
+
+    function openEdit(key) {
+      editing = key;
+      clearProblems();
+      hide(pageStatus);
+      editTitleName.textContent = key.name;
+      editName.value = key.name;
+      const held = new Set(key.permissions || []);
+      for (const box of editBoxes) {
+        box.checked = held.has(box.value);
+      }
+      editExpiry.value = "";
+      editExpiryCurrent.textContent = key.expires_at
+        ? `it expires ${whenText(key.expires_at)}`
+        : "it never expires";
+      editIps.value = (Array.isArray(key.allowed_ips) ? key.allowed_ips : []).join("\n");
+      const rate = key.rate_limit || null;
+      rateDefault.checked = !rate;
+      rateOwn.checked = Boolean(rate);
+      ratePerSecond.value = rate ? String(rate.per_second) : "";
+      rateBurst.value = rate ? String(rate.burst) : "";
+      syncRate();
+      editSubmit.disabled = false;
+      editPanel.hidden = false;
+      editTitle.focus();
+    }
+
+    function closeEdit() {
+      editing = null;
+      clearProblems();
+      editPanel.hidden = true;
+    }
+
+    byId("edit-cancel").addEventListener("click", () => {
+      const key = editing;
+      closeEdit();
+      const buttons = key && rowButtons.get(key.id);
+      (buttons ? buttons.edit : listTitle).focus();
+    });
+
+    // What the form changes (only the fields that differ from the key as listed), and what of
+    // it refuses requests that work now, in words, for the confirmation.
+    function editChanges(key) {
+      const body = {};
+      const cuts = [];
+      const name = editName.value.trim();
+      if (name !== key.name) {
+        body.name = name;
+      }
+
+      const before = key.permissions || [];
+      const chosen = editBoxes.filter((box) => box.checked).map((box) => box.value);
+      if (chosen.length !== before.length || chosen.some((permission) => !before.includes(permission))) {
+        body.permissions = chosen;
+        const removed = before.filter((permission) => !chosen.includes(permission));
+        if (removed.length && chosen.length) {
+          cuts.push(
+            `It loses ${removed.length === 1 ? "the permission" : "the permissions"} ` +
+              `${removed.join(", ")}: requests that need ${removed.length === 1 ? "it" : "them"} are refused.`,
+          );
+        }
+      }
+
+      if (editExpiry.value.trim() !== "") {
+        body.expires_days = wholeNumber(editExpiry.value);
+        if (typeof body.expires_days === "number") {
+          const days = body.expires_days;
+          cuts.push(
+            `It expires ${days} ${days === 1 ? "day" : "days"} from now ` +
+              `(${key.expires_at ? `until now ${whenText(key.expires_at)}` : "it never expired"}); ` +
+              "it is refused after that.",
+          );
+        }
+      }
+
+      const entries = addressList(editIps.value);
+      const held = Array.isArray(key.allowed_ips) ? key.allowed_ips : [];
+      const wanted = entries.map(asNetwork);
+      if (wanted.length !== held.length || wanted.some((network, index) => network !== held[index])) {
+        body.allowed_ips = entries;
+        const dropped = held.filter((network) => !wanted.includes(network));
+        if (entries.length && !held.length) {
+          cuts.push(
+            `It may be used only from ${entries.join(", ")}, no longer from anywhere: ` +
+              "requests from any other address are refused.",
+          );
+        } else if (entries.length && dropped.length) {
+          cuts.push(
+            `It may no longer be used from ${dropped.join(", ")}: requests from there are refused.`,
+          );
+        }
+      }
+
+      const rate = rateOwn.checked
+        ? { per_second: wholeNumber(ratePerSecond.value), burst: wholeNumber(rateBurst.value) }
+        : null;
+      const current = key.rate_limit || null;
+      if (!sameRate(rate, current)) {
+        body.rate_limit = rate;
+        const numbers = !rate || (typeof rate.per_second === "number" && typeof rate.burst === "number");
+        // The service's default rate is not known here: a change to or from it may lower it.
+        const lower =
+          !rate || !current || rate.per_second < current.per_second || rate.burst < current.burst;
+        if (numbers && lower) {
+          cuts.push(
+            `Its rate limit becomes ${rateText(rate)} (until now ${rateText(current)}): ` +
+              "requests over it are refused.",
+          );
+        }
+      }
+      return { body, cuts };
+    }
+
+    async function saveEdit(key, body, report) {
+      let updated;
+      try {
+        updated = await call("PATCH", keyPath(key), body);
+      } catch (failure) {
+        if (await gone(failure)) {
+          return;
+        }
+        if (failure instanceof ApiError && failure.code === "validation_failed") {
+          closeDialogs();
+          editSubmit.disabled = false;
+          showProblems(failure);
+          return;
+        }
+        report(failed("Saving the changes", failure));
+        return;
+      }
+      closeDialogs();
+      closeEdit();
+      await changed(`Saved the changes to the key ${updated.name || key.name}.`);
+    }
+
+    editForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const key = editing;
+      if (!key) {
+        return;
+      }
+      clearProblems();
+      hide(pageStatus);
+      const { body, cuts } = editChanges(key);
+      if (Object.keys(body).length === 0) {
+        show(editStatus, "Nothing to save: the form is as the key is.");
+        return;
+      }
+      if (body.permissions && body.permissions.length === 0) {
+        show(editError, "Saving the changes failed: choose at least one permission.");
+        show(fieldProblems.permissions.box, "Choose at least one permission.");
+        editBoxes[0].focus();
+        return;
+      }
+      if (cuts.length === 0) {
+        editSubmit.disabled = true;
+        saveEdit(key, body, (text) => {
+          show(editError, text);
+          editSubmit.disabled = false;
+          editError.scrollIntoView({ block: "nearest" });
+        });
+        return;
+      }
+      confirmFirst({
+        title: `Save the changes to ${key.name}?`,
+        description: "From the key's next request:",
+        items: cuts,
+        action: "Save changes",
+        run: (report) => saveEdit(key, body, report),
+      });
     });
 
     // -- revoke
@@ -441,7 +1032,7 @@
       revokeConfirm.disabled = true;
       hide(revokeError);
       try {
-        await call("DELETE", `/keys/${encodeURIComponent(key.id)}`);
+        await call("DELETE", keyPath(key));
         dialog.close("revoked");
         announce(`Revoked the key ${key.name}. It no longer works.`);
       } catch (failure) {
@@ -452,6 +1043,9 @@
         }
         dialog.close("gone");
         announce(failure.message);
+      }
+      if (editing && editing.id === key.id) {
+        closeEdit();
       }
       await refresh();
       listTitle.focus();
