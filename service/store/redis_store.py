@@ -575,9 +575,13 @@ class AccountGone(Exception):
 # whose (b) writes every entry, the new one included: a change whose (b) came before the entry
 # existed is carried into it that way. Its secret is returned only after all that. While
 # ``rolling``, the previous secret stays the key's secret, without a grace: a roll that failed
-# part-way never showed its new secret, so the next roll drops that one (deleting its entry
-# first) and gives its grace to the previous one; a roll overtaken that way before it finished
-# finds its secret dropped, deletes its entry and answers 409.
+# part-way never showed its new secret, so the next roll drops that one and gives its grace to the
+# previous one; a roll overtaken that way before it finished finds its secret dropped, deletes its
+# entry and answers 409. The dropping roll deletes that entry only once its own (a) is made, not
+# before like any other dropped secret's: a roll that finishes in between changes the metadata,
+# so the dropping roll's (a) fails and it reads again (then the finished roll's secret is the
+# key's, and gets the grace); nobody holds a secret never shown, so a crash before that DEL leaves
+# nothing usable.
 # A secret is dropped from the metadata only after its entry is deleted: a roll deletes the
 # previous secret still in its grace before its (a) (that grace ends at once); revocation deletes
 # every entry the metadata names, then removes the listing only if it is still that metadata
@@ -1060,12 +1064,13 @@ class RedisStore:
             read, meta, last_used = found
             if meta["e"] <= now:
                 return None
+            never_shown = None
             if "rolling" in meta:  # an unfinished roll: its secret was never shown
-                current, dropped = meta["pd"], meta["d"]
+                current, never_shown = meta["pd"], meta["d"]
             else:
-                current, dropped = meta["d"], meta.get("pd")
-            if dropped is not None:  # deleted before the metadata stops naming it
-                await self.redis.delete(self.keys.key_entry(dropped))
+                current = meta["d"]
+                if "pd" in meta:  # deleted before the metadata stops naming it
+                    await self.redis.delete(self.keys.key_entry(meta["pd"]))
             rolled = {
                 **meta,
                 "prefix": key_prefix,
@@ -1086,6 +1091,11 @@ class RedisStore:
             break
         else:
             raise KeyChanged()
+        if never_shown is not None:
+            # Only now that this change is made: had that roll finished (and shown its secret)
+            # since the read, this change would have been refused and the listing read again.
+            # Nobody holds its secret, so a crash before this DEL leaves a harmless entry.
+            await self.redis.delete(self.keys.key_entry(never_shown))
         entry = self.keys.key_entry(secret_digest)
         try:
             await self._write_key_entry(

@@ -351,6 +351,52 @@ async def test_concurrent_rolls_leave_exactly_the_last_secret_working(api: Api) 
     assert (await listed(api, token, key["id"]))["key_prefix"] == working[0][:12] + "..."
 
 
+async def test_a_roll_finishing_while_another_reads_it_unfinished_keeps_its_secret(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving that matters for the ``rolling`` mark: roll X has changed the listing
+    and is about to finish; roll Y reads the listing (X unfinished: its secret never shown, to be
+    dropped); X finishes and shows its secret; only then does Y try its change. Y's change is
+    refused and made again from the finished listing, so X's secret is the previous one in Y's
+    grace, never deleted."""
+    token, key = await key_and_session(api)
+    store = api.app[STORE]
+    real_finish, real_change = store._finish_roll, store._change
+    x_at_finish, x_may_finish = asyncio.Event(), asyncio.Event()
+    y_has_read, y_may_change = asyncio.Event(), asyncio.Event()
+
+    async def finish(*args: Any) -> bool:
+        x_at_finish.set()
+        await x_may_finish.wait()
+        return await real_finish(*args)
+
+    async def change(*args: Any) -> int:
+        if x_at_finish.is_set() and not y_has_read.is_set():  # Y's first change: hold it
+            y_has_read.set()
+            await y_may_change.wait()
+        return await real_change(*args)
+
+    monkeypatch.setattr(store, "_finish_roll", finish)
+    monkeypatch.setattr(store, "_change", change)
+    x = asyncio.ensure_future(roll(api, token, key["id"], {"grace_seconds": 0}))
+    await x_at_finish.wait()
+    y = asyncio.ensure_future(roll(api, token, key["id"], {"grace_seconds": 3600}))
+    await y_has_read.wait()
+    x_may_finish.set()
+    x_rolled = await x
+    assert x_rolled.status == 201, await x_rolled.text()
+    y_may_change.set()
+    y_rolled = await y
+    assert y_rolled.status == 201, await y_rolled.text()
+
+    x_secret = (await x_rolled.json())["data"]["secret_key"]
+    y_data = (await y_rolled.json())["data"]
+    assert y_data["previous_secret_expires_at"] is not None
+    assert await status_of(api, x_secret) == 200  # in Y's grace
+    assert await status_of(api, y_data["secret_key"]) == 200
+    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+
+
 async def test_a_disable_racing_rolls_reaches_every_secret_they_hand_out(api: Api) -> None:
     token, key = await key_and_session(api)
     rolls = [roll(api, token, key["id"], {"grace_seconds": 3600}) for _ in range(4)]
