@@ -40,6 +40,8 @@ def service_env(redis_url: str | None, port: int, **extra: str) -> dict[str, str
     env["FILEHOST_PORT"] = str(port)
     if redis_url is not None:
         env["REDIS_URL"] = redis_url
+        if os.environ.get("FILEHOST_TEST_REDIS") == "cluster":  # pytest --redis cluster
+            env["FILEHOST_REDIS_MODE"] = "cluster"
     env.update(extra)
     return env
 

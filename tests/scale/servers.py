@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis as redis_sync
 
@@ -47,7 +48,7 @@ class Node:
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        log = open(self.directory / "server.log", "ab")  # noqa: SIM115 - the child's stdout
+        log = open(self.directory / "server.log", "ab")  # the child's stdout
         with log:
             self.process = subprocess.Popen(
                 [find_server_binary(), *self.args],
@@ -162,3 +163,164 @@ def sentinel_set(directory: Path) -> Iterator[SentinelSet]:
         yield topology
     finally:
         topology.stop()
+
+
+CLUSTER_NODE_TIMEOUT_MS = 5000
+
+
+def _merged(replies: dict[Any, Any]) -> Any:
+    """INFO of every node as one: numbers added up, sections merged."""
+    total: dict[str, Any] = {}
+    for reply in replies.values():
+        for name, value in reply.items():
+            if isinstance(value, dict):
+                total[name] = _merged({0: total.get(name, {}), 1: value})
+            elif isinstance(value, int | float) and isinstance(total.get(name), int | float):
+                total[name] += value
+            else:
+                total.setdefault(name, value)
+    return total
+
+
+class WholeClusterClient(redis_sync.RedisCluster):
+    """The tests' view of a cluster's data: KEYS, INFO and CONFIG RESETSTAT of every primary, not
+    of one node chosen at random (what redis-py's cluster client asks)."""
+
+    def config_resetstat(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().config_resetstat(target_nodes=self.PRIMARIES, **kwargs)
+
+    def keys(self, pattern: Any = "*", **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().keys(pattern, target_nodes=self.PRIMARIES, **kwargs)
+
+    def info(self, section: Any = None, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        replies = super().info(section, *args, target_nodes=self.PRIMARIES, **kwargs)
+        return _merged(replies)
+
+
+@dataclass
+class ClusterServer:
+    """A Redis Cluster of ``masters`` primaries on loopback, each serving an equal range of slots.
+    Stands in for ``tests.conftest.RedisServer`` (``url``, ``start``, ``stop``, ``process``) when
+    the suite runs with ``--redis cluster``: ``stop`` and ``start`` stop and start every node, and
+    the cluster comes back from its nodes.conf files (empty: nothing is persisted)."""
+
+    directory: Path
+    masters: int = 3
+    nodes: list[Node] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for n in range(self.masters):
+            home = self.directory / f"node-{n}"
+            self.nodes.append(
+                data_node(
+                    home,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    str(free_port()),
+                    "--cluster-node-timeout",
+                    str(CLUSTER_NODE_TIMEOUT_MS),
+                )
+            )
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.nodes[0].process
+
+    def bus_port(self, node: Node) -> int:
+        return int(node.args[node.args.index("--cluster-port") + 1])
+
+    def start(self) -> None:
+        fresh = not (self.nodes[0].directory / "nodes.conf").exists()
+        for node in self.nodes:
+            node.start()
+        if fresh:
+            per = 16384 // self.masters
+            for n, node in enumerate(self.nodes):
+                last = 16383 if n == self.masters - 1 else (n + 1) * per - 1
+                with node.client() as client:
+                    client.execute_command("CLUSTER", "ADDSLOTSRANGE", n * per, last)
+            with self.nodes[0].client() as client:
+                for node in self.nodes[1:]:
+                    client.execute_command(
+                        "CLUSTER", "MEET", "127.0.0.1", node.port, self.bus_port(node)
+                    )
+        self.wait_ok()
+
+    def wait_ok(self) -> None:
+        def ready() -> bool:
+            maps = []
+            for node in self.nodes:
+                with node.client() as client:
+                    info = client.execute_command("CLUSTER", "INFO")
+                    text = info if isinstance(info, str) else info.decode()
+                    if "cluster_state:ok" not in text:
+                        return False
+                    if f"cluster_known_nodes:{self.masters}" not in text:
+                        return False
+                    slots = client.execute_command("CLUSTER", "SLOTS")
+                    maps.append(sorted((int(s[0]), int(s[1]), int(s[2][1])) for s in slots))
+            return all(each == maps[0] for each in maps)  # every node agrees who serves what
+
+        wait_until("the cluster to be ok on every node", ready, 30)
+
+    def stop(self, *, kill: bool = False) -> None:
+        for node in self.nodes:
+            if kill:
+                node.kill()
+            else:
+                node.stop()
+            node.process = None
+
+    def flush(self) -> None:
+        for node in self.nodes:
+            with node.client() as client:
+                client.flushall()
+
+    def client(self) -> redis_sync.RedisCluster:
+        return redis_sync.RedisCluster(
+            host="127.0.0.1", port=self.nodes[0].port, decode_responses=True
+        )
+
+    def node_id(self, node: Node) -> str:
+        with node.client() as client:
+            return str(client.execute_command("CLUSTER", "MYID"))
+
+    def node_of_slot(self, slot: int) -> Node:
+        with self.nodes[0].client() as client:
+            for first, last, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if int(first) <= slot <= int(last):
+                    return next(node for node in self.nodes if node.port == int(primary[1]))
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def move_slot(
+        self, slot: int, target: Node, between: Callable[[], None] = lambda: None
+    ) -> None:
+        """Move ``slot`` with its keys to ``target`` as ``redis-cli --cluster reshard`` does:
+        IMPORTING on the target, MIGRATING on the source, MIGRATE the keys a few at a time, then
+        SETSLOT NODE on both and the rest. ``between`` is called after every batch of keys."""
+        source = self.node_of_slot(slot)
+        source_id, target_id = self.node_id(source), self.node_id(target)
+        with target.client() as to, source.client() as frm:
+            to.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            frm.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            while True:
+                keys = frm.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1)
+                if not keys:
+                    break
+                frm.execute_command(
+                    "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "REPLACE", "KEYS", *keys
+                )
+                between()
+            to.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+            frm.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        for node in self.nodes:
+            if node not in (source, target):
+                with node.client() as client:
+                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
