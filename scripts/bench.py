@@ -131,7 +131,7 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
 
 
 def service_command(
-    redis_url: str, port: int, workers: int, rate_limits: bool = True
+    redis_url: str, port: int, workers: int, rate_limits: bool = True, mode: str = "single"
 ) -> tuple[list[str], dict[str, str]]:
     """The service's command line and environment: its production defaults (access log at
     INFO, metrics on, rate limits on), stated so that the caller's environment cannot change
@@ -148,6 +148,7 @@ def service_command(
         # burst keeps the bucket's tolerance at 1 s, far above the workers' clock differences.
         "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000" if rate_limits else "0",
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
+        "FILEHOST_REDIS_MODE": mode,
     }
     return [sys.executable, "-m", "service", "serve"], env
 
@@ -179,10 +180,15 @@ def server(
 
 @contextmanager
 def service(
-    redis_url: str, workers: int, *, log: Path | None = None, rate_limits: bool = True
+    redis_url: str,
+    workers: int,
+    *,
+    log: Path | None = None,
+    rate_limits: bool = True,
+    mode: str = "single",
 ) -> Iterator[tuple[str, int]]:
     port = free_port()
-    command, env = service_command(redis_url, port, workers, rate_limits)
+    command, env = service_command(redis_url, port, workers, rate_limits, mode)
     with server(command, env, port, log) as running:
         yield running
 
@@ -223,18 +229,20 @@ def cpu_seconds(pid: int) -> float:
 # -- seeding ----------------------------------------------------------------------------------
 
 
-def seed_account(redis_url: str) -> dict[str, str]:
+def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
     """One user, its keys and a session, written through the service's own code paths."""
-    from service.app import connect_redis
     from service.auth.accounts import Accounts
     from service.auth.passwords import PasswordHasher
     from service.clock import SystemClock
     from service.config import Settings
     from service.store.redis_store import RedisStore
+    from service.store.topology import connect_client
 
     async def run() -> dict[str, str]:
-        settings = Settings(redis_url=redis_url, bcrypt_cost=12)
-        client = connect_redis(redis_url, 2.0)
+        settings = Settings(
+            redis_url=redis_url, bcrypt_cost=12, redis_mode=mode, redis_timeout_seconds=2.0
+        )
+        client, close = connect_client(settings, redis_url)
         passwords = PasswordHasher(12, 1, 0)
         accounts = Accounts(RedisStore(client, PREFIX), passwords, SystemClock(), settings)
         user = await accounts.create_user(EMAIL, PASSWORD)
@@ -244,7 +252,7 @@ def seed_account(redis_url: str) -> dict[str, str]:
             await accounts.create_key(user.id, f"filler {n}", ["files.read"], 30)
         session = await accounts.login(EMAIL, PASSWORD)
         passwords.close()
-        await client.aclose()
+        await close()
         good = reader.secret
         return {
             "user_id": user.id,
@@ -600,6 +608,12 @@ def main() -> int:
     )
     parser.add_argument("--storm-clients", type=int, default=50)
     parser.add_argument(
+        "--cluster",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the verify path (g) on a 3-master Redis Cluster beside the floors (default on)",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=ROOT / "docs" / "benchmarks.md",
@@ -778,6 +792,58 @@ def main() -> int:
                         else "; no login was refused"
                     )
                 )
+
+            if args.cluster:
+                # The verify path (g) on a 3-master Redis Cluster on this machine (issue 15),
+                # each run beside a run of F0 and of F1 (which read the single node), so it is
+                # reported against the same floors as the rows above.
+                from tests.scale.servers import ClusterServer
+
+                cluster = ClusterServer(workdir / "cluster")
+                cluster.start()
+                try:
+                    cluster_headers = scenario_headers(seed_account(cluster.url, "cluster"))
+                    label = "g forward-auth verify, X-API-Key, 3-master cluster"
+                    with (
+                        floor("bare", redis_url, args.workers, entry) as f0,
+                        floor("lookup", redis_url, args.workers, entry) as f1,
+                        service(
+                            cluster.url, args.workers, log=workdir / "service.log", mode="cluster"
+                        ) as svc,
+                    ):
+                        wrk(
+                            svc[0],
+                            cluster_headers["g"],
+                            200,
+                            1,
+                            args.connections,
+                            script,
+                            PATHS["g"],
+                        )
+                        runs: dict[str, list[dict[str, float]]] = {"F0": [], "F1": [], "g": []}
+                        for round_number in range(1, args.rounds + 1):
+                            order = ["F0", "F1", "g"] if round_number % 2 else ["g", "F1", "F0"]
+                            for run in order:
+                                target = {"F0": f0, "F1": f1}.get(run, svc)
+                                header = cluster_headers["g"] if run == "g" else None
+                                result, used = measure(
+                                    label if run == "g" else f"{run} (beside the cluster)",
+                                    target,
+                                    run,
+                                    header,
+                                )
+                                runs[run].append(result)
+                    row = median_row(runs["g"], runs["F0"], runs["F1"])
+                    extra_rows.append(
+                        (
+                            label,
+                            row,
+                            "1 per request, on one of 3 nodes",
+                            " | ".join(_ratio_cell(ratio) for ratio in row["ratios"]),
+                        )
+                    )
+                finally:
+                    cluster.stop()
 
             if args.large:
                 # The scale runs are paired with runs of F0 (which reads nothing from Redis): what
