@@ -13,10 +13,11 @@ map names. ``MOVED`` (the slot has moved for good: a resharding, a failover) upd
 that slot at once, sends the command on to the new node, and refreshes the whole map in the
 background (``CLUSTER SLOTS``); ``ASK`` (the slot is being migrated and the key is already on the
 target) sends ``ASKING`` and the command to the target, together on its connection. A lost node
-refreshes the map too. ``TRYAGAIN`` (a script whose keys are split between the two nodes for the
-moment of a slot's migration) is sent again after 20 ms, a few times; then it, and
-``CLUSTERDOWN`` (a cluster without a majority), are errors: 503, fail closed. Never logs
-arguments (digests).
+is a 503 for its slots, and the map is read again every 250 ms until it names another node for
+them (a replica promoted) or the node is back. ``TRYAGAIN`` (a script whose keys are split
+between the two nodes for the moment of a slot's migration) is sent again after 20 ms, a few
+times; then it, and ``CLUSTERDOWN`` (a cluster without a majority), are errors: 503, fail closed.
+Never logs arguments (digests).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncio
 import binascii
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +48,10 @@ SLOTS = 16384
 _REDIRECTS = 5
 # How long to wait before sending again a command answered TRYAGAIN (at most _REDIRECTS times).
 _TRY_AGAIN_SECONDS = 0.02
+# After a node is lost, the slot map is read this often, for at most this long, until it no
+# longer names the node (its replica was promoted) or the node answers again.
+_FAILOVER_POLL_SECONDS = 0.25
+_FAILOVER_WATCH_SECONDS = 60.0
 _SCRIPT_COMMANDS = frozenset({b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO", b"FCALL"})
 _ASKING = hiredis.pack_command(("ASKING",))
 
@@ -107,6 +113,8 @@ class ClusterPipelinedRedis:
         self._nodes: dict[tuple[str, int], PipelinedRedis] = {}
         self._refresh_lock: asyncio.Lock | None = None
         self._refresh_task: asyncio.Task[None] | None = None
+        self._watching: set[tuple[str, int]] = set()
+        self._watchers: set[asyncio.Task[None]] = set()
         self.refreshes = 0  # slot maps read (tests look at it)
 
     def _node(self, address: tuple[str, int]) -> PipelinedRedis:
@@ -157,7 +165,7 @@ class ClusterPipelinedRedis:
                 else:
                     raise
             except RedisConnectionError:
-                self._refresh_soon()  # a node gone: a failover may have moved its slots
+                self._follow_failover(address)
                 raise
         raise RedisConnectionError("too many cluster redirections")
 
@@ -169,6 +177,32 @@ class ClusterPipelinedRedis:
             if not str(error).startswith("NOSCRIPT"):
                 raise
         return await self.execute_packed(call.by_source.pack(*values))
+
+    def _follow_failover(self, lost: tuple[str, int]) -> None:
+        """A node is unreachable: until the slot map no longer names it (its replica promoted)
+        or it answers again, read the map every ``_FAILOVER_POLL_SECONDS`` in the background, so
+        that every worker follows a failover by itself, not only at its next failed request."""
+        if lost in self._watching:
+            return
+        self._watching.add(lost)
+        task = asyncio.get_running_loop().create_task(self._watch(lost))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    async def _watch(self, lost: tuple[str, int]) -> None:
+        try:
+            deadline = time.monotonic() + _FAILOVER_WATCH_SECONDS
+            while time.monotonic() < deadline:
+                with contextlib.suppress(RedisError):
+                    await self.refresh(asking_again=True)
+                    if lost not in self._slots:
+                        return
+                with contextlib.suppress(RedisError):
+                    await self._node(lost).execute("PING")
+                    return
+                await asyncio.sleep(_FAILOVER_POLL_SECONDS)
+        finally:
+            self._watching.discard(lost)
 
     def _refresh_soon(self) -> None:
         if self._refresh_task is None or self._refresh_task.done():
@@ -187,7 +221,10 @@ class ClusterPipelinedRedis:
         async with self._refresh_lock:
             if self.refreshes != seen and not asking_again:
                 return  # read while this one waited (many requests at the first use)
-            candidates = list(dict.fromkeys([*self._nodes, *self._seeds]))
+            known = list(dict.fromkeys([*self._nodes, *self._seeds]))
+            # Nodes known to be lost last: a dead host may take the whole timeout to refuse.
+            candidates = [a for a in known if a not in self._watching]
+            candidates += [a for a in known if a in self._watching]
             for address in candidates:
                 try:
                     reply = await self._node(address).execute("CLUSTER", "SLOTS")
@@ -212,6 +249,10 @@ class ClusterPipelinedRedis:
             asyncio.get_running_loop().create_task(node.aclose())
 
     async def aclose(self) -> None:
+        for watcher in list(self._watchers):
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         if self._refresh_task is not None:
             self._refresh_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, RedisError):
@@ -299,7 +340,8 @@ def connect_cluster_client(settings: Settings) -> FailClosedCluster:
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 2),
-        require_full_coverage=True,
+        # Slots a lost master left uncovered are 503s of their own; the others are served.
+        require_full_coverage=False,
         **options,
     )
     manager = client.nodes_manager

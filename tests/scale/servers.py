@@ -76,6 +76,7 @@ class Node:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
+        self.process = None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -206,24 +207,29 @@ class ClusterServer:
 
     directory: Path
     masters: int = 3
-    nodes: list[Node] = field(default_factory=list)
+    replicas_per_master: int = 0
+    node_timeout_ms: int = CLUSTER_NODE_TIMEOUT_MS
+    nodes: list[Node] = field(default_factory=list)  # the masters, as created
+    replicas: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for n in range(self.masters):
-            home = self.directory / f"node-{n}"
-            self.nodes.append(
-                data_node(
-                    home,
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-port",
-                    str(free_port()),
-                    "--cluster-node-timeout",
-                    str(CLUSTER_NODE_TIMEOUT_MS),
-                )
+        for n in range(self.masters * (1 + self.replicas_per_master)):
+            node = data_node(
+                self.directory / f"node-{n}",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                str(free_port()),
+                "--cluster-node-timeout",
+                str(self.node_timeout_ms),
+                # A master lost without a replica to take over stops only its own slots, not the
+                # whole cluster (docs/scaling.md).
+                "--cluster-require-full-coverage",
+                "no",
             )
+            (self.nodes if n < self.masters else self.replicas).append(node)
 
     @property
     def url(self) -> str:
@@ -238,7 +244,7 @@ class ClusterServer:
 
     def start(self) -> None:
         fresh = not (self.nodes[0].directory / "nodes.conf").exists()
-        for node in self.nodes:
+        for node in (*self.nodes, *self.replicas):
             node.start()
         if fresh:
             per = 16384 // self.masters
@@ -247,23 +253,38 @@ class ClusterServer:
                 with node.client() as client:
                     client.execute_command("CLUSTER", "ADDSLOTSRANGE", n * per, last)
             with self.nodes[0].client() as client:
-                for node in self.nodes[1:]:
+                for node in (*self.nodes[1:], *self.replicas):
                     client.execute_command(
                         "CLUSTER", "MEET", "127.0.0.1", node.port, self.bus_port(node)
                     )
+            for n, replica in enumerate(self.replicas):
+                master_id = self.node_id(self.nodes[n % self.masters])
+
+                def knows_its_master(replica: Node = replica, master_id: str = master_id) -> bool:
+                    with replica.client() as client:
+                        return master_id in str(client.execute_command("CLUSTER", "NODES"))
+
+                wait_until("a replica to meet its master", knows_its_master)
+                with replica.client() as client:
+                    client.execute_command("CLUSTER", "REPLICATE", master_id)
         self.wait_ok()
 
     def wait_ok(self) -> None:
         def ready() -> bool:
             maps = []
-            for node in self.nodes:
+            known = len(self.nodes) + len(self.replicas)
+            for node in (*self.nodes, *self.replicas):
                 with node.client() as client:
                     info = client.execute_command("CLUSTER", "INFO")
                     text = info if isinstance(info, str) else info.decode()
                     if "cluster_state:ok" not in text:
                         return False
-                    if f"cluster_known_nodes:{self.masters}" not in text:
+                    if f"cluster_known_nodes:{known}" not in text:
                         return False
+                    if node in self.replicas:
+                        link = client.info("replication").get("master_link_status")
+                        if link != "up":
+                            return False
                     slots = client.execute_command("CLUSTER", "SLOTS")
                     maps.append(sorted((int(s[0]), int(s[1]), int(s[2][1])) for s in slots))
             return all(each == maps[0] for each in maps)  # every node agrees who serves what
@@ -271,7 +292,7 @@ class ClusterServer:
         wait_until("the cluster to be ok on every node", ready, 30)
 
     def stop(self, *, kill: bool = False) -> None:
-        for node in self.nodes:
+        for node in (*self.nodes, *self.replicas):
             if kill:
                 node.kill()
             else:
@@ -293,10 +314,13 @@ class ClusterServer:
             return str(client.execute_command("CLUSTER", "MYID"))
 
     def node_of_slot(self, slot: int) -> Node:
-        with self.nodes[0].client() as client:
+        """The master serving ``slot``, as the first running node says."""
+        every = (*self.nodes, *self.replicas)
+        asked = next(node for node in every if node.process is not None)
+        with asked.client() as client:
             for first, last, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
                 if int(first) <= slot <= int(last):
-                    return next(node for node in self.nodes if node.port == int(primary[1]))
+                    return next(node for node in every if node.port == int(primary[1]))
         raise AssertionError(f"no node serves slot {slot}")
 
     def move_slot(

@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from service.auth.credentials import digest
 from service.store.cluster import ClusterPipelinedRedis, first_key, key_slot
 from tests.conftest import free_port
-from tests.scale.servers import ClusterServer
+from tests.scale.servers import ClusterServer, wait_until
 from tests.test_serve import (
     REPO_ROOT,
     create_key,
@@ -271,3 +271,81 @@ async def test_data_lands_on_every_node_and_a_resharding_costs_no_5xx(
     assert all(moving["from"] <= at <= moving["to"] + 0.5 for at, _ in failed), failed
     assert after == [200] * 10
     assert "Traceback" not in server.stderr()
+
+
+async def test_the_service_follows_a_master_failover(tmp_path: Path) -> None:
+    """Three masters with a replica each; one master is killed with SIGKILL. Checks of keys whose
+    entries are in its slots are 503 until its replica is promoted, then 200 again (the hot
+    connection reads the new slot map); checks of keys elsewhere are served throughout."""
+    node_timeout_ms = 2000
+    cluster = ClusterServer(
+        tmp_path / "cluster", replicas_per_master=1, node_timeout_ms=node_timeout_ms
+    )
+    cluster.start()
+    try:
+        port = free_port()
+        env = cluster_env(cluster, port, FILEHOST_RATE_LIMIT_PER_SECOND="0")
+        with running(env, port, tmp_path, "--workers", "2") as server:
+            async with fresh_session() as http:
+                await wait_for_two_workers(http, server)
+                emails = [f"failover{n}@example.com" for n in range(6)]
+                for email in emails:
+                    create_user(env, email)
+                tokens = [await login(http, server, email) for email in emails]
+                keys = [(await create_key(http, server, token))["secret_key"] for token in tokens]
+
+                def master_of(secret: str) -> int:
+                    return cluster.node_of_slot(key_slot(f"fh:key:{digest(secret)}".encode())).port
+
+                doomed = cluster.node_of_slot(key_slot(f"fh:key:{digest(keys[0])}".encode()))
+                elsewhere = [secret for secret in keys if master_of(secret) != doomed.port]
+                assert elsewhere, "every key on one master"
+                replica = next(
+                    node
+                    for n, node in enumerate(cluster.replicas)
+                    if cluster.nodes[n % cluster.masters] is doomed
+                )
+
+                def replicated() -> bool:
+                    with replica.client() as client:
+                        client.execute_command("READONLY")
+                        return bool(client.exists(f"fh:key:{digest(keys[0])}"))
+
+                wait_until("the key to reach the replica", replicated)
+
+                async def files(secret: str) -> int:
+                    # The gateway's check reads the key's entry alone (a files list would read
+                    # the account's keys too, in a slot of their own).
+                    async with http.get(
+                        f"{server.base}/auth/verify",
+                        headers={"X-API-Key": secret, "X-Required-Permission": "files.read"},
+                    ) as response:
+                        return response.status
+
+                bound = 2 * node_timeout_ms / 1000 + 8
+                doomed.kill()
+                killed_at = time.monotonic()
+                during: list[int] = []
+                others: list[int] = []
+                while time.monotonic() - killed_at < bound:
+                    during.append(await files(keys[0]))
+                    others.append(await files(elsewhere[0]))
+                    if during[-1] == 200:
+                        break
+                    await asyncio.sleep(0.05)
+                recovered_after = time.monotonic() - killed_at
+                # Every worker follows the new map by itself, not only at a failed request.
+                await asyncio.sleep(0.5)
+                after = [await files(secret) for secret in keys for _ in range(2)]
+                new_login = await login(http, server, emails[0])
+            assert server.stop() == 0
+    finally:
+        cluster.stop()
+
+    print(f"answered again {recovered_after:.2f} s after the kill; meanwhile {during[:-1]}")
+    assert during[-1] == 200, f"no answer within {bound} s: {during}"
+    assert set(during[:-1]) <= {503}, during  # never a pass, never a refusal of the good key
+    assert 503 in during, "the kill was not noticed"
+    assert set(others) == {200}, others  # the other masters' slots are served throughout
+    assert after == [200] * 12
+    assert new_login

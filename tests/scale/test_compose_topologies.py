@@ -73,6 +73,7 @@ def test_cluster_compose() -> None:
     assert len(nodes) == 6
     for name in nodes:
         assert "--cluster-enabled yes" in command(services[name])
+        assert "--cluster-require-full-coverage no" in command(services[name])
         assert "--appendfsync always" in command(services[name])
     assert "--cluster-replicas 1" in command(services["cluster-create"])
     for settings in auth_settings(compose):
