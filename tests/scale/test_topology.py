@@ -144,3 +144,60 @@ async def test_the_hot_connection_never_uses_a_replica(tmp_path: Path) -> None:
     finally:
         replica.stop()
         master.stop()
+
+
+async def test_credential_writes_wait_for_a_replica_and_say_when_none_has_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from service.store.topology import ReplicaWait, connect_redis
+
+    class Store:
+        """Stands in for RedisStore's method names: which ones wait."""
+
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        async def revoke_api_key(self) -> str:
+            self.calls.append("revoke")
+            return "revoked"
+
+        async def find_api_key(self) -> str:
+            self.calls.append("find")
+            return "found"
+
+    master = data_node(tmp_path / "master")
+    replica = data_node(tmp_path / "replica")
+    replica.args += ("--replicaof", "127.0.0.1", str(master.port))
+    caplog.set_level("WARNING", logger="service.store")
+    try:
+        master.start()
+        client = connect_redis(f"redis://127.0.0.1:{master.port}/0", 2.0)
+        try:
+            store = Store()
+            ReplicaWait(client, "fh", 300).wrap(store)
+            # No replica: the write is answered all the same, and the warning says so.
+            assert await store.revoke_api_key() == "revoked"
+            assert [r.getMessage() for r in caplog.records] == [
+                "a write is on no replica after 300 ms"
+            ]
+            caplog.clear()
+            assert await store.find_api_key() == "found"  # reads never wait
+            assert caplog.records == []
+
+            replica.start()
+
+            def synced() -> bool:
+                with replica.client() as sync:
+                    return sync.info("replication").get("master_link_status") == "up"
+
+            wait_until("the replica to sync", synced)
+            assert await store.revoke_api_key() == "revoked"
+            assert caplog.records == []  # the replica had it in time
+            with replica.client() as sync:
+                assert sync.exists("fh:replicated")  # the marker that WAIT followed
+            assert store.calls == ["revoke", "find", "revoke"]
+        finally:
+            await client.aclose()
+    finally:
+        replica.stop()
+        master.stop()
