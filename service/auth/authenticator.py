@@ -25,7 +25,7 @@ from service.background import BackgroundWrites
 from service.clock import Clock
 from service.config import Settings
 from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
-from service.store.redis_store import ApiKeyEntry, RateVerdict, RedisStore
+from service.store.redis_store import ApiKeyEntry, KeyRules, RateVerdict, RedisStore
 
 REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000
@@ -124,7 +124,9 @@ class Authenticator:
         # Requests given back are worth the interval they were taken at (a key's own rate).
         interval = self._leases.given_back_interval_us(digest) if give_back else 0  # type: ignore[union-attr]
         entry = await self._store.find_api_key(digest, now, take, give_back, interval)
-        if lent is not None and entry is not None:
+        # A lease taken under a rate of the key's own (its verdicts name its policy), or served
+        # to a key that has one now: was it taken under the rate the key has now?
+        if lent is not None and entry is not None and (entry.own_rate or lent.policy):
             stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
             if stale is not None:  # the key's rate changed: take under the new one instead
                 lent = None
@@ -132,21 +134,15 @@ class Authenticator:
         if entry is None:
             self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
-        rate = self._key_rate(digest, lent, entry, for_lease, now)
-        if entry.refused_from is not None and entry.refused_from <= now:
-            # A secret the key was rolled away from, past its grace: as good as unknown.
-            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
-        if entry.expires_at <= now:
+        if entry.own_rate is None:  # the common case: one call, as for a session
+            rate = self._rate(digest, lent, entry.rate, for_lease, now)
+        else:
+            rate = self._key_rate(digest, lent, entry, for_lease, now)
+        rules = entry.rules
+        if rules is not None:
+            self._check_rules(rules, entry.expires_at, now, client)
+        elif entry.expires_at <= now:
             raise _api_key_refusal("api_key_expired", "The API key has expired.")
-        if entry.disabled:
-            raise _api_key_refusal("api_key_disabled", "The API key is disabled.")
-        if entry.allowed_networks is not None and not self._allow_lists.allows(
-            entry.allowed_networks, client
-        ):
-            raise Forbidden(
-                "This API key may not be used from the address of this request.",
-                code="ip_not_allowed",
-            )
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         if self._due(entry.key_id, now, _KEY_TOUCH_INTERVAL_MS):
@@ -189,6 +185,23 @@ class Authenticator:
             return self._leases.taken(digest, looked_up, now)  # type: ignore[union-attr]
         return looked_up
 
+    def _check_rules(self, rules: KeyRules, expires_at: int, now: int, client: str | None) -> None:
+        """Refuse a rolled-out secret past its grace (as good as unknown), then an expired key,
+        a disabled one, and one used from outside its allowed networks."""
+        if rules.refused_from is not None and rules.refused_from <= now:
+            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+        if expires_at <= now:
+            raise _api_key_refusal("api_key_expired", "The API key has expired.")
+        if rules.disabled:
+            raise _api_key_refusal("api_key_disabled", "The API key is disabled.")
+        if rules.allowed_networks is not None and not self._allow_lists.allows(
+            rules.allowed_networks, client
+        ):
+            raise Forbidden(
+                "This API key may not be used from the address of this request.",
+                code="ip_not_allowed",
+            )
+
     def _key_rate(
         self,
         digest: str,
@@ -197,20 +210,18 @@ class Authenticator:
         for_lease: bool,
         now: int,
     ) -> RateVerdict | None:
-        """``_rate`` for a key, which may have a rate of its own: its lease is sized by it and
-        dropped when it changed, and its verdict names its policy."""
+        """``_rate`` for a key with a rate of its own: its lease is sized by it, and its verdict
+        names its policy."""
         leases = self._leases
         if leases is None:
             return None  # limits are off, a key's own included
-        own = self._key_rates.of(entry.own_rate) if entry.own_rate is not None else None
+        own = self._key_rates.of(entry.own_rate)  # type: ignore[arg-type]
         if lent is not None:
             return lent
         if for_lease:
             return leases.taken(digest, entry.rate, now, own)
         looked_up = entry.rate
-        if own is None or looked_up is None:
-            return looked_up
-        return looked_up._replace(policy=own.policy)
+        return looked_up._replace(policy=own.policy) if looked_up is not None else None
 
     def _rate_refusal(self, rate: RateVerdict) -> TooManyRequests:
         assert self.rate_fields is not None  # a verdict exists only when limits are on

@@ -150,7 +150,7 @@ class RateLeases:
         self._largest = max(1, limit.burst // _LEASE_SHARE_OF_BURST)
         # credential digest -> [left, bucket's remaining at the take, its full_in_us, expires,
         # size of the last take, start of the take in flight for the lease or 0, largest lease,
-        # the key's own rate when it has one (KeyRate) or None]
+        # the key's own rate when it has one (KeyRate) or None, and its policy or None]
         self._held: dict[str, list[Any]] = {}
 
     def __len__(self) -> int:
@@ -168,12 +168,11 @@ class RateLeases:
                 return None, 1, 0, False
             if len(held) >= _LEASE_MEMORY_LIMIT:
                 held.clear()
-            held[credential] = [0, 0, 0, 0, 1, now_ms, self._largest, None]
+            held[credential] = [0, 0, 0, 0, 1, now_ms, self._largest, None, None]
             return None, 1, 0, True
-        left, _, _, expires, size, taking_since, largest, own = lease
+        left, _, _, expires, size, taking_since, largest, _, policy = lease
         if left and now_ms < expires:
             left = lease[0] = left - 1
-            policy = None if own is None else own.policy
             return RateVerdict(True, lease[1] + left, 0, lease[2], 0, policy), 0, 0, False
         if taking_since and now_ms - taking_since < LEASE_MS:
             return None, 1, 0, False  # the lease's take is in flight: count this one alone
@@ -205,6 +204,7 @@ class RateLeases:
             largest = self._largest if own is None else own.largest_lease
             lease[6] = largest
             lease[7] = own
+            lease[8] = None if own is None else own.policy
             lease[4] = min(lease[4], largest)
         if not verdict.allowed or lease is None:
             if lease is not None:

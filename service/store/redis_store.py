@@ -395,18 +395,24 @@ class RateVerdict(NamedTuple):
     policy: str | None = None
 
 
+class KeyRules(NamedTuple):
+    """What may refuse a key beyond its expiry and permissions, as its digest entry holds it."""
+
+    disabled: bool
+    allowed_networks: str | None  # the stored allow-list, "net,net,…" (auth.key_rules)
+    refused_from: int | None  # ms: a rolled-out secret's grace ends here
+
+
 class ApiKeyEntry(NamedTuple):
-    """What one hot-path lookup of an API key digest returns. The last four are None when the
-    key has none of them (the common case, which costs nothing more)."""
+    """What one hot-path lookup of an API key digest returns. ``rules`` and ``own_rate`` are
+    None for a key that has none of them (the common case: one comparison each)."""
 
     user_id: str
     key_id: str
     permissions: int
     expires_at: int
-    disabled: bool
-    allowed_networks: str | None  # the stored allow-list, "net,net,…" (auth.key_rules)
+    rules: KeyRules | None
     own_rate: str | None  # the key's own rate, "<per second>:<burst>"
-    refused_from: int | None  # ms: a rolled-out secret's grace ends here
     rate: RateVerdict | None = None
 
 
@@ -478,6 +484,7 @@ class UserRecord:
 # version of the metadata the entry was written from, is read by writes only.
 _KEY_FIELDS = ("u", "k", "p", "e", "x", "n", "r", "g")
 _KEY_OWN_RATE_POSITION = 7
+_KEY_FIELD_COUNT = len(_KEY_FIELDS)
 _SESSION_FIELDS = ("u", "c", "a", "i")
 # Read by the session list alone, never by the per-request lookup.
 _SESSION_LIST_FIELDS = ("u", "c", "a", "i", "id", "s", "ip", "ua")
@@ -746,25 +753,22 @@ class RedisStore:
             give_back,
             give_back_interval_us,
         )
-        if values.count(None) == len(_KEY_FIELDS):
-            return None
         user_id, key_id, permissions, expires_at, disabled, networks, own_rate, until = values
+        if user_id is None and values.count(None) == _KEY_FIELD_COUNT:
+            return None
         if not user_id or not key_id:
             raise CorruptRecord()
         mask = _int_field(permissions)
         if not 0 <= mask <= ALL_PERMISSIONS_MASK:  # a damaged mask must never widen access
             raise CorruptRecord()
-        return ApiKeyEntry(
-            user_id,
-            key_id,
-            mask,
-            _int_field(expires_at),
-            disabled is not None,  # whatever it holds: a damaged flag still disables
-            networks,
-            own_rate,
-            None if until is None else _int_field(until),
-            rate,
-        )
+        rules = None
+        if disabled is not None or networks is not None or until is not None:
+            rules = KeyRules(
+                disabled is not None,  # whatever it holds: a damaged flag still disables
+                networks,
+                None if until is None else _int_field(until),
+            )
+        return ApiKeyEntry(user_id, key_id, mask, _int_field(expires_at), rules, own_rate, rate)
 
     async def add_api_key(
         self,

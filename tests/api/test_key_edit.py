@@ -652,3 +652,13 @@ async def test_the_new_refusals_match_their_documented_responses(
         (401, "api_key_disabled"),
         (409, "key_busy"),
     ]
+
+
+async def test_an_expired_key_is_answered_expired_whatever_its_other_settings(
+    api: Api, clock: FakeClock
+) -> None:
+    token, key = await key_and_session(api, expires_days=1)
+    await edited(api, token, key["id"], {"enabled": False, "allowed_ips": ["192.0.2.1"]})
+    await assert_error(await api.files(key=key["secret_key"]), 401, "api_key_disabled")
+    clock.advance(days=1)
+    await assert_error(await api.files(key=key["secret_key"]), 401, "api_key_expired")
