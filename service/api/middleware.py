@@ -309,7 +309,7 @@ def standard_headers(
     headers[_REQUEST_ID] = trace.request_id
     rate = trace.rate
     if rate is not None and rate_fields is not None:
-        headers[_RATE_LIMIT_POLICY] = rate_fields.policy
+        headers[_RATE_LIMIT_POLICY] = rate.policy or rate_fields.policy  # a key's own, if any
         headers[_RATE_LIMIT] = rate_fields.current(rate)  # type: ignore[arg-type]
 
 

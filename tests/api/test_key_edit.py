@@ -299,7 +299,12 @@ async def test_a_rate_of_its_own_replaces_the_default_and_null_restores_it(
     secret = key["secret_key"]
     await edited(api, token, key["id"], {"rate_limit": {"per_second": 1, "burst": 2}})
 
-    assert [(await api.files(key=secret)).status for _ in range(2)] == [200, 200]
+    served = await api.files(key=secret)
+    assert served.status == 200
+    # An accepted request names the key's own policy too, and counts its own bucket.
+    assert served.headers["RateLimit-Policy"] == '"credential";q=2;w=2'
+    assert served.headers["RateLimit"] == '"credential";r=1;t=1'
+    assert (await api.files(key=secret)).status == 200
     refused = await api.files(key=secret)
     error = await assert_error(refused, 429, "rate_limited")
     assert refused.headers["Retry-After"] == "1"
