@@ -414,6 +414,34 @@ async def test_the_sessions_page_by_keyboard_alone(
     assert status == 200
 
 
+async def test_a_confirmation_closed_and_opened_again_at_once_still_ends_the_session(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    """A dialog's close event comes a task after it closed: one closed and opened again before
+    it (a fast Escape then Enter) must not lose what the new confirmation is for."""
+    page = tab.page
+    await sign_in(page, user)
+    other = await other_device(dashboard, user)
+    await page.goto(f"{dashboard.base}/sessions")
+    await expect(page.locator("#sessions-body tr")).to_have_count(2)
+    end = page.get_by_role("button", name="End session on curl/8.5.0")
+    await end.click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_be_visible()
+    # Cancel and open again in one task, before the close event of the cancel is dispatched.
+    await page.evaluate(
+        """() => {
+            document.getElementById("end-cancel").click();
+            document.querySelector("#sessions-body button").click();
+        }"""
+    )
+    await expect(dialog).to_be_visible()
+    await page.locator("#end-confirm").click()
+    await expect(page.locator("#page-status")).to_have_text("Ended the session on curl/8.5.0.")
+    status, _ = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 401
+
+
 async def test_a_phone_width_screen_never_scrolls_sideways(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:

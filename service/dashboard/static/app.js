@@ -1021,7 +1021,10 @@
     revokeCancel.addEventListener("click", () => dialog.close("cancel"));
 
     dialog.addEventListener("close", () => {
-      revoking = null;
+      // The close event comes a task later: the dialog may have been opened again meanwhile.
+      if (!dialog.open) {
+        revoking = null;
+      }
     });
 
     revokeConfirm.addEventListener("click", async () => {
@@ -1371,7 +1374,10 @@
     deleteCancel.addEventListener("click", () => dialog.close("cancel"));
 
     dialog.addEventListener("close", () => {
-      deleting = null;
+      // The close event comes a task later: the dialog may have been opened again meanwhile.
+      if (!dialog.open) {
+        deleting = null;
+      }
     });
 
     deleteConfirm.addEventListener("click", async () => {
@@ -1561,7 +1567,10 @@
     endOthers.addEventListener("click", () => openEnd({ others: true }));
 
     dialog.addEventListener("close", () => {
-      ending = null;
+      // The close event comes a task later: the dialog may have been opened again meanwhile.
+      if (!dialog.open) {
+        ending = null;
+      }
     });
 
     endConfirm.addEventListener("click", async () => {
