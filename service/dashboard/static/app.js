@@ -160,6 +160,16 @@
     element.hidden = false;
   }
 
+  // Runs forget() once the dialog has closed. Its close event comes a task after it closed,
+  // so a dialog opened again meanwhile (a fast Escape then Enter) keeps what it is for.
+  function whenClosed(dialog, forget) {
+    dialog.addEventListener("close", () => {
+      if (!dialog.open) {
+        forget();
+      }
+    });
+  }
+
   function hide(element) {
     element.hidden = true;
     element.textContent = "";
@@ -565,10 +575,8 @@
 
     confirmCancel.addEventListener("click", () => confirmDialog.close("cancel"));
 
-    confirmDialog.addEventListener("close", () => {
-      if (!confirmDialog.open) {
-        confirming = null;
-      }
+    whenClosed(confirmDialog, () => {
+      confirming = null;
     });
 
     confirmOk.addEventListener("click", async () => {
@@ -686,10 +694,8 @@
 
     byId("roll-cancel").addEventListener("click", () => rollDialog.close("cancel"));
 
-    rollDialog.addEventListener("close", () => {
-      if (!rollDialog.open) {
-        rolling = null;
-      }
+    whenClosed(rollDialog, () => {
+      rolling = null;
     });
 
     async function rollKey(key, graceSeconds, report) {
@@ -1020,11 +1026,8 @@
 
     revokeCancel.addEventListener("click", () => dialog.close("cancel"));
 
-    dialog.addEventListener("close", () => {
-      // The close event comes a task later: the dialog may have been opened again meanwhile.
-      if (!dialog.open) {
-        revoking = null;
-      }
+    whenClosed(dialog, () => {
+      revoking = null;
     });
 
     revokeConfirm.addEventListener("click", async () => {
@@ -1373,11 +1376,8 @@
 
     deleteCancel.addEventListener("click", () => dialog.close("cancel"));
 
-    dialog.addEventListener("close", () => {
-      // The close event comes a task later: the dialog may have been opened again meanwhile.
-      if (!dialog.open) {
-        deleting = null;
-      }
+    whenClosed(dialog, () => {
+      deleting = null;
     });
 
     deleteConfirm.addEventListener("click", async () => {
@@ -1566,11 +1566,8 @@
     endCancel.addEventListener("click", () => dialog.close("cancel"));
     endOthers.addEventListener("click", () => openEnd({ others: true }));
 
-    dialog.addEventListener("close", () => {
-      // The close event comes a task later: the dialog may have been opened again meanwhile.
-      if (!dialog.open) {
-        ending = null;
-      }
+    whenClosed(dialog, () => {
+      ending = null;
     });
 
     endConfirm.addEventListener("click", async () => {
