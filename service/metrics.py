@@ -160,12 +160,8 @@ class Metrics:
             counts = self._pending_request_seconds[route] = _no_observations()
         counts[bisect_left(_BOUNDS, seconds)] += 1
         counts[-1] += seconds
-        if outcome is not None:  # as ``auth``, without a second call per request
-            credential = credential or "none"
-            key = (credential, outcome)
-            pending = self._pending_auth
-            pending[key] = pending.get(key, 0) + 1
-            _bucket(self._pending_auth_seconds, credential, auth_seconds)
+        if outcome is not None:
+            self.auth(credential or "none", outcome, auth_seconds)
 
     def auth(self, credential: str, outcome: str, seconds: float) -> None:
         key = (credential, outcome)

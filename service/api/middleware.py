@@ -45,7 +45,6 @@ from service.metrics import Metrics
 
 log = logging.getLogger("service.api")
 
-_JSON = "application/json"
 LOGIN_ROUTE = "/api/v1/auth/login"
 
 
