@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.context import STORE
 from service.store.redis_store import KEY_EXPIRED_GRACE_MS, KeyChanged, RedisStore
-from tests.api.test_keys import iso_of, parse_iso, sha256_hex
+from tests.api.test_keys import LIST_FIELDS, iso_of, parse_iso, sha256_hex
 from tests.api.test_openapi import DOCUMENT, validator
 from tests.conftest import Api, FakeClock, assert_error, bearer
 
@@ -27,19 +27,8 @@ KEYS = "/api/v1/keys"
 EVENTS = "/api/v1/audit-events"
 VERIFY = "/api/v1/auth/verify"
 WHOAMI = "/api/v1/auth/session"
-VIEW_FIELDS = {
-    "id",
-    "name",
-    "key_prefix",
-    "permissions",
-    "created_at",
-    "expires_at",
-    "last_used_at",
-    "enabled",
-    "allowed_ips",
-    "rate_limit",
-    "previous_secret_expires_at",
-}
+# What an edit answers: exactly a listed key's fields.
+VIEW_FIELDS = LIST_FIELDS
 EMAIL = "alice@example.com"
 
 
