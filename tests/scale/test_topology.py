@@ -187,8 +187,12 @@ async def test_credential_writes_wait_for_a_replica_and_say_when_none_has_them(
             replica.start()
 
             def synced() -> bool:
-                with replica.client() as sync:
-                    return sync.info("replication").get("master_link_status") == "up"
+                # As the master sees it: WAIT counts only replicas the master has online, which
+                # may come a moment after the replica reports its link up.
+                with master.client() as sync:
+                    info = sync.info("replication")
+                replica_state = info.get("slave0")
+                return isinstance(replica_state, dict) and replica_state.get("state") == "online"
 
             wait_until("the replica to sync", synced)
             assert await store.revoke_api_key() == "revoked"
