@@ -9,9 +9,11 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from service.api.audit import add_audit_routes
+from service.api.client_address import ClientAddresses
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
-from service.api.files import add_file_routes
-from service.api.forward_auth import add_forward_auth_routes
+from service.api.files import FILES_PATH, add_file_routes, first_page_reply
+from service.api.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
+from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
 from service.api.middleware import RATE_FIELDS, REQUEST_HANDLING, request_handling
 from service.api.ops import add_ops
 from service.api.routes import add_routes
@@ -83,6 +85,20 @@ def create_app(
             await connections.aclose()
 
     app.cleanup_ctx.append(lifecycle)
+
+    async def open_gateway_lane(app: web.Application) -> None:
+        # The gateway's routes answered from the parsed request (service.api.gateway_lane); its
+        # server finds it here once the application has started. It waits for nothing but the
+        # pipelined connection's replies, so a store without one (a client given to
+        # create_app) has no lane.
+        if not app[STORE].pipelined:
+            return
+        routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
+        addresses = ClientAddresses(settings.trusted_proxies)
+        app[GATEWAY_LANE] = GatewayLane(app, routes, addresses, metrics, rate_fields)
+
+    if settings.gateway_lane:
+        app.on_startup.append(open_gateway_lane)  # after every cleanup context's start
     add_ops(app, metrics)
     add_routes(app)
     add_session_routes(app)

@@ -68,6 +68,9 @@ class Settings:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     # GET /metrics (Prometheus); off removes the route and the per-request counting.
     metrics_enabled: bool = True
+    # The gateway's requests (forward-auth's verify, the files list) answered from the parsed
+    # request rather than through aiohttp's request objects (service.api.gateway_lane).
+    gateway_lane: bool = True
     # A request's headers must all arrive within this long of its first byte (or of the
     # connection's opening), its body within this long of its headers: else 408, connection closed.
     header_timeout_seconds: float = 10.0
@@ -310,6 +313,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         trusted_proxies=_networks(env, "FILEHOST_TRUSTED_PROXIES"),
         metrics_enabled=_switch(env, "FILEHOST_METRICS", True),
+        gateway_lane=_switch(env, "FILEHOST_GATEWAY_LANE", True),
         header_timeout_seconds=_float(env, "FILEHOST_HEADER_TIMEOUT_SECONDS", 10.0, 0.1, 3600.0),
         body_timeout_seconds=_float(env, "FILEHOST_BODY_TIMEOUT_SECONDS", 30.0, 0.1, 3600.0),
         audit_retention_days=_int(env, "FILEHOST_AUDIT_RETENTION_DAYS", 90, 1, 3650),

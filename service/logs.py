@@ -289,15 +289,50 @@ class AccessLogger(AbstractAccessLogger):
 def _access_line(request: web.BaseRequest, response: web.StreamResponse, took: float) -> bytes:
     trace = current_trace.get()  # the request's own: aiohttp runs each request in its own task
     if trace is None:  # refused before the application ran (aiohttp's HTTP parser)
-        request_id, route, path, duration_ms = None, UNMATCHED_ROUTE, request.path, took * 1000
-        credential = key_id = outcome = None
-        remote = request.remote
-    else:
-        request_id, route, path = trace.request_id, trace.route, request.path
-        # Timed from request_handling: aiohttp's ``took`` is the loop's clock, whole ms on uvloop.
-        duration_ms = (perf_counter() - trace.started) * 1000
-        credential, key_id, outcome = trace.credential, trace.key_id, trace.outcome
-        remote = trace.remote
+        return _line(
+            None,
+            request.method,
+            UNMATCHED_ROUTE,
+            request.path,
+            response.status,
+            took * 1000,
+            None,
+            None,
+            None,
+            request.remote,
+        )
+    return access_line(trace, request.method, request.path, response.status)
+
+
+def access_line(trace: RequestTrace, method: str, path: str, status: int) -> bytes:
+    """The access line of a request the application answered, from its trace."""
+    # Timed from the trace's making: aiohttp's ``took`` is the loop's clock, whole ms on uvloop.
+    return _line(
+        trace.request_id,
+        method,
+        trace.route,
+        path,
+        status,
+        (perf_counter() - trace.started) * 1000,
+        trace.credential,
+        trace.key_id,
+        trace.outcome,
+        trace.remote,
+    )
+
+
+def _line(
+    request_id: str | None,
+    method: str,
+    route: str,
+    path: str,
+    status: int,
+    duration_ms: float,
+    credential: str | None,
+    key_id: str | None,
+    outcome: str | None,
+    remote: str | None,
+) -> bytes:
     # A matched route without parameters matched its template exactly: nothing to mask there.
     if path != route:
         path = loggable_path(path)
@@ -309,10 +344,10 @@ def _access_line(request: web.BaseRequest, response: web.StreamResponse, took: f
             "logger": ACCESS_LOGGER_NAME,
             "msg": "request",
             "request_id": request_id,
-            "method": request.method,
+            "method": method,
             "route": route,
             "path": path,
-            "status": response.status,
+            "status": status,
             # To the µs, without round(), which works out a float's digits as text.
             "duration_ms": int(duration_ms * 1000 + 0.5) / 1000,
             "credential": credential,

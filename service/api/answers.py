@@ -21,6 +21,8 @@ and headers of both ways, case by case.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from http import HTTPStatus
 from typing import NamedTuple
 
 from aiohttp import hdrs, web
@@ -57,6 +59,53 @@ def _check(name: str, value: str) -> None:
         raise ValueError("Newline or carriage return detected in headers")
 
 
+class Reply(NamedTuple):
+    """What a gateway route answers (``service.api.gateway_lane``): a status, a JSON body already
+    serialised (or none) and the route's own headers, as plain values. The same route answers
+    through aiohttp as ``Answer.of(reply)``."""
+
+    status: int
+    body: bytes | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+# The reason phrase aiohttp writes for each status.
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+
+def serialise_head(
+    status: int,
+    block: HeaderBlock | None,
+    headers: Iterable[tuple[str, str]],
+    count: int,
+    length: int | None,
+    keep_alive: bool,
+    reason: str | None = None,
+) -> bytes:
+    """The status line and headers of an answer to an HTTP/1.1 request, as aiohttp writes them:
+    ``block``'s lines, then the answer's own ``count`` headers (refused, as aiohttp refuses them,
+    if one would split the answer), ``Content-Length`` unless ``length`` is None, ``Date``,
+    ``Server`` and, without keep-alive, ``Connection: close``."""
+    head = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, '')}\r\n"]
+    if block is not None:
+        head.append(block.lines)
+    if count:
+        own = "".join([f"{name}: {value}\r\n" for name, value in headers])
+        # One line per header and no other line break: else a value would split the answer.
+        if own.count("\n") != count or own.count("\r") != count:
+            for name, value in headers:
+                _check(name, value)
+        head.append(own)
+    if length is not None:
+        head.append(f"Content-Length: {length}\r\n")
+    head.append(f"Date: {rfc822_formatted_time()}\r\n")
+    head.append(_SERVER)
+    if not keep_alive:
+        head.append("Connection: close\r\n")
+    head.append("\r\n")
+    return "".join(head).encode()
+
+
 class Answer(web.Response):
     """A JSON answer (``body`` already serialised) or an empty one; see the module."""
 
@@ -71,6 +120,13 @@ class Answer(web.Response):
         self._zlib_executor = None
         if body is not None:
             self._headers[hdrs.CONTENT_TYPE] = JSON
+
+    @classmethod
+    def of(cls, reply: Reply) -> Answer:
+        answer = cls(reply.body, reply.status)
+        if reply.headers:
+            answer._headers.extend(reply.headers)
+        return answer
 
     async def prepare(self, request: web.BaseRequest):  # type: ignore[no-untyped-def]
         if self._eof_sent or self._payload_writer is not None:
@@ -89,32 +145,18 @@ class Answer(web.Response):
         await request._prepare_hook(self)  # the application's on_response_prepare, as aiohttp
         status = self._status
         body = self._body
-        head = [f"HTTP/1.1 {status} {self._reason}\r\n"]
-        block = self.block
-        if block is not None:
-            head.append(block.lines)
-        headers = self._headers
-        if headers:
-            own = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
-            # One line per header and no other line break: else a value would split the answer.
-            if own.count("\n") != len(headers) or own.count("\r") != len(headers):
-                for name, value in headers.items():
-                    _check(name, value)
-            head.append(own)
+        length = None
         if status in _EMPTY_BODY_STATUSES or status < 200:
             self._must_be_empty_body = True
         else:
-            length = 0 if body is None else len(body)
+            length = writer.length = 0 if body is None else len(body)
             head_only = self._must_be_empty_body = request.method == hdrs.METH_HEAD
-            writer.length = length
-            if length or not head_only:  # as aiohttp: HEAD of an empty answer states no length
-                head.append(f"Content-Length: {length}\r\n")
-        head.append(f"Date: {rfc822_formatted_time()}\r\n")
-        head.append(_SERVER)
-        if not keep_alive:
-            head.append("Connection: close\r\n")
-        head.append("\r\n")
+            if head_only and not length:  # as aiohttp: HEAD of an empty answer states no length
+                length = None
+        headers = self._headers
         # What StreamWriter.write_headers leaves behind, so write_eof sends both in one write.
-        writer._headers_buf = "".join(head).encode()  # type: ignore[attr-defined]
+        writer._headers_buf = serialise_head(  # type: ignore[attr-defined]
+            status, self.block, headers.items(), len(headers), length, keep_alive, self._reason
+        )
         writer._headers_written = False  # type: ignore[attr-defined]
         return writer

@@ -13,6 +13,7 @@ import ipaddress
 from collections.abc import Sequence
 
 from aiohttp import web
+from multidict import CIMultiDictProxy
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -23,16 +24,21 @@ def _trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, proxies: Sequenc
 
 def client_address(request: web.BaseRequest, trusted_proxies: Sequence[Network]) -> str | None:
     """The client's IP address as text, or None (e.g. a unix socket peer)."""
+    return address_of(request.remote, request.headers, trusted_proxies)
+
+
+def address_of(
+    remote: str | None, headers: CIMultiDictProxy[str], trusted_proxies: Sequence[Network]
+) -> str | None:
+    """``client_address`` for a request from the peer ``remote`` with ``headers``."""
     try:
-        address = ipaddress.ip_address(request.remote or "")
+        address = ipaddress.ip_address(remote or "")
     except ValueError:
         return None
     if not trusted_proxies or not _trusted(address, trusted_proxies):
         return str(address)
     hops = [
-        hop.strip()
-        for value in request.headers.getall("X-Forwarded-For", ())
-        for hop in value.split(",")
+        hop.strip() for value in headers.getall("X-Forwarded-For", ()) for hop in value.split(",")
     ]
     for hop in reversed(hops):
         try:
@@ -58,7 +64,10 @@ class ClientAddresses:
         self._direct: dict[str | None, str | None] = {}
 
     def of(self, request: web.BaseRequest) -> str | None:
-        remote = request.remote
+        return self.of_peer(request.remote, request.headers)
+
+    def of_peer(self, remote: str | None, headers: CIMultiDictProxy[str]) -> str | None:
+        """``of`` for a request from the peer ``remote`` with ``headers``."""
         try:
             return self._direct[remote]
         except KeyError:
@@ -68,7 +77,7 @@ class ClientAddresses:
         except ValueError:
             return None
         if self._proxies and _trusted(address, self._proxies):
-            return client_address(request, self._proxies)
+            return address_of(remote, headers, self._proxies)
         if len(self._direct) >= self._MEMORY_LIMIT:
             self._direct.clear()
         text = self._direct[remote] = str(address)

@@ -26,12 +26,15 @@ from urllib.parse import quote
 
 from aiohttp import BodyPartReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
+from multidict import CIMultiDictProxy
 
-from service.api.context import SETTINGS, STORE
+from service.api.answers import Answer, Reply
+from service.api.context import AUTHENTICATOR, SETTINGS, STORE
 from service.api.middleware import error_response, prepare_streamed
-from service.api.routes import PREFIX, authenticate, ok
+from service.api.routes import PREFIX, authenticate, check_credentials, ok, ok_reply
 from service.auth.authenticator import require
 from service.auth.credentials import is_valid_id, new_id
+from service.auth.principal import Principal
 from service.clock import Clock, iso
 from service.errors import (
     FileLimitReached,
@@ -42,6 +45,7 @@ from service.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
+from service.logs import RequestTrace
 from service.store.blobs import FILES_DIRECTORY, BlobMissing, BlobStore, DirectoryBlobs
 from service.store.files_store import BadCursor, FileRecord, FilesStore, decode_cursor
 from service.store.redis_store import AccountGone
@@ -52,6 +56,7 @@ FILES = web.AppKey("files", FilesStore)
 BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
 CLOCK = web.AppKey("files_clock", Clock)  # type: ignore[type-abstract]
 
+FILES_PATH = f"{PREFIX}/files"
 MAX_NAME_LENGTH = 255
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -253,8 +258,25 @@ async def list_files(request: web.Request) -> web.Response:
     require(principal, "files.read")
     limit = _page_size(request)
     after = _cursor(request)
-    page = await request.app[FILES].list_page(principal.user_id, limit, after)
-    return ok(
+    return Answer.of(await _page_reply(request.app, principal, limit, after))
+
+
+async def first_page_reply(
+    app: web.Application, headers: CIMultiDictProxy[str], trace: RequestTrace
+) -> Reply:
+    """``GET /files`` without a query (the first page at the default size), for a request with
+    ``headers``: a gateway route, so also served by the gateway lane
+    (``service.api.gateway_lane``)."""
+    principal = await check_credentials(app[AUTHENTICATOR], headers, trace)
+    require(principal, "files.read")
+    return await _page_reply(app, principal, DEFAULT_LIMIT, None)
+
+
+async def _page_reply(
+    app: web.Application, principal: Principal, limit: int, after: str | None
+) -> Reply:
+    page = await app[FILES].list_page(principal.user_id, limit, after)
+    return ok_reply(
         {"files": [_file_view(record) for record in page.files], "next_cursor": page.next_cursor}
     )
 
@@ -427,8 +449,8 @@ def add_file_routes(app: web.Application, clock: Clock) -> None:
     app.cleanup_ctx.append(metadata)
     app.router.add_routes(
         [
-            web.get(f"{PREFIX}/files", list_files, allow_head=False),
-            web.post(f"{PREFIX}/files", upload_file),
+            web.get(FILES_PATH, list_files, allow_head=False),
+            web.post(FILES_PATH, upload_file),
             web.get(f"{PREFIX}/files/{{file_id}}", get_file, allow_head=False),
             web.get(f"{PREFIX}/files/{{file_id}}/content", download_file, allow_head=False),
             web.delete(f"{PREFIX}/files/{{file_id}}", delete_file),

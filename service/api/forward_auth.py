@@ -44,13 +44,15 @@ from aiohttp import web
 from multidict import CIMultiDictProxy, istr
 from redis.exceptions import RedisError
 
-from service.api.answers import Answer
+from service.api.answers import Answer, Reply
+from service.api.context import AUTHENTICATOR
 from service.api.middleware import as_api_error
-from service.api.routes import PREFIX, authenticate
+from service.api.routes import PREFIX, check_credentials, single_header
 from service.auth.authenticator import REALM, require
 from service.auth.permissions import BIT, to_names
 from service.auth.principal import CredentialType
 from service.errors import ApiError, BadRequest, Forbidden, Unauthorized
+from service.logs import RequestTrace, current_trace
 
 VERIFY_PATH = f"{PREFIX}/auth/verify"
 REQUIRED_PERMISSION = istr("X-Required-Permission")
@@ -89,13 +91,6 @@ _CREDENTIAL_NAMES = {kind: kind.value for kind in CredentialType}
 _PERMISSION_NAMES: dict[int, str] = {}  # mask -> header value; at most 1024 entries
 
 
-def _one(headers: CIMultiDictProxy[str], name: str) -> str | None:
-    values = headers.getall(name, ())
-    if len(values) > 1:
-        raise BadRequest(f"Send the {name} header once.", code="duplicate_header")
-    return values[0] if values else None
-
-
 def _unmapped() -> Forbidden:
     return Forbidden(
         "No permission is mapped to the original request.", code="no_permission_mapping"
@@ -116,8 +111,8 @@ def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
         or _FORWARDED_URI in headers
     ):
         return None  # the common case with X-Required-Permission: no header read twice
-    nginx = _one(headers, _ORIGINAL_METHOD), _one(headers, _ORIGINAL_URI)
-    traefik = _one(headers, _FORWARDED_METHOD), _one(headers, _FORWARDED_URI)
+    nginx = single_header(headers, _ORIGINAL_METHOD), single_header(headers, _ORIGINAL_URI)
+    traefik = single_header(headers, _FORWARDED_METHOD), single_header(headers, _FORWARDED_URI)
     has_nginx = nginx != (None, None)
     if has_nginx and traefik != (None, None):
         raise BadRequest(
@@ -169,7 +164,7 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
 
 def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None, bool]:
     """(named permission, derived permission, session only) for this sub-request."""
-    named = _one(headers, REQUIRED_PERMISSION)
+    named = single_header(headers, REQUIRED_PERMISSION)
     if named is not None and named not in BIT:
         raise BadRequest(
             f"{REQUIRED_PERMISSION} must be one of the permission names.",
@@ -199,10 +194,20 @@ def _permission_names(mask: int) -> str:
 
 
 async def verify(request: web.Request) -> web.Response:
+    return Answer.of(await verify_reply(request.app, request.headers, current_trace.get()))  # type: ignore[arg-type]
+
+
+async def verify_reply(
+    app: web.Application, headers: CIMultiDictProxy[str], trace: RequestTrace
+) -> Reply:
+    """The answer to a sub-request with ``headers`` (see the module); a gateway route, so also
+    served by the gateway lane (``service.api.gateway_lane``)."""
     try:
-        named, derived, session_only = _requirement(request.headers)
+        named, derived, session_only = _requirement(headers)
         try:
-            principal = await authenticate(request, session_only=session_only)
+            principal = await check_credentials(
+                app[AUTHENTICATOR], headers, trace, session_only=session_only
+            )
         except BadRequest as error:  # two credentials, or one sent twice: the client's doing
             raise Unauthorized(error.message, code=error.code, headers=_CHALLENGE) from None
         if named is not None:
@@ -213,14 +218,25 @@ async def verify(request: web.Request) -> web.Response:
         error = as_api_error(caught)
         error.headers = {**error.headers, AUTH_ERROR: error.code}
         raise error from None
-    response = Answer()
-    headers = response.headers
-    headers[_USER_ID] = principal.user_id
-    headers[_CREDENTIAL] = _CREDENTIAL_NAMES[principal.credential]
-    if principal.key_id is not None:
-        headers[_KEY_ID] = principal.key_id
-    headers[_PERMISSIONS] = _permission_names(principal.permissions)
-    return response
+    key_id = principal.key_id
+    credential = _CREDENTIAL_NAMES[principal.credential]
+    permissions = _permission_names(principal.permissions)
+    if key_id is None:
+        return Reply(
+            200,
+            None,
+            ((_USER_ID, principal.user_id), (_CREDENTIAL, credential), (_PERMISSIONS, permissions)),
+        )
+    return Reply(
+        200,
+        None,
+        (
+            (_USER_ID, principal.user_id),
+            (_CREDENTIAL, credential),
+            (_KEY_ID, key_id),
+            (_PERMISSIONS, permissions),
+        ),
+    )
 
 
 def add_forward_auth_routes(app: web.Application) -> None:

@@ -40,17 +40,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from contextvars import Context, copy_context
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.http import HttpProcessingError, HttpVersion11, RawRequestMessage
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
 
+from service.api.gateway_lane import GATEWAY_LANE, GatewayLane, LaneRoute
 from service.api.middleware import REQUEST_HANDLING, _from_http_exception, error_response
 from service.errors import ApiError, BadRequest
+from service.logs import AccessLogger
 
 log = logging.getLogger("service.api")
 
@@ -93,7 +97,19 @@ class EnvelopeRequestHandler(RequestHandler):
     """aiohttp's protocol handler, with its error responses in the JSON error envelope and
     deadlines for a request's headers and body."""
 
-    __slots__ = ("_body", "_body_timeout", "_header_timeout", "_phase", "_read_by", "_read_timer")
+    __slots__ = (
+        "_body",
+        "_body_timeout",
+        "_handed",
+        "_header_timeout",
+        "_in_lane",
+        "_lane",
+        "_lane_context",
+        "_phase",
+        "_read_by",
+        "_read_timer",
+        "_remote",
+    )
 
     def __init__(
         self,
@@ -101,11 +117,20 @@ class EnvelopeRequestHandler(RequestHandler):
         *,
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
+        lane: GatewayLane | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(manager, **kwargs)
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
+        # The lane writes the access line itself: only the service's own access log's.
+        if self._logging_enabled and not isinstance(self.access_logger, AccessLogger):
+            lane = None
+        self._lane = lane
+        self._in_lane: Coroutine[Any, Any, bytes] | None = None  # the request it is answering
+        self._lane_context: Context | None = None
+        self._handed = False  # whether aiohttp's loop was ever handed a request
+        self._remote: str | None = None
         self._phase = _IDLE
         self._read_by = 0.0
         self._read_timer: asyncio.TimerHandle | None = None
@@ -114,6 +139,9 @@ class EnvelopeRequestHandler(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._expect(_OPENED, self._header_timeout)
+        peer = transport.get_extra_info("peername")  # as aiohttp's request.remote gives it
+        if peer is not None:
+            self._remote = str(peer[0]) if isinstance(peer, list | tuple) else str(peer)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
@@ -125,10 +153,13 @@ class EnvelopeRequestHandler(RequestHandler):
 
     def data_received(self, data: bytes) -> None:
         count = self._request_count
-        super().data_received(data)
-        if self._request_count != count:  # a request's headers are in: usually all of it is
-            body = self._messages[-1][1]
-            if body.is_eof():
+        if self._lane is not None and self._payload_parser is None and not self._upgraded:
+            body = self._parse(data)
+        else:
+            super().data_received(data)
+            body = self._messages[-1][1] if self._request_count != count else None
+        if body is not None:  # a request's headers are in: usually all of it is
+            if body is EMPTY_PAYLOAD or body.is_eof():
                 self._phase = _IDLE
             else:
                 self._body = body
@@ -144,6 +175,123 @@ class EnvelopeRequestHandler(RequestHandler):
                 self._expect(_HEADERS, self._header_timeout)
             else:
                 self._phase = _HEADERS
+
+    # -- the gateway lane ------------------------------------------------------------------------
+
+    def _parse(self, data: bytes) -> StreamReader | None:
+        """aiohttp's ``data_received`` for requests (not an upgraded connection), with the gateway
+        lane: a request the lane takes is answered by ``_answer_in_lane`` instead of being queued
+        for aiohttp's handling. The body of the last request whose headers came in, if any."""
+        if self._force_close or self._close:
+            return None
+        try:
+            messages, upgraded, tail = self._parser.feed_data(data)  # type: ignore[union-attr]
+        except HttpProcessingError as exc:
+            messages = [(_ErrInfo(status=400, exc=exc, message=exc.message), EMPTY_PAYLOAD)]
+            upgraded, tail = False, b""
+        queued = False
+        body = None
+        for message, body in messages:
+            self._request_count += 1
+            route = self._route_in_lane(message, body) if self._in_lane is None else None
+            if route is not None:
+                self._parser.message_consumed()  # type: ignore[union-attr]
+                self._start_in_lane(route, message)
+            else:
+                self._messages.append((message, body))
+                self._handed = queued = True
+        waiter = self._waiter
+        if queued and self._in_lane is None and waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if not self._buffer_paused and len(self._messages) >= self._max_msg_queue_size:
+            self._pause_reading_for_buffer()
+        self._upgraded = upgraded
+        if upgraded and tail:
+            self._message_tail = tail
+        return body
+
+    def _route_in_lane(
+        self, message: RawRequestMessage | _ErrInfo, body: StreamReader
+    ) -> LaneRoute | None:
+        """The lane's route for this request, if the lane takes it (``service.api.gateway_lane``):
+        a keep-alive HTTP/1.1 GET without a body to one of its paths, while aiohttp's handling of
+        the connection is idle (nothing queued or in hand, so answers keep their order) and the
+        client reads what it is sent (else aiohttp's handling waits until it does)."""
+        if body is not EMPTY_PAYLOAD or type(message) is not RawRequestMessage:
+            return None
+        route = self._lane.routes.get(message.path)  # type: ignore[union-attr]
+        if (
+            route is None
+            or message.method != hdrs.METH_GET
+            or message.version != HttpVersion11
+            or message.should_close
+            or message.upgrade
+            or hdrs.EXPECT in message.headers
+            or self._messages
+            or self._paused
+        ):
+            return None
+        waiter = self._waiter
+        if waiter is None:  # aiohttp's loop has not started, or is between requests
+            return None if self._handed else route
+        return None if waiter.done() else route
+
+    def _start_in_lane(self, route: LaneRoute, message: RawRequestMessage) -> None:
+        """Answer ``message`` in the lane. Its coroutine is driven here, as a task would drive it
+        but without making one (a task costs about as much again as the lane saves on its
+        other steps): in a context of its own, so its trace is its own, resumed by the futures
+        it waits for. The lane's routes wait only for the pipelined connection's replies."""
+        self._manager.requests_count += 1  # type: ignore[union-attr]
+        self._request_in_progress = True  # a graceful shutdown waits for it too
+        self._in_lane = self._lane.answer(  # type: ignore[union-attr]
+            route, message, self._remote, self._logging_enabled
+        )
+        self._lane_context = context = copy_context()
+        context.run(self._advance_in_lane)
+
+    def _resume_in_lane(self, _future: asyncio.Future[Any]) -> None:
+        self._advance_in_lane()  # called in the lane's context
+
+    def _advance_in_lane(self) -> None:
+        coroutine = self._in_lane
+        try:
+            awaited = coroutine.send(None)  # type: ignore[union-attr]
+        except StopIteration as done:
+            self._finish_in_lane(done.value)
+            return
+        except BaseException:
+            log.exception("could not answer a request in the gateway lane")
+            self.force_close()
+            self._finish_in_lane(None)
+            return
+        if getattr(awaited, "_asyncio_future_blocking", None):  # a future, as a task takes it
+            awaited._asyncio_future_blocking = False
+            awaited.add_done_callback(self._resume_in_lane, context=self._lane_context)
+        elif awaited is None:  # a bare yield: go on at the loop's next turn
+            self._loop.call_soon(self._advance_in_lane, context=self._lane_context)
+        else:
+            coroutine.close()  # type: ignore[union-attr]
+            log.error("the gateway lane cannot wait for %s", type(awaited).__name__)
+            self.force_close()
+            self._finish_in_lane(None)
+
+    def _finish_in_lane(self, answer: bytes | None) -> None:
+        self._in_lane = self._lane_context = None
+        self._request_in_progress = False
+        transport = self.transport
+        if answer is not None and transport is not None:
+            transport.write(answer)
+            # The keep-alive timer, as aiohttp's loop sets it after each request.
+            loop = self._loop
+            close_time = self._next_keepalive_close_time = loop.time() + self._keepalive_timeout
+            if self._keepalive_handle is None and not self._force_close:
+                self._keepalive_handle = loop.call_at(close_time, self._process_keepalive)
+        handler_waiter = self._handler_waiter  # a graceful shutdown waiting for this request
+        if handler_waiter is not None and not handler_waiter.done():
+            handler_waiter.set_result(None)
+        waiter = self._waiter
+        if self._messages and waiter is not None and not waiter.done():
+            waiter.set_result(None)  # what came in meanwhile, in aiohttp's hands now
 
     def _expect(self, phase: int, seconds: float) -> None:
         """Wait for ``phase`` for at most ``seconds`` from now; the timer fires no later."""
@@ -249,13 +397,21 @@ class EnvelopeServer(web.Server):
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
         wrap: Callable[[Handler], Handler] = _outer_envelope,
+        lane: GatewayLane | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(wrap(handler), **kwargs)
         self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
+        self._lane = lane
 
     def __call__(self) -> RequestHandler:
-        return EnvelopeRequestHandler(self, loop=self._loop, **self._timeouts, **self._kwargs)
+        return EnvelopeRequestHandler(
+            self,
+            loop=self._loop,
+            lane=self._lane,
+            **self._timeouts,
+            **self._kwargs,
+        )
 
 
 class EnvelopeAppRunner(web.AppRunner):
@@ -280,12 +436,21 @@ class EnvelopeAppRunner(web.AppRunner):
             # The service's application brings what every request goes through; any other
             # gets its HTTP errors answered in the envelope.
             wrap=self.app.get(REQUEST_HANDLING, _outer_envelope),
+            lane=self._gateway_lane(),
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=server._loop,
             **self._timeouts,
             **server._kwargs,
         )
+
+    def _gateway_lane(self) -> GatewayLane | None:
+        """The application's gateway lane (made at its start-up), unless it has middlewares or
+        response hooks that the lane would pass by."""
+        app = self.app
+        if REQUEST_HANDLING not in app or app.middlewares or app.on_response_prepare:
+            return None
+        return app.get(GATEWAY_LANE)
 
 
 async def _serve(runner: web.AppRunner, host: str, port: int, reuse_port: bool | None) -> None:

@@ -54,7 +54,8 @@ _REFUSAL_BODIES: dict[tuple[str, str], bytes] = {}
 _REFUSAL_BODIES_KEPT = 1024
 
 
-def error_response(error: ApiError) -> Answer:
+def error_body(error: ApiError) -> bytes:
+    """The envelope of a refusal, serialised."""
     if error.details is None:
         key = (error.code, error.message)
         body = _REFUSAL_BODIES.get(key)
@@ -64,14 +65,17 @@ def error_response(error: ApiError) -> Answer:
             )
             if len(_REFUSAL_BODIES) < _REFUSAL_BODIES_KEPT:
                 _REFUSAL_BODIES[key] = body
-    else:
-        body = orjson.dumps(
-            {
-                "success": False,
-                "error": {"code": error.code, "message": error.message, "details": error.details},
-            }
-        )
-    response = Answer(body, error.status)
+        return body
+    return orjson.dumps(
+        {
+            "success": False,
+            "error": {"code": error.code, "message": error.message, "details": error.details},
+        }
+    )
+
+
+def error_response(error: ApiError) -> Answer:
+    response = Answer(error_body(error), error.status)
     if error.headers:
         response.headers.update(error.headers)
     return response
@@ -126,7 +130,7 @@ _SECURITY_HEADERS = {
 }
 # Serialised once for the API's answers; names as multidict's case-insensitive strings for any
 # other response, so none works out their lower case again.
-_RESOURCE_HEADERS = header_block({**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP})
+RESOURCE_HEADERS = header_block({**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP})
 _PAGE_HEADERS = tuple(
     (istr(name), value)
     for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items()
@@ -181,33 +185,15 @@ def request_handling(
                     request._match_info = route.match_info
                     trace.route = route.canonical
                     response = await route.handler(request)
-            except ApiError as error:
-                if error.status == 403 and trace.outcome == "ok":  # ``require`` after the check
-                    trace.outcome = error.code
-                if error.status >= 500:
-                    log.warning("refused %s %s: %s", request.method, _path(request), error.code)
-                response = error_response(error)
             except web.HTTPException as exc:
                 if exc.status < 400:  # a redirect or the like: aiohttp answers it as it is
                     _route(request, trace)
                     standard_headers(exc, trace, rate_fields)
-                    _account(metrics, request.method, exc.status, trace)
+                    record_answer(metrics, request.method, exc.status, trace)
                     raise
-                response = error_response(as_api_error(exc))
-            except ConnectionResetError:  # the client went away while its body was read
-                log.info("client went away during %s %s", request.method, _path(request))
-                response = error_response(ClientClosedRequest())
-            except RedisError as exc:
-                log.error(
-                    "credential store error on %s %s: %s",
-                    request.method,
-                    _path(request),
-                    type(exc).__name__,
-                )
-                response = error_response(as_api_error(exc))
+                response = error_response(refusal(exc, trace, method, request.path))
             except Exception as exc:
-                log.exception("unexpected error on %s %s", request.method, _path(request))
-                response = error_response(as_api_error(exc))
+                response = error_response(refusal(exc, trace, method, request.path))
             finally:
                 if login:
                     logins.dec()  # type: ignore[union-attr]
@@ -219,12 +205,49 @@ def request_handling(
                 log.error(
                     "%s answered without the standard headers: use prepare_streamed", trace.route
                 )
-            _account(metrics, method, response.status, trace)
+            record_answer(metrics, method, response.status, trace)
             return response
 
         return handle
 
     return wrap
+
+
+def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiError:
+    """The refusal an exception that escaped a route's handler is answered with (see
+    ``request_handling``), logged as it deserves: a client gone while its body was read at INFO,
+    a Redis failure as an error, anything unexpected with its traceback."""
+    if isinstance(exc, ApiError):
+        if exc.status == 403 and trace.outcome == "ok":  # ``require`` after the check
+            trace.outcome = exc.code
+        if exc.status >= 500:
+            log.warning("refused %s %s: %s", method, loggable_path(path), exc.code)
+        return exc
+    if isinstance(exc, web.HTTPException):
+        return as_api_error(exc)
+    if isinstance(exc, ConnectionResetError):  # the client went away while its body was read
+        log.info("client went away during %s %s", method, loggable_path(path))
+        return ClientClosedRequest()
+    if isinstance(exc, RedisError):
+        log.error(
+            "credential store error on %s %s: %s", method, loggable_path(path), type(exc).__name__
+        )
+        return as_api_error(exc)
+    log.error("unexpected error on %s %s", method, loggable_path(path), exc_info=exc)
+    return as_api_error(exc)
+
+
+def trace_headers(
+    trace: RequestTrace, rate_fields: RateLimitFields | None
+) -> list[tuple[str, str]]:
+    """The headers an answer gets from its request's trace: ``X-Request-ID`` and, for an
+    accepted credential, ``RateLimit-Policy`` and ``RateLimit``."""
+    headers = [(_REQUEST_ID, trace.request_id)]
+    rate = trace.rate
+    if rate is not None and rate_fields is not None:
+        headers.append((_RATE_LIMIT_POLICY, rate.policy or rate_fields.policy))  # a key's own
+        headers.append((_RATE_LIMIT, rate_fields.current(rate)))  # type: ignore[arg-type]
+    return headers
 
 
 class PlainRoute(NamedTuple):
@@ -287,11 +310,6 @@ async def prepare_streamed(request: web.Request, response: web.StreamResponse) -
     await response.prepare(request)
 
 
-def _path(request: web.Request) -> str:
-    """The request's path as a log line may show it: anything credential-shaped masked."""
-    return loggable_path(request.path)
-
-
 def standard_headers(
     response: web.StreamResponse | web.HTTPException,
     trace: RequestTrace,
@@ -300,19 +318,16 @@ def standard_headers(
     """Add the headers every answer of the application gets (see ``request_handling``)."""
     headers = response.headers
     if type(response) is Answer:
-        response.block = _RESOURCE_HEADERS
+        response.block = RESOURCE_HEADERS
     else:
         html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
         # No handler sets any of these, so they are added without looking for earlier values.
-        headers.extend(_PAGE_HEADERS if html else _RESOURCE_HEADERS.pairs)
-    headers[_REQUEST_ID] = trace.request_id
-    rate = trace.rate
-    if rate is not None and rate_fields is not None:
-        headers[_RATE_LIMIT_POLICY] = rate.policy or rate_fields.policy  # a key's own, if any
-        headers[_RATE_LIMIT] = rate_fields.current(rate)  # type: ignore[arg-type]
+        headers.extend(_PAGE_HEADERS if html else RESOURCE_HEADERS.pairs)
+    for name, value in trace_headers(trace, rate_fields):
+        headers[name] = value
 
 
-def _account(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:
+def record_answer(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:
     if metrics is None:
         return
     try:

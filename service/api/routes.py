@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
-from multidict import istr
+from multidict import CIMultiDictProxy, istr
 
-from service.api.answers import Answer
+from service.api.answers import Answer, Reply
 from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS
 from service.api.middleware import as_api_error
@@ -30,6 +30,7 @@ from service.api.validation import (
 )
 from service.auth.accounts import MAX_USER_AGENT_LENGTH
 from service.auth.audit import Origin
+from service.auth.authenticator import Authenticator
 from service.auth.permissions import to_names
 from service.auth.principal import CredentialType, Principal
 from service.clock import iso
@@ -45,8 +46,13 @@ def ok(data: dict[str, Any], status: int = 200) -> Answer:
     return Answer(orjson.dumps({"success": True, "data": data}), status)
 
 
-def _single_header(request: web.Request, name: str) -> str | None:
-    values = request.headers.getall(name, ())
+def ok_reply(data: dict[str, Any]) -> Reply:
+    """``ok(data)`` as a gateway route's ``Reply``."""
+    return Reply(200, orjson.dumps({"success": True, "data": data}))
+
+
+def single_header(headers: CIMultiDictProxy[str], name: str) -> str | None:
+    values = headers.getall(name, ())
     if len(values) > 1:
         raise BadRequest(f"Send the {name} header once.", code="duplicate_header")
     return values[0] if values else None
@@ -55,27 +61,45 @@ def _single_header(request: web.Request, name: str) -> str | None:
 async def authenticate(
     request: web.Request, *, session_only: bool = False, counted: bool = True
 ) -> Principal:
-    """The request's principal, the one credential check every handler goes through.
+    """The request's principal, the one credential check every handler goes through
+    (``check_credentials`` with the request's headers and trace)."""
+    return await check_credentials(
+        request.app[AUTHENTICATOR],
+        request.headers,
+        current_trace.get(),  # type: ignore[arg-type]  # set by request_handling
+        session_only=session_only,
+        counted=counted,
+    )
+
+
+async def check_credentials(
+    authenticator: Authenticator,
+    headers: CIMultiDictProxy[str],
+    trace: RequestTrace,
+    *,
+    session_only: bool = False,
+    counted: bool = True,
+) -> Principal:
+    """The principal of a request with ``headers``, the one credential check every route goes
+    through, whichever way it was served.
 
     The client's address comes from the request's trace, where the request's handling worked it
     out once (trusted proxies included; for forward-auth, the address the gateway forwards): a
     key with an allow-list is checked against it. The check's credential type, outcome,
     duration, key id and rate verdict go to the trace, which feeds the access log, the metrics
     and the response's RateLimit fields (``service.api.middleware``)."""
-    headers = request.headers
     api_key = authorization = None
     if _API_KEY in headers:
-        api_key = _single_header(request, _API_KEY)
+        api_key = single_header(headers, _API_KEY)
     if hdrs.AUTHORIZATION in headers:
-        authorization = _single_header(request, hdrs.AUTHORIZATION)
-    trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # set by request_handling
+        authorization = single_header(headers, hdrs.AUTHORIZATION)
     if api_key is not None:
         trace.credential = "api_key" if authorization is None else "both"
     else:
         trace.credential = "session" if authorization is not None else "none"
     started = perf_counter()
     try:
-        principal = await request.app[AUTHENTICATOR].authenticate(
+        principal = await authenticator.authenticate(
             api_key, authorization, session_only=session_only, counted=counted, client=trace.remote
         )
     except Exception as error:

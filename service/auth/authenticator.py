@@ -16,6 +16,8 @@ Refusals name the reason in their code but never echo the credential.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from service.auth import credentials
 from service.auth.key_rules import AllowLists
 from service.auth.permissions import ALL_PERMISSIONS_MASK
@@ -75,7 +77,7 @@ class Authenticator:
         self._key_rates = KeyRates()
         self._allow_lists = AllowLists()
 
-    async def authenticate(
+    def authenticate(
         self,
         api_key: str | None,
         authorization: str | None,
@@ -83,8 +85,11 @@ class Authenticator:
         session_only: bool = False,
         counted: bool = True,
         client: str | None = None,
-    ) -> Principal:
-        """Resolve the request's one credential; raise 400/401/403 errors on any doubt.
+    ) -> Awaitable[Principal]:
+        """Resolve the request's one credential; raise 400/401/403 errors on any doubt (some
+        at once, before anything is awaited). Await what it returns for the principal: the
+        credential's own check, with no coroutine of its own around it (each one a request
+        awaits through is paid for again on every resumption).
 
         ``counted`` False takes nothing from the credential's rate bucket: ending a credential
         (logout, revoking a key) must work however busy the credential is. ``client`` is the
@@ -101,9 +106,9 @@ class Authenticator:
                     "not an API key.",
                     code="session_required",
                 )
-            return await self.api_key(api_key, counted, client)
+            return self.api_key(api_key, counted, client)
         if authorization is not None:
-            return await self.session(bearer_token(authorization), counted)
+            return self.session(bearer_token(authorization), counted)
         raise Unauthorized(
             "Send an API key in X-API-Key or a session token in Authorization: Bearer."
             if not session_only

@@ -221,11 +221,17 @@ class PipelinedRedis:
         """Send one command and return its reply (strings decoded as UTF-8)."""
         return await self.execute_packed(hiredis.pack_command(args))
 
-    async def execute_packed(self, command: bytes) -> Any:
-        """Send one command already in the protocol's encoding (``CommandTemplate.pack``)."""
+    def execute_packed(self, command: bytes) -> Awaitable[Any]:
+        """Send one command already in the protocol's encoding (``CommandTemplate.pack``); await
+        what this returns for the reply. While connected that is the reply's future itself: the
+        hot path's await does not go through one more coroutine."""
         protocol = self._protocol
         if protocol is None or not protocol.usable:
-            protocol = await self._connect()
+            return self._connect_and_send(command)
+        return protocol.send(command)
+
+    async def _connect_and_send(self, command: bytes) -> Any:
+        protocol = await self._connect()
         return await protocol.send(command)
 
     async def execute_asking(self, command: bytes) -> Any:
@@ -260,14 +266,14 @@ class PipelinedRedis:
             return await self._connect_now()
 
     async def _connect_now(self) -> _Protocol:
+        # wait_for rather than asyncio.timeout: the gateway lane drives its requests without a
+        # task (service.api.low_level), and asyncio.timeout needs one.
         try:
-            async with asyncio.timeout(self._timeout):
-                protocol = await self._open()
+            protocol = await asyncio.wait_for(self._open(), self._timeout)
         except (OSError, TimeoutError, RedisError) as error:
             raise RedisConnectionError(f"cannot connect to Redis: {type(error).__name__}") from None
         try:
-            async with asyncio.timeout(self._timeout):
-                await self._handshake(protocol)
+            await asyncio.wait_for(self._handshake(protocol), self._timeout)
         except BaseException as error:
             protocol.close()  # not yet ours to keep: a refused AUTH must not leak a socket
             if isinstance(error, TimeoutError):

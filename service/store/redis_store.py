@@ -671,6 +671,11 @@ class RedisStore:
         self._release_attempt = redis.register_script(_RELEASE_ATTEMPT)
         self.audit = AuditStore(redis, self.keys)
 
+    @property
+    def pipelined(self) -> bool:
+        """Whether the per-request reads go through the auto-pipelined connection."""
+        return self._hot is not None
+
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
 

@@ -1,0 +1,114 @@
+"""The gateway lane: the requests an API gateway sends over and over, answered straight from the
+parsed request, without aiohttp's per-request objects.
+
+Which requests: a keep-alive HTTP/1.1 ``GET`` without a body to exactly one of the lane's paths
+(``GET /api/v1/auth/verify``, the forward-auth sub-request, and ``GET /api/v1/files`` without a
+query), on a connection with no other request in hand. The server's protocol handler
+(``service.api.low_level``) picks them; anything else (another method or path, a query string,
+HTTP/1.0, ``Connection: close``, ``Expect``, a body, a request pipelined behind one not yet
+answered, a client that does not read its answers) goes through aiohttp as before.
+
+What it does is what ``service.api.middleware.request_handling`` does for those routes, through
+the same functions: the trace (request id, client address with trusted proxies), the route
+(``forward_auth.verify_reply``, ``files.first_page_reply``: the aiohttp handlers of the same
+routes call them too), refusals as the error envelope (``middleware.refusal``), the headers (the
+security block and ``middleware.trace_headers``), the metrics and the access line. So the answer
+is the same, byte for byte but for ``Date`` and the request id; ``tests/api/test_gateway_lane.py``
+sends every case both ways and compares.
+
+What it leaves out is aiohttp's machinery around a request: the ``Request`` and ``StreamWriter``
+objects, the router, the ``Response`` object with its multidict of headers, the two task switches
+of the connection's loop and the separate write of the answer's end. On the gateway's path that
+machinery cost more than the credential check itself (``docs/benchmarks.md``).
+``FILEHOST_GATEWAY_LANE=off`` sends every request through aiohttp instead.
+
+Never logs or echoes a credential: it hands the headers to the same credential check as every
+route, and logs only what ``access_line`` logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.http import RawRequestMessage
+from multidict import CIMultiDictProxy
+
+from service.api.answers import JSON, Reply, serialise_head
+from service.api.client_address import ClientAddresses
+from service.api.middleware import (
+    RESOURCE_HEADERS,
+    error_body,
+    record_answer,
+    refusal,
+    trace_headers,
+)
+from service.auth.rate_limits import RateLimitFields
+from service.logs import LINES, RequestTrace, access_line, current_trace, request_id_from
+from service.metrics import Metrics
+
+# A gateway route: the application, the request's headers and its trace to the answer. Raises
+# what any handler raises (an ``ApiError``, a Redis error), answered as the envelope.
+LaneRoute = Callable[[web.Application, CIMultiDictProxy[str], RequestTrace], Awaitable[Reply]]
+
+GATEWAY_LANE = web.AppKey("gateway_lane", "GatewayLane")  # type: ignore[arg-type]
+
+_GET = "GET"
+_CONTENT_TYPE = ("Content-Type", JSON)
+_EMPTY_BODY_STATUSES = frozenset({204, 304})
+
+
+class GatewayLane:
+    """The lane's routes by path, and how it answers one request (see the module)."""
+
+    __slots__ = ("_addresses", "_app", "_metrics", "_rate_fields", "routes")
+
+    def __init__(
+        self,
+        app: web.Application,
+        routes: dict[str, LaneRoute],
+        addresses: ClientAddresses,
+        metrics: Metrics | None,
+        rate_fields: RateLimitFields | None,
+    ) -> None:
+        self._app = app
+        self.routes = routes
+        self._addresses = addresses
+        self._metrics = metrics
+        self._rate_fields = rate_fields
+
+    async def answer(
+        self, route: LaneRoute, message: RawRequestMessage, remote: str | None, log_access: bool
+    ) -> bytes:
+        """The whole answer to ``message`` (a request the lane takes, from the peer ``remote``),
+        to be written as it is; counted in the metrics and, with ``log_access``, logged."""
+        headers = message.headers
+        path = message.path
+        trace = RequestTrace(
+            request_id_from(headers), path, self._addresses.of_peer(remote, headers)
+        )
+        # The lane runs each request in a task of its own, as aiohttp does: log records made
+        # while it is handled carry its request id.
+        current_trace.set(trace)
+        try:
+            status, body, own = await route(self._app, headers, trace)
+        except Exception as exc:  # as request_handling answers it
+            status, body, own = _refused(exc, trace, path)
+        pairs = [_CONTENT_TYPE, *own] if body is not None else [*own]
+        pairs += trace_headers(trace, self._rate_fields)
+        if status in _EMPTY_BODY_STATUSES or status < 200:
+            length, body = None, None
+        else:
+            length = 0 if body is None else len(body)
+        head = serialise_head(status, RESOURCE_HEADERS, pairs, len(pairs), length, True)
+        record_answer(self._metrics, _GET, status, trace)
+        if log_access:
+            LINES.add(access_line(trace, _GET, path, status))
+        return head + body if body else head
+
+
+def _refused(exc: Exception, trace: RequestTrace, path: str) -> Reply:
+    # Kept apart so that no frame of the lane holds the exception: with its traceback it would
+    # make a reference cycle per refusal for the garbage collector.
+    error = refusal(exc, trace, _GET, path)
+    return Reply(error.status, error_body(error), tuple(error.headers.items()))

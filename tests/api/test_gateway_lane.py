@@ -1,0 +1,261 @@
+"""The gateway lane (``service.api.gateway_lane``) answers what aiohttp's handling answers, byte
+for byte but for ``Date`` and a generated request id, and only what it should: each case is
+sent over a raw connection to a server with the lane and to one without it, and the lane's own
+answers are counted, so a case the lane did not take cannot pass as one it did."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import orjson
+import pytest
+
+from service.api.context import SETTINGS
+from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
+from service.app import create_app
+from service.logs import AccessLogger
+from tests.api.test_files import uploaded
+from tests.api.test_ops import value
+from tests.conftest import Api, EnvelopeTestServer
+
+VERIFY = "/api/v1/auth/verify"
+FILES = "/api/v1/files"
+_GENERATED_ID = re.compile(r"X-Request-ID: [0-9a-f]{32}\r\n")
+
+
+@pytest.fixture
+def lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests the lane answered, in order."""
+    answered: list[str] = []
+    answer = GatewayLane.answer
+
+    async def counted(self: GatewayLane, route: Any, message: Any, *rest: Any) -> bytes:
+        answered.append(message.path)
+        return await answer(self, route, message, *rest)
+
+    monkeypatch.setattr(GatewayLane, "answer", counted)
+    return answered
+
+
+async def _pipelined(port: int, raw: bytes, answers: int = 1) -> list[bytes]:
+    """Send ``raw`` (one or more requests) at once on one connection; the answers, in order."""
+    return await _exchange(port, [raw], answers)
+
+
+async def _exchange(
+    port: int, requests: list[bytes], answers: int = 0, bodies: bool = True
+) -> list[bytes]:
+    """Send each request on one connection once the answer to the one before it came; the
+    answers, in order (``answers`` of them for the last, when it holds several requests; their
+    heads only, without ``bodies``)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        result = []
+        for index, raw in enumerate(requests):
+            writer.write(raw)
+            expected = answers if answers and index == len(requests) - 1 else 1
+            for _ in range(expected):
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                length = re.search(rb"Content-Length: (\d+)", head)
+                body = b""
+                if length and bodies:
+                    body = await reader.readexactly(int(length.group(1)))
+                result.append(head + body)
+        return result
+    finally:
+        writer.close()
+
+
+def _request(path: str, headers: dict[str, str], version: str = "1.1") -> bytes:
+    lines = [f"GET {path} HTTP/{version}", "Host: 127.0.0.1"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _comparable(answer: bytes) -> bytes:
+    answer = re.sub(rb"Date: [^\r]*\r\n", b"Date: -\r\n", answer)
+    # Both servers take from the same credential's bucket: what remains differs by a request.
+    answer = re.sub(rb'(RateLimit: "credential";r=)\d+', rb"\1-", answer)
+    return _GENERATED_ID.sub("X-Request-ID: generated\r\n", answer.decode()).encode()
+
+
+@pytest.fixture
+async def both(make_api: Any) -> tuple[Api, Api]:
+    """The same service twice, on one store: with the gateway lane, and without it."""
+    lane = await make_api()
+    plain = await make_api(gateway_lane=False)
+    assert GATEWAY_LANE in lane.app and GATEWAY_LANE not in plain.app
+    return lane, plain
+
+
+@pytest.fixture
+async def credentials(both: tuple[Api, Api]) -> dict[str, str]:
+    api = both[0]
+    token = await api.user_with_session("lane@example.com")
+    reader = await api.create_key(token, permissions=["files.read"])
+    writer = await api.create_key(token, name="writer", permissions=["files.write"])
+    await uploaded(api, b"hello", token=token, filename="a.txt")
+    return {"token": token, "reader": reader["secret_key"], "writer": writer["secret_key"]}
+
+
+# Each case: (path, headers) with {token}, {reader} and {writer} filled in.
+CASES = {
+    "verify, key holding the permission": (
+        VERIFY,
+        {"X-API-Key": "{reader}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, key lacking the permission": (
+        VERIFY,
+        {"X-API-Key": "{writer}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, session": (
+        VERIFY,
+        {"Authorization": "Bearer {token}", "X-Required-Permission": "files.write"},
+    ),
+    "verify, original request nginx sends": (
+        VERIFY,
+        {"X-API-Key": "{reader}", "X-Original-Method": "GET", "X-Original-URI": "/api/v1/files"},
+    ),
+    "verify, key on the key endpoints": (
+        VERIFY,
+        {"X-API-Key": "{reader}", "X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/api/v1/keys"},
+    ),
+    "verify, no credential": (VERIFY, {"X-Required-Permission": "files.read"}),
+    "verify, malformed key": (
+        VERIFY,
+        {"X-API-Key": "fhk_notakey", "X-Required-Permission": "files.read"},
+    ),
+    "verify, both credentials": (
+        VERIFY,
+        {
+            "X-API-Key": "{reader}",
+            "Authorization": "Bearer {token}",
+            "X-Required-Permission": "files.read",
+        },
+    ),
+    "verify, unknown permission name": (
+        VERIFY,
+        {"X-API-Key": "{reader}", "X-Required-Permission": "files.delete"},
+    ),
+    "verify, no permission named": (VERIFY, {"X-API-Key": "{reader}"}),
+    "verify, a client's request id": (
+        VERIFY,
+        {"X-API-Key": "{reader}", "X-Required-Permission": "files.read", "X-Request-ID": "gw-1"},
+    ),
+    "files, key": (FILES, {"X-API-Key": "{reader}"}),
+    "files, session": (FILES, {"Authorization": "Bearer {token}"}),
+    "files, key lacking files.read": (FILES, {"X-API-Key": "{writer}"}),
+    "files, unsupported scheme": (FILES, {"Authorization": "Basic YTpi"}),
+    "files, no credential": (FILES, {}),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_the_lane_answers_as_aiohttps_handling_does(
+    case: str,
+    both: tuple[Api, Api],
+    credentials: dict[str, str],
+    lane_answers: list[str],
+) -> None:
+    path, template = CASES[case]
+    headers = {name: value.format(**credentials) for name, value in template.items()}
+    lane, plain = both
+    # Twice on each connection: a connection's first request and a kept-alive one.
+    via_lane = await _exchange(lane.client.server.port, [_request(path, headers)] * 2)
+    assert lane_answers == [path, path]
+    via_aiohttp = await _exchange(plain.client.server.port, [_request(path, headers)] * 2)
+    assert lane_answers == [path, path]
+    for ours, theirs in zip(via_lane, via_aiohttp, strict=True):
+        assert _comparable(ours) == _comparable(theirs)
+    assert b"fhk_" not in b"".join(via_lane) and b"fhs_" not in b"".join(via_lane)
+
+
+@pytest.mark.parametrize(
+    ("request_line", "extra"),
+    [
+        ("GET /api/v1/files HTTP/1.0", ""),
+        ("GET /api/v1/files HTTP/1.1", "Connection: close\r\n"),
+        ("GET /api/v1/files?limit=1 HTTP/1.1", ""),
+        ("HEAD /api/v1/auth/verify HTTP/1.1", ""),
+        ("GET /api/v1/files/ HTTP/1.1", ""),
+        ("GET /api/v1/files HTTP/1.1", "Content-Length: 2\r\n"),
+    ],
+)
+async def test_requests_the_lane_does_not_take_are_answered_by_aiohttp(
+    request_line: str,
+    extra: str,
+    both: tuple[Api, Api],
+    credentials: dict[str, str],
+    lane_answers: list[str],
+) -> None:
+    lane, _ = both
+    body = "{}" if "Content-Length" in extra else ""
+    raw = f"{request_line}\r\nHost: x\r\nX-API-Key: {credentials['reader']}\r\n{extra}\r\n{body}"
+    [answer] = await _exchange(lane.client.server.port, [raw.encode()], bodies=False)
+    assert lane_answers == []
+    assert answer.startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")) and b"X-Request-ID: " in answer
+
+
+async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
+    both: tuple[Api, Api], credentials: dict[str, str], lane_answers: list[str]
+) -> None:
+    lane, _ = both
+    key = {"X-API-Key": credentials["reader"], "X-Required-Permission": "files.read"}
+    session = {"Authorization": f"Bearer {credentials['token']}"}
+    raw = (
+        _request(VERIFY, {**key, "X-Request-ID": "r1"})  # the lane
+        + _request("/api/v1/auth/session", {**session, "X-Request-ID": "r2"})  # aiohttp
+        + _request(VERIFY, {**key, "X-Request-ID": "r3"})  # behind aiohttp's: aiohttp
+        + _request(FILES, {**session, "X-Request-ID": "r4"})
+    )
+    answers = await _pipelined(lane.client.server.port, raw, 4)
+    ids = [re.search(rb"X-Request-ID: (\S+)", answer).group(1) for answer in answers]
+    assert ids == [b"r1", b"r2", b"r3", b"r4"]
+    assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
+    assert lane_answers == [VERIFY]
+    # The connection is idle again: its next request is the lane's.
+    more = await _pipelined(lane.client.server.port, _request(VERIFY, key) * 3, 3)
+    assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in more)
+    assert lane_answers == [VERIFY] * 2  # the first; the two behind it wait for it in aiohttp
+
+
+async def test_a_lane_request_is_counted_and_logged_as_any_other(
+    make_api: Any,
+    aiohttp_client: Any,
+    clock: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    lane_answers: list[str],
+) -> None:
+    api = await make_api()
+    token = await api.user_with_session("logged@example.com")
+    key = (await api.create_key(token))["secret_key"]
+    lines: list[bytes] = []
+
+    class Lines:  # the log's line buffer, keeping what it is given
+        add = staticmethod(lines.append)
+
+    monkeypatch.setattr("service.api.gateway_lane.LINES", Lines())
+    # The service's own access log at INFO, as production serves.
+    caplog.set_level(logging.INFO, logger="aiohttp.access")
+    app = create_app(api.app[SETTINGS], clock=clock)
+    server = EnvelopeTestServer(app)
+    await server.start_server(access_log_class=AccessLogger)
+    client = await aiohttp_client(server)
+    request = _request(VERIFY, {"X-API-Key": key, "X-Required-Permission": "files.read"})
+    answers = await _exchange(client.server.port, [request] * 3)
+    assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
+    assert lane_answers == [VERIFY] * 3
+    logged = [orjson.loads(line) for line in lines]
+    assert [entry["status"] for entry in logged] == [200, 200, 200]
+    assert {entry["route"] for entry in logged} == {VERIFY}
+    assert all(entry["credential"] == "api_key" and entry["auth"] == "ok" for entry in logged)
+    assert not any(key in line.decode() for line in lines)
+    text = await (await client.get("/metrics")).text()
+    requests = "filehost_http_requests_total"
+    assert value(text, requests, route=VERIFY, method="GET", status="200") == 3
+    checks = "filehost_auth_checks_total"
+    assert value(text, checks, credential="api_key", outcome="ok") == 3
