@@ -243,8 +243,9 @@ class JsonLinesHandler(logging.Handler):
 
 def configure_logging(level: str) -> None:
     """JSON lines on standard error for every logger, at ``level``."""
-    global _pid
+    global _pid, _LINE_HEADS
     _pid = os.getpid()
+    _LINE_HEADS = _line_heads(_pid)
     LINES.flush()
     LINES._fd = sys.stderr.fileno()
     logging.basicConfig(level=level, handlers=[JsonLinesHandler(LINES)], force=True)
@@ -252,21 +253,31 @@ def configure_logging(level: str) -> None:
 
 _pid = os.getpid()
 ACCESS_LOGGER_NAME = "aiohttp.access"
-# The access line's timestamp down to the second, made once a second rather than per line.
+
+
+def _line_heads(pid: int) -> tuple[bytes, ...]:
+    """What an access line holds after its timestamp's second and before its own fields, by
+    millisecond: the milliseconds, then the fields every access line of this process shares."""
+    shared = f'"level":"INFO","pid":{pid},"logger":"{ACCESS_LOGGER_NAME}","msg":"request",'
+    return tuple(f'.{millis:03d}Z",{shared}'.encode() for millis in range(1000))
+
+
+_LINE_HEADS = _line_heads(_pid)
+# The start of an access line down to the second of its timestamp, made once a second.
 _second = -1
-_second_text = ""
+_second_start = b""
 
 
-_MILLIS = tuple(f".{millis:03d}Z" for millis in range(1000))
-
-
-def _access_timestamp(now: float) -> str:
-    global _second, _second_text
+def _line_start(now: float) -> bytes:
+    """An access line up to its own fields, for one logged at ``now``."""
+    global _second, _second_start
     seconds = int(now)
     if seconds != _second:
-        _second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second_start = (
+            f'{{"ts":"{time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))}'.encode()
+        )
         _second = seconds
-    return _second_text + _MILLIS[int((now - seconds) * 1000)]
+    return _second_start + _LINE_HEADS[int((now - seconds) * 1000)]
 
 
 class AccessLogger(AbstractAccessLogger):
@@ -336,24 +347,24 @@ def _line(
     # A matched route without parameters matched its template exactly: nothing to mask there.
     if path != route:
         path = loggable_path(path)
-    return orjson.dumps(
-        {
-            "ts": _access_timestamp(time.time()),
-            "level": "INFO",
-            "pid": _pid,
-            "logger": ACCESS_LOGGER_NAME,
-            "msg": "request",
-            "request_id": request_id,
-            "method": method,
-            "route": route,
-            "path": path,
-            "status": status,
-            # To the µs, without round(), which works out a float's digits as text.
-            "duration_ms": int(duration_ms * 1000 + 0.5) / 1000,
-            "credential": credential,
-            "key_id": key_id,
-            "auth": outcome,
-            "remote": remote,
-        },
-        option=orjson.OPT_APPEND_NEWLINE,
+    # The fields every line shares come pre-serialised (``_line_start``); this request's own
+    # follow, serialised by orjson, whose opening brace the start already has.
+    return (
+        _line_start(time.time())
+        + orjson.dumps(
+            {
+                "request_id": request_id,
+                "method": method,
+                "route": route,
+                "path": path,
+                "status": status,
+                # To the µs, without round(), which works out a float's digits as text.
+                "duration_ms": int(duration_ms * 1000 + 0.5) / 1000,
+                "credential": credential,
+                "key_id": key_id,
+                "auth": outcome,
+                "remote": remote,
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )[1:]
     )
