@@ -2,7 +2,8 @@
 
 Every record has ``ts`` (UTC, milliseconds), ``level``, ``pid``, ``logger`` and ``msg``; a record
 logged while a request is being handled also has that request's ``request_id`` (a context
-variable set by ``service.api.middleware.request_handling``), and ``exc`` holds a traceback
+variable set by ``service.api.middleware.request_handling``, or by the gateway lane for the
+requests it answers), and ``exc`` holds a traceback
 when there is one. The access log (``AccessLogger``) writes one line per request with ``msg``
 ``"request"`` and the fields of ``ACCESS_FIELDS``: the route template and the path (never the
 query string; anything credential-shaped in it masked, see ``loggable_path``), status,
@@ -130,8 +131,8 @@ class RequestTrace:
         self.auth_seconds = 0.0
 
 
-# The trace of the request this task is handling: set by request_handling, read by the
-# credential check, the access line and the formatter's request id.
+# The trace of the request being handled in this context: set by request_handling (or the
+# gateway lane), read by the credential check, the access line and the formatter's request id.
 current_trace: ContextVar[RequestTrace | None] = ContextVar("filehost_trace", default=None)
 
 

@@ -40,6 +40,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert settings.body_timeout_seconds == 30.0
     assert settings.audit_retention_days == 90
     assert settings.audit_max_events == 10_000
+    assert settings.gateway_lane is True
 
 
 def test_defaults_match_the_settings_dataclass() -> None:
@@ -96,6 +97,7 @@ def test_blank_values_fall_back_to_defaults() -> None:
         ("FILEHOST_AUDIT_RETENTION_DAYS", "30", "audit_retention_days", 30),
         ("FILEHOST_AUDIT_MAX_EVENTS", "500", "audit_max_events", 500),
         ("FILEHOST_EMBEDDED_SERVER", "/bin/sh", "embedded_server", "/bin/sh"),
+        ("FILEHOST_GATEWAY_LANE", "off", "gateway_lane", False),
         (
             "FILEHOST_TRUSTED_PROXIES",
             "10.0.0.0/8, 192.0.2.7 ::1",

@@ -259,7 +259,7 @@ class EnvelopeRequestHandler(RequestHandler):
         except StopIteration as done:
             self._finish_in_lane(done.value)
             return
-        except BaseException:
+        except (Exception, asyncio.CancelledError):
             log.exception("could not answer a request in the gateway lane")
             self.force_close()
             self._finish_in_lane(None)
