@@ -259,3 +259,52 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     assert value(text, requests, route=VERIFY, method="GET", status="200") == 3
     checks = "filehost_auth_checks_total"
     assert value(text, checks, credential="api_key", outcome="ok") == 3
+
+
+async def test_a_client_gone_mid_request_leaves_the_lane_serving(
+    both: tuple[Api, Api],
+    credentials: dict[str, str],
+    redis_client: Any,
+    lane_answers: list[str],
+) -> None:
+    lane, _ = both
+    request = _request(
+        VERIFY, {"X-API-Key": credentials["reader"], "X-Required-Permission": "files.read"}
+    )
+    redis_client.execute_command("CLIENT", "PAUSE", 200)  # the lookup waits for its reply
+    _, writer = await asyncio.open_connection("127.0.0.1", lane.client.server.port)
+    writer.write(request)
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    writer.close()  # gone before its answer
+    await asyncio.sleep(0.3)
+    assert lane_answers == [VERIFY]
+    [answer] = await _exchange(lane.client.server.port, [request])
+    assert answer.startswith(b"HTTP/1.1 200 OK")
+    assert lane_answers == [VERIFY, VERIFY]
+
+
+async def test_shutdown_waits_for_the_lanes_request_in_hand(
+    both: tuple[Api, Api],
+    credentials: dict[str, str],
+    redis_client: Any,
+    lane_answers: list[str],
+) -> None:
+    lane, _ = both
+    request = _request(
+        VERIFY, {"X-API-Key": credentials["reader"], "X-Required-Permission": "files.read"}
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", lane.client.server.port)
+    try:
+        redis_client.execute_command("CLIENT", "PAUSE", 200)  # the lookup waits for its reply
+        writer.write(request)
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        assert lane_answers == [VERIFY]
+        closing = asyncio.ensure_future(lane.client.server.close())  # stops as SIGTERM does
+        answer = await asyncio.wait_for(reader.read(), 10)  # all it is sent, until it is closed
+        await closing
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 OK"), answer
+    assert b"X-Auth-Credential: api_key" in answer
