@@ -32,7 +32,8 @@ from aiohttp.web_response import SERVER_SOFTWARE
 from multidict import istr
 
 JSON = "application/json"
-_EMPTY_BODY_STATUSES = frozenset({204, 304})
+# Statuses whose answers never carry a body (nor do 1xx ones).
+EMPTY_BODY_STATUSES = frozenset({204, 304})
 _SERVER = f"Server: {SERVER_SOFTWARE}\r\n"
 
 
@@ -146,7 +147,7 @@ class Answer(web.Response):
         status = self._status
         body = self._body
         length = None
-        if status in _EMPTY_BODY_STATUSES or status < 200:
+        if status in EMPTY_BODY_STATUSES or status < 200:
             self._must_be_empty_body = True
         else:
             length = writer.length = 0 if body is None else len(body)

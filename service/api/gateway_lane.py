@@ -34,7 +34,7 @@ from aiohttp import web
 from aiohttp.http import RawRequestMessage
 from multidict import CIMultiDictProxy
 
-from service.api.answers import JSON, Reply, serialise_head
+from service.api.answers import EMPTY_BODY_STATUSES, JSON, Reply, serialise_head
 from service.api.client_address import ClientAddresses
 from service.api.middleware import (
     RESOURCE_HEADERS,
@@ -55,7 +55,6 @@ GATEWAY_LANE = web.AppKey("gateway_lane", "GatewayLane")  # type: ignore[arg-typ
 
 _GET = "GET"
 _CONTENT_TYPE = ("Content-Type", JSON)
-_EMPTY_BODY_STATUSES = frozenset({204, 304})
 
 
 class GatewayLane:
@@ -96,7 +95,7 @@ class GatewayLane:
             status, body, own = _refused(exc, trace, path)
         pairs = [_CONTENT_TYPE, *own] if body is not None else [*own]
         pairs += trace_headers(trace, self._rate_fields)
-        if status in _EMPTY_BODY_STATUSES or status < 200:
+        if status in EMPTY_BODY_STATUSES or status < 200:
             length, body = None, None
         else:
             length = 0 if body is None else len(body)
