@@ -218,25 +218,11 @@ async def verify_reply(
         error = as_api_error(caught)
         error.headers = {**error.headers, AUTH_ERROR: error.code}
         raise error from None
-    key_id = principal.key_id
     credential = _CREDENTIAL_NAMES[principal.credential]
-    permissions = _permission_names(principal.permissions)
-    if key_id is None:
-        return Reply(
-            200,
-            None,
-            ((_USER_ID, principal.user_id), (_CREDENTIAL, credential), (_PERMISSIONS, permissions)),
-        )
-    return Reply(
-        200,
-        None,
-        (
-            (_USER_ID, principal.user_id),
-            (_CREDENTIAL, credential),
-            (_KEY_ID, key_id),
-            (_PERMISSIONS, permissions),
-        ),
-    )
+    identity = ((_USER_ID, principal.user_id), (_CREDENTIAL, credential))
+    if principal.key_id is not None:
+        identity += ((_KEY_ID, principal.key_id),)
+    return Reply(200, None, (*identity, (_PERMISSIONS, _permission_names(principal.permissions))))
 
 
 def add_forward_auth_routes(app: web.Application) -> None:

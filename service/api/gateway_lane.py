@@ -86,8 +86,8 @@ class GatewayLane:
         trace = RequestTrace(
             request_id_from(headers), path, self._addresses.of_peer(remote, headers)
         )
-        # The lane runs each request in a task of its own, as aiohttp does: log records made
-        # while it is handled carry its request id.
+        # The protocol runs each request of the lane in a context of its own (as aiohttp runs
+        # each of its requests in a task): log records made while it is handled carry its id.
         current_trace.set(trace)
         try:
             status, body, own = await route(self._app, headers, trace)

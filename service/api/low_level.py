@@ -180,7 +180,7 @@ class EnvelopeRequestHandler(RequestHandler):
 
     def _parse(self, data: bytes) -> StreamReader | None:
         """aiohttp's ``data_received`` for requests (not an upgraded connection), with the gateway
-        lane: a request the lane takes is answered by ``_answer_in_lane`` instead of being queued
+        lane: a request the lane takes is answered by ``_start_in_lane`` instead of being queued
         for aiohttp's handling. The body of the last request whose headers came in, if any."""
         if self._force_close or self._close:
             return None

@@ -75,6 +75,11 @@ def _request(path: str, headers: dict[str, str], version: str = "1.1") -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+def _key_may_read(key: str) -> dict[str, str]:
+    """A verify sub-request's headers asking whether ``key`` may read files."""
+    return {"X-API-Key": key, "X-Required-Permission": "files.read"}
+
+
 def _comparable(answer: bytes) -> bytes:
     answer = re.sub(rb"Date: [^\r]*\r\n", b"Date: -\r\n", answer)
     # Both servers take from the same credential's bucket: what remains differs by a request.
@@ -203,7 +208,7 @@ async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
     both: tuple[Api, Api], credentials: dict[str, str], lane_answers: list[str]
 ) -> None:
     lane, _ = both
-    key = {"X-API-Key": credentials["reader"], "X-Required-Permission": "files.read"}
+    key = _key_may_read(credentials["reader"])
     session = {"Authorization": f"Bearer {credentials['token']}"}
     raw = (
         _request(VERIFY, {**key, "X-Request-ID": "r1"})  # the lane
@@ -245,7 +250,7 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     server = EnvelopeTestServer(app)
     await server.start_server(access_log_class=AccessLogger)
     client = await aiohttp_client(server)
-    request = _request(VERIFY, {"X-API-Key": key, "X-Required-Permission": "files.read"})
+    request = _request(VERIFY, _key_may_read(key))
     answers = await _exchange(client.server.port, [request] * 3)
     assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
     assert lane_answers == [VERIFY] * 3
@@ -268,9 +273,7 @@ async def test_a_client_gone_mid_request_leaves_the_lane_serving(
     lane_answers: list[str],
 ) -> None:
     lane, _ = both
-    request = _request(
-        VERIFY, {"X-API-Key": credentials["reader"], "X-Required-Permission": "files.read"}
-    )
+    request = _request(VERIFY, _key_may_read(credentials["reader"]))
     redis_client.execute_command("CLIENT", "PAUSE", 200)  # the lookup waits for its reply
     _, writer = await asyncio.open_connection("127.0.0.1", lane.client.server.port)
     writer.write(request)
@@ -291,9 +294,7 @@ async def test_shutdown_waits_for_the_lanes_request_in_hand(
     lane_answers: list[str],
 ) -> None:
     lane, _ = both
-    request = _request(
-        VERIFY, {"X-API-Key": credentials["reader"], "X-Required-Permission": "files.read"}
-    )
+    request = _request(VERIFY, _key_may_read(credentials["reader"]))
     reader, writer = await asyncio.open_connection("127.0.0.1", lane.client.server.port)
     try:
         redis_client.execute_command("CLIENT", "PAUSE", 200)  # the lookup waits for its reply
