@@ -186,6 +186,13 @@ def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None
     return named, derived[0], derived[1]
 
 
+def _with_auth_error(caught: ApiError | RedisError) -> ApiError:
+    """The refusal of a sub-request, with its code in ``X-Auth-Error`` for the gateway."""
+    error = as_api_error(caught)
+    error.headers = {**error.headers, AUTH_ERROR: error.code}
+    return error
+
+
 def _permission_names(mask: int) -> str:
     names = _PERMISSION_NAMES.get(mask)
     if names is None:
@@ -215,9 +222,9 @@ async def verify_reply(
         if derived is not None and derived != named:
             require(principal, derived)
     except (ApiError, RedisError) as caught:  # anything else is the envelope's 500, as anywhere
-        error = as_api_error(caught)
-        error.headers = {**error.headers, AUTH_ERROR: error.code}
-        raise error from None
+        # Made by a function of its own: a local of this frame would hold the error that holds
+        # the frame (its traceback), a cycle per refusal for the garbage collector.
+        raise _with_auth_error(caught) from None
     credential = _CREDENTIAL_NAMES[principal.credential]
     identity = ((_USER_ID, principal.user_id), (_CREDENTIAL, credential))
     if principal.key_id is not None:
