@@ -162,12 +162,12 @@ async def _settle_heap(app: web.Application) -> None:
 
     Why: Python collects the young generation each time 700 more container objects were made
     than freed, and the objects of the requests in flight (64 connections of a gateway) reach
-    that every few hundred requests; each collection moved them on, and every few seconds a
-    full collection walked the whole start-up heap, about 50 ms in which no request was
-    answered. Measured on the verify path: about 6 µs of every request's CPU went to the
-    collector (``docs/benchmarks.md``). Requests make no reference cycles of their own
-    (``tests/test_server.py`` checks the gateway's answers), so the larger young generation
-    does not hold garbage for long; memory stays bounded by the threshold."""
+    that every couple of hundred requests; each collection moved them on to the older
+    generations, and every few seconds a full collection walked the whole start-up heap, some
+    50 ms in which no request was answered. On the verify path that was about 6 µs of every
+    request's CPU. Requests make no reference cycles of their own
+    (``tests/api/test_gateway_lane.py`` checks the gateway's answers), so the larger young
+    generation holds no garbage for long, and memory stays bounded by the threshold."""
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
