@@ -50,9 +50,12 @@ def create_app(
         else None
     )
     rate_fields = RateLimitFields(rate_limit) if rate_limit is not None else None
+    # Where each request comes from (trusted proxies applied), for aiohttp's handling and the
+    # gateway lane alike: one memory of the peers seen.
+    addresses = ClientAddresses(settings.trusted_proxies)
     # No middleware: what every request goes through is the server's wrapper (REQUEST_HANDLING).
     app = web.Application(client_max_size=settings.max_body_bytes)
-    app[REQUEST_HANDLING] = request_handling(settings, metrics, rate_fields)
+    app[REQUEST_HANDLING] = request_handling(metrics, rate_fields, addresses)
     app[SETTINGS] = settings
     app[RATE_FIELDS] = rate_fields
     clock = clock or SystemClock()
@@ -94,7 +97,6 @@ def create_app(
         if not app[STORE].pipelined:
             return
         routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
-        addresses = ClientAddresses(settings.trusted_proxies)
         app[GATEWAY_LANE] = GatewayLane(app, routes, addresses, metrics, rate_fields)
 
     if settings.gateway_lane:

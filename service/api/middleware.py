@@ -26,7 +26,6 @@ from redis.exceptions import RedisError
 from service.api.answers import Answer, header_block
 from service.api.client_address import ClientAddresses
 from service.auth.rate_limits import RateLimitFields
-from service.config import Settings
 from service.errors import (
     ApiError,
     ClientClosedRequest,
@@ -143,7 +142,7 @@ _RATE_LIMIT = istr("RateLimit")
 
 
 def request_handling(
-    settings: Settings, metrics: Metrics | None, rate_fields: RateLimitFields | None
+    metrics: Metrics | None, rate_fields: RateLimitFields | None, addresses: ClientAddresses
 ) -> Callable[[Handler], Handler]:
     """What every request of the application goes through, around the application's own
     handling (routing, then the route's handler): the server wraps the application's handler
@@ -161,7 +160,6 @@ def request_handling(
     lookup's share of a request). A handler that streams its answer prepares it with
     ``prepare_streamed``, which adds the headers first.
     """
-    addresses = ClientAddresses(settings.trusted_proxies)
     logins = metrics.login_in_flight if metrics is not None else None
 
     def wrap(application: Handler) -> Handler:
