@@ -299,6 +299,19 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     assert value(text, checks, credential="api_key", outcome="ok") == 3
 
 
+async def _held_at_the_store(
+    port: int, request: bytes, redis_client: Any
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that sent ``request`` while the store is paused for 200 ms, so that its
+    lookup waits for a reply when this returns."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    redis_client.execute_command("CLIENT", "PAUSE", 200)
+    writer.write(request)
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    return reader, writer
+
+
 async def test_a_client_gone_mid_request_leaves_the_lane_serving(
     both: tuple[Api, Api],
     credentials: dict[str, str],
@@ -307,11 +320,7 @@ async def test_a_client_gone_mid_request_leaves_the_lane_serving(
 ) -> None:
     lane, _ = both
     request = _request(VERIFY, _key_may_read(credentials["reader"]))
-    redis_client.execute_command("CLIENT", "PAUSE", 200)  # the lookup waits for its reply
-    _, writer = await asyncio.open_connection("127.0.0.1", lane.client.server.port)
-    writer.write(request)
-    await writer.drain()
-    await asyncio.sleep(0.05)
+    _, writer = await _held_at_the_store(lane.client.server.port, request, redis_client)
     writer.close()  # gone before its answer
     await asyncio.sleep(0.3)
     assert lane_answers == [VERIFY]
@@ -328,12 +337,8 @@ async def test_shutdown_waits_for_the_lanes_request_in_hand(
 ) -> None:
     lane, _ = both
     request = _request(VERIFY, _key_may_read(credentials["reader"]))
-    reader, writer = await asyncio.open_connection("127.0.0.1", lane.client.server.port)
+    reader, writer = await _held_at_the_store(lane.client.server.port, request, redis_client)
     try:
-        redis_client.execute_command("CLIENT", "PAUSE", 200)  # the lookup waits for its reply
-        writer.write(request)
-        await writer.drain()
-        await asyncio.sleep(0.05)
         assert lane_answers == [VERIFY]
         closing = asyncio.ensure_future(lane.client.server.close())  # stops as SIGTERM does
         answer = await asyncio.wait_for(reader.read(), 10)  # all it is sent, until it is closed
