@@ -70,6 +70,8 @@ class Reply(NamedTuple):
     headers: tuple[tuple[str, str], ...] = ()
 
 
+# A header's line but for its CRLF, from its ``(name, value)``: both are strings.
+_HEADER_LINE = ": ".join
 # The reason phrase aiohttp writes for each status.
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
@@ -91,12 +93,15 @@ def serialise_head(
     if block is not None:
         head.append(block.lines)
     if count:
-        own = "".join([f"{name}: {value}\r\n" for name, value in headers])
-        # One line per header and no other line break: else a value would split the answer.
-        if own.count("\n") != count or own.count("\r") != count:
+        lines = list(map(_HEADER_LINE, headers))
+        # No line break in any: else a value would split the answer (``in`` is a memchr, where
+        # counting the breaks of the joined lines walked them a character at a time).
+        joined = "".join(lines)
+        if "\n" in joined or "\r" in joined:
             for name, value in headers:
                 _check(name, value)
-        head.append(own)
+        head.append("\r\n".join(lines))
+        head.append("\r\n")
     if length is not None:
         head.append(f"Content-Length: {length}\r\n")
     head.append(f"Date: {rfc822_formatted_time()}\r\n")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.api.answers import Answer, header_block
+from service.api.answers import Answer, header_block, serialise_head
 
 BLOCK = header_block({"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 BODY = b'{"success":true,"data":{"files":[]}}'
@@ -160,3 +160,22 @@ async def test_answers_keep_the_connection_for_pipelined_requests(server: Any) -
 def test_a_block_with_a_newline_is_refused_when_made() -> None:
     with pytest.raises(ValueError, match="Newline"):
         header_block({"X-Bad": "a\nb"})
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        ("X-Evil", "a\r\nSet-Cookie: b=c"),
+        ("X-Evil", "a\nSet-Cookie: b=c"),
+        ("X-Evil", "a\rb"),
+        ("X-Evil\r\nSet-Cookie", "b=c"),
+        ("X-Evil\n", "b"),
+    ],
+)
+def test_a_header_that_would_split_the_answer_is_refused(header: tuple[str, str]) -> None:
+    fine = ("X-Request-ID", "req-1")
+
+    assert b"\r\nX-Request-ID: req-1\r\n" in serialise_head(200, BLOCK, [fine], 1, 0, True)
+    for headers in ([header], [fine, header], [header, fine]):
+        with pytest.raises(ValueError, match="Newline or carriage return"):
+            serialise_head(200, BLOCK, headers, len(headers), 0, True)
