@@ -130,10 +130,8 @@ class Metrics:
         )
         if tuple(self._request_seconds._upper_bounds) != _BOUNDS:  # see _add_observations
             raise RuntimeError("prometheus-client's histogram buckets are not as expected")
-        self._pending_requests: dict[tuple[str, str, int], int] = {}
-        self._pending_request_seconds: dict[str, list[float]] = {}
-        self._pending_auth: dict[tuple[str, str], int] = {}
-        self._pending_auth_seconds: dict[str, list[float]] = {}
+        # (route, method, status, credential, outcome) -> a ``_new_row`` of that kind's requests
+        self._pending: dict[tuple[str, str, int, str | None, str | None], list[float]] = {}
         self._pending_redis_counts = _no_observations()
 
     # -- the hot path: plain dict updates ---------------------------------------------------
@@ -148,26 +146,20 @@ class Metrics:
         outcome: str | None,
         auth_seconds: float,
     ) -> None:
-        """One answered request and, when ``outcome`` is not None, its credential check (as
-        ``auth`` counts it): one call per request on the gateway's path."""
+        """One answered request and, when ``outcome`` is not None, its credential check: one
+        call and one dict lookup per request (the four metrics are worked out from the rows when
+        they are flushed)."""
         if method not in KNOWN_METHODS:
             method = "other"
-        key = (route, method, status)
-        pending = self._pending_requests
-        pending[key] = pending.get(key, 0) + 1
-        counts = self._pending_request_seconds.get(route)
-        if counts is None:
-            counts = self._pending_request_seconds[route] = _no_observations()
-        counts[bisect_left(_BOUNDS, seconds)] += 1
-        counts[-1] += seconds
+        key = (route, method, status, credential, outcome)
+        row = self._pending.get(key)
+        if row is None:
+            row = self._pending[key] = _new_row()
+        row[bisect_left(_BOUNDS, seconds)] += 1
+        row[_REQUEST_SUM] += seconds
         if outcome is not None:
-            self.auth(credential or "none", outcome, auth_seconds)
-
-    def auth(self, credential: str, outcome: str, seconds: float) -> None:
-        key = (credential, outcome)
-        pending = self._pending_auth
-        pending[key] = pending.get(key, 0) + 1
-        _bucket(self._pending_auth_seconds, credential, seconds)
+            row[_AUTH_BUCKETS + bisect_left(_BOUNDS, auth_seconds)] += 1
+            row[_AUTH_SUM] += auth_seconds
 
     def redis_command(self, seconds: float) -> None:
         # Called for every reply on the hot connection: one list, no lookup by label.
@@ -179,16 +171,18 @@ class Metrics:
 
     def flush(self) -> None:
         """Write the counts gathered since the last flush into the metrics."""
-        requests, self._pending_requests = self._pending_requests, {}
-        request_seconds, self._pending_request_seconds = self._pending_request_seconds, {}
-        auth, self._pending_auth = self._pending_auth, {}
-        auth_seconds, self._pending_auth_seconds = self._pending_auth_seconds, {}
-        for (route, method, status), count in requests.items():
-            self._requests.labels(route, method, str(status)).inc(count)
+        pending, self._pending = self._pending, {}
+        request_seconds: dict[str, list[float]] = {}
+        auth_seconds: dict[str, list[float]] = {}
+        for (route, method, status, credential, outcome), row in pending.items():
+            self._requests.labels(route, method, str(status)).inc(sum(row[:_REQUEST_SUM]))
+            _add_row(request_seconds, route, row[:_AUTH_BUCKETS])
+            if outcome is not None:
+                credential = credential or "none"
+                self._auth.labels(credential, outcome).inc(sum(row[_AUTH_BUCKETS:_AUTH_SUM]))
+                _add_row(auth_seconds, credential, row[_AUTH_BUCKETS:])
         for route, counts in request_seconds.items():
             _add_observations(self._request_seconds.labels(route), counts)
-        for (credential, outcome), count in auth.items():
-            self._auth.labels(credential, outcome).inc(count)
         for credential, counts in auth_seconds.items():
             _add_observations(self._auth_seconds.labels(credential), counts)
         redis_counts, self._pending_redis_counts = self._pending_redis_counts, _no_observations()
@@ -215,12 +209,24 @@ def _no_observations() -> list[float]:
     return [0.0] * (len(_BOUNDS) + 1)
 
 
-def _bucket(pending: dict[str, list[float]], label: str, seconds: float) -> None:
-    counts = pending.get(label)
-    if counts is None:
-        counts = pending[label] = _no_observations()
-    counts[bisect_left(_BOUNDS, seconds)] += 1
-    counts[-1] += seconds
+# A row of pending counts: the requests by duration bucket of ``_BOUNDS`` and their durations'
+# sum, then the same for their credential checks.
+_REQUEST_SUM = len(_BOUNDS)
+_AUTH_BUCKETS = _REQUEST_SUM + 1
+_AUTH_SUM = _AUTH_BUCKETS + len(_BOUNDS)
+
+
+def _new_row() -> list[float]:
+    return [0.0] * (_AUTH_SUM + 1)
+
+
+def _add_row(totals: dict[str, list[float]], label: str, counts: list[float]) -> None:
+    """Add ``counts`` (a ``_no_observations`` list) to ``label``'s in ``totals``."""
+    total = totals.get(label)
+    if total is None:
+        totals[label] = counts
+    else:
+        totals[label] = [a + b for a, b in zip(total, counts, strict=True)]
 
 
 # -- several workers: serve's part ---------------------------------------------------------------

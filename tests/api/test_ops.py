@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.api.middleware import prepare_streamed
@@ -203,25 +203,35 @@ def test_batched_histogram_writes_equal_observe() -> None:
     check that the result is exactly what ``observe`` gives, boundaries included."""
     observed = [0.0, 0.0004, 0.0005, 0.0006, 0.005, 0.0051, 0.3, 2.5, 5.0, 7.5, 120.0]
     metrics = Metrics()
-    for seconds in observed:
-        metrics.auth("api_key", "ok", seconds)
+    for index, seconds in enumerate(observed):  # requests of two kinds, each with its check
+        status, outcome = (200, "ok") if index % 2 else (401, "invalid_api_key")
+        metrics.answered("/api/v1/files", "GET", status, seconds * 2, "api_key", outcome, seconds)
     metrics.flush()
     registry = CollectorRegistry()
-    reference = Histogram(
+    reference_checks = Histogram(
         "filehost_auth_check_duration_seconds",
         "reference",
         ("credential",),
         buckets=DURATION_BUCKETS,
         registry=registry,
     )
+    reference_requests = Histogram(
+        "filehost_http_request_duration_seconds",
+        "reference",
+        ("route",),
+        buckets=DURATION_BUCKETS,
+        registry=registry,
+    )
     for seconds in observed:
-        reference.labels("api_key").observe(seconds)
+        reference_checks.labels("api_key").observe(seconds)
+        reference_requests.labels("/api/v1/files").observe(seconds * 2)
 
     def histogram_samples(registry: CollectorRegistry) -> dict[Any, float]:
         return {
             (sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in registry.collect()
-            if family.name == "filehost_auth_check_duration_seconds"
+            if family.name
+            in ("filehost_auth_check_duration_seconds", "filehost_http_request_duration_seconds")
             for sample in family.samples
             if not sample.name.endswith("_created")
         }
@@ -229,6 +239,17 @@ def test_batched_histogram_writes_equal_observe() -> None:
     ours = histogram_samples(metrics.registry)
     assert ours == histogram_samples(registry)
     assert ours[("filehost_auth_check_duration_seconds_count", (("credential", "api_key"),))] == 11
+    assert (
+        ours[("filehost_http_request_duration_seconds_count", (("route", "/api/v1/files"),))] == 11
+    )
+    counted = samples(generate_latest(metrics.registry).decode())
+    route = ("route", "/api/v1/files"), ("method", "GET")
+    assert counted[("filehost_http_requests_total", frozenset({*route, ("status", "200")}))] == 5
+    assert counted[("filehost_http_requests_total", frozenset({*route, ("status", "401")}))] == 6
+    check = ("credential", "api_key")
+    assert counted[("filehost_auth_checks_total", frozenset({check, ("outcome", "ok")}))] == 5
+    rejected = frozenset({check, ("outcome", "invalid_api_key")})
+    assert counted[("filehost_auth_checks_total", rejected)] == 6
 
 
 async def test_metrics_can_be_switched_off(make_api: Any) -> None:
