@@ -71,16 +71,31 @@ def loggable_path(path: str) -> str:
     return _CREDENTIAL_SHAPED.sub(MASK, path)[:_MAX_LOGGED_PATH]
 
 
-_UUID4_CLEAR = ~((0xF << 76) | (0xC << 60)) & ((1 << 128) - 1)
-_UUID4_SET = (0x4 << 76) | (0x8 << 60)  # version 4, RFC 4122 variant
+_IDS_PER_BATCH = 256
+# Version 4 and the RFC 4122 variant, in each of a batch's 128-bit ids at once.
+_UUID4_CLEAR = sum(
+    (~((0xF << 76) | (0xC << 60)) & ((1 << 128) - 1)) << (128 * n) for n in range(_IDS_PER_BATCH)
+)
+_UUID4_SET = sum(((0x4 << 76) | (0x8 << 60)) << (128 * n) for n in range(_IDS_PER_BATCH))
+_spare_request_ids: list[str] = []
+# A forked worker must not hand out the ids its parent had made but not used.
+os.register_at_fork(after_in_child=_spare_request_ids.clear)
 
 
 def new_request_id() -> str:
     """A random (version 4) UUID in hex, made without a ``uuid.UUID`` object or a system call.
 
     Request ids need to be unique, not unpredictable, so ``random`` (seeded from the system's
-    entropy in each process, and again after a fork) is enough and is on every request's path."""
-    return f"{random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET:032x}"
+    entropy in each process, and again after a fork) is enough. They are made 256 at a time:
+    one id alone cost about three times as much, formatting and masking a 128-bit number, and
+    it is on the path of every request that brings no id of its own."""
+    try:
+        return _spare_request_ids.pop()
+    except IndexError:
+        number = random.getrandbits(128 * _IDS_PER_BATCH) & _UUID4_CLEAR | _UUID4_SET
+        # One separator per 16 bytes: ``split`` cuts the hex into the ids, in C.
+        _spare_request_ids.extend(number.to_bytes(16 * _IDS_PER_BATCH).hex(" ", 16).split(" "))
+        return _spare_request_ids.pop()
 
 
 def request_id_from(headers: CIMultiDictProxy[str]) -> str:

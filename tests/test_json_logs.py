@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from service.logs import (
     RequestTrace,
     current_trace,
     loggable_path,
+    new_request_id,
 )
 from tests.conftest import RedisServer, free_port
 from tests.test_serve import (
@@ -258,3 +261,25 @@ def test_credential_shaped_pieces_of_a_path_are_masked() -> None:
     assert loggable_path("/api/v1/files/q3 report.pdf") == "/api/v1/files/q3 report.pdf"
     assert loggable_path("/a" * 500 + key) == "/a" * 500 + "[masked]"  # masked, then cut
     assert len(loggable_path("/a" * 600)) == 1024
+
+
+def test_request_ids_are_version_4_uuids_and_never_repeat_in_a_forked_worker() -> None:
+    """Ids are made in batches: a worker forked with some of its parent's batch left must make
+    its own, or two workers would hand out the same ids."""
+    made = [new_request_id() for _ in range(300)]  # more than a batch: the parent holds spares
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child process
+        os.write(write_end, " ".join(new_request_id() for _ in range(300)).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        in_child = pipe.read().decode().split(" ")
+    os.waitpid(child, 0)
+    in_parent = [new_request_id() for _ in range(300)]
+
+    every = made + in_child + in_parent
+    assert len(in_child) == 300 and len(set(every)) == len(every)
+    assert {uuid.UUID(hex=rid).version for rid in every} == {4}
+    assert {uuid.UUID(hex=rid).variant for rid in every} == {uuid.RFC_4122}
+    assert all(rid == uuid.UUID(hex=rid).hex for rid in every)  # lower-case hex, 32 digits
