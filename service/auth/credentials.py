@@ -68,7 +68,9 @@ def is_well_formed(secret: str, kind: str) -> bool:
     if len(secret) != SECRET_LENGTH or not secret.startswith(kind):
         return False
     tail = secret[len(kind) :]
-    if not (tail.isascii() and tail.isalnum()):  # exactly the base62 alphabet, without a set
+    # Exactly the base62 alphabet, without a set; bytes' isalnum is a table lookup per character
+    # where str's asks the Unicode database (the isascii check first: it makes encode safe).
+    if not (tail.isascii() and tail.encode().isalnum()):
         return False
     body, check = secret[:-_CHECKSUM_CHARS], secret[-_CHECKSUM_CHARS:]
     # The checksum is public information derived from the public part: no timing secret here.
