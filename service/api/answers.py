@@ -72,8 +72,10 @@ class Reply(NamedTuple):
 
 # A header's line but for its CRLF, from its ``(name, value)``: both are strings.
 _HEADER_LINE = ": ".join
-# The reason phrase aiohttp writes for each status.
-_REASONS = {status.value: status.phrase for status in HTTPStatus}
+# The status line aiohttp writes for each status: with the reason phrase HTTPStatus knows.
+_STATUS_LINES = {
+    status.value: f"HTTP/1.1 {status.value} {status.phrase}\r\n" for status in HTTPStatus
+}
 
 
 def serialise_head(
@@ -89,7 +91,10 @@ def serialise_head(
     ``block``'s lines, then the answer's own ``count`` headers (refused, as aiohttp refuses them,
     if one would split the answer), ``Content-Length`` unless ``length`` is None, ``Date``,
     ``Server`` and, without keep-alive, ``Connection: close``."""
-    head = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, '')}\r\n"]
+    status_line = None if reason else _STATUS_LINES.get(status)
+    if status_line is None:  # a reason of the answer's own, or a status HTTPStatus doesn't name
+        status_line = f"HTTP/1.1 {status} {reason or ''}\r\n"
+    head = [status_line]
     if block is not None:
         head.append(block.lines)
     if count:

@@ -179,3 +179,18 @@ def test_a_header_that_would_split_the_answer_is_refused(header: tuple[str, str]
     for headers in ([header], [fine, header], [header, fine]):
         with pytest.raises(ValueError, match="Newline or carriage return"):
             serialise_head(200, BLOCK, headers, len(headers), 0, True)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "line"),
+    [
+        (200, None, "HTTP/1.1 200 OK"),
+        (401, None, "HTTP/1.1 401 Unauthorized"),
+        (200, "Fine", "HTTP/1.1 200 Fine"),
+        (599, None, "HTTP/1.1 599 "),  # as aiohttp: a status HTTPStatus does not name
+    ],
+)
+def test_the_status_line(status: int, reason: str | None, line: str) -> None:
+    head = serialise_head(status, None, [], 0, None, True, reason)
+
+    assert head.decode().split("\r\n")[0] == line
