@@ -763,7 +763,12 @@ class RedisStore:
             return None
         if not user_id or not key_id:
             raise CorruptRecord()
-        mask = _int_field(permissions)
+        try:  # in one block, not a call per field: this is every X-API-Key request's path
+            mask, expires_at = int(permissions), int(expires_at)
+            if until is not None:
+                until = int(until)
+        except (TypeError, ValueError):  # a field missing (None) or not a number
+            raise CorruptRecord() from None
         if not 0 <= mask <= ALL_PERMISSIONS_MASK:  # a damaged mask must never widen access
             raise CorruptRecord()
         rules = None
@@ -771,9 +776,9 @@ class RedisStore:
             rules = KeyRules(
                 disabled is not None,  # whatever it holds: a damaged flag still disables
                 networks,
-                None if until is None else _int_field(until),
+                until,
             )
-        return ApiKeyEntry(user_id, key_id, mask, _int_field(expires_at), rules, own_rate, rate)
+        return ApiKeyEntry(user_id, key_id, mask, expires_at, rules, own_rate, rate)
 
     async def add_api_key(
         self,
@@ -1298,9 +1303,10 @@ class RedisStore:
             return None
         if not user_id:
             raise CorruptRecord()
-        return SessionEntry(
-            user_id, _int_field(created), _int_field(absolute), _int_field(idle), rate
-        )
+        try:  # in one block, not a call per field: this is every Bearer request's path
+            return SessionEntry(user_id, int(created), int(absolute), int(idle), rate)
+        except (TypeError, ValueError):  # a field missing (None) or not a number
+            raise CorruptRecord() from None
 
     async def renew_session(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
         """Move a session's idle deadline; ``expire_at`` is its new deadline (idle or absolute,

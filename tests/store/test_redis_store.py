@@ -144,6 +144,38 @@ async def test_a_damaged_key_entry_is_refused_not_guessed(store) -> None:
         await store.find_api_key(DIGEST)
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [{"e": "soon"}, {"e": None}, {"p": None}, {"p": "-1"}, {"p": "4096"}, {"g": "later"}],
+)
+async def test_a_key_entry_with_a_damaged_number_is_refused(store, damage) -> None:
+    entry = {"u": "usr_a", "k": "key_1", "p": "1", "e": str(NOW + DAY)}
+    await store.redis.hset(store.keys.key_entry(DIGEST), mapping=entry)
+    assert (await store.find_api_key(DIGEST)).permissions == 1
+    for field, value in damage.items():
+        if value is None:
+            await store.redis.hdel(store.keys.key_entry(DIGEST), field)
+        else:
+            await store.redis.hset(store.keys.key_entry(DIGEST), field, value)
+
+    with pytest.raises(CorruptRecord):
+        await store.find_api_key(DIGEST)
+
+
+@pytest.mark.parametrize("field", ["c", "a", "i"])
+@pytest.mark.parametrize("value", [None, "", "noon"])
+async def test_a_session_entry_with_a_damaged_number_is_refused(store, field, value) -> None:
+    await store.add_session(DIGEST, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
+    assert (await store.find_session(DIGEST)).idle_deadline == NOW + DAY
+    if value is None:
+        await store.redis.hdel(store.keys.session_entry(DIGEST), field)
+    else:
+        await store.redis.hset(store.keys.session_entry(DIGEST), field, value)
+
+    with pytest.raises(CorruptRecord):
+        await store.find_session(DIGEST)
+
+
 async def test_session_renewal_never_revives_a_logged_out_session(store) -> None:
     await store.add_session(DIGEST, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
     await store.renew_session(DIGEST, NOW + 2 * DAY, NOW + 2 * DAY)
