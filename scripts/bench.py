@@ -24,6 +24,7 @@ import asyncio
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -376,19 +377,26 @@ def wrk(
     for line in (header or "").splitlines():
         command += ["-H", line]
     command += [f"{url}{path}", "--", str(expected)]
+    # wrk's own CPU: it shares the cores with the servers, and answers with more headers cost it
+    # more to read (the only child reaped during the run, so the children's total grows by it).
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     output = subprocess.run(
         command, capture_output=True, text=True, timeout=seconds + 60, check=True
     ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wrk_seconds = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     socket_errors = re.search(
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
     )
+    requests = float(re.search(r"(\d+) requests in", output).group(1))
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
         "p50": _ms(re.search(r"^\s+50%\s+(\S+)", output, re.M).group(1)),
         "p99": _ms(re.search(r"^\s+99%\s+(\S+)", output, re.M).group(1)),
-        "requests": float(re.search(r"(\d+) requests in", output).group(1)),
+        "requests": requests,
         "errors": float(re.search(r"WRONG_STATUS (\d+)", output).group(1))
         + (sum(int(g) for g in socket_errors.groups()) if socket_errors else 0),
+        "wrk_us": wrk_seconds / max(requests, 1) * 1e6,
     }
 
 
@@ -574,6 +582,7 @@ def median_row(results: list[dict[str, float]], *floors: list[dict[str, float]])
         "p50": statistics.median(r["p50"] for r in results),
         "p99": statistics.median(r["p99"] for r in results),
         "cpu_us": statistics.median(r["cpu_us"] for r in results),
+        "wrk_us": statistics.median(r["wrk_us"] for r in results),
         "errors": sum(r["errors"] for r in results),
         "requests": sum(r["requests"] for r in results),
         "ratios": [],
@@ -685,7 +694,8 @@ def main() -> int:
                 )
                 result["cpu_us"] = (cpu_seconds(pid) - cpu_before) / result["requests"] * 1e6
                 print(
-                    f"  {label}: {result['rps']:,.0f} req/s, {result['cpu_us']:.0f} µs CPU, "
+                    f"  {label}: {result['rps']:,.0f} req/s, {result['cpu_us']:.0f} µs CPU "
+                    f"(wrk {result['wrk_us']:.1f}), "
                     f"p50 {result['p50']:.2f} ms, p99 {result['p99']:.2f} ms, "
                     f"errors {result['errors']:.0f}",
                     flush=True,
@@ -947,21 +957,23 @@ def report_table(
     rows: dict[str, dict], commands: dict[str, str], extra: list[tuple[str, dict, str, str]]
 ) -> str:
     lines = [
-        "| scenario | req/s | × F0 (min-max) | × F1 (min-max) | server CPU µs/req | p50 ms | "
-        "p99 ms | errors | Redis commands per request |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| scenario | req/s | × F0 (min-max) | × F1 (min-max) | server CPU µs/req | "
+        "wrk CPU µs/req | p50 ms | p99 ms | errors | Redis commands per request |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, row in rows.items():
         to_f0, to_f1 = row["ratios"]
         lines.append(
             f"| {LABELS[name]} | {row['rps']:,.0f} | {_ratio_cell(to_f0)} | "
-            f"{_ratio_cell(to_f1)} | {row['cpu_us']:.0f} | {row['p50']:.2f} | "
-            f"{row['p99']:.2f} | {row['errors']:.0f} | {commands.get(name, '')} |"
+            f"{_ratio_cell(to_f1)} | {row['cpu_us']:.0f} | {row['wrk_us']:.1f} | "
+            f"{row['p50']:.2f} | {row['p99']:.2f} | {row['errors']:.0f} | "
+            f"{commands.get(name, '')} |"
         )
     for label, result, used, ratios in extra:
         lines.append(
             f"| {label} | {result['rps']:,.0f} | {ratios} | {result['cpu_us']:.0f} | "
-            f"{result['p50']:.2f} | {result['p99']:.2f} | {result['errors']:.0f} | {used} |"
+            f"{result['wrk_us']:.1f} | {result['p50']:.2f} | {result['p99']:.2f} | "
+            f"{result['errors']:.0f} | {used} |"
         )
     return "\n".join(lines)
 
