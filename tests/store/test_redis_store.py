@@ -144,6 +144,14 @@ async def test_a_damaged_key_entry_is_refused_not_guessed(store) -> None:
         await store.find_api_key(DIGEST)
 
 
+async def damage_field(store: RedisStore, entry: str, field: str, value: str | None) -> None:
+    """Set one field of a stored entry to ``value``, or delete it for None."""
+    if value is None:
+        await store.redis.hdel(entry, field)
+    else:
+        await store.redis.hset(entry, field, value)
+
+
 @pytest.mark.parametrize(
     "damage",
     [{"e": "soon"}, {"e": None}, {"p": None}, {"p": "-1"}, {"p": "4096"}, {"g": "later"}],
@@ -153,10 +161,7 @@ async def test_a_key_entry_with_a_damaged_number_is_refused(store, damage) -> No
     await store.redis.hset(store.keys.key_entry(DIGEST), mapping=entry)
     assert (await store.find_api_key(DIGEST)).permissions == 1
     for field, value in damage.items():
-        if value is None:
-            await store.redis.hdel(store.keys.key_entry(DIGEST), field)
-        else:
-            await store.redis.hset(store.keys.key_entry(DIGEST), field, value)
+        await damage_field(store, store.keys.key_entry(DIGEST), field, value)
 
     with pytest.raises(CorruptRecord):
         await store.find_api_key(DIGEST)
@@ -167,10 +172,7 @@ async def test_a_key_entry_with_a_damaged_number_is_refused(store, damage) -> No
 async def test_a_session_entry_with_a_damaged_number_is_refused(store, field, value) -> None:
     await store.add_session(DIGEST, "usr_a", NOW, NOW + DAY, NOW + 7 * DAY)
     assert (await store.find_session(DIGEST)).idle_deadline == NOW + DAY
-    if value is None:
-        await store.redis.hdel(store.keys.session_entry(DIGEST), field)
-    else:
-        await store.redis.hset(store.keys.session_entry(DIGEST), field, value)
+    await damage_field(store, store.keys.session_entry(DIGEST), field, value)
 
     with pytest.raises(CorruptRecord):
         await store.find_session(DIGEST)
