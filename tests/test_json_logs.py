@@ -270,8 +270,10 @@ def test_request_ids_are_version_4_uuids_and_never_repeat_in_a_forked_worker() -
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child process
-        os.write(write_end, " ".join(new_request_id() for _ in range(300)).encode())
-        os._exit(0)
+        try:  # whatever happens, the child must not go on to run the rest of the suite
+            os.write(write_end, " ".join(new_request_id() for _ in range(300)).encode())
+        finally:
+            os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         in_child = pipe.read().decode().split(" ")
