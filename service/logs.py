@@ -18,9 +18,10 @@ Lines are gathered in memory (``LineBuffer``) and written to standard error in o
 every ``FLUSH_SECONDS``, whenever ``FLUSH_BYTES`` have gathered, before any other record (so
 lines keep their order), and when the worker stops. The standard ``logging`` machinery (a
 ``LogRecord``, a formatter and a stream write per line) cost more than the rest of a gateway
-request; the access line is serialised straight from the request's trace instead. So an access
-line can appear up to ``FLUSH_SECONDS`` after its answer was sent, and none is lost on SIGTERM
-or SIGINT; a worker killed with SIGKILL loses at most that last fraction of a second.
+request; the access line is serialised straight from the request's trace instead, a few hundred
+at a time (``LineBuffer``). So an access line can appear up to ``FLUSH_SECONDS`` after its
+answer was sent (its ``ts`` is still when it was answered), and none is lost on SIGTERM or
+SIGINT; a worker killed with SIGKILL loses at most that last fraction of a second.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 from contextvars import ContextVar
 from time import perf_counter
@@ -160,33 +162,100 @@ def _timestamp(created: float) -> str:
 # How late a buffered line may be written, and how much may gather before it is written at once.
 FLUSH_SECONDS = 0.1
 FLUSH_BYTES = 64 * 1024
+# How many requests' access lines wait as entries before they are serialised together.
+RENDER_EVERY = 200
+
+# A request's access line before it is serialised: its trace, method, path, status and the
+# ``perf_counter`` reading when it was answered.
+AccessEntry = tuple[RequestTrace, str, str, int, float]
 
 
 class LineBuffer:
     """Log lines on their way to a file descriptor, written together (see the module's
-    docstring). Lines may be added from any thread (bcrypt's threads log too): a flush swaps the
-    list before joining it, so a line added meanwhile waits for the next flush."""
+    docstring).
 
-    __slots__ = ("_fd", "_lines", "_size", "_timer")
+    An access line is kept as an entry (``add_access``: the request's trace and what the line
+    adds to it, one tuple) and serialised with up to ``RENDER_EVERY`` others in one go, so the
+    request's own path pays for an append only. Measured on the gateway's path (issue 10),
+    serialising each line as its request was answered cost about 8% of the throughput and
+    serialising them in batches about 3%: the same work, done together, runs at a higher rate.
+
+    Lines may be added from any thread (bcrypt's threads log too). Appending is one atomic
+    operation; serialising and writing happen under a lock and take only what was there when
+    they started, so a line added meanwhile waits for the next flush and none is lost. Other
+    records serialise the entries before them first, so lines keep their order.
+    """
+
+    __slots__ = ("_entries", "_fd", "_lock", "_out", "_timer")
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._lines: list[bytes] = []
-        self._size = 0
+        self._entries: list[AccessEntry] = []
+        self._out = bytearray()
+        self._lock = threading.Lock()
         self._timer: asyncio.TimerHandle | None = None
 
     def add(self, line: bytes) -> None:
-        self._lines.append(line)
-        self._size += len(line)
-        if self._size >= FLUSH_BYTES:
-            self.flush()
+        """A serialised line, after every access line added before it."""
+        with self._lock:
+            self._render()
+            out = self._out
+            out += line
+            if len(out) >= FLUSH_BYTES:
+                self._write()
+
+    def add_access(self, trace: RequestTrace, method: str, path: str, status: int) -> None:
+        """The access line of a request the application answered just now, from its trace."""
+        entries = self._entries
+        entries.append((trace, method, path, status, perf_counter()))
+        if len(entries) >= RENDER_EVERY:
+            with self._lock:
+                self._render()
+                if len(self._out) >= FLUSH_BYTES:
+                    self._write()
 
     def flush(self) -> None:
-        lines, self._lines = self._lines, []
-        self._size = 0
-        if not lines:
+        with self._lock:
+            self._render()
+            self._write()
+
+    def _render(self) -> None:
+        # Under the lock. Takes the entries there now; any appended meanwhile stay for the next.
+        entries = self._entries
+        count = len(entries)
+        if not count:
             return
-        data = memoryview(b"".join(lines))
+        batch = entries[:count]
+        del entries[:count]
+        out = self._out
+        # ``perf_counter`` to the wall clock, once per batch: a line's ``ts`` is when it was
+        # answered, not when it was serialised.
+        to_wall_clock = time.time() - perf_counter()
+        for trace, method, path, status, answered in batch:
+            try:
+                out += _line(
+                    trace.request_id,
+                    method,
+                    trace.route,
+                    path,
+                    status,
+                    (answered - trace.started) * 1000,
+                    trace.credential,
+                    trace.key_id,
+                    trace.outcome,
+                    trace.remote,
+                    answered + to_wall_clock,
+                )
+            except Exception as error:  # one bad entry must not cost the others their lines
+                out += _unloggable_request(error)
+
+    def _write(self) -> None:
+        # Under the lock.
+        out = self._out
+        if not out:
+            return
+        data = memoryview(bytes(out))
+        out.clear()
         try:
             while data:
                 data = data[os.write(self._fd, data) :]
@@ -308,43 +377,43 @@ class AccessLogger(AbstractAccessLogger):
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         try:
-            LINES.add(_access_line(request, response, time))
+            trace = current_trace.get()  # the request's own: aiohttp runs each in its own task
+            if trace is None:  # refused before the application ran (aiohttp's HTTP parser)
+                LINES.add(_unmatched_line(request, response, time))
+            else:
+                LINES.add_access(trace, request.method, request.path, response.status)
         except Exception as error:  # never let the log line break the answer's connection
             _log.error("could not describe a request for the access log: %s", type(error).__name__)
 
 
-def _access_line(request: web.BaseRequest, response: web.StreamResponse, took: float) -> bytes:
-    trace = current_trace.get()  # the request's own: aiohttp runs each request in its own task
-    if trace is None:  # refused before the application ran (aiohttp's HTTP parser)
-        return _line(
-            None,
-            request.method,
-            UNMATCHED_ROUTE,
-            request.path,
-            response.status,
-            took * 1000,
-            None,
-            None,
-            None,
-            request.remote,
-        )
-    return access_line(trace, request.method, request.path, response.status)
-
-
-def access_line(trace: RequestTrace, method: str, path: str, status: int) -> bytes:
-    """The access line of a request the application answered, from its trace."""
-    # Timed from the trace's making: aiohttp's ``took`` is the loop's clock, whole ms on uvloop.
+def _unmatched_line(request: web.BaseRequest, response: web.StreamResponse, took: float) -> bytes:
     return _line(
-        trace.request_id,
-        method,
-        trace.route,
-        path,
-        status,
-        (perf_counter() - trace.started) * 1000,
-        trace.credential,
-        trace.key_id,
-        trace.outcome,
-        trace.remote,
+        None,
+        request.method,
+        UNMATCHED_ROUTE,
+        request.path,
+        response.status,
+        took * 1000,
+        None,
+        None,
+        None,
+        request.remote,
+        time.time(),
+    )
+
+
+def _unloggable_request(error: Exception) -> bytes:
+    """The line that stands for an access line that could not be made, as ``JsonFormatter``
+    would write it."""
+    return orjson.dumps(
+        {
+            "ts": _timestamp(time.time()),
+            "level": "ERROR",
+            "pid": _pid,
+            "logger": _log.name,
+            "msg": f"could not describe a request for the access log: {type(error).__name__}",
+        },
+        option=orjson.OPT_APPEND_NEWLINE,
     )
 
 
@@ -359,6 +428,7 @@ def _line(
     key_id: str | None,
     outcome: str | None,
     remote: str | None,
+    wall_time: float,
 ) -> bytes:
     # A matched route without parameters matched its template exactly: nothing to mask there.
     if path != route:
@@ -366,7 +436,7 @@ def _line(
     # The fields every line shares come pre-serialised (``_line_start``); this request's own
     # follow, serialised by orjson, whose opening brace the start already has.
     return (
-        _line_start(time.time())
+        _line_start(wall_time)
         + orjson.dumps(
             {
                 "request_id": request_id,

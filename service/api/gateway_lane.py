@@ -23,7 +23,7 @@ machinery cost more than the credential check itself (``docs/benchmarks.md``).
 ``FILEHOST_GATEWAY_LANE=off`` sends every request through aiohttp instead.
 
 Never logs or echoes a credential: it hands the headers to the same credential check as every
-route, and logs only what ``access_line`` logs.
+route, and logs only what the access log's lines hold (``service.logs``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from service.api.middleware import (
     trace_headers,
 )
 from service.auth.rate_limits import RateLimitFields
-from service.logs import LINES, RequestTrace, access_line, current_trace, request_id_from
+from service.logs import LINES, RequestTrace, current_trace, request_id_from
 from service.metrics import Metrics
 
 # A gateway route: the application, the request's headers and its trace to the answer. Raises
@@ -102,7 +102,7 @@ class GatewayLane:
         head = serialise_head(status, RESOURCE_HEADERS, pairs, len(pairs), length, True)
         record_answer(self._metrics, _GET, status, trace)
         if log_access:
-            LINES.add(access_line(trace, _GET, path, status))
+            LINES.add_access(trace, _GET, path, status)
         return head + body if body else head
 
 

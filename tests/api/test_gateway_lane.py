@@ -9,6 +9,7 @@ import asyncio
 import gc
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,7 +18,7 @@ import pytest
 from service.api.context import SETTINGS
 from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
 from service.app import create_app
-from service.logs import AccessLogger
+from service.logs import AccessLogger, LineBuffer
 from tests.api.test_files import uploaded
 from tests.api.test_ops import value
 from tests.conftest import Api, EnvelopeTestServer
@@ -267,16 +268,16 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
     lane_answers: list[str],
+    tmp_path: Path,
 ) -> None:
     api = await make_api()
     token = await api.user_with_session("logged@example.com")
     key = (await api.create_key(token))["secret_key"]
-    lines: list[bytes] = []
-
-    class Lines:  # the log's line buffer, keeping what it is given
-        add = staticmethod(lines.append)
-
-    monkeypatch.setattr("service.api.gateway_lane.LINES", Lines())
+    # The log's own line buffer, writing into a file of this test's.
+    log_file = tmp_path / "access.log"
+    output = log_file.open("wb")
+    request_lines = LineBuffer(output.fileno())
+    monkeypatch.setattr("service.api.gateway_lane.LINES", request_lines)
     # The service's own access log at INFO, as production serves.
     caplog.set_level(logging.INFO, logger="aiohttp.access")
     app = create_app(api.app[SETTINGS], clock=clock)
@@ -287,6 +288,9 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     answers = await _exchange(client.server.port, [request] * 3)
     assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
     assert lane_answers == [VERIFY] * 3
+    request_lines.flush()
+    output.close()
+    lines = log_file.read_bytes().splitlines()
     logged = [orjson.loads(line) for line in lines]
     assert [entry["status"] for entry in logged] == [200, 200, 200]
     assert {entry["route"] for entry in logged} == {VERIFY}
