@@ -403,18 +403,20 @@ def _unmatched_line(request: web.BaseRequest, response: web.StreamResponse, took
 
 
 def _unloggable_request(error: Exception) -> bytes:
-    """The line that stands for an access line that could not be made, as ``JsonFormatter``
-    would write it."""
-    return orjson.dumps(
-        {
-            "ts": _timestamp(time.time()),
-            "level": "ERROR",
-            "pid": _pid,
-            "logger": _log.name,
-            "msg": f"could not describe a request for the access log: {type(error).__name__}",
-        },
-        option=orjson.OPT_APPEND_NEWLINE,
+    """An ERROR line, written as any record is, in place of an access line that could not be
+    made."""
+    record = _log.makeRecord(
+        _log.name,
+        logging.ERROR,
+        __file__,
+        0,
+        "could not describe a request for the access log: %s",
+        (type(error).__name__,),
+        None,
+        # No request id: the request being handled now (if any) is not the one that failed.
+        extra={"fields": {}},
     )
+    return JsonFormatter().format(record).encode() + b"\n"
 
 
 def _line(

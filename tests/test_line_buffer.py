@@ -19,6 +19,7 @@ from service.logs import (
     RENDER_EVERY,
     LineBuffer,
     RequestTrace,
+    current_trace,
     new_request_id,
 )
 
@@ -125,9 +126,15 @@ def test_an_entry_that_cannot_be_serialised_leaves_an_error_line_and_the_others(
     good = answered_trace()
     lines.add_access(answered_trace(key_id=object()), "GET", ROUTE, 200)  # orjson refuses it
     lines.add_access(good, "GET", ROUTE, 200)
-    lines.flush()
+    # Serialised while another request is being handled: its id is not the failed one's.
+    token = current_trace.set(answered_trace())
+    try:
+        lines.flush()
+    finally:
+        current_trace.reset(token)
 
     broken, entry = written(path)
+    assert list(broken) == ["ts", "level", "pid", "logger", "msg"]  # as any record, no id
     assert broken["level"] == "ERROR" and "could not describe a request" in broken["msg"]
     assert entry["request_id"] == good.request_id
 
