@@ -204,10 +204,13 @@ class LineBuffer:
             if len(out) >= FLUSH_BYTES:
                 self._write()
 
-    def add_access(self, trace: RequestTrace, method: str, path: str, status: int) -> None:
-        """The access line of a request the application answered just now, from its trace."""
+    def add_access(
+        self, trace: RequestTrace, method: str, path: str, status: int, at: float | None = None
+    ) -> None:
+        """The access line of a request the application answered at ``at`` (a ``perf_counter``
+        reading; just now when not given), from its trace."""
         entries = self._entries
-        entries.append((trace, method, path, status, perf_counter()))
+        entries.append((trace, method, path, status, perf_counter() if at is None else at))
         if len(entries) >= RENDER_EVERY:
             with self._lock:
                 self._render()

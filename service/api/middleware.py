@@ -327,18 +327,10 @@ def standard_headers(
         headers[name] = value
 
 
-def record_answer(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:
-    if metrics is None:
-        return
-    try:
-        metrics.answered(
-            trace.route,
-            method,
-            status,
-            perf_counter() - trace.started,
-            trace.credential,
-            trace.outcome,
-            trace.auth_seconds,
-        )
-    except Exception:  # bookkeeping never turns an answer into an error
-        log.exception("could not record the request's metrics")
+def record_answer(
+    metrics: Metrics | None, method: str, status: int, trace: RequestTrace, at: float | None = None
+) -> None:
+    """Count an answered request in the metrics; ``at`` is when it was answered (a
+    ``perf_counter`` reading), now when not given."""
+    if metrics is not None:
+        metrics.answered(trace, method, status, perf_counter() if at is None else at)

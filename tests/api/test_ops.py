@@ -20,6 +20,7 @@ from service.api.middleware import prepare_streamed
 from service.api.ops import METRICS
 from service.app import create_app
 from service.auth.credentials import generate_api_key, generate_session_token
+from service.logs import RequestTrace
 from service.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
 from tests.conftest import Api, RedisServer, assert_error, bearer, serve_app
 
@@ -205,7 +206,10 @@ def test_batched_histogram_writes_equal_observe() -> None:
     metrics = Metrics()
     for index, seconds in enumerate(observed):  # requests of two kinds, each with its check
         status, outcome = (200, "ok") if index % 2 else (401, "invalid_api_key")
-        metrics.answered("/api/v1/files", "GET", status, seconds * 2, "api_key", outcome, seconds)
+        trace = RequestTrace("request", "/api/v1/files")
+        trace.credential, trace.outcome, trace.auth_seconds = "api_key", outcome, seconds
+        trace.started = 0.0  # so that the duration is exactly the one given, boundaries included
+        metrics.answered(trace, "GET", status, seconds * 2)
     metrics.flush()
     registry = CollectorRegistry()
     reference_checks = Histogram(
