@@ -162,8 +162,10 @@ def _timestamp(created: float) -> str:
 # How late a buffered line may be written, and how much may gather before it is written at once.
 FLUSH_SECONDS = 0.1
 FLUSH_BYTES = 64 * 1024
-# How many requests' access lines wait as entries before they are serialised together.
-RENDER_EVERY = 200
+# How many requests' access lines wait as entries before they are serialised together. At two
+# workers, 50 gave the throughput of 200 (of 25: 2% less) and 0.3-0.4 ms less p99: a batch is
+# serialised while the requests in hand wait, and a smaller one keeps them waiting less.
+RENDER_EVERY = 50
 
 # A request's access line before it is serialised: its trace, method, path, status and the
 # ``perf_counter`` reading when it was answered.

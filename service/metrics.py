@@ -55,8 +55,9 @@ log = logging.getLogger("service.metrics")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 FLUSH_SECONDS = 1.0
-# How many answered requests (or Redis replies) wait as entries before they are counted together.
-TALLY_EVERY = 200
+# How many answered requests (or Redis replies) wait as entries before they are counted together
+# (as ``service.logs.RENDER_EVERY``, and for the same reason).
+TALLY_EVERY = 50
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _BOUNDS = (*DURATION_BUCKETS, math.inf)
 _RENDER_ATTEMPTS = 3
