@@ -275,21 +275,20 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     key = (await api.create_key(token))["secret_key"]
     # The log's own line buffer, writing into a file of this test's.
     log_file = tmp_path / "access.log"
-    output = log_file.open("wb")
-    request_lines = LineBuffer(output.fileno())
-    monkeypatch.setattr("service.api.gateway_lane.LINES", request_lines)
-    # The service's own access log at INFO, as production serves.
-    caplog.set_level(logging.INFO, logger="aiohttp.access")
-    app = create_app(api.app[SETTINGS], clock=clock)
-    server = EnvelopeTestServer(app)
-    await server.start_server(access_log_class=AccessLogger)
-    client = await aiohttp_client(server)
-    request = _request(VERIFY, _key_may_read(key))
-    answers = await _exchange(client.server.port, [request] * 3)
-    assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
-    assert lane_answers == [VERIFY] * 3
-    request_lines.flush()
-    output.close()
+    with log_file.open("wb") as output:
+        request_lines = LineBuffer(output.fileno())
+        monkeypatch.setattr("service.api.gateway_lane.LINES", request_lines)
+        # The service's own access log at INFO, as production serves.
+        caplog.set_level(logging.INFO, logger="aiohttp.access")
+        app = create_app(api.app[SETTINGS], clock=clock)
+        server = EnvelopeTestServer(app)
+        await server.start_server(access_log_class=AccessLogger)
+        client = await aiohttp_client(server)
+        request = _request(VERIFY, _key_may_read(key))
+        answers = await _exchange(client.server.port, [request] * 3)
+        assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
+        assert lane_answers == [VERIFY] * 3
+        request_lines.flush()
     lines = log_file.read_bytes().splitlines()
     logged = [orjson.loads(line) for line in lines]
     assert [entry["status"] for entry in logged] == [200, 200, 200]
