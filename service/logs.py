@@ -18,8 +18,8 @@ Lines are gathered in memory (``LineBuffer``) and written to standard error in o
 every ``FLUSH_SECONDS``, whenever ``FLUSH_BYTES`` have gathered, before any other record (so
 lines keep their order), and when the worker stops. The standard ``logging`` machinery (a
 ``LogRecord``, a formatter and a stream write per line) cost more than the rest of a gateway
-request; the access line is serialised straight from the request's trace instead, a few hundred
-at a time (``LineBuffer``). So an access line can appear up to ``FLUSH_SECONDS`` after its
+request; the access line is serialised straight from the request's trace instead, in batches of
+``RENDER_EVERY`` (``LineBuffer``). So an access line can appear up to ``FLUSH_SECONDS`` after its
 answer was sent (its ``ts`` is still when it was answered), and none is lost on SIGTERM or
 SIGINT; a worker killed with SIGKILL loses at most that last fraction of a second.
 """

@@ -7,20 +7,16 @@ import logging
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from service.logs import RequestTrace, new_request_id
 from service.metrics import TALLY_EVERY, Metrics
+from tests.api import test_ops
 
 ROUTE = "/api/v1/files"
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(metrics.render().decode())
-        for sample in family.samples
-    }
+    return test_ops.samples(metrics.render().decode())
 
 
 def answer(

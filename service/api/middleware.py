@@ -327,10 +327,7 @@ def standard_headers(
         headers[name] = value
 
 
-def record_answer(
-    metrics: Metrics | None, method: str, status: int, trace: RequestTrace, at: float | None = None
-) -> None:
-    """Count an answered request in the metrics; ``at`` is when it was answered (a
-    ``perf_counter`` reading), now when not given."""
+def record_answer(metrics: Metrics | None, method: str, status: int, trace: RequestTrace) -> None:
+    """Count a request answered just now in the metrics."""
     if metrics is not None:
-        metrics.answered(trace, method, status, perf_counter() if at is None else at)
+        metrics.answered(trace, method, status, perf_counter())
