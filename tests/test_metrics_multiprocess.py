@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.api.test_ops import samples
 from tests.conftest import free_port
 from tests.test_serve import (
     Server,
@@ -27,14 +27,6 @@ KEYED = 60
 ANONYMOUS = 10
 
 
-def totals(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def files_requests(values: dict, status: str) -> float:
     labels = frozenset({"route": "/api/v1/files", "method": "GET", "status": status}.items())
     return values.get(("filehost_http_requests_total", labels), 0.0)
@@ -48,7 +40,7 @@ def auth_checks(values: dict, credential: str, outcome: str) -> float:
 async def scrape(http: aiohttp.ClientSession, port: int) -> dict:
     async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
         assert response.status == 200
-        return totals(await response.text())
+        return samples(await response.text())
 
 
 def worker_environment(pid: int) -> dict[str, str]:
