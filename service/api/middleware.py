@@ -1,7 +1,8 @@
 """The one place where errors become the JSON error envelope, and the headers every response gets:
 what every request goes through (``request_handling``; the gateway lane, which answers the
 gateway's own requests without aiohttp's request objects, goes through the same functions:
-``refusal``, ``error_body``, ``trace_headers``, ``record_answer``).
+``refusal``, ``error_body``, ``trace_headers``, and the ``Metrics.answered`` that
+``record_answer`` calls, which the lane calls itself to share its clock reading).
 
 ``{"success": false, "error": {"code", "message", "details"?}}`` for every refusal: our own
 ``ApiError``s, aiohttp's routing errors (404, 405, 413), Redis failures (503, fail closed) and
