@@ -184,22 +184,32 @@ class EnvelopeRequestHandler(RequestHandler):
         for aiohttp's handling. The body of the last request whose headers came in, if any."""
         if self._force_close or self._close:
             return None
-        try:
-            messages, upgraded, tail = self._parser.feed_data(data)  # type: ignore[union-attr]
-        except HttpProcessingError as exc:
-            messages = [(_ErrInfo(status=400, exc=exc, message=exc.message), EMPTY_PAYLOAD)]
-            upgraded, tail = False, b""
         queued = False
         body = None
-        for message, body in messages:
-            self._request_count += 1
-            route = self._route_in_lane(message, body) if self._in_lane is None else None
-            if route is not None:
-                self._parser.message_consumed()  # type: ignore[union-attr]
-                self._start_in_lane(route, message)
-            else:
-                self._messages.append((message, body))
-                self._handed = queued = True
+        while True:
+            in_flight = len(self._messages)  # the parser's count: aiohttp frees one per pop
+            try:
+                messages, upgraded, tail = self._parser.feed_data(data)  # type: ignore[union-attr]
+            except HttpProcessingError as exc:
+                messages = [(_ErrInfo(status=400, exc=exc, message=exc.message), EMPTY_PAYLOAD)]
+                upgraded, tail = False, b""  # an error is never the lane's: the loop ends
+            taken = 0
+            for message, body in messages:
+                self._request_count += 1
+                route = self._route_in_lane(message, body) if self._in_lane is None else None
+                if route is not None:
+                    self._parser.message_consumed()  # type: ignore[union-attr]
+                    self._start_in_lane(route, message)
+                    taken += 1
+                else:
+                    self._messages.append((message, body))
+                    self._handed = queued = True
+            # The parser stops at max_msg_queue_size requests in flight and keeps the rest of
+            # the bytes; aiohttp feeds it again only when its own queue drains from full. The
+            # lane's requests freed their slots already, so what is left is read here.
+            if upgraded or not taken or in_flight + len(messages) < self._max_msg_queue_size:
+                break
+            data = b""
         waiter = self._waiter
         if queued and self._in_lane is None and waiter is not None and not waiter.done():
             waiter.set_result(None)
