@@ -74,6 +74,7 @@ WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 SESSION_ONLY_RESOURCES = frozenset({"keys"})
 
 _RESOURCE_START = len(PREFIX) + 1
+_PREFIX_FOLDED = PREFIX.lower() + "/"
 # (method, resource) -> (permission, session only), precomputed from the table above.
 _DERIVED: dict[tuple[str, str], tuple[str, bool]] = {
     (method, resource): (permissions[index], resource in SESSION_ONLY_RESOURCES)
@@ -139,11 +140,14 @@ _NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f\\;#%]|//|/[. ]*\.[. ]*(?=/|$)")
 
 def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
     """``(permission, session only)`` for the original request, or None when the table does not
-    map it. Raises 403 ``no_permission_mapping`` for a path that is not in plain form: no leading
-    ``/``, a ``#`` anywhere in the URI, any non-ASCII character (raw or percent-encoded, so also
-    invalid or overlong UTF-8 and look-alikes such as fullwidth ``．`` or ``／`` that an upstream
-    may normalise), or, after decoding once, anything ``_NOT_PLAIN`` matches. The query string is
-    not looked at."""
+    know its resource (then a named permission alone decides). Raises 403
+    ``no_permission_mapping`` for a path that is not in plain form: no leading ``/``, a ``#``
+    anywhere in the URI, any non-ASCII character (raw or percent-encoded, so also invalid or
+    overlong UTF-8 and look-alikes such as fullwidth ``．`` or ``／`` that an upstream may
+    normalise), or, after decoding once, anything ``_NOT_PLAIN`` matches. Also for a path that
+    names one of the table's resources (or the API's prefix) in any spelling but the canonical
+    one, since an upstream may route without regard to case; and for a method outside the
+    table, or not in upper case, on one of its resources. The query string is not looked at."""
     if "#" in uri:
         raise _unmapped()
     path = uri.partition("?")[0]
@@ -157,9 +161,23 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
     if not path.startswith("/") or _NOT_PLAIN.search(path):
         raise _unmapped()
     if not path.startswith(PREFIX) or path[_RESOURCE_START - 1 : _RESOURCE_START] != "/":
+        folded = path.lower()
+        if folded == PREFIX or folded.startswith(_PREFIX_FOLDED):
+            raise _unmapped()  # the API's root, or its prefix spelled otherwise
         return None
     resource = path[_RESOURCE_START:].partition("/")[0]
-    return _DERIVED.get((method, resource))
+    derived = _DERIVED.get((method, resource))
+    if derived is not None:
+        return derived
+    if resource in ROUTE_PERMISSIONS or _folded(resource) in ROUTE_PERMISSIONS:
+        raise _unmapped()  # a known resource with a method outside the table, or spelled otherwise
+    return None
+
+
+def _folded(resource: str) -> str:
+    """A resource name as a lenient upstream might read it: any case, trailing dots and spaces
+    dropped (as Windows does)."""
+    return resource.lower().rstrip(". ")
 
 
 def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None, bool]:

@@ -495,3 +495,61 @@ async def test_a_credential_over_its_rate_is_a_429_for_the_gateway(make_api: Any
 
     await assert_refused(response, 429, "rate_limited")
     assert int(response.headers["Retry-After"]) >= 1
+
+
+# Spellings of a write to a mapped resource that an upstream routing without regard to case (as
+# Express and ASP.NET Core do by default) or trimming trailing dots reads as that write.
+SPELLED_OTHERWISE = [
+    ("DELETE", "/api/v1/FILES/fil_x"),
+    ("DELETE", "/api/v1/Files/fil_x"),
+    ("DELETE", "/API/V1/files/fil_x"),
+    ("DELETE", "/Api/v1/files/fil_x"),
+    ("DELETE", "/api/v1/files./fil_x"),
+    ("POST", "/API/V1/files"),
+    ("POST", "/api/v1/FILES"),
+    ("delete", "/api/v1/files/fil_x"),
+    ("Delete", "/api/v1/files/fil_x"),
+    ("post", "/api/v1/files"),
+    ("MOVE", "/api/v1/files"),
+    ("PROPPATCH", "/api/v1/files"),
+    ("MKCOL", "/api/v1/folders"),
+    ("COPY", "/api/v1/files/fil_x"),
+    ("OPTIONS", "/api/v1/files"),
+    ("get", "/api/v1/files"),
+    ("GET", "/API/v1/reports"),
+    ("GET", "/api/v1"),
+]
+
+
+@pytest.mark.parametrize(("method", "uri"), SPELLED_OTHERWISE)
+@pytest.mark.parametrize("family", [nginx, traefik], ids=["nginx", "traefik"])
+async def test_a_read_permission_never_covers_a_mapped_resource_spelled_otherwise(
+    account: Account, family: Any, method: str, uri: str
+) -> None:
+    reader = await account.key("files.read", "folders.read")
+    headers = {
+        "X-API-Key": reader["secret_key"],
+        **family(method, uri),
+        "X-Required-Permission": "files.read",
+    }
+
+    response = await verify(account.api, headers)
+
+    await assert_refused(response, 403, "no_permission_mapping")
+
+
+@pytest.mark.parametrize(("method", "uri"), SPELLED_OTHERWISE)
+def test_every_spelling_of_a_mapped_resource_fails_closed(method: str, uri: str) -> None:
+    with pytest.raises(Exception) as refused:
+        derive_permission(method, uri)
+    assert getattr(refused.value, "code", None) == "no_permission_mapping"
+
+
+@pytest.mark.parametrize(
+    ("method", "uri"),
+    [("DELETE", "/api/v1/reports/x"), ("get", "/api/v1/reports"), ("PURGE", "/elsewhere")],
+)
+def test_resources_the_table_does_not_know_are_left_to_the_named_permission(
+    method: str, uri: str
+) -> None:
+    assert derive_permission(method, uri) is None
