@@ -32,6 +32,7 @@ from service.api.answers import Answer, Reply
 from service.api.context import AUTHENTICATOR, SETTINGS, STORE
 from service.api.middleware import error_response, prepare_streamed
 from service.api.routes import PREFIX, authenticate, check_credentials, ok, ok_reply
+from service.api.validation import readable
 from service.auth.authenticator import require
 from service.auth.credentials import is_valid_id, new_id
 from service.auth.principal import Principal
@@ -111,7 +112,7 @@ def display_name(raw: str | None) -> str:
     """The client's file name as it is kept, for display only: its last path component (after
     any ``/`` or ``\\``), without control characters, trimmed, at most 255 characters (a long one
     is shortened before its extension). Never used in a path: blobs are named by file id."""
-    name = re.split(r"[/\\]", raw or "")[-1]
+    name = re.split(r"[/\\]", readable(raw) or "")[-1]
     name = "".join(char for char in name if unicodedata.category(char) != "Cc").strip()
     if len(name) > MAX_NAME_LENGTH:  # shortened in its stem, so a short extension survives
         stem, dot, extension = name.rpartition(".")

@@ -27,8 +27,8 @@ from service.api.validation import (
     parse_login,
     parse_roll_key,
     read_json_object,
+    user_agent,
 )
-from service.auth.accounts import MAX_USER_AGENT_LENGTH
 from service.auth.audit import Origin
 from service.auth.authenticator import Authenticator
 from service.auth.permissions import to_names
@@ -118,11 +118,10 @@ async def acting(request: web.Request, principal: Principal) -> Origin:
     client's address (worked out as for login throttling) and its User-Agent (cut to 256
     characters). One Redis read; never on the gateway's path."""
     session_id = await request.app[ACCOUNTS].acting_session_id(principal)
-    agent = request.headers.get(hdrs.USER_AGENT)
     return Origin(
         session_id,
         client_address(request, request.app[SETTINGS].trusted_proxies),
-        agent[:MAX_USER_AGENT_LENGTH] if agent else None,
+        user_agent(request),
     )
 
 
@@ -153,7 +152,7 @@ async def login(request: web.Request) -> web.Response:
     fields = parse_login(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
     result = await request.app[ACCOUNTS].login(
-        fields.email, fields.password, address, request.headers.get(hdrs.USER_AGENT)
+        fields.email, fields.password, address, user_agent(request)
     )
     return ok(
         {
@@ -263,9 +262,7 @@ async def report_leaked_keys(request: web.Request) -> web.Response:
     audit trail."""
     secrets = parse_leak_report(await read_json_object(request))
     trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # set by request_handling
-    received = await request.app[ACCOUNTS].report_leaked(
-        secrets, trace.remote, request.headers.get(hdrs.USER_AGENT)
-    )
+    received = await request.app[ACCOUNTS].report_leaked(secrets, trace.remote, user_agent(request))
     return ok({"received": received}, status=202)
 
 

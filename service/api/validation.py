@@ -21,6 +21,7 @@ from service.auth.accounts import (
     MAX_EMAIL_LENGTH,
     MAX_GRACE_SECONDS,
     MAX_PASSWORD_LENGTH,
+    MAX_USER_AGENT_LENGTH,
     KeyEdit,
 )
 from service.auth.key_rules import MAX_ALLOWED_IPS, canonical_network
@@ -35,6 +36,22 @@ MAX_EXPIRES_DAYS = 365
 # a scanner may send whatever matched its pattern, so some slack).
 MAX_LEAKED_SECRETS = 100
 MAX_LEAKED_SECRET_LENGTH = 256
+
+
+def readable(value: str | None) -> str | None:
+    """A header or multipart value as text the service can keep: aiohttp reads header bytes
+    that are not UTF-8 as lone surrogates (``surrogateescape``), which neither Redis nor JSON
+    can hold; each such byte becomes U+FFFD, as a browser shows it."""
+    if value is None or value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def user_agent(request: web.Request) -> str | None:
+    """The request's User-Agent as it is kept (audit events, sessions): readable, at most
+    ``MAX_USER_AGENT_LENGTH`` characters, None when absent or empty."""
+    agent = readable(request.headers.get("User-Agent"))
+    return agent[:MAX_USER_AGENT_LENGTH] if agent else None
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:

@@ -963,3 +963,83 @@ async def test_expect_100_continue_still_works(api: Api) -> None:
     [response] = parse_responses(received)
     assert response.status == 200, response
     assert re.fullmatch(r"fhs_[0-9A-Za-z]{49}", response.json()["data"]["token"])
+
+
+# -- bytes that are not UTF-8 in values the service keeps ----------------------------------------
+
+LATIN1_AGENT = b"Mozilla/5.0 (caf\xe9; r\xe9sum\xe9)"
+
+
+def _with_agent(method: str, path: str, token: str | None, body: bytes = b"") -> bytes:
+    headers = [(b"User-Agent", LATIN1_AGENT)]
+    if token is not None:
+        headers.append((b"Authorization", b"Bearer " + token.encode()))
+    if body:
+        headers.append((b"Content-Type", b"application/json"))
+    return request_bytes(method, path, headers, body)
+
+
+async def test_a_login_with_a_user_agent_that_is_not_utf8_opens_a_session(api: Api) -> None:
+    await api.create_user(EMAIL)
+    body = json.dumps({"email": EMAIL, "password": PASSWORD}).encode()
+
+    response = await raw(api.client.port, _with_agent("POST", LOGIN, None, body))
+
+    assert response.status == 200, response
+    token = response.json()["data"]["token"]
+    sessions = await api.client.get("/api/v1/auth/sessions", headers=bearer(token))
+    [listed] = (await sessions.json())["data"]["sessions"]
+    assert listed["user_agent"] == "Mozilla/5.0 (caf\ufffd; r\ufffdsum\ufffd)"
+    events = await api.client.get("/api/v1/audit-events", headers=bearer(token))
+    [login] = (await events.json())["data"]["events"]
+    assert login["user_agent"] == listed["user_agent"]
+
+
+async def test_key_creation_and_revocation_with_a_user_agent_that_is_not_utf8(api: Api) -> None:
+    token = await api.user_with_session(EMAIL)
+    body = json.dumps({"name": "ci", "permissions": ["files.read"]}).encode()
+
+    created = await raw(api.client.port, _with_agent("POST", KEYS, token, body))
+    assert created.status == 201, created
+    key = created.json()["data"]
+    revoked = await raw(api.client.port, _with_agent("DELETE", f"{KEYS}/{key['id']}", token))
+
+    assert revoked.status == 200, revoked
+    after = await api.client.get(FILES, headers={"X-API-Key": key["secret_key"]})
+    assert after.status == 401
+
+
+async def test_a_leak_report_with_a_user_agent_that_is_not_utf8_ends_the_key(api: Api) -> None:
+    token = await api.user_with_session(EMAIL)
+    secret = (await api.create_key(token))["secret_key"]
+    body = json.dumps({"secrets": [secret]}).encode()
+
+    reported = await raw(api.client.port, _with_agent("POST", f"{KEYS}/leaked", None, body))
+
+    assert reported.status == 202, reported
+    after = await api.client.get(FILES, headers={"X-API-Key": secret})
+    assert after.status == 401
+
+
+async def test_an_upload_whose_file_name_is_not_utf8_is_stored_under_a_readable_name(
+    api: Api,
+) -> None:
+    token = await api.user_with_session(EMAIL)
+    boundary = "b0undary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="'.encode()
+        + b"r\xe9sum\xe9.txt"
+        + f'"\r\nContent-Type: text/plain\r\n\r\nhello\r\n--{boundary}--\r\n'.encode()
+    )
+    headers = [
+        (b"Authorization", b"Bearer " + token.encode()),
+        (b"Content-Type", f"multipart/form-data; boundary={boundary}".encode()),
+    ]
+
+    response = await raw(api.client.port, request_bytes("POST", FILES, headers, body))
+
+    assert response.status == 201, response
+    created = response.json()["data"]
+    assert created["name"] == "r\ufffdsum\ufffd.txt"
+    listed = await api.client.get(FILES, headers=bearer(token))
+    assert [file["name"] for file in (await listed.json())["data"]["files"]] == [created["name"]]
