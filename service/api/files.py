@@ -91,7 +91,9 @@ INLINE_TYPES = frozenset(
 )
 OCTET_STREAM = "application/octet-stream"
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
-_RANGE = re.compile(r"^bytes=([0-9]{0,18})-([0-9]{0,18})$")
+_RANGE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
+# Past any file's size: a range position with more digits than this is read as this.
+_FAR_PAST_THE_END = 10**18
 
 
 # -- views and small parsers ------------------------------------------------------------------
@@ -160,20 +162,29 @@ def byte_range(request: web.Request, size: int, etag: str) -> tuple[int, int] | 
     match = _RANGE.match(header.strip())
     if match is None or match.group(1) == match.group(2) == "":
         return None
-    first, last = match.groups()
-    if first == "":  # the last N bytes
-        suffix = int(last)
+    first, last = (_position(digits) for digits in match.groups())
+    if first is None:  # the last N bytes
+        suffix = last
         if suffix == 0 or size == 0:
             raise _unsatisfiable(size)
         start = max(0, size - suffix)
         return start, size - start
-    start = int(first)
-    if last and int(last) < start:
+    start = first
+    if last is not None and last < start:
         return None
     if start >= size:
         raise _unsatisfiable(size)
-    end = min(int(last), size - 1) if last else size - 1
+    end = min(last, size - 1) if last is not None else size - 1  # RFC 9110 14.1.1: clamped
     return start, end - start + 1
+
+
+def _position(digits: str) -> int | None:
+    """A range's byte position: None when absent; any number of digits (never an int of
+    thousands of digits: anything past ``_FAR_PAST_THE_END`` is that)."""
+    if not digits:
+        return None
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else _FAR_PAST_THE_END
 
 
 def _unsatisfiable(size: int) -> RangeNotSatisfiable:

@@ -130,7 +130,7 @@ def member(event: dict[str, Any]) -> str:
 
 
 class BadCursor(ValueError):
-    """A cursor this service did not hand out."""
+    """Not a cursor: not the shape of a position in the list (any such position is one)."""
 
 
 def encode_cursor(seq: int) -> str:

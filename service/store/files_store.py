@@ -103,7 +103,7 @@ class FilePage:
 
 
 class BadCursor(ValueError):
-    """A cursor this service did not hand out."""
+    """Not a cursor: not the shape of a position in the list (any such position is one)."""
 
 
 def encode_cursor(position: str) -> str:

@@ -10,6 +10,7 @@ bytes or a record behind.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import os
@@ -531,6 +532,11 @@ async def test_range_requests(api: Api) -> None:
         ("bytes=-999999", 0, size - 1),
         ("bytes=10000-99999", 10000, size - 1),
         ("bytes=5-5", 5, 5),
+        ("bytes=0-10240", 0, size - 1),
+        ("bytes=0-99999999999999999999999999", 0, size - 1),
+        ("bytes=10-" + "9" * 5000, 10, size - 1),
+        ("bytes=-" + "9" * 5000, 0, size - 1),
+        ("bytes=0000000000000000000000000010-19", 10, 19),
     ):
         response = await ranged(header)
         assert response.status == 206, header
@@ -538,7 +544,7 @@ async def test_range_requests(api: Api) -> None:
         assert response.headers["Content-Range"] == f"bytes {start}-{end}/{size}"
         assert response.headers["Content-Length"] == str(end - start + 1)
 
-    for header in ("bytes=10240-", "bytes=99999-100000", "bytes=-0"):
+    for header in ("bytes=10240-", "bytes=99999-100000", "bytes=-0", "bytes=" + "9" * 5000 + "-"):
         response = await ranged(header)
         error = await assert_error(response, 416, "range_not_satisfiable")
         assert response.headers["Content-Range"] == f"bytes */{size}"
@@ -645,6 +651,23 @@ async def test_a_deleted_files_cursor_still_leads_on(api: Api) -> None:
     second = await listing(api, f"?limit=2&cursor={first['next_cursor']}", token=token)
     assert {f["id"] for f in first["files"]} | {f["id"] for f in second["files"]} == set(ids)
     assert second["next_cursor"] is None
+
+
+async def test_a_cursor_is_a_position_any_well_formed_one_starts_a_page_after_it(
+    api: Api, clock: Any
+) -> None:
+    # Documented: a cursor encodes (upload time, id) and is not a token the service hands out.
+    token = await api.user_with_session()
+    old = await uploaded(api, b"old", token=token)
+    clock.advance(seconds=10)
+    new = await uploaded(api, b"new", token=token)
+    between = base64.urlsafe_b64encode(f"{clock.ms - 5000:013d}:fil_{'0' * 22}".encode())
+    cursor = between.decode().rstrip("=")
+
+    page = await listing(api, f"?cursor={cursor}", token=token)
+
+    assert [f["id"] for f in page["files"]] == [old["id"]]
+    assert new["id"] != old["id"]
 
 
 @pytest.mark.parametrize(
