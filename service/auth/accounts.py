@@ -15,6 +15,7 @@ the exception: its record is best effort (see ``login``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass
@@ -554,7 +555,16 @@ class Accounts:
             raise ValidationFailed(
                 details={"grace_seconds": f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"}
             )
-        secret = credentials.generate_api_key()
+        # Every secret of a key has its entry in one Redis Cluster slot, that of the bucket its
+        # secrets share, so that one script reads either and takes from that bucket.
+        slot = await self._store.api_key_slot(user_id, key_id)
+        if slot is None:
+            raise _key_not_found()
+        entry_slot = self._store.entry_slot
+        secret = await asyncio.to_thread(
+            credentials.generate_api_key_where,
+            lambda candidate: entry_slot(credentials.digest(candidate)) == slot,
+        )
         now = self._clock.now_ms()
         origin = _origin(origin)
 

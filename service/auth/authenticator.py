@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from service.auth import credentials
-from service.auth.key_rules import AllowLists
+from service.auth.key_rules import AddressForms, AllowLists
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.auth.principal import CredentialType, Principal
 from service.auth.rate_limits import KeyRates, RateLeases, RateLimitFields
@@ -27,7 +27,7 @@ from service.background import BackgroundWrites
 from service.clock import Clock
 from service.config import Settings
 from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
-from service.store.redis_store import ApiKeyEntry, KeyRules, RateVerdict, RedisStore
+from service.store.redis_store import ApiKeyEntry, RateVerdict, RedisStore
 
 REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000
@@ -76,6 +76,7 @@ class Authenticator:
         self._leases = RateLeases(limit) if limit is not None else None
         self._key_rates = KeyRates()
         self._allow_lists = AllowLists()
+        self._address_forms = AddressForms()
 
     def authenticate(
         self,
@@ -128,26 +129,33 @@ class Authenticator:
         lent, take, give_back, for_lease = self._plan(digest, now, counted)
         # Requests given back are worth the interval they were taken at (a key's own rate).
         interval = self._leases.given_back_interval_us(digest) if give_back else 0  # type: ignore[union-attr]
-        entry = await self._store.find_api_key(digest, now, take, give_back, interval)
+        address = self._address_forms.of(client)
+        entry = await self._store.find_api_key(digest, now, take, give_back, interval, address)
         # A lease taken under a rate of the key's own (its verdicts name its policy), or served
         # to a key that has one now: was it taken under the rate the key has now?
         if lent is not None and entry is not None and (entry.own_rate or lent.policy):
             stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
             if stale is not None:  # the key's rate changed: take under the new one instead
                 lent = None
-                entry = await self._store.find_api_key(digest, now, 1, *stale)
+                entry = await self._store.find_api_key(digest, now, 1, *stale, address)
         if entry is None:
             self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+        rules = entry.rules
+        if rules is not None or entry.expires_at <= now:
+            # Refused here took nothing from the bucket (the lookup checks the same); one
+            # served from this worker's lease gives its request back.
+            refusal = self._refusal(entry, now, client)
+            if refusal is not None:
+                if lent is not None:
+                    self._leases.give_back(digest)  # type: ignore[union-attr]
+                else:
+                    self._rate(digest, None, None, for_lease, now)
+                raise refusal
         if entry.own_rate is None:  # the common case: one call, as for a session
             rate = self._rate(digest, lent, entry.rate, for_lease, now)
         else:
             rate = self._key_rate(digest, lent, entry, for_lease, now)
-        rules = entry.rules
-        if rules is not None:
-            self._check_rules(rules, entry.expires_at, now, client)
-        elif entry.expires_at <= now:
-            raise _api_key_refusal("api_key_expired", "The API key has expired.")
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         if self._due(entry.key_id, now, _KEY_TOUCH_INTERVAL_MS):
@@ -190,22 +198,34 @@ class Authenticator:
             return self._leases.taken(digest, looked_up, now)  # type: ignore[union-attr]
         return looked_up
 
-    def _check_rules(self, rules: KeyRules, expires_at: int, now: int, client: str | None) -> None:
-        """Refuse a rolled-out secret past its grace (as good as unknown), then an expired key,
-        a disabled one, and one used from outside its allowed networks."""
-        if rules.refused_from is not None and rules.refused_from <= now:
-            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
-        if expires_at <= now:
-            raise _api_key_refusal("api_key_expired", "The API key has expired.")
+    def _refusal(
+        self, entry: ApiKeyEntry, now: int, client: str | None
+    ) -> Unauthorized | Forbidden | None:
+        """Why the key is refused, if it is: a rolled-out secret past its grace (as good as
+        unknown), then an expired key, a disabled one, and one used from outside its allowed
+        networks."""
+        rules = entry.rules
+        if rules is not None and rules.refused_from is not None and rules.refused_from <= now:
+            return _api_key_refusal("invalid_api_key", "The API key is not valid.")
+        if entry.expires_at <= now:
+            return _api_key_refusal("api_key_expired", "The API key has expired.")
+        if rules is None:
+            return None
         if rules.disabled:
-            raise _api_key_refusal("api_key_disabled", "The API key is disabled.")
-        if rules.allowed_networks is not None and not self._allow_lists.allows(
-            rules.allowed_networks, client
-        ):
-            raise Forbidden(
-                "This API key may not be used from the address of this request.",
-                code="ip_not_allowed",
-            )
+            return _api_key_refusal("api_key_disabled", "The API key is disabled.")
+        if rules.allowed_networks is not None:
+            rewrite = "rewrite " + entry.key_id
+            if rules.ranges_missing and self._due(rewrite, now, _KEY_TOUCH_INTERVAL_MS):
+                self._background.spawn(
+                    "key entry rewrite",
+                    self._store.rewrite_key_entries(entry.user_id, entry.key_id, now),
+                )
+            if not self._allow_lists.allows(rules.allowed_networks, client):
+                return Forbidden(
+                    "This API key may not be used from the address of this request.",
+                    code="ip_not_allowed",
+                )
+        return None
 
     def _key_rate(
         self,

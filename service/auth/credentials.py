@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import zlib
+from collections.abc import Callable
 
 BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _BASE62_SET = frozenset(BASE62)
@@ -55,6 +56,28 @@ def _generate(kind: str) -> str:
 def generate_api_key() -> str:
     """A new API key secret (shown to its owner once, stored only as a digest)."""
     return _generate(API_KEY_KIND)
+
+
+# The characters a secret drawn for ``generate_api_key_where`` varies at its end: 62**3 bodies
+# to test for each draw of the rest, enough for a one-in-16384 condition (a cluster slot).
+_VARIED_CHARS = 3
+
+
+def generate_api_key_where(accept: Callable[[str], bool]) -> str:
+    """A new API key secret for which ``accept`` holds: its first random characters drawn as
+    ``generate_api_key`` draws them, its last ones the first of the 62**3 choices accepted
+    (so at least 238 random bits remain). For a condition that holds for one secret in
+    thousands, such as its entry's Redis Cluster slot; run it off the event loop."""
+    kept = _RANDOM_CHARS - _VARIED_CHARS
+    while True:
+        random = _base62(int.from_bytes(secrets.token_bytes(32), "big"), _RANDOM_CHARS)
+        head = API_KEY_KIND + random[:kept]
+        for pair in _PAIRS:
+            for last in BASE62:
+                body = head + pair + last
+                secret = body + _checksum(body)
+                if accept(secret):
+                    return secret
 
 
 def generate_session_token() -> str:

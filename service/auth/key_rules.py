@@ -45,6 +45,50 @@ def stored_form(networks: tuple[str, ...]) -> str:
     return ",".join(networks)
 
 
+def address_form(client: str | None) -> str:
+    """A client address as the store's lookup compares it with a key's allowed ranges
+    (``address_ranges``): ``4`` and 8 hex digits for IPv4 (an IPv4-mapped IPv6 address
+    included, as ``AllowLists`` reads it), ``6`` and 32 for IPv6; '' when it is not an address,
+    which no range holds."""
+    address = _address(client) if client is not None else None
+    if address is None:
+        return ""
+    return f"{address.version}{address.packed.hex()}"
+
+
+def address_ranges(networks: list[str] | tuple[str, ...]) -> str:
+    """A key's allowed networks as ``low-high`` ranges of ``address_form``s, comma-separated:
+    what the store's lookup script compares a client's address with (as strings of one length,
+    so an IPv4 address is only ever in an IPv4 network, as ``AllowLists`` decides)."""
+    ranges = []
+    for network in _parse(",".join(networks)):
+        version = network.version
+        low = network.network_address.packed.hex()
+        high = network.broadcast_address.packed.hex()
+        ranges.append(f"{version}{low}-{version}{high}")
+    return ",".join(ranges)
+
+
+class AddressForms:
+    """``address_form`` per client address, remembered (bounded): a gateway's requests come
+    from a few addresses, and the form is worked out on every API key request."""
+
+    __slots__ = ("_known",)
+
+    _LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._known: dict[str | None, bytes] = {}
+
+    def of(self, client: str | None) -> bytes:
+        form = self._known.get(client)
+        if form is None:
+            if len(self._known) >= self._LIMIT:
+                self._known.clear()
+            form = self._known[client] = address_form(client).encode()
+        return form
+
+
 def _parse(stored: str) -> tuple[Network, ...]:
     """The networks of a stored allow-list; a damaged one refuses (fail closed)."""
     try:

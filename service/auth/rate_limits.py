@@ -220,6 +220,13 @@ class RateLeases:
             return verdict
         return RateVerdict(True, verdict.remaining + kept, 0, verdict.full_in_us, 1, verdict.policy)
 
+    def give_back(self, credential: str) -> None:
+        """A request served from the lease was refused for its credential: it took nothing, so
+        the lease has it again."""
+        lease = self._held.get(credential)
+        if lease is not None:
+            lease[0] += 1
+
     def given_back_interval_us(self, credential: str) -> int:
         """The interval the requests a plan gives back were taken at: the key's own rate's, or 0
         for the deployment's. Each is worth that much of the bucket, whatever the rate now."""

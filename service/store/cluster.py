@@ -23,7 +23,6 @@ Never logs arguments (digests).
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import logging
 import time
@@ -40,10 +39,10 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from service.config import Settings
 from service.store.pipelined import PipelinedRedis, ScriptCall
+from service.store.slots import SLOTS, key_slot
 
 log = logging.getLogger("service.store")
 
-SLOTS = 16384
 # Redirections followed for one command before it fails (a slot moved again while followed).
 _REDIRECTS = 5
 # How long to wait before sending again a command answered TRYAGAIN (at most _REDIRECTS times).
@@ -54,17 +53,6 @@ _FAILOVER_POLL_SECONDS = 0.25
 _FAILOVER_WATCH_SECONDS = 60.0
 _SCRIPT_COMMANDS = frozenset({b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO", b"FCALL"})
 _ASKING = hiredis.pack_command(("ASKING",))
-
-
-def key_slot(key: bytes) -> int:
-    """The cluster slot of ``key``: CRC16 (XMODEM, as Redis) of its hash tag, the part between
-    the first ``{`` and the first ``}`` after it when that is not empty, else of the whole key."""
-    start = key.find(b"{")
-    if start != -1:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            key = key[start + 1 : end]
-    return binascii.crc_hqx(key, 0) % SLOTS
 
 
 def first_key(command: bytes) -> bytes | None:

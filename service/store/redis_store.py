@@ -15,12 +15,14 @@ import orjson
 from redis.asyncio import Redis
 
 from service.auth.credentials import new_id
+from service.auth.key_rules import address_ranges
 from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.clock import Clock, SystemClock
 from service.errors import CorruptRecord
 from service.store.audit_store import RECORD_EVENTS, AuditStore, EventBatch
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
+from service.store.slots import key_slot
 
 # How long an entry is kept past its deadline. Never accepted (the authenticator compares the
 # stored deadline with its clock first), only kept so that an expired credential is answered
@@ -258,22 +260,66 @@ return 1
 """
 
 
-# The hot-path lookup with a request-rate limit folded in, so a limited request still costs one
-# round trip: read the credential's fields and, when it exists, take requests from its bucket
-# (GCRA: the bucket holds the "theoretical arrival time" of the next request, in µs). A worker
-# may take several at once and use them over the next second (auth.rate_limits.RateLeases); it
-# gives back those it did not use with its next take. A key with a rate of its own holds it in
-# its entry (``r``, "<per second>:<burst>", a field this same HMGET reads): it replaces the
-# deployment's interval and tolerance, so a changed rate counts from the next take on.
-# KEYS: entry, bucket. ARGV: now µs, emission interval µs, burst tolerance µs, requests wanted,
-# µs given back (requests given back, each at the interval it was taken at: a rate may have
-# changed since), position among the fields of the entry's own rate (0: none), fields...
-# Returns nil for no entry, else the fields followed by allowed (1/0), then remaining requests
-# (allowed) or µs to wait (refused), then µs until the bucket is full again, then requests taken.
+# The hot-path lookups with a request-rate limit folded in, so a limited request still costs one
+# round trip: read the credential's fields and, when it exists and the request will not be
+# refused for what they say, take requests from its bucket (GCRA: the bucket holds the
+# "theoretical arrival time" of the next request, in µs). A request refused for its credential
+# (a disabled or expired key, a rolled-out secret past its grace, an address outside a key's
+# allowed networks, an expired session) takes nothing: whoever holds a leaked, pinned key cannot
+# spend its owner's rate. A worker may take several requests at once and use them over the next
+# second (auth.rate_limits.RateLeases); it gives back those it did not use with its next take.
 # Buckets are excluded from the AOF and replicas (REPL_NONE): they live seconds, and a write per
 # request would put an fsync behind every gateway call. A restart forgets them, nothing else.
-_LOOKUP_AND_TAKE = """
-local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 7))
+# Each returns nil for no entry, else the fields followed by a status (1 taken, 0 refused for
+# the rate, -1 nothing taken: the credential is refused anyway, 2 nothing taken: the key's
+# bucket is another one, named by its field ``b``), then remaining requests (taken) or µs to
+# wait (refused for the rate), then µs until the bucket is full again, then requests taken.
+_TAKE = """
+local function take(values, bucket, now, interval, tolerance, wanted, given_back, usable)
+  if redis.set_repl then
+    redis.set_repl(redis.REPL_NONE)
+  end
+  local n = #values
+  local tat = tonumber(redis.call('GET', bucket)) or now
+  if tat < now then
+    tat = now
+  end
+  if given_back > 0 then
+    tat = math.max(tat - given_back, now)
+  end
+  local fit = math.floor((now + tolerance - tat) / interval)
+  if not usable or fit < 1 then
+    if given_back > 0 then
+      if tat > now then
+        redis.call('SET', bucket, string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
+      else
+        redis.call('DEL', bucket)
+      end
+    end
+    if not usable then
+      values[n + 1] = -1
+      values[n + 2] = 0
+      values[n + 3] = 0
+    else
+      values[n + 1] = 0
+      values[n + 2] = tat + interval - tolerance - now
+      values[n + 3] = tat - now
+    end
+    values[n + 4] = 0
+    return values
+  end
+  local taken = math.min(wanted, fit)
+  local next_tat = tat + taken * interval
+  local ttl_ms = math.ceil((next_tat - now) / 1000)
+  redis.call('SET', bucket, string.format('%.0f', next_tat), 'PX', ttl_ms)
+  values[n + 1] = 1
+  values[n + 2] = math.floor((tolerance - (next_tat - now)) / interval)
+  values[n + 3] = next_tat - now
+  values[n + 4] = taken
+  return values
+end
+
+local values = redis.call('HMGET', KEYS[1], unpack(ARGV, FIRST_FIELD))
 local found = false
 for i = 1, #values do
   if values[i] then found = true end
@@ -281,52 +327,70 @@ end
 if not found then
   return nil
 end
-if redis.set_repl then
-  redis.set_repl(redis.REPL_NONE)
-end
 local now = tonumber(ARGV[1])
+local now_ms = math.floor(now / 1000)
+"""
+
+# An API key's entry (fields in the order of ``_KEY_FIELDS``: 4 expiry, 5 disabled, 7 own rate,
+# 8 end of a rolled-out secret's grace, 9 allowed address ranges, 10 the digest whose bucket the
+# key's secrets share). A key with a rate of its own (``r``, "<per second>:<burst>") replaces the
+# deployment's interval and tolerance with it, so a changed rate counts from the next take on.
+# Allowed networks are compared as ranges of the address forms of ``auth.key_rules``.
+# KEYS: entry, bucket. ARGV: now µs, interval µs, tolerance µs, requests wanted, µs given back
+# (requests given back, each at the interval it was taken at: a rate may have changed since), the
+# digest whose bucket KEYS[2] is, the client's address form ('' when unknown), fields...
+_LOOKUP_KEY_AND_TAKE = (
+    _TAKE.replace("FIRST_FIELD", "8")
+    + """
+if values[10] and values[10] ~= ARGV[6] then
+  local n = #values
+  values[n + 1] = 2
+  values[n + 2] = 0
+  values[n + 3] = 0
+  values[n + 4] = 0
+  return values
+end
 local interval = tonumber(ARGV[2])
 local tolerance = tonumber(ARGV[3])
-local own = tonumber(ARGV[6])
-if own > 0 and values[own] then
-  local per_second, burst = string.match(values[own], '^(%d+):(%d+)$')
+if values[7] then
+  local per_second, burst = string.match(values[7], '^(%d+):(%d+)$')
   if not per_second or tonumber(per_second) < 1 or tonumber(burst) < 1 then
     return redis.error_reply('damaged rate in a credential entry')
   end
   interval = math.max(1, math.floor(1000000 / tonumber(per_second) + 0.5))
   tolerance = interval * tonumber(burst)
 end
-local wanted = tonumber(ARGV[4])
-local given_back = tonumber(ARGV[5])
-local tat = tonumber(redis.call('GET', KEYS[2])) or now
-if tat < now then
-  tat = now
+local usable = not values[5] and (tonumber(values[4]) or 0) > now_ms
+if usable and values[8] then
+  usable = (tonumber(values[8]) or 0) > now_ms
 end
-if given_back > 0 then
-  tat = math.max(tat - given_back, now)
-end
-local n = #values
-local fit = math.floor((now + tolerance - tat) / interval)
-if fit < 1 then
-  if given_back > 0 and tat > now then
-    redis.call('SET', KEYS[2], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
+if usable and values[9] then
+  usable = false
+  local address = ARGV[7]
+  for low, high in string.gmatch(values[9], '(%x+)-(%x+)') do
+    if #low == #address and low <= address and address <= high then
+      usable = true
+      break
+    end
   end
-  values[n + 1] = 0
-  values[n + 2] = tat + interval - tolerance - now
-  values[n + 3] = tat - now
-  values[n + 4] = 0
-  return values
 end
-local taken = math.min(wanted, fit)
-local next_tat = tat + taken * interval
-local ttl_ms = math.ceil((next_tat - now) / 1000)
-redis.call('SET', KEYS[2], string.format('%.0f', next_tat), 'PX', ttl_ms)
-values[n + 1] = 1
-values[n + 2] = math.floor((tolerance - (next_tat - now)) / interval)
-values[n + 3] = next_tat - now
-values[n + 4] = taken
-return values
+return take(values, KEYS[2], now, interval, tolerance, tonumber(ARGV[4]), tonumber(ARGV[5]), usable)
 """
+)
+
+# A session's entry (fields in the order of ``_SESSION_FIELDS``: 3 absolute, 4 idle deadline).
+# KEYS: entry, bucket. ARGV: now µs, interval µs, tolerance µs, requests wanted, µs given back,
+# fields...
+_LOOKUP_SESSION_AND_TAKE = (
+    _TAKE.replace("FIRST_FIELD", "6")
+    + """
+local usable = (tonumber(values[3]) or 0) > now_ms and (tonumber(values[4]) or 0) > now_ms
+return take(
+  values, KEYS[2], now, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+  tonumber(ARGV[5]), usable
+)
+"""
+)
 
 
 # Reserves one login attempt on one failure counter before any password work, or refuses it:
@@ -401,6 +465,9 @@ class KeyRules(NamedTuple):
     disabled: bool
     allowed_networks: str | None  # the stored allow-list, "net,net,…" (auth.key_rules)
     refused_from: int | None  # ms: a rolled-out secret's grace ends here
+    # An allow-list in an entry written before the lookup compared addresses itself (no ``a``):
+    # its refused requests still take from the bucket until the entry is written again.
+    ranges_missing: bool = False
 
 
 class ApiKeyEntry(NamedTuple):
@@ -479,11 +546,12 @@ class UserRecord:
 
 
 # The per-request lookup of a key reads these: user, key id, permission mask, expiry; and, present
-# only when set, disabled ``x``, allowed networks ``n``, own rate ``r`` (position 7, which the
-# lookup script reads) and, on a rolled-out secret's entry, the end of its grace ``g``. ``v``, the
-# version of the metadata the entry was written from, is read by writes only.
-_KEY_FIELDS = ("u", "k", "p", "e", "x", "n", "r", "g")
-_KEY_OWN_RATE_POSITION = 7
+# only when set, disabled ``x``, allowed networks ``n`` (as the authenticator checks them) and
+# ``a`` (the same as address ranges, as the lookup script checks them), own rate ``r``, on a
+# rolled-out secret's entry the end of its grace ``g``, and on a rolled key's entries ``b``, the
+# digest whose bucket its secrets share. ``v``, the version of the metadata the entry was
+# written from, is read by writes only. The lookup script knows these positions.
+_KEY_FIELDS = ("u", "k", "p", "e", "x", "n", "r", "g", "a", "b")
 _KEY_FIELD_COUNT = len(_KEY_FIELDS)
 _SESSION_FIELDS = ("u", "c", "a", "i")
 # Read by the session list alone, never by the per-request lookup.
@@ -598,6 +666,7 @@ class AccountGone(Exception):
 # confirmed after it finds no key and deletes its entry). A new entry a crash leaves unnamed is
 # one whose secret was never returned.
 _CHANGE_ATTEMPTS = 8
+_SHARED_BUCKETS_LIMIT = 100_000
 
 
 class KeyChanged(Exception):
@@ -626,21 +695,26 @@ class RedisStore:
         self.keys = RedisKeys(prefix)
         self._hot = hot
         self.rate_limit = rate_limit
-        if rate_limit is not None:
-            self._rate_args = (str(rate_limit.interval_us), str(rate_limit.tolerance_us))
-        self._lookup_and_take = redis.register_script(_LOOKUP_AND_TAKE)
+        # A secret's digest -> the digest whose bucket its key's secrets share, learnt from the
+        # entries of rolled keys (bounded; forgetting costs a second lookup, nothing else).
+        self._shared_buckets: dict[str, str] = {}
         # The hot connection's commands, encoded once but for the entry (and bucket, and clock).
         self._hot_lookup = {
             fields: CommandTemplate("HMGET", ARG, *fields)
             for fields in (_KEY_FIELDS, _SESSION_FIELDS)
         }
-        # Where among its fields an entry holds a rate of its own: keys may, sessions never.
-        self._own_rate_position = {_KEY_FIELDS: _KEY_OWN_RATE_POSITION, _SESSION_FIELDS: 0}
+        self._scripts = {
+            _KEY_FIELDS: redis.register_script(_LOOKUP_KEY_AND_TAKE),
+            _SESSION_FIELDS: redis.register_script(_LOOKUP_SESSION_AND_TAKE),
+        }
         if rate_limit is not None:
+            self._rate_args = (rate_limit.interval_us, rate_limit.tolerance_us)
+            # What follows the fields common to both: the key's bucket digest and the client.
+            particular = {_KEY_FIELDS: (ARG, ARG), _SESSION_FIELDS: ()}
             self._hot_lookup_and_take = {
                 fields: ScriptCall(
-                    _LOOKUP_AND_TAKE,
-                    self._lookup_and_take.sha,
+                    script.script,
+                    script.sha,
                     2,
                     ARG,  # the entry
                     ARG,  # its bucket
@@ -649,10 +723,10 @@ class RedisStore:
                     rate_limit.tolerance_us,
                     ARG,  # requests wanted
                     ARG,  # µs given back
-                    self._own_rate_position[fields],
+                    *particular[fields],
                     *fields,
                 )
-                for fields in (_KEY_FIELDS, _SESSION_FIELDS)
+                for fields, script in self._scripts.items()
             }
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
         self._confirm_key = redis.register_script(_CONFIRM_KEY)
@@ -685,21 +759,22 @@ class RedisStore:
         now_ms: int,
         fields: tuple[str, ...],
         take: int,
-        give_back: int,
-        give_back_interval_us: int = 0,
-    ) -> tuple[list, RateVerdict | None]:
-        """The entry's fields, and ``take`` requests taken from its bucket when limits are on
-        (``give_back`` unused ones returned first, each worth ``give_back_interval_us``, the
-        interval they were taken at; 0: the deployment's); with ``take`` 0, the fields alone."""
+        give_back_us: int,
+        bucket_of: str,
+        particular: tuple[bytes, ...] = (),
+    ) -> tuple[list, int, RateVerdict | None]:
+        """The entry's fields, the lookup's status (``_TAKE``) and ``take`` requests taken from
+        the bucket of the entry named ``bucket_of`` when limits are on (``give_back_us`` of
+        unused ones returned first); with ``take`` 0, the fields alone (status 1, no verdict).
+        ``particular``: the arguments of a key's lookup (bucket digest, client address)."""
         hot = self._hot
         if self.rate_limit is None or take == 0:
             if hot is not None:
-                return await hot.execute_packed(self._hot_lookup[fields].pack(entry.encode())), None
-            return await self.redis.hmget(entry, fields), None
-        bucket = self.keys.rate_bucket(entry)
-        given_back_us = (
-            give_back * (give_back_interval_us or self.rate_limit.interval_us) if give_back else 0
-        )
+                values = await hot.execute_packed(self._hot_lookup[fields].pack(entry.encode()))
+            else:
+                values = await self.redis.hmget(entry, fields)
+            return values, 1, None
+        bucket = self.keys.rate_bucket(bucket_of)
         if hot is not None:
             reply = await hot.run_script(
                 self._hot_lookup_and_take[fields],
@@ -707,34 +782,28 @@ class RedisStore:
                 bucket.encode(),
                 b"%d" % (now_ms * 1000),
                 b"%d" % take,
-                b"%d" % given_back_us,
+                b"%d" % give_back_us,
+                *particular,
             )
         else:
             interval, tolerance = self._rate_args
-            reply = await self._lookup_and_take(
+            reply = await self._scripts[fields](
                 keys=(entry, bucket),
-                args=[
-                    now_ms * 1000,
-                    interval,
-                    tolerance,
-                    take,
-                    given_back_us,
-                    self._own_rate_position[fields],
-                    *fields,
-                ],
+                args=[now_ms * 1000, interval, tolerance, take, give_back_us, *particular, *fields],
             )
-        if reply is None:
-            return [None] * len(fields), None
         n = len(fields)
+        if reply is None:
+            return [None] * n, 1, None
         if len(reply) != n + 4:
             raise CorruptRecord()
-        allowed, count, full_in, taken = reply[n], reply[n + 1], reply[n + 2], reply[n + 3]
-        verdict = (
-            RateVerdict(True, count, 0, full_in, taken)
-            if allowed == 1
-            else RateVerdict(False, 0, count, full_in, 0)
-        )
-        return reply[:n], verdict
+        status, count, full_in, taken = reply[n], reply[n + 1], reply[n + 2], reply[n + 3]
+        if status == 1:
+            verdict = RateVerdict(True, count, 0, full_in, taken)
+        elif status == 0:
+            verdict = RateVerdict(False, 0, count, full_in, 0)
+        else:  # nothing taken: refused anyway (-1), or another bucket is the key's (2)
+            verdict = None
+        return reply[:n], status, verdict
 
     # -- API keys ---------------------------------------------------------------------------
 
@@ -745,20 +814,54 @@ class RedisStore:
         take: int = 1,
         give_back: int = 0,
         give_back_interval_us: int = 0,
+        client: bytes = b"",
     ) -> ApiKeyEntry | None:
         """The hot path: one round trip, an HMGET on the digest entry (in a script that also
         takes ``take`` requests from the key's rate bucket when limits are on and ``take`` is
         not 0, after returning ``give_back`` unused ones taken at ``give_back_interval_us``
-        each, 0 for the deployment's interval; ``now_ms`` is the bucket's clock)."""
-        values, rate = await self._lookup(
-            self.keys.key_entry(secret_digest),
+        each, 0 for the deployment's interval; ``now_ms`` is the bucket's clock). ``client``:
+        the client's address form (``auth.key_rules.address_form``); a request from outside a
+        key's allowed networks takes nothing, nor does one for a disabled or expired key or a
+        rolled-out secret past its grace (their entry's ``rate`` is None).
+
+        A rolled key's secrets share one bucket (the digest ``b`` names): the first lookup of
+        such a secret on this worker learns it, and looks up again with that bucket."""
+        entry = self.keys.key_entry(secret_digest)
+        given_back_us = 0
+        if give_back:
+            assert self.rate_limit is not None  # only leases give back
+            given_back_us = give_back * (give_back_interval_us or self.rate_limit.interval_us)
+        bucket_of = self._shared_buckets.get(secret_digest, secret_digest)
+        values, status, rate = await self._lookup(
+            entry,
             now_ms,
             _KEY_FIELDS,
             take,
-            give_back,
-            give_back_interval_us,
+            given_back_us,
+            self.keys.key_entry(bucket_of),
+            (bucket_of.encode(), client),
         )
-        user_id, key_id, permissions, expires_at, disabled, networks, own_rate, until = values
+        if status == 2:
+            shared = values[9]
+            if not isinstance(shared, str) or shared == bucket_of:
+                raise CorruptRecord()
+            if len(self._shared_buckets) >= _SHARED_BUCKETS_LIMIT:
+                self._shared_buckets.clear()
+            self._shared_buckets[secret_digest] = shared
+            values, status, rate = await self._lookup(
+                entry,
+                now_ms,
+                _KEY_FIELDS,
+                take,
+                given_back_us,
+                self.keys.key_entry(shared),
+                (shared.encode(), client),
+            )
+            if status == 2:  # the bucket a key's secrets share never changes
+                raise CorruptRecord()
+        user_id, key_id, permissions, expires_at, disabled, networks, own_rate, until, ranges, _ = (
+            values
+        )
         if user_id is None and values.count(None) == _KEY_FIELD_COUNT:
             return None
         if not user_id or not key_id:
@@ -777,6 +880,7 @@ class RedisStore:
                 disabled is not None,  # whatever it holds: a damaged flag still disables
                 networks,
                 until,
+                networks is not None and ranges is None,
             )
         return ApiKeyEntry(user_id, key_id, mask, expires_at, rules, own_rate, rate)
 
@@ -904,8 +1008,9 @@ class RedisStore:
         """A key's listing metadata: ``name``, ``prefix``, ``d`` (the secret's digest), ``p``,
         ``c``, ``e``; once changed, ``v`` (its version); when set, ``off`` (disabled), ``ips``
         (allowed networks), ``rl`` ([per second, burst]); after a roll, ``pd`` and ``pe`` (the
-        previous secret's digest and the end of its grace), and ``rolling`` until the roll has
-        finished. Anything else refuses it whole."""
+        previous secret's digest and the end of its grace), ``rolling`` until the roll has
+        finished, and ``b`` (the digest whose bucket the key's secrets share; none: the
+        secret's own). Anything else refuses it whole."""
         try:
             meta = orjson.loads(raw)
             for field in ("name", "prefix", "d"):
@@ -926,7 +1031,7 @@ class RedisStore:
                 raise CorruptRecord()
             if meta.get("rolling", True) is not True or ("rolling" in meta and "pd" not in meta):
                 raise CorruptRecord()
-            if not _is_int(meta.get("pe", 0)):
+            if not _is_int(meta.get("pe", 0)) or not isinstance(meta.get("b", ""), str):
                 raise CorruptRecord()
         except (orjson.JSONDecodeError, KeyError, TypeError):
             raise CorruptRecord() from None
@@ -976,9 +1081,11 @@ class RedisStore:
         if "off" in meta:
             fields += ("x", "1")
         if "ips" in meta:
-            fields += ("n", ",".join(meta["ips"]))
+            fields += ("n", ",".join(meta["ips"]), "a", address_ranges(meta["ips"]))
         if "rl" in meta:
             fields += ("r", f"{meta['rl'][0]}:{meta['rl'][1]}")
+        if "b" in meta:
+            fields += ("b", meta["b"])
         return fields
 
     async def _write_entries(self, user_id: str, key_id: str, meta: dict, now: int) -> None:
@@ -1048,6 +1155,39 @@ class RedisStore:
             return after
         raise KeyChanged()
 
+    def entry_slot(self, secret_digest: str) -> int:
+        """The Redis Cluster slot of a secret's digest entry (and of its rate bucket)."""
+        return key_slot(self.keys.key_entry(secret_digest).encode())
+
+    async def api_key_slot(self, user_id: str, key_id: str) -> int | None:
+        """The slot a new secret of this key must have (``entry_slot``) so that its entry and
+        the bucket its secrets share are in one slot, which one script can read and take from
+        on a cluster too; None when the account has no such key."""
+        found = await self._read_key(user_id, key_id)
+        if found is None:
+            return None
+        meta = found[1]
+        current = meta["pd"] if "rolling" in meta else meta["d"]
+        return self.entry_slot(meta.get("b", current))
+
+    async def rewrite_key_entries(self, user_id: str, key_id: str, now: int) -> None:
+        """Write the key's entries again from its metadata, as a new version of it that changes
+        nothing: an entry written before the lookup read a field it reads now gains it."""
+        for _ in range(_CHANGE_ATTEMPTS):
+            found = await self._read_key(user_id, key_id)
+            if found is None:
+                return
+            read, meta, _ = found
+            if "rolling" in meta:  # the roll's last step writes every entry
+                return
+            again = {**meta, "v": meta.get("v", 0) + 1}
+            status = await self._change(user_id, key_id, read, again, None)
+            if status == 2:
+                continue
+            if status == 1:
+                await self._write_entries(user_id, key_id, again, now)
+            return
+
     async def roll_api_key(
         self,
         user_id: str,
@@ -1085,6 +1225,9 @@ class RedisStore:
                 current = meta["d"]
                 if "pd" in meta:  # deleted before the metadata stops naming it
                     await self.redis.delete(self.keys.key_entry(meta["pd"]))
+            shared = meta.get("b", current)
+            if self.entry_slot(secret_digest) != self.entry_slot(shared):
+                raise KeyChanged()  # not drawn for this key's slot (see ``api_key_slot``)
             rolled = {
                 **meta,
                 "prefix": key_prefix,
@@ -1092,6 +1235,7 @@ class RedisStore:
                 "pd": current,
                 "pe": previous_until,
                 "rolling": True,
+                "b": shared,
                 "v": meta.get("v", 0) + 1,
             }
             record = self._key_record(key_id, rolled, last_used, now)
@@ -1295,9 +1439,12 @@ class RedisStore:
     async def find_session(
         self, token_digest: str, now_ms: int = 0, take: int = 1, give_back: int = 0
     ) -> SessionEntry | None:
-        """Like ``find_api_key``, for a session token's digest."""
-        (user_id, created, absolute, idle), rate = await self._lookup(
-            self.keys.session_entry(token_digest), now_ms, _SESSION_FIELDS, take, give_back
+        """Like ``find_api_key``, for a session token's digest (an expired session's request
+        takes nothing from its bucket)."""
+        entry = self.keys.session_entry(token_digest)
+        given_back_us = give_back * self.rate_limit.interval_us if give_back else 0  # type: ignore[union-attr]
+        (user_id, created, absolute, idle), _, rate = await self._lookup(
+            entry, now_ms, _SESSION_FIELDS, take, given_back_us, entry
         )
         if user_id is None and created is None and absolute is None and idle is None:
             return None
