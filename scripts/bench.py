@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT))
 import orjson
 import redis
 
-from service.auth import credentials
-from service.auth.permissions import to_mask
+from service.domain import credentials
+from service.domain.permissions import to_mask
 from service.store.embedded import find_server_binary
 from service.store.keys import RedisKeys
 from service.store.redis_store import KEY_EXPIRED_GRACE_MS, SESSION_EXPIRED_GRACE_MS

@@ -26,9 +26,10 @@ from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
 from service.dashboard import add_dashboard_routes
+from service.domain.records import RateLimit
 from service.logs import LINES
 from service.metrics import Metrics
-from service.store.redis_store import RateLimit, RedisStore
+from service.store.redis_store import RedisStore
 from service.store.topology import connect_redis, connect_store
 
 __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the tests' client

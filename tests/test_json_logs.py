@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 import pytest
 
-from service.auth.credentials import generate_api_key, generate_session_token
+from service.domain.credentials import generate_api_key, generate_session_token
 from service.logs import (
     ACCESS_FIELDS,
     JsonFormatter,

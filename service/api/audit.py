@@ -6,7 +6,7 @@ endpoints). A page of the account's events, newest first, ``limit`` at a time (1
 asked. A bad ``limit``, ``cursor`` or ``type`` (or one given twice) is 400 ``validation_failed``.
 Events arriving between two pages never shift the next one: a cursor names a position in the
 trail's order of recording, and new events sort before it. What is recorded, and when, is in
-``service.auth.accounts``; the event types in ``service.auth.audit``.
+``service.auth.accounts``; the event types in ``service.domain.audit_events``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from aiohttp import web
 
 from service.api.context import ACCOUNTS
 from service.api.routes import PREFIX, authenticate, ok
-from service.auth.audit import EVENT_TYPES
 from service.clock import iso
+from service.domain.audit_events import EVENT_TYPES
 from service.errors import ValidationFailed
 from service.store.audit_store import BadCursor, StoredEvent, decode_cursor
 

@@ -34,9 +34,9 @@ from service.api.middleware import error_response, prepare_streamed
 from service.api.routes import PREFIX, authenticate, check_credentials, ok, ok_reply
 from service.api.validation import readable
 from service.auth.authenticator import require
-from service.auth.credentials import is_valid_id, new_id
-from service.auth.principal import Principal
 from service.clock import Clock, iso
+from service.domain.credentials import is_valid_id, new_id
+from service.domain.principal import Principal
 from service.errors import (
     FileLimitReached,
     FileNotFound,

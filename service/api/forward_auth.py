@@ -49,8 +49,8 @@ from service.api.context import AUTHENTICATOR
 from service.api.middleware import as_api_error
 from service.api.routes import PREFIX, check_credentials, single_header
 from service.auth.authenticator import REALM, require
-from service.auth.permissions import BIT, to_names
-from service.auth.principal import CredentialType
+from service.domain.permissions import BIT, to_names
+from service.domain.principal import CredentialType
 from service.errors import ApiError, BadRequest, Forbidden, Unauthorized
 from service.logs import RequestTrace, current_trace
 

@@ -29,14 +29,14 @@ from service.api.validation import (
     read_json_object,
     user_agent,
 )
-from service.auth.audit import Origin
 from service.auth.authenticator import Authenticator
-from service.auth.permissions import to_names
-from service.auth.principal import CredentialType, Principal
 from service.clock import iso
+from service.domain.audit_events import Origin
+from service.domain.permissions import to_names
+from service.domain.principal import CredentialType, Principal
+from service.domain.records import KeyRecord
 from service.errors import BadRequest
 from service.logs import RequestTrace, current_trace
-from service.store.redis_store import KeyRecord
 
 PREFIX = "/api/v1"
 _API_KEY = istr("X-API-Key")

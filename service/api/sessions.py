@@ -25,9 +25,9 @@ from service.api.client_address import client_address
 from service.api.context import ACCOUNTS, SETTINGS
 from service.api.routes import PREFIX, acting, authenticate, ok
 from service.api.validation import parse_change_password, read_json_object
-from service.auth.principal import Principal
 from service.clock import iso
-from service.store.redis_store import SessionRecord
+from service.domain.principal import Principal
+from service.domain.records import SessionRecord
 
 
 def _session_view(record: SessionRecord, principal: Principal) -> dict[str, Any]:

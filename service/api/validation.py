@@ -24,9 +24,9 @@ from service.auth.accounts import (
     MAX_USER_AGENT_LENGTH,
     KeyEdit,
 )
-from service.auth.key_rules import MAX_ALLOWED_IPS, canonical_network
-from service.auth.permissions import PERMISSIONS, unknown_names
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
+from service.domain.key_rules import MAX_ALLOWED_IPS, canonical_network
+from service.domain.permissions import PERMISSIONS, unknown_names
 from service.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 
 MAX_KEY_NAME_LENGTH = 100

@@ -5,8 +5,8 @@ is allowed and asks the store to record it. Secrets are generated here, returned
 caller, and handed to the store only as digests.
 
 Every change a person makes to their account's credentials is recorded in its audit trail
-(``service.auth.audit``) before it takes effect or in the same atomic step: a login's session
-and a key's creation are confirmed together with their event, a password's hash is replaced
+(``service.domain.audit_events``) before it takes effect or in the same atomic step: a login's
+session and a key's creation are confirmed together with their event, a password's hash is replaced
 together with its event, a key's edit or roll is made in the step that records it, and a logout,
 an ended session or a revoked key (by its owner, or reported leaked) is recorded just before it
 is carried out. A failed record fails the request (503) with nothing done. A failed login is
@@ -21,24 +21,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.auth import audit, credentials
 from service.auth.login_throttle import LoginThrottle, address_bucket
 from service.auth.passwords import PasswordHasher
-from service.auth.permissions import to_mask, to_names
-from service.auth.principal import Principal
 from service.clock import Clock
 from service.config import Settings
+from service.domain import audit_events as audit
+from service.domain import credentials
+from service.domain.permissions import to_mask, to_names
+from service.domain.principal import Principal
+from service.domain.records import KeyChanges, KeyRecord, SessionRecord, UserRecord
 from service.errors import Conflict, NotFound, TooManyRequests, Unauthorized, ValidationFailed
 from service.store.audit_store import EventBatch, EventPage
-from service.store.redis_store import (
-    AccountGone,
-    KeyChanged,
-    KeyChanges,
-    KeyRecord,
-    RedisStore,
-    SessionRecord,
-    UserRecord,
-)
+from service.store.redis_store import AccountGone, KeyChanged, RedisStore
 
 _DAY_MS = 86_400_000
 _EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from service.auth import credentials
-from service.auth.key_rules import AddressForms, AllowLists
-from service.auth.permissions import ALL_PERMISSIONS_MASK
-from service.auth.principal import CredentialType, Principal
 from service.auth.rate_limits import KeyRates, RateLeases, RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock
 from service.config import Settings
+from service.domain import credentials
+from service.domain.key_rules import AddressForms, AllowLists
+from service.domain.permissions import ALL_PERMISSIONS_MASK
+from service.domain.principal import CredentialType, Principal
+from service.domain.records import ApiKeyEntry, RateVerdict
 from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
-from service.store.redis_store import ApiKeyEntry, RateVerdict, RedisStore
+from service.store.redis_store import RedisStore
 
 REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from service.domain.records import RateLimit, RateVerdict
 from service.errors import CorruptRecord, TooManyRequests
-from service.store.redis_store import RateLimit, RateVerdict
 
 POLICY_NAME = "credential"
 

@@ -1,6 +1,6 @@
 """The accounts' audit trails in Redis: one sorted set per account, under its hash tag.
 
-Knows nothing of HTTP or of what the events mean (``service.auth.audit``). Per account
+Knows nothing of HTTP or of what the events mean (``service.domain.audit_events``). Per account
 (``service.store.keys``): ``P:{U}:audit`` holds one member per event, ``<type>:<JSON event>``
 (the JSON carries the event's random id, so no two members are equal), scored by a sequence
 number: at least the event's time in ms × 1000, and above every score already there, so the

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-# What a blob may be called: the file ids ``service.auth.credentials.new_id("fil")`` makes.
+# What a blob may be called: the file ids ``service.domain.credentials.new_id("fil")`` makes.
 _BLOB_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
 _TEMPORARY_PREFIX = ".tmp-"
 READ_CHUNK = 256 * 1024

@@ -8,16 +8,25 @@ Redis errors propagate as ``redis.RedisError`` and are answered 503 by the HTTP 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import orjson
 from redis.asyncio import Redis
 
-from service.auth.credentials import new_id
-from service.auth.key_rules import address_ranges
-from service.auth.permissions import ALL_PERMISSIONS_MASK
 from service.clock import Clock, SystemClock
+from service.domain.credentials import new_id
+from service.domain.key_rules import address_ranges
+from service.domain.permissions import ALL_PERMISSIONS_MASK
+from service.domain.records import (
+    ApiKeyEntry,
+    KeyChanges,
+    KeyRecord,
+    KeyRules,
+    RateLimit,
+    RateVerdict,
+    SessionEntry,
+    SessionRecord,
+    UserRecord,
+)
 from service.errors import CorruptRecord
 from service.store.audit_store import RECORD_EVENTS, AuditStore, EventBatch
 from service.store.keys import RedisKeys
@@ -425,124 +434,6 @@ if count <= 0 then
 end
 return redis.call('DECR', KEYS[1])
 """
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimit:
-    """A credential's request-rate limit: ``per_second`` sustained, bursts of up to ``burst``."""
-
-    per_second: float
-    burst: int
-
-    @property
-    def interval_us(self) -> int:
-        return max(1, round(1_000_000 / self.per_second))
-
-    @property
-    def tolerance_us(self) -> int:
-        return self.interval_us * self.burst
-
-
-# The per-request records below are NamedTuples: immutable like the frozen dataclasses elsewhere,
-# and the cheapest record Python can make, which matters once per request on the hot path.
-
-
-class RateVerdict(NamedTuple):
-    """One request taken from (or refused by) a credential's bucket."""
-
-    allowed: bool
-    remaining: int  # requests left in the burst after this one (0 when refused)
-    wait_us: int  # until the next request is allowed (0 when allowed)
-    full_in_us: int  # until the bucket has refilled completely
-    taken: int = 1  # requests taken from the bucket: this one and any the worker keeps for later
-    # The RateLimit-Policy of a key with a rate of its own; None: the deployment's.
-    policy: str | None = None
-
-
-class KeyRules(NamedTuple):
-    """What may refuse a key beyond its expiry and permissions, as its digest entry holds it."""
-
-    disabled: bool
-    allowed_networks: str | None  # the stored allow-list, "net,net,…" (auth.key_rules)
-    refused_from: int | None  # ms: a rolled-out secret's grace ends here
-    # An allow-list in an entry written before the lookup compared addresses itself (no ``a``):
-    # its refused requests still take from the bucket until the entry is written again.
-    ranges_missing: bool = False
-
-
-class ApiKeyEntry(NamedTuple):
-    """What one hot-path lookup of an API key digest returns. ``rules`` and ``own_rate`` are
-    None for a key that has none of them (the common case: one comparison each)."""
-
-    user_id: str
-    key_id: str
-    permissions: int
-    expires_at: int
-    rules: KeyRules | None
-    own_rate: str | None  # the key's own rate, "<per second>:<burst>"
-    rate: RateVerdict | None = None
-
-
-class SessionEntry(NamedTuple):
-    user_id: str
-    created_at: int
-    absolute_deadline: int
-    idle_deadline: int
-    rate: RateVerdict | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class KeyRecord:
-    """A key as its owner sees it in a list: never the secret, never the digest."""
-
-    id: str
-    name: str
-    key_prefix: str
-    permissions: int
-    created_at: int
-    expires_at: int
-    last_used_at: int | None
-    enabled: bool = True
-    allowed_ips: tuple[str, ...] = ()  # canonical networks; empty: from anywhere
-    rate_limit: tuple[int, int] | None = None  # (per second, burst); None: the deployment's
-    previous_secret_expires_at: int | None = None  # a rolled-out secret's grace, while it lasts
-
-
-@dataclass(frozen=True, slots=True)
-class KeyChanges:
-    """What an edit sets; None leaves a field as it is (``rate_limit`` is set when
-    ``sets_rate_limit``, to None for the deployment's)."""
-
-    name: str | None = None
-    permissions: int | None = None
-    expires_at: int | None = None
-    enabled: bool | None = None
-    allowed_ips: tuple[str, ...] | None = None
-    sets_rate_limit: bool = False
-    rate_limit: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    """A session as its owner sees it in a list, plus the digest that identifies it to the
-    service (never shown)."""
-
-    id: str
-    token_digest: str
-    created_at: int
-    last_seen_at: int
-    idle_deadline: int
-    absolute_deadline: int
-    ip: str | None
-    user_agent: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class UserRecord:
-    id: str
-    email: str
-    password_hash: str
-    created_at: int
 
 
 # The per-request lookup of a key reads these: user, key id, permission mask, expiry; and, present

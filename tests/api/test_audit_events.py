@@ -17,8 +17,8 @@ import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.context import ACCOUNTS
-from service.auth import credentials
-from service.auth.audit import EVENT_TYPES
+from service.domain import credentials
+from service.domain.audit_events import EVENT_TYPES
 from service.store.audit_store import AuditStore
 from tests.api.test_auth import at, parse_iso
 from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer

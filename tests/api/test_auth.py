@@ -18,7 +18,7 @@ import redis as redis_sync
 
 import service.auth.passwords
 from service.api.context import STORE
-from service.auth import credentials
+from service.domain import credentials
 from service.store.redis_store import SESSION_EXPIRED_GRACE_MS
 from tests.conftest import PASSWORD, SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
@@ -532,7 +532,7 @@ async def test_malformed_session_tokens_are_refused(api: Api, mangle: Any) -> No
 
 
 async def test_well_formed_but_unknown_session_token_is_refused(api: Api) -> None:
-    from service.auth.credentials import generate_session_token
+    from service.domain.credentials import generate_session_token
 
     await api.user_with_session(EMAIL)
     response = await api.client.get(SESSION, headers=bearer(generate_session_token()))

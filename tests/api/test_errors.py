@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.auth.credentials import generate_api_key
+from service.domain.credentials import generate_api_key
 from tests.conftest import PASSWORD, Api, RedisServer, assert_error, bearer
 
 LOGIN = "/api/v1/auth/login"

@@ -26,7 +26,7 @@ import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.files import BLOBS
-from service.auth.credentials import generate_api_key, generate_session_token
+from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.blobs import DirectoryBlobs
 from service.store.files_store import FilesStore
 from tests.conftest import Api, assert_error, bearer

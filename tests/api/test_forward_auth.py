@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from service.api.forward_auth import ROUTE_PERMISSIONS, derive_permission
-from service.auth.credentials import generate_api_key, generate_session_token
+from service.domain.credentials import generate_api_key, generate_session_token
 from tests.conftest import SPEC_PERMISSIONS, Api, RedisServer, assert_error, bearer
 
 VERIFY = "/api/v1/auth/verify"

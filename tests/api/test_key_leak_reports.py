@@ -13,7 +13,7 @@ import pytest
 import redis as redis_sync
 
 from service.auth.accounts import LEAK_REPORT_WINDOW_SECONDS, LEAK_REPORTS_PER_ADDRESS
-from service.auth.credentials import generate_api_key
+from service.domain.credentials import generate_api_key
 from tests.api.test_key_edit import EMAIL, KEYS, audit_events, edited, key_and_session
 from tests.api.test_key_roll import rolled, status_of
 from tests.conftest import Api, FakeClock, assert_error, bearer

@@ -16,7 +16,7 @@ import pytest
 import redis as redis_sync
 
 from service.api.context import STORE
-from service.auth import credentials
+from service.domain import credentials
 from service.store.redis_store import KEY_EXPIRED_GRACE_MS
 from tests.conftest import SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 

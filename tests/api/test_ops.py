@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.api.middleware import prepare_streamed
 from service.api.ops import METRICS
 from service.app import create_app
-from service.auth.credentials import generate_api_key, generate_session_token
+from service.domain.credentials import generate_api_key, generate_session_token
 from service.logs import RequestTrace
 from service.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
 from tests.conftest import Api, RedisServer, assert_error, bearer, serve_app

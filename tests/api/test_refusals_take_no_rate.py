@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from service.auth.credentials import digest
-from service.auth.key_rules import AllowLists, address_form, address_ranges, canonical_network
+from service.domain.credentials import digest
+from service.domain.key_rules import AllowLists, address_form, address_ranges, canonical_network
 from tests.conftest import Api, FakeClock, assert_error, bearer
 
 KEYS = "/api/v1/keys"

@@ -14,7 +14,7 @@ from typing import Any
 import redis as redis_sync
 
 from service.api.context import ACCOUNTS
-from service.auth import credentials
+from service.domain import credentials
 from tests.api.test_auth import at, parse_iso
 from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
 

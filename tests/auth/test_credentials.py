@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
-from service.auth import credentials
-from service.auth.credentials import API_KEY_KIND, SESSION_KIND
+from service.domain import credentials
+from service.domain.credentials import API_KEY_KIND, SESSION_KIND
 
 
 def test_api_keys_carry_the_prefix_and_a_fixed_length() -> None:

@@ -2,9 +2,9 @@
 digest, permission check. Run with `scripts/test tests/auth/test_hot_path_benchmark.py`; it
 reports timings and asserts only correctness, never speed."""
 
-from service.auth import credentials
-from service.auth.permissions import to_mask
-from service.auth.principal import CredentialType, Principal
+from service.domain import credentials
+from service.domain.permissions import to_mask
+from service.domain.principal import CredentialType, Principal
 
 KEY = credentials.generate_api_key()
 PRINCIPAL = Principal("usr_x", CredentialType.API_KEY, to_mask(["files.read"]), 0)

@@ -1,13 +1,13 @@
 """The ten permission names and their stored bit mask."""
 
-from service.auth.permissions import (
+from service.domain.permissions import (
     ALL_PERMISSIONS_MASK,
     PERMISSIONS,
     to_mask,
     to_names,
     unknown_names,
 )
-from service.auth.principal import CredentialType, Principal
+from service.domain.principal import CredentialType, Principal
 from tests.conftest import SPEC_PERMISSIONS
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.auth.rate_limits import LEASE_MS, RateLeases
-from service.store.redis_store import RateLimit, RateVerdict
+from service.domain.records import RateLimit, RateVerdict
 
 NOW = 1_700_000_000_000
 CREDENTIAL = "ab" * 32

@@ -19,7 +19,7 @@ import pytest
 from playwright.async_api import Page, Route, expect
 
 from service.api.context import STORE
-from service.auth.audit import EVENT_TYPES
+from service.domain.audit_events import EVENT_TYPES
 from tests.browser.conftest import Dashboard, Tab, screenshot, sign_in
 from tests.browser.test_accessibility import assert_focus_is_visible, focused, no_horizontal_scroll
 from tests.browser.test_csp import PAGE_CSP, RECORD_VIOLATIONS, directives, violations

@@ -7,8 +7,8 @@ import re
 from html.parser import HTMLParser
 from importlib.resources import files
 
-from service.auth.permissions import PERMISSIONS
 from service.dashboard.routes import PAGES as ROUTES
+from service.domain.permissions import PERMISSIONS
 
 STATIC = files("service.dashboard").joinpath("static")
 PAGES = tuple(ROUTES.values())  # every page the dashboard serves

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis as redis_sync
 
-from service.auth.credentials import generate_api_key, generate_session_token
+from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.keys import RedisKeys
 from tests.hardening.support import (
     PASSWORD,

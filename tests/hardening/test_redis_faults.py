@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from service.auth.credentials import generate_api_key
+from service.domain.credentials import generate_api_key
 from tests.hardening.support import (
     PASSWORD,
     Outcome,

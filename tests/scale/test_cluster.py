@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.auth.credentials import digest
+from service.domain.credentials import digest
 from service.store.cluster import ClusterPipelinedRedis, first_key, key_slot
 from tests.conftest import free_port
 from tests.scale.servers import ClusterServer, wait_until

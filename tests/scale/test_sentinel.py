@@ -12,7 +12,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from service.auth.credentials import digest
+from service.domain.credentials import digest
 from tests.conftest import free_port
 from tests.scale.servers import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MASTER_NAME, sentinel_set
 from tests.test_serve import (

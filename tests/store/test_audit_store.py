@@ -12,7 +12,7 @@ import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
-from service.auth.credentials import new_id
+from service.domain.credentials import new_id
 from service.store.audit_store import (
     AuditStore,
     BadCursor,

@@ -15,7 +15,7 @@ import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
-from service.auth.credentials import new_id
+from service.domain.credentials import new_id
 from service.store.blobs import BlobMissing, DirectoryBlobs
 from service.store.files_store import (
     BadCursor,

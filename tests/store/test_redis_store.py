@@ -14,14 +14,13 @@ import fakeredis
 import pytest
 from redis.asyncio import Redis
 
+from service.domain.records import RateLimit, RateVerdict
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
 from service.store.redis_store import (
     KEY_EXPIRED_GRACE_MS,
     SESSION_EXPIRED_GRACE_MS,
     AccountGone,
-    RateLimit,
-    RateVerdict,
     RedisStore,
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from service.auth import credentials
+from service.domain import credentials
 
 LOGIN_SUCCEEDED = "login.succeeded"
 LOGIN_FAILED = "login.failed"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
-from service.auth.permissions import BIT
-from service.store.redis_store import RateVerdict
+from service.domain.permissions import BIT
+from service.domain.records import RateVerdict
 
 
 class CredentialType(StrEnum):
