@@ -55,8 +55,8 @@ import redis
 from service.domain import credentials
 from service.domain.permissions import to_mask
 from service.store.embedded import find_server_binary
+from service.store.fields import KEY_EXPIRED_GRACE_MS, SESSION_EXPIRED_GRACE_MS
 from service.store.keys import RedisKeys
-from service.store.redis_store import KEY_EXPIRED_GRACE_MS, SESSION_EXPIRED_GRACE_MS
 
 PASSWORD = "bench password 1234"
 EMAIL = "bench@example.com"
@@ -230,7 +230,7 @@ def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
     from service.auth.passwords import PasswordHasher
     from service.clock import SystemClock
     from service.config import Settings
-    from service.store.redis_store import RedisStore
+    from service.store.stores import open_stores
     from service.store.topology import connect_client
 
     async def run() -> dict[str, str]:
@@ -239,7 +239,7 @@ def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
         )
         client, close = connect_client(settings, redis_url)
         passwords = PasswordHasher(12, 1, 0)
-        accounts = Accounts(RedisStore(client, PREFIX), passwords, SystemClock(), settings)
+        accounts = Accounts(open_stores(client, PREFIX), passwords, SystemClock(), settings)
         user = await accounts.create_user(EMAIL, PASSWORD)
         reader = await accounts.create_key(user.id, "bench reader", ["files.read"], 30)
         other = await accounts.create_key(user.id, "bench folders", ["folders.read"], 30)
@@ -302,7 +302,7 @@ def mass_insert(redis_url: str, commands: Iterator[bytes]) -> None:
 
 
 def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
-    """The exact layout RedisStore.add_api_key writes, for ``count`` keys."""
+    """The exact layout ApiKeyStore.add writes, for ``count`` keys."""
     names = RedisKeys(PREFIX)
     now = int(time.time() * 1000)
     expires = now + 30 * DAY_MS
@@ -329,7 +329,7 @@ def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
 
 
 def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
-    """The exact layout RedisStore.add_session writes, for ``count`` sessions."""
+    """The exact layout SessionStore.add writes, for ``count`` sessions."""
     names = RedisKeys(PREFIX)
     now = int(time.time() * 1000)
     idle, absolute = now + DAY_MS, now + 7 * DAY_MS

@@ -29,7 +29,7 @@ from service.dashboard import add_dashboard_routes
 from service.domain.records import RateLimit
 from service.logs import LINES
 from service.metrics import Metrics
-from service.store.redis_store import RedisStore
+from service.store.stores import open_stores
 from service.store.topology import connect_redis, connect_store
 
 __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the tests' client
@@ -69,9 +69,9 @@ def create_app(
         )
         client = redis if connections is None else connections.client
         hot = None if connections is None else connections.hot
-        store = RedisStore(client, settings.redis_prefix, hot, rate_limit, clock)
+        store = open_stores(client, settings.redis_prefix, hot, rate_limit, clock)
         if connections is not None and connections.replica_wait is not None:
-            connections.replica_wait.wrap(store)  # FILEHOST_REPLICA_WAIT_MS
+            connections.replica_wait.wrap((store.users, store.sessions, store.api_keys))
         background = BackgroundWrites()
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
@@ -95,7 +95,7 @@ def create_app(
         # server finds it here once the application has started. It waits for nothing but the
         # pipelined connection's replies, so a store without one (a client given to
         # create_app) has no lane.
-        if not app[STORE].pipelined:
+        if not app[STORE].lookup.pipelined:
             return
         routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
         app[GATEWAY_LANE] = GatewayLane(app, routes, addresses, metrics, rate_fields)

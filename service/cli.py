@@ -25,8 +25,8 @@ from service.config import ConfigError, Settings, load_settings
 from service.errors import ApiError
 from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
-from service.store.files_store import FilesStore, decode_cursor
-from service.store.redis_store import RedisStore
+from service.store.files import decode_cursor
+from service.store.stores import Stores, open_stores
 from service.store.topology import connect_client
 
 
@@ -72,7 +72,7 @@ def _read_password() -> str:
 
 
 @asynccontextmanager
-async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, RedisStore]]:
+async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, Stores]]:
     embedded = None
     url = settings.redis_url
     if url is None:
@@ -86,7 +86,7 @@ async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, RedisSt
         url = embedded.url
     client, close = connect_client(settings, url)  # the topology FILEHOST_REDIS_MODE names
     passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)
-    store = RedisStore(client, settings.redis_prefix)
+    store = open_stores(client, settings.redis_prefix)
     try:
         yield Accounts(store, passwords, SystemClock(), settings), store
     finally:
@@ -96,12 +96,12 @@ async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, RedisSt
             embedded.stop()
 
 
-async def _account_file_ids(store: RedisStore, email: str) -> list[str]:
+async def _account_file_ids(store: Stores, email: str) -> list[str]:
     """The ids of every file of the account with ``email`` (none when there is no such user)."""
-    user_id = await store.find_user_id(normalise_email(email))
+    user_id = await store.users.find_id(normalise_email(email))
     if user_id is None:
         return []
-    files, ids, after = FilesStore(store), [], None
+    files, ids, after = store.files, [], None
     while True:
         page = await files.list_page(user_id, 1000, after)
         ids += [record.id for record in page.files]

@@ -20,7 +20,7 @@ from service.api.routes import PREFIX, authenticate, ok
 from service.clock import iso
 from service.domain.audit_events import EVENT_TYPES
 from service.errors import ValidationFailed
-from service.store.audit_store import BadCursor, StoredEvent, decode_cursor
+from service.store.audit import BadCursor, StoredEvent, decode_cursor
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -8,9 +8,9 @@ from aiohttp import web
 from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
 from service.config import Settings
-from service.store.redis_store import RedisStore
+from service.store.stores import Stores
 
 SETTINGS = web.AppKey("settings", Settings)
-STORE = web.AppKey("store", RedisStore)
+STORE = web.AppKey("store", Stores)
 ACCOUNTS = web.AppKey("accounts", Accounts)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)

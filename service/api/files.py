@@ -2,7 +2,7 @@
 
 The HTTP layer only: reads the request, checks the credential and its permission (``files.read``
 to list and download, ``files.write`` to upload and delete; a session may do everything), and
-shapes the answer. The metadata lives in Redis (``service.store.files_store``), the bytes behind
+shapes the answer. The metadata lives in Redis (``service.store.files``), the bytes behind
 the blob interface (``service.store.blobs``). Another account's file answers exactly like an
 unknown id: 404 ``file_not_found``.
 
@@ -48,8 +48,8 @@ from service.errors import (
 )
 from service.logs import RequestTrace
 from service.store.blobs import FILES_DIRECTORY, BlobMissing, BlobStore, DirectoryBlobs
-from service.store.files_store import BadCursor, FileRecord, FilesStore, decode_cursor
-from service.store.redis_store import AccountGone
+from service.store.errors import AccountGone
+from service.store.files import BadCursor, FileRecord, FilesStore, decode_cursor
 
 log = logging.getLogger("service.api.files")
 
@@ -455,7 +455,7 @@ def add_file_routes(app: web.Application, clock: Clock) -> None:
         app[BLOBS] = DirectoryBlobs(app[SETTINGS].data_dir / FILES_DIRECTORY)
 
     async def metadata(app: web.Application) -> AsyncIterator[None]:
-        app[FILES] = FilesStore(app[STORE])  # after the app's lifecycle made the store
+        app[FILES] = app[STORE].files  # after the app's lifecycle made the stores
         yield
 
     app.cleanup_ctx.append(metadata)

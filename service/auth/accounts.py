@@ -31,8 +31,9 @@ from service.domain.permissions import to_mask, to_names
 from service.domain.principal import Principal
 from service.domain.records import KeyChanges, KeyRecord, SessionRecord, UserRecord
 from service.errors import Conflict, NotFound, TooManyRequests, Unauthorized, ValidationFailed
-from service.store.audit_store import EventBatch, EventPage
-from service.store.redis_store import AccountGone, KeyChanged, RedisStore
+from service.store.audit import EventBatch, EventPage
+from service.store.errors import AccountGone, KeyChanged
+from service.store.stores import Stores
 
 _DAY_MS = 86_400_000
 _EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"
@@ -153,7 +154,7 @@ def _origin(origin: audit.Origin | None) -> audit.Origin:
 
 class Accounts:
     def __init__(
-        self, store: RedisStore, passwords: PasswordHasher, clock: Clock, settings: Settings
+        self, store: Stores, passwords: PasswordHasher, clock: Clock, settings: Settings
     ) -> None:
         self._store = store
         self._passwords = passwords
@@ -176,22 +177,22 @@ class Accounts:
         password_hash = await self._passwords.hash(password)
         user_id = credentials.new_id("usr")
         now = self._clock.now_ms()
-        if not await self._store.add_user(user_id, email, password_hash, now):
+        if not await self._store.users.add(user_id, email, password_hash, now):
             raise Conflict("A user with this email already exists.", code="email_taken")
         return UserRecord(user_id, email, password_hash, now)
 
     async def list_users(self) -> list[UserRecord]:
-        return await self._store.list_users()
+        return await self._store.users.list()
 
     async def delete_user(self, email: str) -> DeletedUser:
         """Delete a user, ending their sessions and revoking their keys. A deletion cut short
         (the user record already gone, the email still mapped) is finished, not refused."""
         email = normalise_email(email)
-        user_id = await self._store.find_user_id(email)
+        user_id = await self._store.users.find_id(email)
         if user_id is None:
             raise NotFound("No user has this email.", code="user_not_found")
-        user = await self._store.get_user(user_id)
-        await self._store.delete_user(user_id, email)
+        user = await self._store.users.get(user_id)
+        await self._store.users.delete(user_id, email)
         return DeletedUser(user_id, email, resumed=user is None)
 
     def _password_problem(self, password: str) -> str | None:
@@ -237,13 +238,13 @@ class Accounts:
         password_hash = await self._passwords.hash(new_password)
         now = self._clock.now_ms()
         events = self._events(now, audit.event(audit.PASSWORD_CHANGED, now, _origin(origin)))
-        if not await self._store.set_password(user.id, password_hash, events):
+        if not await self._store.users.set_password(user.id, password_hash, events):
             raise _account_gone()
         ended = await self._end_others(principal)
         return PasswordChange(now, ended)
 
     async def get_user(self, user_id: str) -> UserRecord:
-        user = await self._store.get_user(user_id)
+        user = await self._store.users.get(user_id)
         if user is None:
             # The credential outlived its user (deleted between lookups): refuse it.
             raise _account_gone()
@@ -276,8 +277,8 @@ class Accounts:
         origin = audit.Origin(None, client_address, user_agent)
         reservation = await self._throttle.reserve(email, client_address)
         try:
-            user_id = await self._store.find_user_id(email)
-            user = await self._store.get_user(user_id) if user_id else None
+            user_id = await self._store.users.find_id(email)
+            user = await self._store.users.get(user_id) if user_id else None
             if user is None:
                 await self._passwords.verify_unknown_user(password)
                 ok = False
@@ -308,7 +309,7 @@ class Accounts:
             ),
         )
         try:
-            await self._store.add_session(
+            await self._store.sessions.add(
                 credentials.digest(token),
                 user.id,
                 now,
@@ -343,7 +344,7 @@ class Accounts:
     async def acting_session_id(self, principal: Principal) -> str:
         """The public id of the principal's session (401 ``invalid_session`` if it has ended)."""
         assert principal.token_digest is not None
-        session_id = await self._store.session_public_id(principal.token_digest)
+        session_id = await self._store.sessions.public_id(principal.token_digest)
         if session_id is None:
             raise Unauthorized(
                 "The session is not valid.",
@@ -361,11 +362,11 @@ class Accounts:
         await self._record(
             principal.user_id, now, audit.event(audit.LOGOUT, now, origin, target=target)
         )
-        await self._store.remove_session(principal.token_digest, principal.user_id)
+        await self._store.sessions.remove(principal.token_digest, principal.user_id)
         return now
 
     async def list_sessions(self, user_id: str) -> list[SessionRecord]:
-        return await self._store.list_sessions(user_id, self._clock.now_ms())
+        return await self._store.sessions.list(user_id, self._clock.now_ms())
 
     async def end_session(
         self, user_id: str, session_id: str, origin: audit.Origin | None = None
@@ -387,7 +388,7 @@ class Accounts:
                             target={"session_id": session_id},
                         ),
                     )
-                    if await self._store.remove_session(record.token_digest, user_id):
+                    if await self._store.sessions.remove(record.token_digest, user_id):
                         return now
                     break  # ended meanwhile by another request
         raise NotFound("No live session of this account has this id.", code="session_not_found")
@@ -415,7 +416,7 @@ class Accounts:
                     for record in others
                 ),
             )
-        return await self._store.remove_sessions(
+        return await self._store.sessions.remove_many(
             principal.user_id, [record.token_digest for record in others]
         )
 
@@ -458,7 +459,7 @@ class Accounts:
             ),
         )
         try:
-            added = await self._store.add_api_key(
+            added = await self._store.api_keys.add(
                 user_id=user_id,
                 key_id=record.id,
                 secret_digest=credentials.digest(secret),
@@ -483,13 +484,13 @@ class Accounts:
         return CreatedKey(record, secret)
 
     async def list_keys(self, user_id: str) -> list[KeyRecord]:
-        return await self._store.list_api_keys(user_id, self._clock.now_ms())
+        return await self._store.api_keys.list(user_id, self._clock.now_ms())
 
     async def edit_key(
         self, user_id: str, key_id: str, edit: KeyEdit, origin: audit.Origin | None = None
     ) -> KeyRecord:
         """Change one of the user's active keys; 404 for an unknown id or another account's
-        key. In force from the next request on every worker (``RedisStore.edit_api_key``).
+        key. In force from the next request on every worker (``ApiKeyStore.edit``).
         Recorded in the step that makes it: ``key.edited`` with the changed fields and their
         new values, ``key.disabled`` / ``key.enabled`` when that changed; nothing when nothing
         changed."""
@@ -521,7 +522,7 @@ class Accounts:
             return self._events(now, *events) if events else None
 
         try:
-            record = await self._store.edit_api_key(user_id, key_id, now, changes, events_for)
+            record = await self._store.api_keys.edit(user_id, key_id, now, changes, events_for)
         except AccountGone:
             raise _account_gone() from None
         except KeyChanged:
@@ -551,10 +552,10 @@ class Accounts:
             )
         # Every secret of a key has its entry in one Redis Cluster slot, that of the bucket its
         # secrets share, so that one script reads either and takes from that bucket.
-        slot = await self._store.api_key_slot(user_id, key_id)
+        slot = await self._store.api_keys.new_secret_slot(user_id, key_id)
         if slot is None:
             raise _key_not_found()
-        entry_slot = self._store.entry_slot
+        entry_slot = self._store.api_keys.entry_slot
         secret = await asyncio.to_thread(
             credentials.generate_api_key_where,
             lambda candidate: entry_slot(credentials.digest(candidate)) == slot,
@@ -578,7 +579,7 @@ class Accounts:
             )
 
         try:
-            record = await self._store.roll_api_key(
+            record = await self._store.api_keys.roll(
                 user_id,
                 key_id,
                 secret_digest=credentials.digest(secret),
@@ -617,7 +618,7 @@ class Accounts:
         origin = audit.Origin(
             None, client_address, user_agent[:MAX_USER_AGENT_LENGTH] if user_agent else None
         )
-        for user_id, key_id in dict.fromkeys(await self._store.find_live_keys(digests, now)):
+        for user_id, key_id in dict.fromkeys(await self._store.api_keys.find_live(digests, now)):
             events = self._events(
                 now,
                 audit.event(
@@ -629,13 +630,13 @@ class Accounts:
                     changes={"revoked_reason": "reported_leaked"},
                 ),
             )
-            await self._store.revoke_api_key(user_id, key_id, now, events)
+            await self._store.api_keys.revoke(user_id, key_id, now, events)
         return len(secrets)
 
     async def _count_leak_report(self, client_address: str | None) -> None:
         bucket = address_bucket(client_address) or "unknown"
         window_ms = LEAK_REPORT_WINDOW_SECONDS * 1000
-        wait_ms = await self._store.reserve_in_window(
+        wait_ms = await self._store.counters.reserve_one(
             self._store.keys.leak_reports_by_address(bucket), LEAK_REPORTS_PER_ADDRESS, window_ms
         )
         if wait_ms:
@@ -657,7 +658,7 @@ class Accounts:
             now, audit.event(audit.KEY_REVOKED, now, _origin(origin), target={"key_id": key_id})
         )
         try:
-            revoked = credentials.is_valid_id(key_id, "key") and await self._store.revoke_api_key(
+            revoked = credentials.is_valid_id(key_id, "key") and await self._store.api_keys.revoke(
                 user_id, key_id, now, events
             )
         except KeyChanged:

@@ -28,7 +28,7 @@ from service.domain.permissions import ALL_PERMISSIONS_MASK
 from service.domain.principal import CredentialType, Principal
 from service.domain.records import ApiKeyEntry, RateVerdict
 from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
-from service.store.redis_store import RedisStore
+from service.store.stores import Stores
 
 REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000
@@ -64,15 +64,17 @@ def bearer_token(authorization: str) -> str:
 
 class Authenticator:
     def __init__(
-        self, store: RedisStore, clock: Clock, settings: Settings, background: BackgroundWrites
+        self, stores: Stores, clock: Clock, settings: Settings, background: BackgroundWrites
     ) -> None:
-        self._store = store
+        self._lookup = stores.lookup
+        self._api_keys = stores.api_keys
+        self._sessions = stores.sessions
         self._clock = clock
         self._background = background
         self._idle_ms = settings.session_idle_seconds * 1000
         self._renew_ms = settings.session_renew_seconds * 1000
         self._last_touch: dict[str, int] = {}
-        limit = store.rate_limit
+        limit = stores.lookup.rate_limit
         self.rate_fields = RateLimitFields(limit) if limit is not None else None
         self._leases = RateLeases(limit) if limit is not None else None
         self._key_rates = KeyRates()
@@ -131,14 +133,14 @@ class Authenticator:
         # Requests given back are worth the interval they were taken at (a key's own rate).
         interval = self._leases.given_back_interval_us(digest) if give_back else 0  # type: ignore[union-attr]
         address = self._address_forms.of(client)
-        entry = await self._store.find_api_key(digest, now, take, give_back, interval, address)
+        entry = await self._lookup.find_api_key(digest, now, take, give_back, interval, address)
         # A lease taken under a rate of the key's own (its verdicts name its policy), or served
         # to a key that has one now: was it taken under the rate the key has now?
         if lent is not None and entry is not None and (entry.own_rate or lent.policy):
             stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
             if stale is not None:  # the key's rate changed: take under the new one instead
                 lent = None
-                entry = await self._store.find_api_key(digest, now, 1, *stale, address)
+                entry = await self._lookup.find_api_key(digest, now, 1, *stale, address)
         if entry is None:
             self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
             raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
@@ -161,7 +163,7 @@ class Authenticator:
             raise self._rate_refusal(rate)
         if self._due(entry.key_id, now, _KEY_TOUCH_INTERVAL_MS):
             self._background.spawn(
-                "key last use", self._store.touch_api_key(entry.user_id, entry.key_id, now)
+                "key last use", self._api_keys.touch(entry.user_id, entry.key_id, now)
             )
         # Positional: keywords would cost a third of the record's making on the hot path.
         return Principal(
@@ -219,7 +221,7 @@ class Authenticator:
             if rules.ranges_missing and self._due(rewrite, now, _KEY_TOUCH_INTERVAL_MS):
                 self._background.spawn(
                     "key entry rewrite",
-                    self._store.rewrite_key_entries(entry.user_id, entry.key_id, now),
+                    self._api_keys.rewrite_entries(entry.user_id, entry.key_id, now),
                 )
             if not self._allow_lists.allows(rules.allowed_networks, client):
                 return Forbidden(
@@ -270,7 +272,7 @@ class Authenticator:
         token_digest = credentials.digest(token)
         now = self._clock.now_ms()
         lent, take, give_back, for_lease = self._plan(token_digest, now, counted)
-        entry = await self._store.find_session(token_digest, now, take, give_back)
+        entry = await self._lookup.find_session(token_digest, now, take, give_back)
         rate = self._rate(token_digest, lent, entry and entry.rate, for_lease, now)
         if entry is None:
             raise _bearer_refusal("invalid_session", "The session token is not valid.")
@@ -284,7 +286,7 @@ class Authenticator:
         if idle_deadline != entry.idle_deadline and self._due(token_digest, now, self._renew_ms):
             self._background.spawn(
                 "session renewal",
-                self._store.renew_session(token_digest, idle_deadline, idle_deadline),
+                self._sessions.renew(token_digest, idle_deadline, idle_deadline),
             )
         return Principal(
             entry.user_id,

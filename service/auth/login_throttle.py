@@ -2,7 +2,7 @@
 they hold across workers and instances.
 
 Every login reserves one attempt on each bound before any password work: the check and the
-count are one atomic step per counter (``RedisStore.reserve_login_attempt``), so however many
+count are one atomic step per counter (``CounterStore.reserve``), so however many
 logins for one e-mail run at once, on however many workers, at most the bound of them reach
 bcrypt in a window. A login refused there gets 429 and ``Retry-After`` (the time left in the
 window) without touching bcrypt. A failed login keeps its reservations: they are its failure. A
@@ -23,7 +23,7 @@ import math
 
 from service.config import Settings
 from service.errors import TooManyRequests
-from service.store.redis_store import RedisStore
+from service.store.stores import Stores
 
 
 def address_bucket(address: str | None) -> str | None:
@@ -42,8 +42,9 @@ def address_bucket(address: str | None) -> str | None:
 
 
 class LoginThrottle:
-    def __init__(self, store: RedisStore, settings: Settings) -> None:
-        self._store = store
+    def __init__(self, store: Stores, settings: Settings) -> None:
+        self._counter_store = store.counters
+        self._keys = store.keys
         self._per_email = settings.login_failures_per_email
         self._per_address = settings.login_failures_per_address
         self._window_ms = settings.login_failure_window_seconds * 1000
@@ -51,7 +52,7 @@ class LoginThrottle:
     def _email_counter(self, email: str) -> str:
         # Hashed so that key names stay short and free of whatever characters an email holds.
         email_digest = hashlib.sha256(email.encode("utf-8")).hexdigest()
-        return self._store.keys.login_failures_by_email(email_digest)
+        return self._keys.login_failures_by_email(email_digest)
 
     def _counters(self, email: str, address: str | None) -> list[tuple[str, int]]:
         """(counter key, allowed failures) for each bound that applies."""
@@ -60,7 +61,7 @@ class LoginThrottle:
             counters.append((self._email_counter(email), self._per_email))
         bucket = address_bucket(address)
         if self._per_address and bucket is not None:
-            counters.append((self._store.keys.login_failures_by_address(bucket), self._per_address))
+            counters.append((self._keys.login_failures_by_address(bucket), self._per_address))
         return counters
 
     async def reserve(self, email: str, address: str | None) -> Reservation:
@@ -69,12 +70,12 @@ class LoginThrottle:
         counters = self._counters(email, address)
         if not counters:
             return Reservation(self, email, [])
-        waits = await self._store.reserve_login_attempt(counters, self._window_ms)
+        waits = await self._counter_store.reserve(counters, self._window_ms)
         reserved = [name for (name, _), wait in zip(counters, waits, strict=True) if not wait]
         if len(reserved) == len(counters):
             return Reservation(self, email, reserved)
         if reserved:
-            await self._store.release_login_attempt(reserved)
+            await self._counter_store.release(reserved)
         retry_after = max(1, math.ceil(max(waits) / 1000))
         raise TooManyRequests(
             f"Too many failed logins. Retry in {retry_after} s.",
@@ -98,7 +99,7 @@ class Reservation:
         """The login never reached its password check: it counts for nothing."""
         counters, self._counters = self._counters, []
         if counters:
-            await self._throttle._store.release_login_attempt(counters)
+            await self._throttle._counter_store.release(counters)
 
     async def succeeded(self) -> None:
         """The password was right: the e-mail's count is cleared, the address's reservation
@@ -106,7 +107,7 @@ class Reservation:
         counters, self._counters = self._counters, []
         email_counter = self._throttle._email_counter(self._email)
         if email_counter in counters:
-            await self._throttle._store.clear_login_failures(email_counter)
+            await self._throttle._counter_store.clear(email_counter)
             counters.remove(email_counter)
         if counters:
-            await self._throttle._store.release_login_attempt(counters)
+            await self._throttle._counter_store.release(counters)

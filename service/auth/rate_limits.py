@@ -1,8 +1,9 @@
 """Request-rate limits per credential, as HTTP sees them.
 
 The bucket itself lives in Redis and is taken from in the credential lookup (see
-``store.redis_store``); this module turns its verdict into a 429 and into the ``RateLimit-Policy``
-and ``RateLimit`` fields of the IETF HTTPAPI draft "RateLimit header fields for HTTP" (-09):
+``service.store.lookup``); this module turns its verdict into a 429 and into the
+``RateLimit-Policy`` and ``RateLimit`` fields of the IETF HTTPAPI draft "RateLimit header fields
+for HTTP" (-09):
 
     RateLimit-Policy: "credential";q=200;w=2     up to q requests in w seconds (the burst, and
                                                  the time an empty bucket takes to refill)
@@ -84,7 +85,7 @@ class KeyRate(NamedTuple):
     burst: int
     policy: str  # its RateLimit-Policy field
     largest_lease: int
-    interval_us: int  # as the lookup script works it out (store.redis_store._LOOKUP_AND_TAKE)
+    interval_us: int  # as the lookup script works it out (store.lookup._LOOKUP_KEY_AND_TAKE)
 
 
 def key_rate_stored(per_second: int, burst: int) -> str:

@@ -3,7 +3,7 @@
 An event says who (``actor``) did what (``type``) to which credential (``target``), when, from
 which address and User-Agent, and what changed; never a secret, a token, a digest or a password
 (``tests/api/test_audit_events.py`` searches every stored event of a full run for them). The
-store (``service.store.audit_store``) keeps them per account, bounded.
+store (``service.store.audit``) keeps them per account, bounded.
 """
 
 from __future__ import annotations

@@ -73,11 +73,12 @@ The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, s
 change several of them together stay valid on a cluster. Digest entries stand alone: they are
 found by digest only, and every write that pairs them with account keys is ordered so that a
 failure half-way leaves nothing usable behind, and so that creating a session or key and deleting
-its user exclude each other (see "Creating a credential" in ``redis_store``); a key's changes
-(edit, roll, revocation) are ordered so that once one has answered, every entry of the key holds
-it (see "Changing a key" there). A rate bucket's hash
-tag is the whole name of its credential's entry, so the two share a slot and one script reads the
-entry and takes from the bucket. Raw secrets never appear.
+its user exclude each other (see "Creating a credential" in ``service.store.sessions``); a key's
+changes (edit, roll, revocation) are ordered so that once one has answered, every entry of the key
+holds it (see "Changing a key" in ``service.store.key_entries``). A rate bucket's hash tag is the
+whole name of a credential's entry, so the two share a slot and one script reads the entry and
+takes from the bucket; a rolled key's secrets share the bucket of one of them, and every secret of
+a key is drawn into that bucket's slot. Raw secrets never appear.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ timeouts and one immediate retry, so an unreachable store is a 503 within about 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -187,23 +186,6 @@ def connect_client(settings: Settings, url: str) -> tuple[Any, Callable[[], Any]
     return client, client.aclose
 
 
-# The store's operations that change credentials or accounts, by the start of their names: after
-# each, ``ReplicaWait`` waits for a replica. (Those on every request, the lookups with their rate
-# buckets, renewals and last-use stamps, and the login-failure counts never wait.)
-WRITES_THAT_WAIT = (
-    "add_",
-    "revoke_",
-    "remove_",
-    "delete_",
-    "set_",
-    "roll_",
-    "change_",
-    "edit_",
-    "disable_",
-    "enable_",
-)
-
-
 class ReplicaWait:
     """Waits, after a write that must survive a failover, until a replica has it (``WAIT``).
 
@@ -232,13 +214,15 @@ class ReplicaWait:
         if confirmed < 1:
             log.warning("a write is on no replica after %d ms", self._timeout_ms)
 
-    def wrap(self, store: Any) -> None:
-        """Make each of ``store``'s ``WRITES_THAT_WAIT`` wait for a replica once it is done
-        (whether it succeeded or refused: a refusal may have written too)."""
-        for name in dir(type(store)):
-            method = getattr(store, name)
-            if name.startswith(WRITES_THAT_WAIT) and inspect.iscoroutinefunction(method):
-                setattr(store, name, self._waiting(method))
+    def wrap(self, stores: Iterable[Any]) -> None:
+        """Make each store's writes that change credentials or accounts (its
+        ``WAITS_FOR_REPLICA``) wait for a replica once they are done, whether they succeeded or
+        refused (a refusal may have written too). Those on every request (the lookups with
+        their rate buckets, renewals and last-use stamps) and the login-failure counts never
+        wait."""
+        for store in stores:
+            for name in getattr(store, "WAITS_FOR_REPLICA", ()):
+                setattr(store, name, self._waiting(getattr(store, name)))
 
     def _waiting(self, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         @functools.wraps(method)

@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from service.api.context import ACCOUNTS
 from service.domain import credentials
 from service.domain.audit_events import EVENT_TYPES
-from service.store.audit_store import AuditStore
+from service.store.audit import AuditStore
 from tests.api.test_auth import at, parse_iso
 from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
 

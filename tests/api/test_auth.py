@@ -19,7 +19,7 @@ import redis as redis_sync
 import service.auth.passwords
 from service.api.context import STORE
 from service.domain import credentials
-from service.store.redis_store import SESSION_EXPIRED_GRACE_MS
+from service.store.fields import SESSION_EXPIRED_GRACE_MS
 from tests.conftest import PASSWORD, SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
 LOGIN = "/api/v1/auth/login"
@@ -598,11 +598,13 @@ async def test_a_session_past_its_deadline_in_real_time_is_answered_session_expi
     store = api.app[STORE]
     idle_token, absolute_token, renewed = (credentials.generate_session_token() for _ in range(3))
     now = real_now_ms()
-    await store.add_session(credentials.digest(idle_token), user.id, now, now + 800, now + HOUR_MS)
-    await store.add_session(credentials.digest(absolute_token), user.id, now, now + 800, now + 800)
-    await store.add_session(credentials.digest(renewed), user.id, now, now + HOUR_MS, now + HOUR_MS)
+    await store.sessions.add(credentials.digest(idle_token), user.id, now, now + 800, now + HOUR_MS)
+    await store.sessions.add(credentials.digest(absolute_token), user.id, now, now + 800, now + 800)
+    await store.sessions.add(
+        credentials.digest(renewed), user.id, now, now + HOUR_MS, now + HOUR_MS
+    )
     # The authenticator's renewal (expire_at = the new idle deadline), shortened to 800 ms.
-    await store.renew_session(credentials.digest(renewed), now + 800, now + 800)
+    await store.sessions.renew(credentials.digest(renewed), now + 800, now + 800)
 
     await asyncio.sleep(1.2)
     clock.ms = real_now_ms()

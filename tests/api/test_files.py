@@ -28,7 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from service.api.files import BLOBS
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.blobs import DirectoryBlobs
-from service.store.files_store import FilesStore
+from service.store.files import FilesStore
 from tests.conftest import Api, assert_error, bearer
 
 FILES_URL = "/api/v1/files"

@@ -18,7 +18,9 @@ import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.context import STORE
-from service.store.redis_store import KEY_EXPIRED_GRACE_MS, KeyChanged, RedisStore
+from service.store.api_keys import ApiKeyStore
+from service.store.errors import KeyChanged
+from service.store.fields import KEY_EXPIRED_GRACE_MS
 from tests.api.test_keys import LIST_FIELDS, iso_of, parse_iso, sha256_hex
 from tests.api.test_openapi import DOCUMENT, validator
 from tests.conftest import Api, FakeClock, assert_error, bearer
@@ -541,7 +543,7 @@ async def test_an_edit_that_failed_after_changing_the_listing_is_completed_by_it
         raise RedisConnectionError("refused by the test")
 
     with monkeypatch.context() as patch:
-        patch.setattr(api.app[STORE], "_write_entries", broken)
+        patch.setattr(api.app[STORE].api_keys._entries, "write", broken)
         response = await edit(api, token, key["id"], {"enabled": False})
         await assert_error(response, 503, "store_unavailable")
     # The failed change is not in force (its entries were not written); the list already says
@@ -624,7 +626,7 @@ async def test_the_new_refusals_match_their_documented_responses(
     async def busy(*args: Any) -> None:
         raise KeyChanged()
 
-    monkeypatch.setattr(RedisStore, "edit_api_key", busy)
+    monkeypatch.setattr(ApiKeyStore, "edit", busy)
     answers.append((await edit(api, token, key["id"], {"name": "x"}), "KeyBusy"))
 
     checked = []

@@ -308,14 +308,18 @@ async def broken(*args: Any, **kwargs: Any) -> None:
     raise RedisConnectionError("refused by the test")
 
 
-@pytest.mark.parametrize("step", ["_write_key_entry", "_confirm_roll", "_finish_roll"])
+@pytest.mark.parametrize("step", ["_entries.create", "_confirm_roll", "_finish_roll"])
 async def test_a_roll_that_failed_part_way_leaves_the_old_secret_and_its_retry_gives_the_grace(
     api: Api, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
     token, key = await key_and_session(api)
     old = key["secret_key"]
+    owner, _, name = f"api_keys.{step}".rpartition(".")
+    target = api.app[STORE]
+    for attribute in owner.split("."):
+        target = getattr(target, attribute)
     with monkeypatch.context() as patch:
-        patch.setattr(api.app[STORE], step, broken)
+        patch.setattr(target, name, broken)
         failed = await roll(api, token, key["id"], {"grace_seconds": 60})
         await assert_error(failed, 503, "store_unavailable")
     assert await status_of(api, old) == 200
@@ -360,8 +364,8 @@ async def test_a_roll_finishing_while_another_reads_it_unfinished_keeps_its_secr
     refused and made again from the finished listing, so X's secret is the previous one in Y's
     grace, never deleted."""
     token, key = await key_and_session(api)
-    store = api.app[STORE]
-    real_finish, real_change = store._finish_roll, store._change
+    store = api.app[STORE].api_keys
+    real_finish, real_change = store._finish_roll, store._entries.change
     x_at_finish, x_may_finish = asyncio.Event(), asyncio.Event()
     y_has_read, y_may_change = asyncio.Event(), asyncio.Event()
 
@@ -377,7 +381,7 @@ async def test_a_roll_finishing_while_another_reads_it_unfinished_keeps_its_secr
         return await real_change(*args)
 
     monkeypatch.setattr(store, "_finish_roll", finish)
-    monkeypatch.setattr(store, "_change", change)
+    monkeypatch.setattr(store._entries, "change", change)
     x = asyncio.ensure_future(roll(api, token, key["id"], {"grace_seconds": 0}))
     await x_at_finish.wait()
     y = asyncio.ensure_future(roll(api, token, key["id"], {"grace_seconds": 3600}))

@@ -17,7 +17,7 @@ import redis as redis_sync
 
 from service.api.context import STORE
 from service.domain import credentials
-from service.store.redis_store import KEY_EXPIRED_GRACE_MS
+from service.store.fields import KEY_EXPIRED_GRACE_MS
 from tests.conftest import SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
 
 KEYS = "/api/v1/keys"
@@ -875,7 +875,7 @@ async def test_a_key_past_its_expiry_in_real_time_is_answered_api_key_expired(
     user = await api.create_user(EMAIL)
     secret = credentials.generate_api_key()
     now = time.time_ns() // 1_000_000
-    assert await api.app[STORE].add_api_key(
+    assert await api.app[STORE].api_keys.add(
         user_id=user.id,
         key_id=credentials.new_id("key"),
         secret_digest=credentials.digest(secret),

@@ -195,8 +195,8 @@ async def test_a_deleted_user_is_never_brought_back_by_a_change(
     from service.api.context import STORE
 
     user = await api.create_user(EMAIL)
-    await api.app[STORE].delete_user(user.id, EMAIL)
-    assert await api.app[STORE].set_password(user.id, "$2b$04$whatever") is False
+    await api.app[STORE].users.delete(user.id, EMAIL)
+    assert await api.app[STORE].users.set_password(user.id, "$2b$04$whatever") is False
     assert not redis_client.exists(f"fh:{{{user.id}}}:user")
 
 
@@ -238,18 +238,18 @@ async def test_a_session_is_confirmed_only_while_the_checked_hash_is_stored(
     api: Api, redis_client: redis_sync.Redis, clock: FakeClock
 ) -> None:
     from service.api.context import STORE
-    from service.store.redis_store import AccountGone
+    from service.store.errors import AccountGone
 
     user = await api.create_user(EMAIL)
     store = api.app[STORE]
     now = clock.now_ms()
     with pytest.raises(AccountGone):
-        await store.add_session(
+        await store.sessions.add(
             "ab" * 32, user.id, now, now + 1000, now + 1000, password_hash="not the stored hash"
         )
     assert not redis_client.exists("fh:session:" + "ab" * 32)
     assert redis_client.zcard(f"fh:{{{user.id}}}:sessions") == 0
-    await store.add_session(
+    await store.sessions.add(
         "cd" * 32, user.id, now, now + 1000, now + 1000, password_hash=user.password_hash
     )
     assert redis_client.zcard(f"fh:{{{user.id}}}:sessions") == 1

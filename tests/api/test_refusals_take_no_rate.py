@@ -155,7 +155,7 @@ async def test_every_secret_of_a_rolled_key_has_its_entry_in_one_cluster_slot(
         secrets.append((await response.json())["data"]["secret_key"])
 
     store = api.app[STORE]
-    assert len({store.entry_slot(digest(secret)) for secret in secrets}) == 1
+    assert len({store.api_keys.entry_slot(digest(secret)) for secret in secrets}) == 1
     assert (await _files(api, secrets[-1])).status == 200
 
 
@@ -206,7 +206,9 @@ async def test_the_lookup_compares_addresses_as_the_authenticator_does(
     assert address_ranges(canonical)  # type: ignore[arg-type]
     allow_lists = AllowLists()
     for address in ADDRESSES:
-        entry = await store.find_api_key(secret_digest, 0, 1, 0, 0, address_form(address).encode())
+        entry = await store.lookup.find_api_key(
+            secret_digest, 0, 1, 0, 0, address_form(address).encode()
+        )
         taken = entry.rate is not None
         assert taken == allow_lists.allows(stored, address), (networks, address)
 

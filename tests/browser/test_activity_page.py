@@ -382,7 +382,7 @@ async def test_an_empty_trail_says_no_activity_yet(
     page = tab.page
     await sign_in(page, user)
     store = dashboard.app[STORE]
-    user_id = await store.find_user_id(user)
+    user_id = await store.users.find_id(user)
     assert user_id is not None
     assert await store.redis.delete(store.keys.account_audit(user_id)) == 1
     await open_activity(page)

@@ -19,7 +19,7 @@ from service.auth.accounts import Accounts
 from service.auth.passwords import PasswordHasher
 from service.clock import SystemClock
 from service.config import Settings
-from service.store.redis_store import RedisStore
+from service.store.stores import open_stores
 from tests.hardening.support import (
     PASSWORD,
     Outcome,
@@ -54,7 +54,7 @@ async def _delete(redis_url: str, email: str) -> tuple[float, float]:
     client = Redis.from_url(redis_url, decode_responses=True)
     passwords = PasswordHasher(4, concurrency=1, queue_max=0)
     try:
-        accounts = Accounts(RedisStore(client, "fh"), passwords, SystemClock(), Settings())
+        accounts = Accounts(open_stores(client, "fh"), passwords, SystemClock(), Settings())
         start = time.monotonic()
         await accounts.delete_user(email)
         return start, time.monotonic()

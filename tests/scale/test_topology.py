@@ -152,16 +152,18 @@ async def test_credential_writes_wait_for_a_replica_and_say_when_none_has_them(
     from service.store.topology import ReplicaWait, connect_redis
 
     class Store:
-        """Stands in for RedisStore's method names: which ones wait."""
+        """Stands in for a store: the writes it names in WAITS_FOR_REPLICA wait, others not."""
+
+        WAITS_FOR_REPLICA = ("revoke",)
 
         def __init__(self) -> None:
             self.calls: list[str] = []
 
-        async def revoke_api_key(self) -> str:
+        async def revoke(self) -> str:
             self.calls.append("revoke")
             return "revoked"
 
-        async def find_api_key(self) -> str:
+        async def find(self) -> str:
             self.calls.append("find")
             return "found"
 
@@ -174,14 +176,14 @@ async def test_credential_writes_wait_for_a_replica_and_say_when_none_has_them(
         client = connect_redis(f"redis://127.0.0.1:{master.port}/0", 2.0)
         try:
             store = Store()
-            ReplicaWait(client, "fh", 300).wrap(store)
+            ReplicaWait(client, "fh", 300).wrap([store])
             # No replica: the write is answered all the same, and the warning says so.
-            assert await store.revoke_api_key() == "revoked"
+            assert await store.revoke() == "revoked"
             assert [r.getMessage() for r in caplog.records] == [
                 "a write is on no replica after 300 ms"
             ]
             caplog.clear()
-            assert await store.find_api_key() == "found"  # reads never wait
+            assert await store.find() == "found"  # reads never wait
             assert caplog.records == []
 
             replica.start()
@@ -195,7 +197,7 @@ async def test_credential_writes_wait_for_a_replica_and_say_when_none_has_them(
                 return isinstance(replica_state, dict) and replica_state.get("state") == "online"
 
             wait_until("the replica to sync", synced)
-            assert await store.revoke_api_key() == "revoked"
+            assert await store.revoke() == "revoked"
             assert caplog.records == []  # the replica had it in time
             with replica.client() as sync:
                 assert sync.exists("fh:replicated")  # the marker that WAIT followed

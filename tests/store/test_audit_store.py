@@ -1,4 +1,4 @@
-"""The audit trails (``service.store.audit_store``), below HTTP: the order of recording (events of
+"""The audit trails (``service.store.audit``), below HTTP: the order of recording (events of
 one millisecond, and a clock that steps back), cursors, the type filter in one round trip, and
 the bounds (retention, maximum, the key's expiry) applied by every write.
 """
@@ -13,7 +13,7 @@ import redis as redis_sync
 from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
-from service.store.audit_store import (
+from service.store.audit import (
     AuditStore,
     BadCursor,
     EventBatch,

@@ -1,4 +1,4 @@
-"""The files' metadata (``service.store.files_store``) and the directory blob backend
+"""The files' metadata (``service.store.files``) and the directory blob backend
 (``service.store.blobs``), below HTTP: order and cursors, the quota and account checks done in
 one script, that a page is one plain command, and that a blob is whole or absent.
 """
@@ -17,14 +17,15 @@ from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
 from service.store.blobs import BlobMissing, DirectoryBlobs
-from service.store.files_store import (
+from service.store.errors import AccountGone
+from service.store.files import (
     BadCursor,
     FileRecord,
     FilesStore,
     decode_cursor,
     encode_cursor,
 )
-from service.store.redis_store import AccountGone, RedisStore
+from service.store.stores import open_stores
 
 USER = "usr_0000000000000000000000"
 
@@ -33,7 +34,7 @@ USER = "usr_0000000000000000000000"
 async def files(redis_url: str, redis_client: redis_sync.Redis) -> AsyncIterator[FilesStore]:
     client = Redis.from_url(redis_url, decode_responses=True)
     redis_client.hset(f"fh:{{{USER}}}:user", mapping={"id": USER})
-    yield FilesStore(RedisStore(client, "fh"))
+    yield open_stores(client, "fh").files
     await client.aclose()
 
 

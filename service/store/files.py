@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from redis.asyncio import Redis
 
 from service.errors import CorruptRecord
-from service.store.pipelined import ARG, CommandTemplate
-from service.store.redis_store import AccountGone, RedisStore
+from service.store.errors import AccountGone
+from service.store.keys import RedisKeys
+from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
 
 # Adds a file's member to the order and the index, unless the user is gone (-1) or the account
 # already holds the maximum of files (0). Returns 1 when added.
@@ -126,10 +128,10 @@ def decode_cursor(cursor: str) -> str:
 class FilesStore:
     """The files' metadata, over the service's Redis client (and its hot connection)."""
 
-    def __init__(self, store: RedisStore) -> None:
-        self._redis = store.redis
-        self._hot = store._hot  # the worker's auto-pipelined connection, or None
-        self.keys = store.keys
+    def __init__(self, redis: Redis, keys: RedisKeys, hot: PipelinedRedis | None = None) -> None:
+        self._redis = redis
+        self._hot = hot  # the worker's auto-pipelined connection, or None
+        self.keys = keys
         self._hot_page = CommandTemplate("ZRANGE", ARG, ARG, "-", "BYLEX", "REV", "LIMIT", 0, ARG)
         self._hot_get = CommandTemplate("HGET", ARG, ARG)
         self._add_file = self._redis.register_script(_ADD_FILE)

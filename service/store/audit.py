@@ -8,7 +8,7 @@ order is the order of recording (events of one millisecond included) and a curso
 score, stays valid however many events arrive meanwhile.
 
 Events are written by ``RECORD_EVENTS``, a Lua function the account's scripts share: on its own
-(``RedisStore.record_events``), or inside the script that makes the change the event records
+(``AuditStore.record``), or inside the script that makes the change the event records
 (a session's or key's confirmation, a password hash's replacement), so the change and its event
 are one atomic step. Every write trims the trail: events older than the retention go, then the
 oldest past the maximum, and the key expires with its newest event's retention. The function

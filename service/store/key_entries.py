@@ -1,0 +1,230 @@
+"""How a key's digest entries follow its listing metadata ("Changing a key" below): reading the
+metadata, changing it by compare-and-set, and writing, creating and deleting the entries it
+names. ``service.store.api_keys`` builds edits, rolls and revocations on these steps.
+"""
+
+from __future__ import annotations
+
+import orjson
+from redis.asyncio import Redis
+
+from service.store.audit import RECORD_EVENTS, EventBatch
+from service.store.fields import (
+    KEY_EXPIRED_GRACE_MS,
+    decode_key_metadata,
+    int_field,
+    key_entry_fields,
+)
+from service.store.keys import RedisKeys
+
+# Changing a key: edit, roll, revoke. A key's listing metadata (in the account's slot) is the
+# truth; its digest entries (the current secret's ``d``, and during a roll's grace the previous
+# secret's ``pd`` until ``pe``) are copies of it for the per-request lookup, each stamped with the
+# version ``v`` of the metadata it was written from. A change is
+#   (a) a compare-and-set of the metadata (``_CHANGE_KEY``): from exactly what was read, else read
+#       again and retry; the change's audit events are recorded in this same step;
+#   (b) the entries the new metadata names written from it (``_WRITE_KEY_ENTRY``, one per entry,
+#       each in a slot of its own): a write never replaces a later version and never creates an
+#       entry, so writes arriving late or out of order leave the latest version in place, and an
+#       entry once deleted stays deleted; a previous secret whose grace is over is deleted;
+# and the change answers only after (b). So once a change has answered, the next request on any
+# worker reads its version or a later one: a change whose (a) came later writes later versions,
+# one whose (a) came earlier loses to them.
+# A change that fails after its (a) (a 503) leaves entries behind the metadata until the next
+# change of the key; retrying it is such a change, even when it finds nothing left to change (its
+# (b) alone, which writes nothing to entries that are up to date).
+# A roll is the one write that creates an entry: the new secret's, after its (a) (which marks the
+# metadata ``rolling``), then confirmed by ``_CONFIRM_ROLL`` (the user and the key still exist),
+# then finished by a second change from the metadata as it is then, which clears ``rolling`` and
+# whose (b) writes every entry, the new one included: a change whose (b) came before the entry
+# existed is carried into it that way. Its secret is returned only after all that. While
+# ``rolling``, the previous secret stays the key's secret, without a grace: a roll that failed
+# part-way never showed its new secret, so the next roll drops that one and gives its grace to the
+# previous one; a roll overtaken that way before it finished finds its secret dropped, deletes its
+# entry and answers 409. The dropping roll deletes that entry only once its own (a) is made, not
+# before like any other dropped secret's: a roll that finishes in between changes the metadata,
+# so the dropping roll's (a) fails and it reads again (then the finished roll's secret is the
+# key's, and gets the grace); nobody holds a secret never shown, so a crash before that DEL leaves
+# nothing usable.
+# A secret is dropped from the metadata only after its entry is deleted: a roll deletes the
+# previous secret still in its grace before its (a) (that grace ends at once); revocation deletes
+# every entry the metadata names, then removes the listing only if it is still that metadata
+# (``_FORGET_KEY``; else read again and repeat), then deletes the same entries once more, for a
+# roll whose new entry was created after the first deletion and confirmed before the listing
+# went (its creation came before the listing went, so before the second deletion; a roll
+# confirmed after it finds no key and deletes its entry). A new entry a crash leaves unnamed is
+# one whose secret was never returned.
+# Changing a key: edit, roll, revoke. A key's listing metadata (in the account's slot) is the
+# truth; its digest entries (the current secret's ``d``, and during a roll's grace the previous
+# secret's ``pd`` until ``pe``) are copies of it for the per-request lookup, each stamped with the
+# version ``v`` of the metadata it was written from. A change is
+#   (a) a compare-and-set of the metadata (``_CHANGE_KEY``): from exactly what was read, else read
+#       again and retry; the change's audit events are recorded in this same step;
+#   (b) the entries the new metadata names written from it (``_WRITE_KEY_ENTRY``, one per entry,
+#       each in a slot of its own): a write never replaces a later version and never creates an
+#       entry, so writes arriving late or out of order leave the latest version in place, and an
+#       entry once deleted stays deleted; a previous secret whose grace is over is deleted;
+# and the change answers only after (b). So once a change has answered, the next request on any
+# worker reads its version or a later one: a change whose (a) came later writes later versions,
+# one whose (a) came earlier loses to them.
+# A change that fails after its (a) (a 503) leaves entries behind the metadata until the next
+# change of the key; retrying it is such a change, even when it finds nothing left to change (its
+# (b) alone, which writes nothing to entries that are up to date).
+# A roll is the one write that creates an entry: the new secret's, after its (a) (which marks the
+# metadata ``rolling``), then confirmed by ``_CONFIRM_ROLL`` (the user and the key still exist),
+# then finished by a second change from the metadata as it is then, which clears ``rolling`` and
+# whose (b) writes every entry, the new one included: a change whose (b) came before the entry
+# existed is carried into it that way. Its secret is returned only after all that. While
+# ``rolling``, the previous secret stays the key's secret, without a grace: a roll that failed
+# part-way never showed its new secret, so the next roll drops that one and gives its grace to the
+# previous one; a roll overtaken that way before it finished finds its secret dropped, deletes its
+# entry and answers 409. The dropping roll deletes that entry only once its own (a) is made, not
+# before like any other dropped secret's: a roll that finishes in between changes the metadata,
+# so the dropping roll's (a) fails and it reads again (then the finished roll's secret is the
+# key's, and gets the grace); nobody holds a secret never shown, so a crash before that DEL leaves
+# nothing usable.
+# A secret is dropped from the metadata only after its entry is deleted: a roll deletes the
+# previous secret still in its grace before its (a) (that grace ends at once); revocation deletes
+# every entry the metadata names, then removes the listing only if it is still that metadata
+# (``_FORGET_KEY``; else read again and repeat), then deletes the same entries once more, for a
+# roll whose new entry was created after the first deletion and confirmed before the listing
+# went (its creation came before the listing went, so before the second deletion; a roll
+# confirmed after it finds no key and deletes its entry). A new entry a crash leaves unnamed is
+# one whose secret was never returned.
+# How many times a change is tried again when other changes of the key overtake it.
+CHANGE_ATTEMPTS = 8
+
+# Changing a key (see "Changing a key" below), step (a): replaces the key's listing metadata with
+# the new one only while the user record exists and the listing is still exactly the one the
+# change was computed from (another change meanwhile: the caller reads again and retries). The
+# change's events are recorded in this same step, before its writes.
+# KEYS: user, listing, expiry index[, audit trail]. ARGV: key id, metadata read, new metadata,
+# new expiry[, events (store.audit)]. Returns 1 changed, 2 changed meanwhile, 0 no such key,
+# -1 no such user.
+_CHANGE_KEY = (
+    RECORD_EVENTS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+if not current then
+  return 0
+end
+if current ~= ARGV[2] then
+  return 2
+end
+if KEYS[4] then
+  record_events(KEYS[4], 5)
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+return 1
+"""
+)
+
+# Writes one digest entry of a key as its listing metadata of version ARGV[2] describes it, whole
+# (fields the version no longer has are dropped), unless the entry already holds that version or a
+# later one: writes of one key's entries may arrive in any order, the latest version stays. Only
+# the roll that made a digest may create its entry (ARGV[1] '1'); every other write replaces an
+# entry that exists, so a deleted (revoked, rolled-out) entry is never brought back.
+# KEYS: entry. ARGV: may create ('1'/'0'), version, expire at (ms), field, value, ...
+_WRITE_KEY_ENTRY = """
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if not exists and ARGV[1] ~= '1' then
+  return 0
+end
+if exists then
+  local held = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+  if not held then
+    return redis.error_reply('damaged version in a key entry')
+  end
+  if held >= tonumber(ARGV[2]) then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], unpack(ARGV, 4))
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1
+"""
+
+
+class KeyEntries:
+    def __init__(self, redis: Redis, keys: RedisKeys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._change_key = redis.register_script(_CHANGE_KEY)
+        self._write_key_entry = redis.register_script(_WRITE_KEY_ENTRY)
+
+    async def delete(self, digests: list[str]) -> None:
+        # One DEL per entry: entries stand alone, each in a cluster slot of its own.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in digests:
+                pipe.delete(self.keys.key_entry(digest))
+            await pipe.execute()
+
+    async def read(self, user_id: str, key_id: str) -> tuple[str, dict, str | None] | None:
+        """A key's listing metadata as stored, decoded, and its last use; None when unlisted."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.keys.account_keys(user_id), key_id)
+            pipe.hget(self.keys.account_key_last_used(user_id), key_id)
+            raw, last_used = await pipe.execute()
+        if raw is None:
+            return None
+        return raw, decode_key_metadata(raw), last_used
+
+    async def change(
+        self, user_id: str, key_id: str, read: str, meta: dict, events: EventBatch | None
+    ) -> int:
+        """Step (a) of "Changing a key": 1 changed, 2 changed meanwhile, 0 gone, -1 no user."""
+        keys = [
+            self.keys.user(user_id),
+            self.keys.account_keys(user_id),
+            self.keys.account_key_expiry(user_id),
+        ]
+        args: list[str | int | bytes] = [key_id, read, orjson.dumps(meta), meta["e"]]
+        if events is not None:
+            keys.append(self.keys.account_audit(user_id))
+            args.extend(events.args())
+        return int_field(await self._change_key(keys=keys, args=args))
+
+    async def write(self, user_id: str, key_id: str, meta: dict, now: int) -> None:
+        """Step (b) of "Changing a key", in one round trip: each entry the metadata names
+        rewritten from it unless it holds a later version, a previous secret past its grace
+        deleted."""
+        fields = key_entry_fields(user_id, key_id, meta)
+        gone_at = meta["e"] + KEY_EXPIRED_GRACE_MS
+        writes = [(meta["d"], fields, gone_at)]
+        deletions = []
+        if "pd" in meta:
+            if "rolling" in meta:  # until the roll has finished, still the key's secret
+                writes.append((meta["pd"], fields, gone_at))
+            elif meta["pe"] > now:
+                writes.append((meta["pd"], [*fields, "g", meta["pe"]], min(meta["pe"], gone_at)))
+            else:
+                deletions.append(meta["pd"])
+        version = meta.get("v", 0)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest, entry_fields, expire_at in writes:
+                await self._write_key_entry(
+                    keys=[self.keys.key_entry(digest)],
+                    args=["0", version, expire_at, *entry_fields],
+                    client=pipe,
+                )
+            for digest in deletions:
+                pipe.delete(self.keys.key_entry(digest))
+            await pipe.execute()
+
+    async def create(self, secret_digest: str, user_id: str, key_id: str, meta: dict) -> None:
+        """Write a new secret's entry from the metadata (a roll's, the one write that creates
+        an entry), unless an entry of that version or a later one exists."""
+        await self._write_key_entry(
+            keys=[self.keys.key_entry(secret_digest)],
+            args=[
+                "1",
+                meta["v"],
+                meta["e"] + KEY_EXPIRED_GRACE_MS,
+                *key_entry_fields(user_id, key_id, meta),
+            ],
+        )

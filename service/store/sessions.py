@@ -1,0 +1,265 @@
+"""Sessions in Redis: each session's entry (found by the digest of its token) and the account's
+index of them. Knows nothing of HTTP; receives only digests of tokens, never a token.
+
+The per-request read of a session is ``service.store.lookup``'s.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from service.clock import Clock
+from service.domain.credentials import new_id
+from service.domain.records import SessionRecord
+from service.errors import CorruptRecord
+from service.store.audit import RECORD_EVENTS, EventBatch
+from service.store.errors import AccountGone
+from service.store.fields import SESSION_EXPIRED_GRACE_MS, SESSION_LIST_FIELDS, int_field
+from service.store.keys import RedisKeys
+
+# Creating a credential and deleting its user exclude each other, without anything on the
+# per-request lookup (which reads the digest entry alone). Creating a session or key is three
+# steps, each one atomic in Redis:
+#   (a) a script in the account's slot checks that the user record exists and adds the digest to
+#       the account's index (the session index, or the key listing which names the digest);
+#   (b) the digest entry is written (it stands alone, in no account's slot);
+#   (c) a script in the account's slot checks that the user record still exists. If it does not,
+#       the creation fails and its writes are undone (the digest entry by a separate DEL).
+# The token or secret is returned to the client only after (c) succeeded. Deleting a user is
+#   (1) DEL the user record, then (2) read both indexes and DEL every digest entry they name, then
+#   (3) DEL the account's keys, then (4) free the email.
+# Why every interleaving is safe, for a creation whose (c) succeeded: (c) saw the user record, so
+# (c) ran before (1); (a) and (b) ran before (c), so before (1). Then (2), which runs after (1),
+# reads an index that already names the digest (nothing but expiry, logout or revocation removes
+# an index member, and each of those ends the entry too) and DELs an entry that is already
+# written. So the credential dies in (2), before the deletion returns. A creation whose (a) runs
+# after (1) writes nothing; one whose (c) runs after (1) fails, whatever (2) did or missed, and
+# its secret is never returned: a digest entry left behind by a crash just then is one nobody
+# holds the secret of. Deletion can be repeated after a crash part-way: (2)-(4) only need the user
+# id, which the email mapping keeps until the very last step.
+#
+# A rolled key keeps its previous secret through the grace: the metadata names both digests (``d``
+# and ``pd``, until ``pe``), and (2) deletes the entries of both. Its roll is a creation too: its
+# new entry is confirmed like (c) before the secret is returned.
+
+# Step (a) of opening a session: adds its digest to the account's session index unless the user
+# record is gone (returns 0). Members are scored by the latest moment their entry can exist
+# (absolute deadline + grace); those past it are pruned. The index expires with its longest-lived
+# member, never sooner, whatever lifetimes earlier sessions were given (settings change).
+# KEYS: user, session index. ARGV: now, digest, score.
+_ADD_SESSION_INDEX = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', tonumber(last[2])))
+return 1
+"""
+
+# Step (c) of opening a session: 1 while the user record exists (and, when a password hash is
+# given, still holds that hash: the password the login checked was not changed meanwhile); else
+# the digest is taken out of the index and 0 returned (the caller then deletes the session entry).
+# A confirmed login is recorded in the audit trail, when one is named, in this same step.
+# KEYS: user, session index[, audit trail]. ARGV: digest, password hash checked ('' for none)[,
+# events (store.audit)].
+_CONFIRM_SESSION = (
+    RECORD_EVENTS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 and
+    (ARGV[2] == '' or redis.call('HGET', KEYS[1], 'pw') == ARGV[2]) then
+  if KEYS[3] then
+    record_events(KEYS[3], 3)
+  end
+  return 1
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 0
+"""
+)
+
+# Moves a session's idle deadline and records when it was last seen (the moment of the request
+# that renewed it), but never brings back a session that was logged out or ended.
+# KEYS: entry. ARGV: idle deadline, expire at, seen at.
+_RENEW_SESSION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'i', ARGV[1], 's', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+return 1
+"""
+
+# Gives a session opened before sessions had public ids one, the first time it is listed (never
+# creates an entry that is gone). Returns the session's public id, or nil when it is gone.
+# KEYS: entry. ARGV: a new public id.
+_ASSIGN_SESSION_ID = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return false
+end
+redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
+return redis.call('HGET', KEYS[1], 'id')
+"""
+
+
+class SessionStore:
+    # Writes a replica must hold before they answer (FILEHOST_REPLICA_WAIT_MS).
+    WAITS_FOR_REPLICA = ("add", "remove", "remove_many")
+
+    def __init__(self, redis: Redis, keys: RedisKeys, clock: Clock) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._clock = clock  # when a renewed session was last seen
+        self._add_session_index = redis.register_script(_ADD_SESSION_INDEX)
+        self._confirm_session = redis.register_script(_CONFIRM_SESSION)
+        self._renew_session = redis.register_script(_RENEW_SESSION)
+        self._assign_session_id = redis.register_script(_ASSIGN_SESSION_ID)
+
+    async def add(
+        self,
+        token_digest: str,
+        user_id: str,
+        created_at: int,
+        idle_deadline: int,
+        absolute_deadline: int,
+        public_id: str | None = None,
+        ip: str | None = None,
+        user_agent: str | None = None,
+        password_hash: str | None = None,
+        events: EventBatch | None = None,
+    ) -> None:
+        """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
+        the session was written (steps (a)-(c) of "Creating a credential" above), or, given
+        the ``password_hash`` the login checked, no longer holds it when the session is
+        confirmed: a password change that ends every other session can't miss one opened with
+        the old password (the change stores the new hash, then ends the sessions the index
+        names; a login confirmed before the store is already indexed, one after it fails).
+        The entry is kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered
+        as expired.
+
+        Beside the four fields the per-request lookup reads, the entry holds what only the
+        session list reads: the public id, when it was last seen (renewals move it), and the
+        client's address and User-Agent at login.
+
+        ``events`` (the login's) are recorded in the step that confirms the session, so no
+        session opens unrecorded: if that step fails, the entry is deleted."""
+        account = [self.keys.user(user_id), self.keys.account_sessions(user_id)]
+        # The account index is written before the entry, so a session that exists can always be
+        # found and ended when its user is deleted.
+        if not await self._add_session_index(
+            keys=account,
+            args=[created_at, token_digest, absolute_deadline + SESSION_EXPIRED_GRACE_MS],
+        ):
+            raise AccountGone()
+        entry = self.keys.session_entry(token_digest)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            fields: dict[str, str | int] = {
+                "u": user_id,
+                "c": created_at,
+                "a": absolute_deadline,
+                "i": idle_deadline,
+                "s": created_at,
+            }
+            for name, value in (("id", public_id), ("ip", ip), ("ua", user_agent)):
+                if value is not None:
+                    fields[name] = value
+            pipe.hset(entry, mapping=fields)
+            pipe.pexpireat(entry, min(idle_deadline, absolute_deadline) + SESSION_EXPIRED_GRACE_MS)
+            await pipe.execute()
+        keys, args = account, [token_digest, password_hash or ""]
+        if events is not None:
+            keys, args = [*account, self.keys.account_audit(user_id)], [*args, *events.args()]
+        try:
+            confirmed = await self._confirm_session(keys=keys, args=args)
+        except BaseException:
+            await self.redis.delete(entry)
+            raise
+        if not confirmed:
+            await self.redis.delete(entry)
+            raise AccountGone()
+
+    async def renew(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
+        """Move a session's idle deadline; ``expire_at`` is its new deadline (idle or absolute,
+        whichever is nearer), and the entry is kept ``SESSION_EXPIRED_GRACE_MS`` past it. The
+        same write records now as the session's last sight: ``last_seen_at`` costs no write of
+        its own, and is as fresh as the renewal interval."""
+        await self._renew_session(
+            keys=[self.keys.session_entry(token_digest)],
+            args=[idle_deadline, expire_at + SESSION_EXPIRED_GRACE_MS, self._clock.now_ms()],
+        )
+
+    async def public_id(self, token_digest: str) -> str | None:
+        """The session's public id (given one now if it was opened before sessions had them);
+        None when the session is gone."""
+        return await self._assign_session_id(
+            keys=[self.keys.session_entry(token_digest)], args=[new_id("ses")]
+        )
+
+    async def remove(self, token_digest: str, user_id: str) -> bool:
+        """End a session: its entry goes first (refused from then on, on every worker), then
+        its place in the account's index. True when this call deleted the entry."""
+        deleted = await self.redis.delete(self.keys.session_entry(token_digest))
+        await self.redis.zrem(self.keys.account_sessions(user_id), token_digest)
+        return bool(deleted)
+
+    async def list(self, user_id: str, now: int) -> list[SessionRecord]:
+        """The account's live sessions (neither deadline passed), newest first.
+
+        The account's index names every session's digest; their entries are read in one
+        pipelined round trip (each stands alone, in a slot of its own). A session opened before
+        sessions had public ids is given one here."""
+        digests = await self.redis.zrange(self.keys.account_sessions(user_id), 0, -1)
+        if not digests:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in digests:
+                pipe.hmget(self.keys.session_entry(digest), SESSION_LIST_FIELDS)
+            rows = await pipe.execute()
+        records = []
+        for digest, (owner, created, absolute, idle, public_id, seen, ip, agent) in zip(
+            digests, rows, strict=True
+        ):
+            if owner is None:
+                continue  # ended or expired; the index forgets it at a later login
+            if owner != user_id:
+                raise CorruptRecord()
+            created_at, absolute_at, idle_at = (
+                int_field(created),
+                int_field(absolute),
+                int_field(idle),
+            )
+            if absolute_at <= now or idle_at <= now:
+                continue
+            if public_id is None:
+                public_id = await self._assign_session_id(
+                    keys=[self.keys.session_entry(digest)], args=[new_id("ses")]
+                )
+                if public_id is None:
+                    continue  # ended meanwhile
+            records.append(
+                SessionRecord(
+                    id=public_id,
+                    token_digest=digest,
+                    created_at=created_at,
+                    last_seen_at=int_field(seen) if seen is not None else created_at,
+                    idle_deadline=idle_at,
+                    absolute_deadline=absolute_at,
+                    ip=ip,
+                    user_agent=agent,
+                )
+            )
+        records.sort(key=lambda record: (record.created_at, record.id), reverse=True)
+        return records
+
+    async def remove_many(self, user_id: str, token_digests: list[str]) -> int:
+        """End several of the account's sessions at once: every entry is deleted first, then
+        their places in the index. Returns how many entries this call deleted."""
+        if not token_digests:
+            return 0
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for digest in token_digests:
+                pipe.delete(self.keys.session_entry(digest))  # one slot each: one DEL each
+            deleted = await pipe.execute()
+        await self.redis.zrem(self.keys.account_sessions(user_id), *token_digests)
+        return sum(deleted)

@@ -1,0 +1,64 @@
+"""Every store of the service over one Redis client: what the application wires its policy to.
+
+Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``),
+``lookup`` is the per-request read of a credential, and ``counters`` the windowed counts of
+login attempts and leak reports. All share one map of key names (``service.store.keys``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from service.clock import Clock, SystemClock
+from service.domain.records import RateLimit
+from service.store.api_keys import ApiKeyStore
+from service.store.audit import AuditStore
+from service.store.counters import CounterStore
+from service.store.files import FilesStore
+from service.store.keys import RedisKeys
+from service.store.lookup import CredentialLookup
+from service.store.pipelined import PipelinedRedis
+from service.store.sessions import SessionStore
+from service.store.users import UserStore
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    redis: Redis
+    keys: RedisKeys
+    lookup: CredentialLookup
+    users: UserStore
+    sessions: SessionStore
+    api_keys: ApiKeyStore
+    counters: CounterStore
+    audit: AuditStore
+    files: FilesStore
+
+    async def ping(self) -> bool:
+        return bool(await self.redis.ping())
+
+
+def open_stores(
+    redis: Redis,
+    prefix: str,
+    hot: PipelinedRedis | None = None,
+    rate_limit: RateLimit | None = None,
+    clock: Clock | None = None,
+) -> Stores:
+    """The stores over ``redis``; the per-request reads (a credential's lookup, a page of files)
+    go through ``hot``, the worker's auto-pipelined connection, when given."""
+    keys = RedisKeys(prefix)
+    audit = AuditStore(redis, keys)
+    return Stores(
+        redis=redis,
+        keys=keys,
+        lookup=CredentialLookup(redis, keys, hot, rate_limit),
+        users=UserStore(redis, keys),
+        sessions=SessionStore(redis, keys, clock or SystemClock()),
+        api_keys=ApiKeyStore(redis, keys, audit),
+        counters=CounterStore(redis),
+        audit=audit,
+        files=FilesStore(redis, keys, hot),
+    )
