@@ -226,8 +226,8 @@ def cpu_seconds(pid: int) -> float:
 
 def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
     """One user, its keys and a session, written through the service's own code paths."""
-    from service.auth.accounts import Accounts
     from service.auth.passwords import PasswordHasher
+    from service.auth.policy import make_policy
     from service.clock import SystemClock
     from service.config import Settings
     from service.store.stores import open_stores
@@ -239,13 +239,13 @@ def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
         )
         client, close = connect_client(settings, redis_url)
         passwords = PasswordHasher(12, 1, 0)
-        accounts = Accounts(open_stores(client, PREFIX), passwords, SystemClock(), settings)
-        user = await accounts.create_user(EMAIL, PASSWORD)
-        reader = await accounts.create_key(user.id, "bench reader", ["files.read"], 30)
-        other = await accounts.create_key(user.id, "bench folders", ["folders.read"], 30)
+        accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
+        user = await accounts.users.create_user(EMAIL, PASSWORD)
+        reader = await accounts.api_keys.create_key(user.id, "bench reader", ["files.read"], 30)
+        other = await accounts.api_keys.create_key(user.id, "bench folders", ["folders.read"], 30)
         for n in range(8):
-            await accounts.create_key(user.id, f"filler {n}", ["files.read"], 30)
-        session = await accounts.login(EMAIL, PASSWORD)
+            await accounts.api_keys.create_key(user.id, f"filler {n}", ["files.read"], 30)
+        session = await accounts.login.login(EMAIL, PASSWORD)
         passwords.close()
         await close()
         good = reader.secret

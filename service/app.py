@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from service.api.audit import add_audit_routes
 from service.api.client_address import ClientAddresses
-from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS, STORE
+from service.api.context import AUTHENTICATOR, POLICY, SETTINGS, STORE
 from service.api.files import FILES_PATH, add_file_routes, first_page_reply
 from service.api.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
 from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
@@ -18,9 +18,9 @@ from service.api.middleware import RATE_FIELDS, REQUEST_HANDLING, request_handli
 from service.api.ops import add_ops
 from service.api.routes import add_routes
 from service.api.sessions import add_session_routes
-from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
+from service.auth.policy import make_policy
 from service.auth.rate_limits import RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
@@ -78,7 +78,7 @@ def create_app(
         )
         app[STORE] = store
         app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
-        app[ACCOUNTS] = Accounts(store, passwords, clock, settings)
+        app[POLICY] = make_policy(store, passwords, clock, settings)
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
         yield

@@ -18,8 +18,9 @@ from contextlib import asynccontextmanager
 import orjson
 from redis.exceptions import RedisError
 
-from service.auth.accounts import Accounts, normalise_email
 from service.auth.passwords import PasswordHasher
+from service.auth.policy import Policy, make_policy
+from service.auth.users import normalise_email
 from service.clock import SystemClock, iso
 from service.config import ConfigError, Settings, load_settings
 from service.errors import ApiError
@@ -72,7 +73,7 @@ def _read_password() -> str:
 
 
 @asynccontextmanager
-async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, Stores]]:
+async def _policy(settings: Settings) -> AsyncIterator[tuple[Policy, Stores]]:
     embedded = None
     url = settings.redis_url
     if url is None:
@@ -88,7 +89,7 @@ async def _accounts(settings: Settings) -> AsyncIterator[tuple[Accounts, Stores]
     passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)
     store = open_stores(client, settings.redis_prefix)
     try:
-        yield Accounts(store, passwords, SystemClock(), settings), store
+        yield make_policy(store, passwords, SystemClock(), settings), store
     finally:
         passwords.close()
         await close()
@@ -111,12 +112,12 @@ async def _account_file_ids(store: Stores, email: str) -> list[str]:
 
 
 async def _users(settings: Settings, args: argparse.Namespace) -> int:
-    async with _accounts(settings) as (accounts, store):
+    async with _policy(settings) as (accounts, store):
         if args.action == "create":
-            user = await accounts.create_user(args.email, _read_password())
+            user = await accounts.users.create_user(args.email, _read_password())
             print(f"created user {user.email} ({user.id})")
         elif args.action == "list":
-            for user in await accounts.list_users():
+            for user in await accounts.users.list_users():
                 if args.json:
                     print(
                         orjson.dumps(
@@ -129,7 +130,7 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
             # The files' bytes go after their records, as a file's deletion does: a crash in
             # between leaves unreferenced bytes, never a record without its bytes.
             file_ids = await _account_file_ids(store, args.email)
-            user = await accounts.delete_user(args.email)
+            user = await accounts.users.delete_user(args.email)
             blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
             for file_id in file_ids:
                 await blobs.delete(file_id)

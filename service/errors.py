@@ -139,3 +139,21 @@ class RangeNotSatisfiable(ApiError):
     status = 416
     code = "range_not_satisfiable"
     message = "The requested range is not within the file."
+
+
+def account_gone() -> Unauthorized:
+    """The credential outlived its account (deleted between the check and the change)."""
+    return Unauthorized(
+        "The credential's account no longer exists.",
+        code="account_gone",
+        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},  # RFC 9110: every 401
+    )
+
+
+def wrong_credentials() -> Unauthorized:
+    """A login's (or a password change's) email or password is wrong: never which."""
+    return Unauthorized(
+        "The email or password is incorrect.",
+        code="invalid_credentials",
+        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
+    )

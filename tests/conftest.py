@@ -245,9 +245,9 @@ class Api:
         self.app = app
 
     async def create_user(self, email: str, password: str = PASSWORD) -> Any:
-        from service.api.context import ACCOUNTS
+        from service.api.context import POLICY
 
-        return await self.app[ACCOUNTS].create_user(email, password)
+        return await self.app[POLICY].users.create_user(email, password)
 
     async def login(self, email: str, password: str = PASSWORD) -> str:
         response = await self.client.post(

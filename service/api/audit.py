@@ -6,7 +6,7 @@ endpoints). A page of the account's events, newest first, ``limit`` at a time (1
 asked. A bad ``limit``, ``cursor`` or ``type`` (or one given twice) is 400 ``validation_failed``.
 Events arriving between two pages never shift the next one: a cursor names a position in the
 trail's order of recording, and new events sort before it. What is recorded, and when, is in
-``service.auth.accounts``; the event types in ``service.domain.audit_events``.
+``service.auth.audit``; the event types in ``service.domain.audit_events``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from service.api.context import ACCOUNTS
+from service.api.context import POLICY
 from service.api.routes import PREFIX, authenticate, ok
 from service.clock import iso
 from service.domain.audit_events import EVENT_TYPES
@@ -89,7 +89,7 @@ def _type(request: web.Request) -> str | None:
 async def list_audit_events(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     limit, before, kind = _limit(request), _cursor(request), _type(request)
-    page = await request.app[ACCOUNTS].audit_events(principal.user_id, limit, before, kind)
+    page = await request.app[POLICY].audit.page(principal.user_id, limit, before, kind)
     return ok(
         {
             "events": [_event_view(stored) for stored in page.events],

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from service.auth.accounts import Accounts
 from service.auth.authenticator import Authenticator
+from service.auth.policy import Policy
 from service.config import Settings
 from service.store.stores import Stores
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Stores)
-ACCOUNTS = web.AppKey("accounts", Accounts)
+POLICY = web.AppKey("policy", Policy)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)

@@ -18,7 +18,7 @@ from multidict import CIMultiDictProxy, istr
 
 from service.api.answers import Answer, Reply
 from service.api.client_address import client_address
-from service.api.context import ACCOUNTS, AUTHENTICATOR, SETTINGS
+from service.api.context import AUTHENTICATOR, POLICY, SETTINGS
 from service.api.middleware import as_api_error
 from service.api.validation import (
     parse_create_key,
@@ -117,7 +117,7 @@ async def acting(request: web.Request, principal: Principal) -> Origin:
     """Where a session's request comes from, for the audit trail: the session's public id, the
     client's address (worked out as for login throttling) and its User-Agent (cut to 256
     characters). One Redis read; never on the gateway's path."""
-    session_id = await request.app[ACCOUNTS].acting_session_id(principal)
+    session_id = await request.app[POLICY].sessions.acting_session_id(principal)
     return Origin(
         session_id,
         client_address(request, request.app[SETTINGS].trusted_proxies),
@@ -151,7 +151,7 @@ def _key_view(record: KeyRecord) -> dict[str, Any]:
 async def login(request: web.Request) -> web.Response:
     fields = parse_login(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
-    result = await request.app[ACCOUNTS].login(
+    result = await request.app[POLICY].login.login(
         fields.email, fields.password, address, user_agent(request)
     )
     return ok(
@@ -167,13 +167,15 @@ async def login(request: web.Request) -> web.Response:
 async def logout(request: web.Request) -> web.Response:
     # Ending a credential is never refused for its rate: a busy session can always log out.
     principal = await authenticate(request, session_only=True, counted=False)
-    logged_out_at = await request.app[ACCOUNTS].logout(principal, await acting(request, principal))
+    logged_out_at = await request.app[POLICY].sessions.logout(
+        principal, await acting(request, principal)
+    )
     return ok({"logged_out_at": iso(logged_out_at)})
 
 
 async def current_session(request: web.Request) -> web.Response:
     principal = await authenticate(request)
-    user = await request.app[ACCOUNTS].get_user(principal.user_id)
+    user = await request.app[POLICY].users.get_user(principal.user_id)
     credential: dict[str, Any] = {"type": principal.credential.value}
     if principal.credential is CredentialType.API_KEY:
         credential["key_id"] = principal.key_id
@@ -193,7 +195,7 @@ async def current_session(request: web.Request) -> web.Response:
 async def create_key(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     fields = parse_create_key(await read_json_object(request))
-    created = await request.app[ACCOUNTS].create_key(
+    created = await request.app[POLICY].api_keys.create_key(
         principal.user_id,
         fields.name,
         fields.permissions,
@@ -217,7 +219,7 @@ async def create_key(request: web.Request) -> web.Response:
 
 async def list_keys(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
-    records = await request.app[ACCOUNTS].list_keys(principal.user_id)
+    records = await request.app[POLICY].api_keys.list_keys(principal.user_id)
     return ok({"keys": [_key_view(record) for record in records]})
 
 
@@ -225,7 +227,7 @@ async def revoke_key(request: web.Request) -> web.Response:
     # Like logout: revoking a key (a leaked one, say) never waits for the session's rate.
     principal = await authenticate(request, session_only=True, counted=False)
     key_id = request.match_info["key_id"]
-    revoked_at = await request.app[ACCOUNTS].revoke_key(
+    revoked_at = await request.app[POLICY].api_keys.revoke_key(
         principal.user_id, key_id, await acting(request, principal)
     )
     return ok({"id": key_id, "revoked_at": iso(revoked_at)})
@@ -234,7 +236,7 @@ async def revoke_key(request: web.Request) -> web.Response:
 async def edit_key(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     edit = parse_edit_key(await read_json_object(request))
-    record = await request.app[ACCOUNTS].edit_key(
+    record = await request.app[POLICY].api_keys.edit_key(
         principal.user_id, request.match_info["key_id"], edit, await acting(request, principal)
     )
     return ok(_key_view(record))
@@ -244,7 +246,7 @@ async def roll_key(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     # The body is optional: a roll without one has no grace.
     grace_seconds = parse_roll_key(await read_json_object(request) if request.body_exists else {})
-    rolled = await request.app[ACCOUNTS].roll_key(
+    rolled = await request.app[POLICY].api_keys.roll_key(
         principal.user_id,
         request.match_info["key_id"],
         grace_seconds,
@@ -262,7 +264,9 @@ async def report_leaked_keys(request: web.Request) -> web.Response:
     audit trail."""
     secrets = parse_leak_report(await read_json_object(request))
     trace: RequestTrace = current_trace.get()  # type: ignore[assignment]  # set by request_handling
-    received = await request.app[ACCOUNTS].report_leaked(secrets, trace.remote, user_agent(request))
+    received = await request.app[POLICY].leak_reports.report_leaked(
+        secrets, trace.remote, user_agent(request)
+    )
     return ok({"received": received}, status=202)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from service.api.client_address import client_address
-from service.api.context import ACCOUNTS, SETTINGS
+from service.api.context import POLICY, SETTINGS
 from service.api.routes import PREFIX, acting, authenticate, ok
 from service.api.validation import parse_change_password, read_json_object
 from service.clock import iso
@@ -45,14 +45,14 @@ def _session_view(record: SessionRecord, principal: Principal) -> dict[str, Any]
 
 async def list_sessions(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
-    records = await request.app[ACCOUNTS].list_sessions(principal.user_id)
+    records = await request.app[POLICY].sessions.list_sessions(principal.user_id)
     return ok({"sessions": [_session_view(record, principal) for record in records]})
 
 
 async def end_session(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True, counted=False)
     session_id = request.match_info["session_id"]
-    ended_at = await request.app[ACCOUNTS].end_session(
+    ended_at = await request.app[POLICY].sessions.end_session(
         principal.user_id, session_id, await acting(request, principal)
     )
     return ok({"id": session_id, "ended_at": iso(ended_at)})
@@ -60,7 +60,7 @@ async def end_session(request: web.Request) -> web.Response:
 
 async def end_other_sessions(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True, counted=False)
-    ended = await request.app[ACCOUNTS].end_other_sessions(
+    ended = await request.app[POLICY].sessions.end_other_sessions(
         principal, await acting(request, principal)
     )
     return ok({"ended": ended})
@@ -70,7 +70,7 @@ async def change_password(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     fields = parse_change_password(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
-    change = await request.app[ACCOUNTS].change_password(
+    change = await request.app[POLICY].users.change_password(
         principal,
         fields.current_password,
         fields.new_password,

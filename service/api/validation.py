@@ -17,14 +17,10 @@ import orjson
 from aiohttp import web
 
 from service.api.context import SETTINGS
-from service.auth.accounts import (
-    MAX_EMAIL_LENGTH,
-    MAX_GRACE_SECONDS,
-    MAX_PASSWORD_LENGTH,
-    MAX_USER_AGENT_LENGTH,
-    KeyEdit,
-)
+from service.auth.api_keys import MAX_GRACE_SECONDS, KeyEdit
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
+from service.auth.users import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH
+from service.domain.audit_events import MAX_USER_AGENT_LENGTH
 from service.domain.key_rules import MAX_ALLOWED_IPS, canonical_network
 from service.domain.permissions import PERMISSIONS, unknown_names
 from service.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed

@@ -41,6 +41,10 @@ EVENT_TYPES = (
 )
 
 
+# A User-Agent is kept (in events and sessions) up to this many characters.
+MAX_USER_AGENT_LENGTH = 256
+
+
 class Origin(NamedTuple):
     """Where a request came from: the acting session's public id, the client's address (as
     login throttling works it out) and its User-Agent (cut to 256 characters)."""
@@ -53,6 +57,10 @@ class Origin(NamedTuple):
         if self.session_id is None:
             return None
         return {"type": "session", "session_id": self.session_id}
+
+
+# Where a change comes from when its caller names nothing (the command line, the tests).
+NO_ORIGIN = Origin(None, None, None)
 
 
 def cli_actor() -> dict[str, Any]:

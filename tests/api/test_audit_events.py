@@ -16,7 +16,7 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import ACCOUNTS
+from service.api.context import POLICY
 from service.domain import credentials
 from service.domain.audit_events import EVENT_TYPES
 from service.store.audit import AuditStore
@@ -243,7 +243,7 @@ async def test_pages_are_newest_first_and_events_arriving_between_pages_shift_no
     for n in range(24):
         if n % 3 == 0:
             clock.advance(seconds=1)  # several events per millisecond, and some apart
-        await api.app[ACCOUNTS].login(EMAIL, PASSWORD, "192.0.2.1", f"agent {n}")
+        await api.app[POLICY].login.login(EMAIL, PASSWORD, "192.0.2.1", f"agent {n}")
     everything = await events(api, token, limit=1000)
     assert len(everything) == 25
     assert [e["user_agent"] for e in everything[:24]] == [f"agent {n}" for n in range(23, -1, -1)]
@@ -258,7 +258,7 @@ async def test_pages_are_newest_first_and_events_arriving_between_pages_shift_no
         seen.extend(data["events"])
         cursor = data["next_cursor"]
         # New events between pages: newer than any cursor, so never on a later page.
-        await api.app[ACCOUNTS].login(EMAIL, PASSWORD, "192.0.2.2", "between pages")
+        await api.app[POLICY].login.login(EMAIL, PASSWORD, "192.0.2.2", "between pages")
         if cursor is None:
             break
     assert [e["id"] for e in seen] == [e["id"] for e in everything]
@@ -269,7 +269,7 @@ async def test_the_last_page_has_a_null_cursor_and_limit_defaults_to_100(api: Ap
     await api.create_user(EMAIL)
     token = await login(api)
     for _ in range(100):
-        await api.app[ACCOUNTS].login(EMAIL, PASSWORD)
+        await api.app[POLICY].login.login(EMAIL, PASSWORD)
     first = await page(api, token)
     assert len(first["events"]) == 100 and first["next_cursor"] is not None
     last = await page(api, token, cursor=first["next_cursor"])
@@ -284,7 +284,7 @@ async def test_the_type_filter_pages_through_one_type_only(api: Api) -> None:
     created = []
     for n in range(7):
         created.append((await api.create_key(token, name=f"k{n}"))["id"])
-        await api.app[ACCOUNTS].login(EMAIL, PASSWORD)
+        await api.app[POLICY].login.login(EMAIL, PASSWORD)
     seen: list[str] = []
     cursor = None
     while True:
@@ -401,9 +401,9 @@ async def test_events_older_than_the_retention_are_never_listed_and_are_dropped(
     assert 9.9 * 86_400_000 < pttl <= 10 * 86_400_000  # the key expires with its retention
 
     clock.advance(days=9)
-    await api.app[ACCOUNTS].login(EMAIL, PASSWORD)
+    await api.app[POLICY].login.login(EMAIL, PASSWORD)
     clock.advance(days=1, seconds=1)  # the first login is past the retention
-    token = await api.app[ACCOUNTS].login(EMAIL, PASSWORD)
+    token = await api.app[POLICY].login.login(EMAIL, PASSWORD)
 
     listed = await events(api, token.token)
     assert len(listed) == 2  # the first was dropped by the write, and is never listed
@@ -420,7 +420,7 @@ async def test_at_most_the_maximum_of_events_are_kept_the_oldest_dropped_first(
     user = await api.create_user(EMAIL)
     token = await login(api)
     for n in range(9):
-        await api.app[ACCOUNTS].login(EMAIL, PASSWORD, None, f"agent {n}")
+        await api.app[POLICY].login.login(EMAIL, PASSWORD, None, f"agent {n}")
 
     listed = await events(api, token)
 
@@ -433,7 +433,7 @@ async def test_deleting_the_user_deletes_its_trail(
 ) -> None:
     await api.user_with_session()
     assert len(audit_keys(redis_client)) == 1
-    await api.app[ACCOUNTS].delete_user(EMAIL)
+    await api.app[POLICY].users.delete_user(EMAIL)
     assert audit_keys(redis_client) == []
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.auth.accounts import LEAK_REPORT_WINDOW_SECONDS, LEAK_REPORTS_PER_ADDRESS
+from service.auth.leak_reports import LEAK_REPORT_WINDOW_SECONDS, LEAK_REPORTS_PER_ADDRESS
 from service.domain.credentials import generate_api_key
 from tests.api.test_key_edit import EMAIL, KEYS, audit_events, edited, key_and_session
 from tests.api.test_key_roll import rolled, status_of

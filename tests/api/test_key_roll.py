@@ -15,7 +15,7 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import ACCOUNTS, AUTHENTICATOR, STORE
+from service.api.context import AUTHENTICATOR, POLICY, STORE
 from service.clock import iso
 from tests.api.test_key_edit import (
     EMAIL,
@@ -206,7 +206,7 @@ async def test_deleting_the_user_ends_both_secrets(
 ) -> None:
     token, key = await key_and_session(api)
     data = await rolled(api, token, key["id"], grace=3600)
-    await api.app[ACCOUNTS].delete_user(EMAIL)
+    await api.app[POLICY].users.delete_user(EMAIL)
     for secret in (key["secret_key"], data["secret_key"]):
         await assert_error(await api.files(key=secret), 401, "invalid_api_key")
     assert list(redis_client.scan_iter("fh:key:*")) == []

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis as redis_sync
 
-from service.api.context import ACCOUNTS
+from service.api.context import POLICY
 from service.domain import credentials
 from tests.api.test_auth import at, parse_iso
 from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
@@ -98,10 +98,10 @@ async def test_the_user_agent_is_recorded_at_login_cut_to_256_characters(
 ) -> None:
     user = await api.create_user(EMAIL)
     token = await login_as(api)
-    accounts = api.app[ACCOUNTS]
-    await accounts.login(EMAIL, PASSWORD, "203.0.113.9", "Mozilla/5.0 (X11)")
-    await accounts.login(EMAIL, PASSWORD, "2001:db8::1", "x" * 1000)
-    await accounts.login(EMAIL, PASSWORD, None, None)
+    login = api.app[POLICY].login
+    await login.login(EMAIL, PASSWORD, "203.0.113.9", "Mozilla/5.0 (X11)")
+    await login.login(EMAIL, PASSWORD, "2001:db8::1", "x" * 1000)
+    await login.login(EMAIL, PASSWORD, None, None)
 
     by_ip = {view["ip"]: view["user_agent"] for view in await listed(api, token)}
 
@@ -282,7 +282,7 @@ async def test_user_deletion_still_ends_every_session(api: Api) -> None:
     tokens = [await login_as(api) for _ in range(2)]
     await api.client.delete(SESSIONS, headers=bearer(tokens[0]))
     third = await login_as(api)
-    await api.app[ACCOUNTS].delete_user(EMAIL)
+    await api.app[POLICY].users.delete_user(EMAIL)
     for token in (*tokens, third):
         assert await status_of(api, token) == 401
 

@@ -28,7 +28,7 @@ import redis as redis_sync
 from aiohttp import web
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from service.api.context import ACCOUNTS
+from service.api.context import POLICY
 from service.api.low_level import EnvelopeAppRunner
 from service.app import create_app
 from service.config import Settings
@@ -69,7 +69,7 @@ class Dashboard:
 
     async def create_user(self, email: str | None = None, password: str = PASSWORD) -> str:
         email = email or f"user{next(_emails)}@example.com"
-        await self.app[ACCOUNTS].create_user(email, password)
+        await self.app[POLICY].users.create_user(email, password)
         return email
 
     async def api(

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from service.auth.accounts import Accounts
 from service.auth.passwords import PasswordHasher
+from service.auth.policy import make_policy
 from service.clock import SystemClock
 from service.config import Settings
 from service.store.stores import open_stores
@@ -54,9 +54,9 @@ async def _delete(redis_url: str, email: str) -> tuple[float, float]:
     client = Redis.from_url(redis_url, decode_responses=True)
     passwords = PasswordHasher(4, concurrency=1, queue_max=0)
     try:
-        accounts = Accounts(open_stores(client, "fh"), passwords, SystemClock(), Settings())
+        accounts = make_policy(open_stores(client, "fh"), passwords, SystemClock(), Settings())
         start = time.monotonic()
-        await accounts.delete_user(email)
+        await accounts.users.delete_user(email)
         return start, time.monotonic()
     finally:
         passwords.close()

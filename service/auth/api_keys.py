@@ -1,0 +1,277 @@
+"""API keys as policy sees them: creating one (its secret generated here and returned once),
+listing, editing, rolling to a new secret with a grace for the old one, and revoking. Each change
+is recorded in the account's audit trail in the step that makes it (revocation: just before).
+Secrets reach the store only as digests."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from service.auth.audit import DAY_MS, AuditTrail
+from service.clock import Clock
+from service.config import Settings
+from service.domain import audit_events as audit
+from service.domain import credentials
+from service.domain.permissions import to_mask, to_names
+from service.domain.records import KeyChanges, KeyRecord
+from service.errors import Conflict, NotFound, ValidationFailed, account_gone
+from service.store.api_keys import ApiKeyStore
+from service.store.audit import EventBatch
+from service.store.errors import AccountGone, KeyChanged
+
+MAX_GRACE_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    record: KeyRecord
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEdit:
+    """What ``PATCH /keys/{id}`` asks to change (validated in shape); None leaves a field as it
+    is. ``allowed_ips`` holds canonical networks, empty for anywhere; ``rate_limit`` (per second,
+    burst) is set when ``sets_rate_limit``, None for the deployment's."""
+
+    name: str | None = None
+    permissions: list[str] | None = None
+    expires_days: int | None = None
+    enabled: bool | None = None
+    allowed_ips: tuple[str, ...] | None = None
+    sets_rate_limit: bool = False
+    rate_limit: tuple[int, int] | None = None
+
+
+def _key_not_found() -> NotFound:
+    return NotFound("No active API key has this id.", code="key_not_found")
+
+
+def _key_busy() -> Conflict:
+    return Conflict(
+        "Other requests are changing this key at the same time. Retry.", code="key_busy"
+    )
+
+
+def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
+    """The fields an edit changed, with their new values as the API shows them (the expiry in
+    ms, shown ISO 8601 by the audit endpoint); never a secret."""
+    edited: dict[str, Any] = {}
+    if after.name != before.name:
+        edited["name"] = after.name
+    if after.permissions != before.permissions:
+        edited["permissions"] = to_names(after.permissions)
+    if after.expires_at != before.expires_at:
+        edited["expires_at"] = after.expires_at
+    if after.allowed_ips != before.allowed_ips:
+        edited["allowed_ips"] = list(after.allowed_ips)
+    if after.rate_limit != before.rate_limit:
+        edited["rate_limit"] = (
+            None
+            if after.rate_limit is None
+            else {"per_second": after.rate_limit[0], "burst": after.rate_limit[1]}
+        )
+    return edited
+
+
+class ApiKeys:
+    def __init__(
+        self, store: ApiKeyStore, trail: AuditTrail, clock: Clock, settings: Settings
+    ) -> None:
+        self._store = store
+        self._trail = trail
+        self._clock = clock
+        self._max_keys = settings.max_keys_per_account
+
+    async def create_key(
+        self,
+        user_id: str,
+        name: str,
+        permissions: list[str],
+        expires_days: int,
+        origin: audit.Origin = audit.NO_ORIGIN,
+    ) -> CreatedKey:
+        """Create a key; recorded as ``key.created`` (its name, permissions and expiry) in the
+        step that confirms it."""
+        secret = credentials.generate_api_key()
+        now = self._clock.now_ms()
+        record = KeyRecord(
+            id=credentials.new_id("key"),
+            name=name,
+            key_prefix=credentials.display_prefix(secret),
+            permissions=to_mask(permissions),
+            created_at=now,
+            expires_at=now + expires_days * DAY_MS,
+            last_used_at=None,
+        )
+        limit = self._max_keys
+        events = self._trail.batch(
+            now,
+            audit.event(
+                audit.KEY_CREATED,
+                now,
+                origin,
+                target={"key_id": record.id},
+                changes={
+                    "name": name,
+                    "permissions": list(permissions),
+                    "expires_at": record.expires_at,
+                },
+            ),
+        )
+        try:
+            added = await self._store.add(
+                user_id=user_id,
+                key_id=record.id,
+                secret_digest=credentials.digest(secret),
+                name=record.name,
+                key_prefix=record.key_prefix,
+                permissions=record.permissions,
+                created_at=record.created_at,
+                expires_at=record.expires_at,
+                max_active=limit,
+                events=events,
+            )
+        except AccountGone:
+            # The session was checked, then its user deleted before the key was made.
+            raise account_gone() from None
+        if not added:
+            raise Conflict(
+                f"This account already has the maximum of {limit} active API keys. "
+                "Revoke one before creating another.",
+                code="key_limit_reached",
+                details={"limit": limit},
+            )
+        return CreatedKey(record, secret)
+
+    async def list_keys(self, user_id: str) -> list[KeyRecord]:
+        return await self._store.list(user_id, self._clock.now_ms())
+
+    async def edit_key(
+        self, user_id: str, key_id: str, edit: KeyEdit, origin: audit.Origin = audit.NO_ORIGIN
+    ) -> KeyRecord:
+        """Change one of the user's active keys; 404 for an unknown id or another account's
+        key. In force from the next request on every worker (``ApiKeyStore.edit``).
+        Recorded in the step that makes it: ``key.edited`` with the changed fields and their
+        new values, ``key.disabled`` / ``key.enabled`` when that changed; nothing when nothing
+        changed."""
+        if not credentials.is_valid_id(key_id, "key"):
+            raise _key_not_found()
+        now = self._clock.now_ms()
+        changes = KeyChanges(
+            name=edit.name,
+            permissions=to_mask(edit.permissions) if edit.permissions is not None else None,
+            expires_at=now + edit.expires_days * DAY_MS if edit.expires_days is not None else None,
+            enabled=edit.enabled,
+            allowed_ips=edit.allowed_ips,
+            sets_rate_limit=edit.sets_rate_limit,
+            rate_limit=edit.rate_limit,
+        )
+        target = {"key_id": key_id}
+
+        def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch | None:
+            events = []
+            edited = _edited_fields(before, after)
+            if edited:
+                events.append(
+                    audit.event(audit.KEY_EDITED, now, origin, target=target, changes=edited)
+                )
+            if after.enabled != before.enabled:
+                kind = audit.KEY_ENABLED if after.enabled else audit.KEY_DISABLED
+                events.append(audit.event(kind, now, origin, target=target))
+            return self._trail.batch(now, *events) if events else None
+
+        try:
+            record = await self._store.edit(user_id, key_id, now, changes, events_for)
+        except AccountGone:
+            raise account_gone() from None
+        except KeyChanged:
+            raise _key_busy() from None
+        if record is None:
+            raise _key_not_found()
+        return record
+
+    async def roll_key(
+        self,
+        user_id: str,
+        key_id: str,
+        grace_seconds: int,
+        origin: audit.Origin = audit.NO_ORIGIN,
+    ) -> CreatedKey:
+        """Give one of the user's active keys a new secret, returned here once; the current
+        secret keeps working for ``grace_seconds`` (0: refused from now on), and a secret still
+        in the grace of an earlier roll is refused from now on. Id, name, permissions, expiry
+        and settings stay. 404 for an unknown id or another account's key. Recorded as
+        ``key.rolled`` (the grace, and when the previous secret stops working) in the step
+        that makes it."""
+        if not credentials.is_valid_id(key_id, "key"):
+            raise _key_not_found()
+        if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
+            raise ValidationFailed(
+                details={"grace_seconds": f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"}
+            )
+        # Every secret of a key has its entry in one Redis Cluster slot, that of the bucket its
+        # secrets share, so that one script reads either and takes from that bucket.
+        slot = await self._store.new_secret_slot(user_id, key_id)
+        if slot is None:
+            raise _key_not_found()
+        entry_slot = self._store.entry_slot
+        secret = await asyncio.to_thread(
+            credentials.generate_api_key_where,
+            lambda candidate: entry_slot(credentials.digest(candidate)) == slot,
+        )
+        now = self._clock.now_ms()
+
+        def events_for(record: KeyRecord) -> EventBatch:
+            return self._trail.batch(
+                now,
+                audit.event(
+                    audit.KEY_ROLLED,
+                    now,
+                    origin,
+                    target={"key_id": key_id},
+                    changes={
+                        "grace_seconds": grace_seconds,
+                        "previous_secret_expires_at": record.previous_secret_expires_at,
+                    },
+                ),
+            )
+
+        try:
+            record = await self._store.roll(
+                user_id,
+                key_id,
+                secret_digest=credentials.digest(secret),
+                key_prefix=credentials.display_prefix(secret),
+                previous_until=now + grace_seconds * 1000,
+                now=now,
+                events_for=events_for,
+            )
+        except AccountGone:
+            raise account_gone() from None
+        except KeyChanged:
+            raise _key_busy() from None
+        if record is None:
+            raise _key_not_found()
+        return CreatedKey(record, secret)
+
+    async def revoke_key(
+        self, user_id: str, key_id: str, origin: audit.Origin = audit.NO_ORIGIN
+    ) -> int:
+        """Revoke one of the user's keys; 404 for an unknown id or another account's key.
+        Recorded as ``key.revoked`` once the key is found active, before it is removed."""
+        now = self._clock.now_ms()
+        events = self._trail.batch(
+            now, audit.event(audit.KEY_REVOKED, now, origin, target={"key_id": key_id})
+        )
+        try:
+            revoked = credentials.is_valid_id(key_id, "key") and await self._store.revoke(
+                user_id, key_id, now, events
+            )
+        except KeyChanged:
+            raise _key_busy() from None
+        if not revoked:
+            raise _key_not_found()
+        return now

@@ -1,0 +1,45 @@
+"""Every policy object of the service, made from the stores: what the application, the command
+line and the tests wire to. Each object decides for one aggregate and asks its store to record
+what it decided."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.auth.api_keys import ApiKeys
+from service.auth.audit import AuditTrail
+from service.auth.leak_reports import LeakReports
+from service.auth.login import Login
+from service.auth.login_throttle import LoginThrottle
+from service.auth.passwords import PasswordHasher
+from service.auth.sessions import Sessions
+from service.auth.users import Users
+from service.clock import Clock
+from service.config import Settings
+from service.store.stores import Stores
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    users: Users
+    login: Login
+    sessions: Sessions
+    api_keys: ApiKeys
+    leak_reports: LeakReports
+    audit: AuditTrail
+
+
+def make_policy(
+    stores: Stores, passwords: PasswordHasher, clock: Clock, settings: Settings
+) -> Policy:
+    trail = AuditTrail(stores.audit, clock, settings)
+    throttle = LoginThrottle(stores, settings)
+    sessions = Sessions(stores.sessions, clock, trail)
+    return Policy(
+        users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings),
+        login=Login(stores.users, stores.sessions, passwords, throttle, trail, clock, settings),
+        sessions=sessions,
+        api_keys=ApiKeys(stores.api_keys, trail, clock, settings),
+        leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
+        audit=trail,
+    )

@@ -1,0 +1,94 @@
+"""The account's sessions as policy sees them: who the acting session is, logging out, listing
+the live ones, and ending one or every other. Each ending is recorded in the audit trail just
+before it is carried out (a failed record fails the request with nothing done)."""
+
+from __future__ import annotations
+
+from service.auth.audit import AuditTrail
+from service.clock import Clock
+from service.domain import audit_events as audit
+from service.domain import credentials
+from service.domain.principal import Principal
+from service.domain.records import SessionRecord
+from service.errors import NotFound, Unauthorized
+from service.store.sessions import SessionStore
+
+
+class Sessions:
+    def __init__(self, store: SessionStore, clock: Clock, trail: AuditTrail) -> None:
+        self._store = store
+        self._clock = clock
+        self._trail = trail
+
+    async def acting_session_id(self, principal: Principal) -> str:
+        """The public id of the principal's session (401 ``invalid_session`` if it has ended)."""
+        assert principal.token_digest is not None
+        session_id = await self._store.public_id(principal.token_digest)
+        if session_id is None:
+            raise Unauthorized(
+                "The session is not valid.",
+                code="invalid_session",
+                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
+            )
+        return session_id
+
+    async def logout(self, principal: Principal, origin: audit.Origin = audit.NO_ORIGIN) -> int:
+        """End the caller's session, recorded first as ``logout``."""
+        assert principal.token_digest is not None
+        now = self._clock.now_ms()
+        target = {"session_id": origin.session_id} if origin.session_id else None
+        await self._trail.record(
+            principal.user_id, now, audit.event(audit.LOGOUT, now, origin, target=target)
+        )
+        await self._store.remove(principal.token_digest, principal.user_id)
+        return now
+
+    async def list_sessions(self, user_id: str) -> list[SessionRecord]:
+        return await self._store.list(user_id, self._clock.now_ms())
+
+    async def end_session(
+        self, user_id: str, session_id: str, origin: audit.Origin = audit.NO_ORIGIN
+    ) -> int:
+        """End one of the account's live sessions (the caller's own included); 404 for an
+        unknown id, one of another shape, an ended or expired session, another account's.
+        Recorded first as ``session.ended``."""
+        if credentials.is_valid_id(session_id, "ses"):
+            for record in await self.list_sessions(user_id):
+                if record.id == session_id:
+                    now = self._clock.now_ms()
+                    await self._trail.record(
+                        user_id,
+                        now,
+                        audit.event(
+                            audit.SESSION_ENDED, now, origin, target={"session_id": session_id}
+                        ),
+                    )
+                    if await self._store.remove(record.token_digest, user_id):
+                        return now
+                    break  # ended meanwhile by another request
+        raise NotFound("No live session of this account has this id.", code="session_not_found")
+
+    async def end_other_sessions(
+        self, principal: Principal, origin: audit.Origin | None = audit.NO_ORIGIN
+    ) -> int:
+        """End every live session of the account but the caller's; how many were ended.
+        Recorded first, in one step, as one ``session.ended`` event per session; with no
+        ``origin``, not recorded (a password change, whose one event tells it)."""
+        others = [
+            record
+            for record in await self.list_sessions(principal.user_id)
+            if record.token_digest != principal.token_digest
+        ]
+        if origin is not None and others:
+            now = self._clock.now_ms()
+            await self._trail.record(
+                principal.user_id,
+                now,
+                *(
+                    audit.event(audit.SESSION_ENDED, now, origin, target={"session_id": record.id})
+                    for record in others
+                ),
+            )
+        return await self._store.remove_many(
+            principal.user_id, [record.token_digest for record in others]
+        )
