@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from service.api.audit import add_audit_routes
 from service.api.client_address import ClientAddresses
-from service.api.context import AUTHENTICATOR, POLICY, SETTINGS, STORE
+from service.api.context import AUTHENTICATOR, BLOBS, POLICY, SETTINGS, STORE
 from service.api.files import FILES_PATH, add_file_routes, first_page_reply
 from service.api.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
 from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
@@ -29,6 +29,7 @@ from service.dashboard import add_dashboard_routes
 from service.domain.records import RateLimit
 from service.logs import LINES
 from service.metrics import Metrics
+from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.stores import open_stores
 from service.store.topology import connect_redis, connect_store
 
@@ -59,6 +60,7 @@ def create_app(
     app[REQUEST_HANDLING] = request_handling(metrics, rate_fields, addresses)
     app[SETTINGS] = settings
     app[RATE_FIELDS] = rate_fields
+    app[BLOBS] = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     clock = clock or SystemClock()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -78,7 +80,7 @@ def create_app(
         )
         app[STORE] = store
         app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
-        app[POLICY] = make_policy(store, passwords, clock, settings)
+        app[POLICY] = make_policy(store, passwords, clock, settings, app[BLOBS])
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
         yield
@@ -106,7 +108,7 @@ def create_app(
     add_routes(app)
     add_session_routes(app)
     add_audit_routes(app)
-    add_file_routes(app, clock)
+    add_file_routes(app)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)
     return app

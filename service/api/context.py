@@ -8,9 +8,12 @@ from aiohttp import web
 from service.auth.authenticator import Authenticator
 from service.auth.policy import Policy
 from service.config import Settings
+from service.store.blobs import BlobStore
 from service.store.stores import Stores
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Stores)
 POLICY = web.AppKey("policy", Policy)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+# Where uploaded bytes live; set before the application starts to keep them elsewhere (tests).
+BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]

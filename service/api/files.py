@@ -15,11 +15,8 @@ listed with all its bytes or not there at all.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
-import unicodedata
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -29,36 +26,28 @@ from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
 from service.api.answers import Answer, Reply
-from service.api.context import AUTHENTICATOR, SETTINGS, STORE
+from service.api.context import AUTHENTICATOR, POLICY, SETTINGS
 from service.api.middleware import error_response, prepare_streamed
 from service.api.routes import PREFIX, authenticate, check_credentials, ok, ok_reply
 from service.api.validation import readable
 from service.auth.authenticator import require
-from service.clock import Clock, iso
-from service.domain.credentials import is_valid_id, new_id
+from service.clock import iso
+from service.domain.files import INLINE_TYPES, OCTET_STREAM
 from service.domain.principal import Principal
+from service.domain.records import FileRecord
 from service.errors import (
-    FileLimitReached,
-    FileNotFound,
     PayloadTooLarge,
     RangeNotSatisfiable,
-    Unauthorized,
     UnsupportedMediaType,
     ValidationFailed,
 )
 from service.logs import RequestTrace
-from service.store.blobs import FILES_DIRECTORY, BlobMissing, BlobStore, DirectoryBlobs
-from service.store.errors import AccountGone
-from service.store.files import BadCursor, FileRecord, FilesStore, decode_cursor
+from service.store.files import BadCursor, decode_cursor
 
 log = logging.getLogger("service.api.files")
 
-FILES = web.AppKey("files", FilesStore)
-BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
-CLOCK = web.AppKey("files_clock", Clock)  # type: ignore[type-abstract]
 
 FILES_PATH = f"{PREFIX}/files"
-MAX_NAME_LENGTH = 255
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 UPLOAD_CHUNK = 256 * 1024
@@ -66,31 +55,7 @@ UPLOAD_CHUNK = 256 * 1024
 # line at 8190 bytes): a declared Content-Length past the limit by more than this cannot be a
 # file within the limit, and is refused before a byte of the body is read.
 FRAMING_ALLOWANCE = 64 * 1024
-FALLBACK_NAME = "unnamed"
 
-# Types a browser shows without running anything: served as stored, inline. Every other type
-# (HTML, SVG, XML, JavaScript, PDF, anything unknown) is served as application/octet-stream
-# with Content-Disposition: attachment, so no upload is ever rendered as a page of our origin.
-INLINE_TYPES = frozenset(
-    {
-        "text/plain",
-        "image/png",
-        "image/jpeg",
-        "image/gif",
-        "image/webp",
-        "image/avif",
-        "audio/mpeg",
-        "audio/ogg",
-        "audio/wav",
-        "audio/webm",
-        "audio/flac",
-        "video/mp4",
-        "video/webm",
-        "video/ogg",
-    }
-)
-OCTET_STREAM = "application/octet-stream"
-_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 _RANGE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
 # Past any file's size: a range position with more digits than this is read as this.
 _FAR_PAST_THE_END = 10**18
@@ -108,27 +73,6 @@ def _file_view(record: FileRecord) -> dict[str, Any]:
         "sha256": record.sha256,
         "created_at": iso(record.created_at),
     }
-
-
-def display_name(raw: str | None) -> str:
-    """The client's file name as it is kept, for display only: its last path component (after
-    any ``/`` or ``\\``), without control characters, trimmed, at most 255 characters (a long one
-    is shortened before its extension). Never used in a path: blobs are named by file id."""
-    name = re.split(r"[/\\]", readable(raw) or "")[-1]
-    name = "".join(char for char in name if unicodedata.category(char) != "Cc").strip()
-    if len(name) > MAX_NAME_LENGTH:  # shortened in its stem, so a short extension survives
-        stem, dot, extension = name.rpartition(".")
-        keep = len(extension) + 1 if dot and stem and len(extension) <= 16 else 0
-        name = name[: MAX_NAME_LENGTH - keep].rstrip() + (name[-keep:] if keep else "")
-    if name in ("", ".", ".."):
-        return FALLBACK_NAME
-    return name
-
-
-def media_type(raw: str | None) -> str:
-    """The part's declared type reduced to ``type/subtype`` (lower case), or octet-stream."""
-    value = (raw or "").split(";", 1)[0].strip().lower()
-    return value if _MEDIA_TYPE.match(value) else OCTET_STREAM
 
 
 def content_disposition(kind: str, name: str) -> str:
@@ -215,28 +159,6 @@ def _cursor(request: web.Request) -> str | None:
         ) from None
 
 
-def _file_id(request: web.Request) -> str:
-    file_id = request.match_info["file_id"]
-    if not is_valid_id(file_id, "fil"):
-        raise FileNotFound()
-    return file_id
-
-
-def _account_gone() -> Unauthorized:
-    return Unauthorized(
-        "The credential's account no longer exists.",
-        code="account_gone",
-        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
-    )
-
-
-def _limit_reached(limit: int) -> FileLimitReached:
-    return FileLimitReached(
-        f"This account holds the maximum of {limit} files. Delete one before uploading another.",
-        details={"max_files": limit},
-    )
-
-
 # What aiohttp's multipart reader raises for a body it cannot read as multipart.
 _MALFORMED = (ValueError, AssertionError, RuntimeError, HttpProcessingError)
 
@@ -252,14 +174,6 @@ def _too_large(limit: int) -> web.Response:
     )
     response.force_close()
     return response
-
-
-async def _release(blobs: BlobStore, file_id: str) -> None:
-    """Remove a blob whose upload failed after it was stored, even from a cancelled task."""
-    try:
-        await asyncio.shield(blobs.delete(file_id))
-    except Exception:
-        log.exception("could not remove the bytes of a failed upload")
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -287,7 +201,7 @@ async def first_page_reply(
 async def _page_reply(
     app: web.Application, principal: Principal, limit: int, after: str | None
 ) -> Reply:
-    page = await app[FILES].list_page(principal.user_id, limit, after)
+    page = await app[POLICY].files.page(principal.user_id, limit, after)
     return ok_reply(
         {"files": [_file_view(record) for record in page.files], "next_cursor": page.next_cursor}
     )
@@ -302,10 +216,8 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
         raise UnsupportedMediaType("Upload a file as multipart/form-data, in the field named file.")
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
         return _too_large(limit)
-    files = request.app[FILES]
-    max_files = settings.max_files_per_account
-    if await files.count(principal.user_id) >= max_files:
-        raise _limit_reached(max_files)
+    files = request.app[POLICY].files
+    await files.check_room(principal.user_id)
 
     try:
         reader = await request.multipart()
@@ -332,46 +244,27 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
                 raise _TooLarge()
             yield data
 
-    blobs = request.app[BLOBS]
-    file_id = new_id("fil")
-    recorded = False
-    try:
-        written = await blobs.put(file_id, chunks())
-    except _TooLarge:
-        return _too_large(limit)
-    except _MALFORMED:
-        raise _malformed() from None
-    try:
+    async def only_field() -> None:
         try:
             if await reader.next() is not None:
                 raise ValidationFailed(details={"file": "must be the only field"})
         except _MALFORMED:
             raise _malformed() from None
-        record = FileRecord(
-            id=file_id,
-            name=display_name(part.filename),
-            size=written.size,
-            content_type=media_type(part.headers.get(hdrs.CONTENT_TYPE)),
-            sha256=written.sha256,
-            created_at=request.app[CLOCK].now_ms(),
+
+    try:
+        record = await files.upload(
+            principal.user_id,
+            chunks(),
+            readable(part.filename),
+            part.headers.get(hdrs.CONTENT_TYPE),
+            only_field,
         )
-        recorded = True  # from here, an error may come after the record was written
-        try:
-            added = await files.add(principal.user_id, record, max_files)
-        except AccountGone:
-            recorded = False
-            raise _account_gone() from None
-        if not added:
-            recorded = False
-            raise _limit_reached(max_files)
-    except BaseException:
-        if recorded:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(files.remove(principal.user_id, file_id))
-        await _release(blobs, file_id)
-        raise
+    except _TooLarge:
+        return _too_large(limit)
+    except _MALFORMED:
+        raise _malformed() from None
     response = ok(_file_view(record), status=201)
-    response.headers[hdrs.LOCATION] = f"{PREFIX}/files/{file_id}"
+    response.headers[hdrs.LOCATION] = f"{PREFIX}/files/{record.id}"
     return response
 
 
@@ -382,27 +275,20 @@ def _malformed() -> ValidationFailed:
 async def get_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
-    record = await request.app[FILES].get(principal.user_id, _file_id(request))
-    if record is None:
-        raise FileNotFound()
+    record = await request.app[POLICY].files.get(principal.user_id, request.match_info["file_id"])
     return ok(_file_view(record))
 
 
 async def download_file(request: web.Request) -> web.StreamResponse:
     principal = await authenticate(request)
     require(principal, "files.read")
-    record = await request.app[FILES].get(principal.user_id, _file_id(request))
-    if record is None:
-        raise FileNotFound()
+    files = request.app[POLICY].files
+    record = await files.get(principal.user_id, request.match_info["file_id"])
     etag = f'"{record.sha256}"'
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return web.Response(status=304, headers={hdrs.ETAG: etag})
-    try:
-        blob = await request.app[BLOBS].open(record.id)
-    except BlobMissing:
-        log.error("a listed file has no bytes in storage")
-        raise FileNotFound() from None
+    blob = await files.open(record)
     try:
         size = blob.size
         chosen = byte_range(request, size, etag)
@@ -431,34 +317,15 @@ async def download_file(request: web.Request) -> web.StreamResponse:
 async def delete_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.write")
-    file_id = _file_id(request)
-    record = await request.app[FILES].remove(principal.user_id, file_id)
-    if record is None:
-        raise FileNotFound()
-    deleted_at = request.app[CLOCK].now_ms()
-    # The record went first, so the file is neither listed nor served from here on; then the
-    # bytes. Should that fail, they are only unreferenced, and the failure is logged.
-    try:
-        await request.app[BLOBS].delete(file_id)
-    except OSError:
-        log.exception("could not remove the bytes of a deleted file")
+    file_id = request.match_info["file_id"]
+    deleted_at = await request.app[POLICY].files.delete(principal.user_id, file_id)
     return ok({"id": file_id, "deleted_at": iso(deleted_at)})
 
 
 # -- wiring -----------------------------------------------------------------------------------
 
 
-def add_file_routes(app: web.Application, clock: Clock) -> None:
-    """The files routes; blobs in ``<FILEHOST_DATA_DIR>/files`` unless ``app[BLOBS]`` is set."""
-    app[CLOCK] = clock
-    if BLOBS not in app:
-        app[BLOBS] = DirectoryBlobs(app[SETTINGS].data_dir / FILES_DIRECTORY)
-
-    async def metadata(app: web.Application) -> AsyncIterator[None]:
-        app[FILES] = app[STORE].files  # after the app's lifecycle made the stores
-        yield
-
-    app.cleanup_ctx.append(metadata)
+def add_file_routes(app: web.Application) -> None:
     app.router.add_routes(
         [
             web.get(FILES_PATH, list_files, allow_head=False),

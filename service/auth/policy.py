@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from service.auth.api_keys import ApiKeys
 from service.auth.audit import AuditTrail
+from service.auth.files import Files
 from service.auth.leak_reports import LeakReports
 from service.auth.login import Login
 from service.auth.login_throttle import LoginThrottle
@@ -16,6 +17,7 @@ from service.auth.sessions import Sessions
 from service.auth.users import Users
 from service.clock import Clock
 from service.config import Settings
+from service.store.blobs import FILES_DIRECTORY, BlobStore, DirectoryBlobs
 from service.store.stores import Stores
 
 
@@ -27,11 +29,18 @@ class Policy:
     api_keys: ApiKeys
     leak_reports: LeakReports
     audit: AuditTrail
+    files: Files
 
 
 def make_policy(
-    stores: Stores, passwords: PasswordHasher, clock: Clock, settings: Settings
+    stores: Stores,
+    passwords: PasswordHasher,
+    clock: Clock,
+    settings: Settings,
+    blobs: BlobStore | None = None,
 ) -> Policy:
+    """The policy over ``stores``; ``blobs`` holds uploaded bytes (the data dir's, unless
+    given)."""
     trail = AuditTrail(stores.audit, clock, settings)
     throttle = LoginThrottle(stores, settings)
     sessions = Sessions(stores.sessions, clock, trail)
@@ -42,4 +51,10 @@ def make_policy(
         api_keys=ApiKeys(stores.api_keys, trail, clock, settings),
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
+        files=Files(
+            stores.files,
+            blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY),
+            clock,
+            settings,
+        ),
     )

@@ -123,3 +123,21 @@ class UserRecord:
     email: str
     password_hash: str
     created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """A hosted file's metadata (its bytes are in the blob store, named by ``id``)."""
+
+    id: str
+    name: str  # for display only (``domain.files.display_name``); never a path
+    size: int
+    content_type: str
+    sha256: str
+    created_at: int  # ms
+
+
+@dataclass(frozen=True, slots=True)
+class FilePage:
+    files: list[FileRecord]
+    next_cursor: str | None

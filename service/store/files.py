@@ -16,12 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
+from service.domain.records import FilePage, FileRecord
 from service.errors import CorruptRecord
 from service.store.errors import AccountGone
 from service.store.keys import RedisKeys
@@ -61,47 +61,33 @@ _POSITION_LENGTH = 13 + 1 + 26
 _FIELDS = ("id", "name", "size", "content_type", "sha256", "created_at")
 
 
-@dataclass(frozen=True, slots=True)
-class FileRecord:
-    id: str
-    name: str
-    size: int
-    content_type: str
-    sha256: str
-    created_at: int  # ms
-
-    def member(self) -> str:
-        """How the file is stored: its position in the order, then its JSON record."""
-        fields = {name: getattr(self, name) for name in _FIELDS}
-        return f"{self.created_at:013d}:{self.id}:" + orjson.dumps(fields).decode()
-
-    @staticmethod
-    def from_member(member: str) -> FileRecord:
-        try:
-            value: Any = orjson.loads(member[_POSITION_LENGTH + 1 :])
-        except orjson.JSONDecodeError:
-            raise CorruptRecord() from None
-        if not isinstance(value, dict):
-            raise CorruptRecord()
-        try:
-            record = FileRecord(*(value[name] for name in _FIELDS))
-        except KeyError:
-            raise CorruptRecord() from None
-        ints = (record.size, record.created_at)
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
-            raise CorruptRecord()
-        texts = (record.id, record.name, record.content_type, record.sha256)
-        if not all(isinstance(v, str) for v in texts):
-            raise CorruptRecord()
-        if member[: _POSITION_LENGTH + 1] != f"{record.created_at:013d}:{record.id}:":
-            raise CorruptRecord()
-        return record
+def file_member(record: FileRecord) -> str:
+    """How a file is stored: its position in the order, then its JSON record."""
+    fields = {name: getattr(record, name) for name in _FIELDS}
+    return f"{record.created_at:013d}:{record.id}:" + orjson.dumps(fields).decode()
 
 
-@dataclass(frozen=True, slots=True)
-class FilePage:
-    files: list[FileRecord]
-    next_cursor: str | None
+def file_record(member: str) -> FileRecord:
+    """The record a stored member holds; ``CorruptRecord`` when it cannot be read."""
+    try:
+        value: Any = orjson.loads(member[_POSITION_LENGTH + 1 :])
+    except orjson.JSONDecodeError:
+        raise CorruptRecord() from None
+    if not isinstance(value, dict):
+        raise CorruptRecord()
+    try:
+        record = FileRecord(*(value[name] for name in _FIELDS))
+    except KeyError:
+        raise CorruptRecord() from None
+    ints = (record.size, record.created_at)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+        raise CorruptRecord()
+    texts = (record.id, record.name, record.content_type, record.sha256)
+    if not all(isinstance(v, str) for v in texts):
+        raise CorruptRecord()
+    if member[: _POSITION_LENGTH + 1] != f"{record.created_at:013d}:{record.id}:":
+        raise CorruptRecord()
+    return record
 
 
 class BadCursor(ValueError):
@@ -152,7 +138,7 @@ class FilesStore:
             )
         if not members:
             return FilePage([], None)
-        files = [FileRecord.from_member(member) for member in members[:limit]]
+        files = [file_record(member) for member in members[:limit]]
         last = files[-1]
         next_cursor = (
             encode_cursor(f"{last.created_at:013d}:{last.id}") if len(members) > limit else None
@@ -167,7 +153,7 @@ class FilesStore:
             )
         else:
             member = await self._redis.hget(key, file_id)
-        return None if member is None else FileRecord.from_member(member)
+        return None if member is None else file_record(member)
 
     async def count(self, user_id: str) -> int:
         return int(await self._redis.zcard(self.keys.account_file_order(user_id)))
@@ -181,7 +167,7 @@ class FilesStore:
                 self.keys.account_files(user_id),
                 self.keys.account_file_order(user_id),
             ),
-            args=(record.id, record.member(), max_files),
+            args=(record.id, file_member(record), max_files),
         )
         if added == -1:
             raise AccountGone()
@@ -193,4 +179,4 @@ class FilesStore:
             keys=(self.keys.account_files(user_id), self.keys.account_file_order(user_id)),
             args=(file_id,),
         )
-        return None if member is None else FileRecord.from_member(member)
+        return None if member is None else file_record(member)

@@ -21,7 +21,7 @@ import redis as redis_sync
 from aiohttp import web
 from playwright.async_api import Page, expect
 
-from service.api.files import BLOBS
+from service.api.context import BLOBS
 from service.app import create_app
 from service.config import Settings
 from service.store.blobs import DirectoryBlobs

@@ -16,15 +16,10 @@ import redis as redis_sync
 from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
+from service.domain.records import FileRecord
 from service.store.blobs import BlobMissing, DirectoryBlobs
 from service.store.errors import AccountGone
-from service.store.files import (
-    BadCursor,
-    FileRecord,
-    FilesStore,
-    decode_cursor,
-    encode_cursor,
-)
+from service.store.files import BadCursor, FilesStore, decode_cursor, encode_cursor
 from service.store.stores import open_stores
 
 USER = "usr_0000000000000000000000"

@@ -1,0 +1,56 @@
+"""What a hosted file's client-given name and type become: the name kept for display only (never a
+path: blobs are named by file id), the type reduced to ``type/subtype``, and which types may be
+shown by a browser as they are. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+MAX_NAME_LENGTH = 255
+FALLBACK_NAME = "unnamed"
+OCTET_STREAM = "application/octet-stream"
+
+# Types a browser shows without running anything: served as stored, inline. Every other type
+# (HTML, SVG, XML, JavaScript, PDF, anything unknown) is served as application/octet-stream
+# with Content-Disposition: attachment, so no upload is ever rendered as a page of our origin.
+INLINE_TYPES = frozenset(
+    {
+        "text/plain",
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "image/avif",
+        "audio/mpeg",
+        "audio/ogg",
+        "audio/wav",
+        "audio/webm",
+        "audio/flac",
+        "video/mp4",
+        "video/webm",
+        "video/ogg",
+    }
+)
+_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
+
+
+def display_name(raw: str | None) -> str:
+    """The client's file name as it is kept, for display only: its last path component (after
+    any ``/`` or ``\\``), without control characters, trimmed, at most 255 characters (a long one
+    is shortened before its extension)."""
+    name = re.split(r"[/\\]", raw or "")[-1]
+    name = "".join(char for char in name if unicodedata.category(char) != "Cc").strip()
+    if len(name) > MAX_NAME_LENGTH:  # shortened in its stem, so a short extension survives
+        stem, dot, extension = name.rpartition(".")
+        keep = len(extension) + 1 if dot and stem and len(extension) <= 16 else 0
+        name = name[: MAX_NAME_LENGTH - keep].rstrip() + (name[-keep:] if keep else "")
+    if name in ("", ".", ".."):
+        return FALLBACK_NAME
+    return name
+
+
+def media_type(raw: str | None) -> str:
+    """A declared type reduced to ``type/subtype`` (lower case), or octet-stream."""
+    value = (raw or "").split(";", 1)[0].strip().lower()
+    return value if _MEDIA_TYPE.match(value) else OCTET_STREAM
