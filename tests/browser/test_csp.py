@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from playwright.async_api import Page, expect
 
-from service.dashboard.routes import PAGES
+from service.dashboard.routes import ASSETS, PAGES
 from tests.browser.conftest import TIMEOUT_MS, Dashboard, Tab, create_key, key_row, sign_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -55,6 +55,8 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
         "/static/style.css": ("text/css", "style.css"),
         "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
     }
+    # Nothing else is an asset: no page under /static/, nothing the list above does not name.
+    assert {f"/static/{name}" for name in ASSETS} == set(served) - set(PAGES)
     for path, (content_type, name) in served.items():
         async with dashboard.http.get(dashboard.base + path) as response:
             assert response.status == 200, path
@@ -69,7 +71,16 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
         assert_common_headers(response.headers, RESOURCE_CSP)
 
     # Only the dashboard's own paths are served; the rest keep the API's JSON 404.
-    for path in ("/nope", "/keys/", "/static/", "/static/nope.js", "/static/../app.py"):
+    for path in (
+        "/nope",
+        "/keys/",
+        "/static/",
+        "/static/nope.js",
+        "/static/../app.py",
+        "/static/js/",
+        "/static/js/nope.js",
+        "/static/keys.html",
+    ):
         async with dashboard.http.get(dashboard.base + path) as response:
             assert response.status == 404, path
             assert response.content_type == "application/json", path

@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from importlib.resources import files
+from pathlib import Path
 
 from service.auth.permissions import PERMISSIONS
+from service.dashboard import routes
 from service.dashboard.routes import PAGES as ROUTES
 
 STATIC = files("service.dashboard").joinpath("static")
@@ -88,3 +90,27 @@ def test_the_script_builds_no_html_from_strings_and_logs_nothing() -> None:
 def test_the_permission_checkboxes_are_the_services_permissions_in_order() -> None:
     assert parse("keys.html").permissions == list(PERMISSIONS)
     assert parse("index.html").permissions == []
+
+
+def test_only_plain_files_of_known_kinds_under_static_are_assets(tmp_path: Path) -> None:
+    """A file is served only with a known extension and a plain name; nothing hidden, no page,
+    and nothing a symbolic link leads to (which could be outside the package)."""
+    (tmp_path / "js" / "pages").mkdir(parents=True)
+    for name in ("app.js", "style.css", "icon.svg", "page.html", "notes.md", ".hidden.js"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "js" / "pages" / "keys.js").write_text("x")
+    (tmp_path / "js" / "Odd Name.js").write_text("x")
+    (tmp_path / "js" / "backup.js~").write_text("x")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config.js").write_text("x")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "secret.js").write_text("x")
+    (tmp_path / "js" / "linked.js").symlink_to(outside / "secret.js")
+    (tmp_path / "linked").symlink_to(outside, target_is_directory=True)
+    assert routes._assets(tmp_path) == {
+        "app.js": "text/javascript",
+        "icon.svg": "image/svg+xml",
+        "js/pages/keys.js": "text/javascript",
+        "style.css": "text/css",
+    }
