@@ -22,7 +22,7 @@ PAGE_SCRIPTS = {
     "index.html": {"type": "module", "src": "/static/js/pages/login.js"},
     "keys.html": APP_JS,
     "files.html": APP_JS,
-    "sessions.html": APP_JS,
+    "sessions.html": {"type": "module", "src": "/static/js/pages/sessions.js"},
     "activity.html": APP_JS,
 }
 # Every script the pages can load, by its path under static/.
