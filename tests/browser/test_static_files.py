@@ -23,7 +23,7 @@ PAGE_SCRIPTS = {
     "keys.html": APP_JS,
     "files.html": APP_JS,
     "sessions.html": {"type": "module", "src": "/static/js/pages/sessions.js"},
-    "activity.html": APP_JS,
+    "activity.html": {"type": "module", "src": "/static/js/pages/activity.js"},
 }
 # Every script the pages can load, by its path under static/.
 SCRIPTS = tuple(name for name, content_type in ASSETS.items() if content_type == "text/javascript")
