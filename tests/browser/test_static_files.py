@@ -21,7 +21,7 @@ APP_JS = {"src": "/static/app.js", "defer": None}
 PAGE_SCRIPTS = {
     "index.html": {"type": "module", "src": "/static/js/pages/login.js"},
     "keys.html": APP_JS,
-    "files.html": APP_JS,
+    "files.html": {"type": "module", "src": "/static/js/pages/files.js"},
     "sessions.html": {"type": "module", "src": "/static/js/pages/sessions.js"},
     "activity.html": {"type": "module", "src": "/static/js/pages/activity.js"},
 }
