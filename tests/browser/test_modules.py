@@ -1,6 +1,7 @@
 """The dashboard's JavaScript modules as the browser loads them: every import of every served
 module resolves to a served module that exports what is imported, every module is served,
-shipped in the package and reached from a page.
+shipped in the package and reached from a page, and the permissions the pages render from
+(``js/permissions.js``) are the service's.
 
 Without a build step nothing else checks the imports before a browser does, and one that does
 not resolve stops the whole page (a module graph that fails to link runs nothing)."""
@@ -15,8 +16,12 @@ from importlib.resources import files
 from pathlib import Path, PurePosixPath
 from posixpath import normpath
 
+import pytest
+from playwright.async_api import expect
+
+from service.auth.permissions import PERMISSION_DESCRIPTIONS, PERMISSIONS
 from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
-from tests.browser.conftest import REPO_ROOT
+from tests.browser.conftest import REPO_ROOT, Tab, create_key, sign_in
 from tests.browser.test_static_files import PAGE_SCRIPTS
 
 STATIC = files("service.dashboard").joinpath("static")
@@ -90,7 +95,7 @@ def resolve(name: str, specifier: str) -> str:
 
 
 def test_every_relative_import_resolves_to_a_served_module_that_exports_it() -> None:
-    assert "js/pages/login.js" in MODULES and "js/api.js" in MODULES
+    assert "js/pages/keys.js" in MODULES and "js/permissions.js" in MODULES
     checked = 0
     for name in MODULES:
         for _, clause, specifier in imports_of(name):
@@ -133,3 +138,45 @@ def test_the_package_data_ships_every_served_file() -> None:
     shipped = {found for pattern in patterns for found in glob.glob(pattern, root_dir=package)}
     served = {f"static/{name}" for name in [*PAGES.values(), *ASSETS]}
     assert served - shipped == set()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_permission_list_is_the_services(tab: Tab) -> None:
+    page = tab.page
+    await page.goto("/")
+    listed = await page.evaluate(
+        """async () => (await import('/static/js/permissions.js')).PERMISSIONS
+            .map((permission) => [permission.name, permission.description])"""
+    )
+    assert listed == [[name, PERMISSION_DESCRIPTIONS[name]] for name in PERMISSIONS]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab, user: str) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    for grid, prefix in (("permissions", "perm-"), ("edit-permissions", "edit-perm-")):
+        boxes = page.locator(f'input[type="checkbox"][name="{grid}"]')
+        drawn = await boxes.evaluate_all(
+            "(boxes) => boxes.map((box) => [box.value, box.id, box.labels[0].textContent])"
+        )
+        assert drawn == [
+            [
+                name,
+                prefix + name.replace(".", "-"),
+                f"{name.split('.')[1].capitalize()} {PERMISSION_DESCRIPTIONS[name]}",
+            ]
+            for name in PERMISSIONS
+        ], grid
+    # The note on the API keys group describes that group, in each grid.
+    for note in ("perm-keys-note", "edit-perm-keys-note"):
+        group = page.locator(f'fieldset[aria-describedby="{note}"] legend')
+        await expect(group).to_have_text("API keys")
+
+    # A key created with some is edited with exactly those checked.
+    await create_key(page, "drawn", ["folders.write", "settings.read"])
+    await page.get_by_role("button", name="Edit key drawn").click()
+    checked = await page.locator('input[name="edit-permissions"]:checked').evaluate_all(
+        "(boxes) => boxes.map((box) => box.value)"
+    )
+    assert checked == ["folders.write", "settings.read"]
