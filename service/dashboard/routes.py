@@ -1,6 +1,7 @@
 """Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files), ``/sessions``
 (sessions and the password change), ``/activity`` (the audit trail) and their assets under
-``/static/``: the style sheet, the icon and the scripts, in ``static/`` and its subfolders.
+``/static/``: the style sheet, the icon and the JavaScript modules (``static/js/``, each page's
+entry point in ``static/js/pages/``).
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. Only the files listed in ``PAGES`` and ``ASSETS`` are reachable: no

@@ -62,11 +62,10 @@ def javascript_modules(folder: Traversable, prefix: str) -> dict[str, tuple[str,
 async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashboard) -> None:
     static = files("service.dashboard").joinpath("static")
     modules = javascript_modules(static.joinpath("js"), "js/")
-    assert "/static/js/pages/login.js" in modules and "/static/js/api.js" in modules
+    assert "/static/js/pages/keys.js" in modules and "/static/js/api.js" in modules
     served = {
         **{path: ("text/html", name) for path, name in PAGES.items()},  # every page
         **modules,
-        "/static/app.js": ("text/javascript", "app.js"),
         "/static/style.css": ("text/css", "style.css"),
         "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
     }
@@ -92,6 +91,7 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
         "/static/",
         "/static/nope.js",
         "/static/../app.py",
+        "/static/app.js",
         "/static/js/",
         "/static/js/nope.js",
         "/static/keys.html",

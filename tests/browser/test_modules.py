@@ -29,7 +29,7 @@ STATIC = files("service.dashboard").joinpath("static")
 MODULES = {
     name: STATIC.joinpath(*name.split("/")).read_text("utf-8")
     for name, content_type in ASSETS.items()
-    if content_type == "text/javascript" and name.startswith("js/")
+    if content_type == "text/javascript"
 }
 
 # A static import or re-export: `import {a, b as c} from "./x.js";`, `import "./x.js";`,
@@ -116,11 +116,7 @@ def test_every_module_is_served_and_loaded_by_a_page() -> None:
     assert on_disk == set(MODULES)
     # From each page's script, everything it imports, and so on: that is every module.
     reached: set[str] = set()
-    waiting = [
-        script["src"].removeprefix(STATIC_PREFIX)
-        for script in PAGE_SCRIPTS.values()
-        if script.get("type") == "module"
-    ]
+    waiting = [script["src"].removeprefix(STATIC_PREFIX) for script in PAGE_SCRIPTS.values()]
     while waiting:
         name = waiting.pop()
         if name not in reached:

@@ -4,6 +4,7 @@ of the permissions (the keys page draws them from ``js/permissions.js``; see tes
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from importlib.resources import files
 from pathlib import Path
@@ -14,9 +15,7 @@ from service.dashboard.routes import PAGES as ROUTES
 
 STATIC = files("service.dashboard").joinpath("static")
 PAGES = tuple(ROUTES.values())  # every page the dashboard serves
-# Each page's one script. A page moved to ES modules loads only its own entry module, which
-# imports what it needs; the others still load app.js.
-APP_JS = {"src": "/static/app.js", "defer": None}
+# Each page's one script: its own entry module, which imports what it needs.
 PAGE_SCRIPTS = {
     "index.html": {"type": "module", "src": "/static/js/pages/login.js"},
     "keys.html": {"type": "module", "src": "/static/js/pages/keys.js"},
@@ -83,6 +82,7 @@ def test_pages_have_no_inline_script_handler_or_style() -> None:
 
 def test_the_scripts_build_no_html_from_strings_and_log_nothing() -> None:
     assert "js/api.js" in SCRIPTS
+    assert all(name.startswith("js/") for name in SCRIPTS)  # every script is one of the modules
     sources = [STATIC.joinpath(*name.split("/")).read_text("utf-8") for name in SCRIPTS]
     code = "\n".join(
         line
@@ -102,10 +102,11 @@ def test_the_scripts_build_no_html_from_strings_and_log_nothing() -> None:
         ".style.",
     ):
         assert forbidden not in code, forbidden
-    # The token goes only into the Authorization header, never into a URL: the one line that
-    # writes it anywhere (app.js and api.js each have it, until app.js is gone).
-    written = {line.strip() for line in code.splitlines() if "${token}" in line}
-    assert written == {"headers.Authorization = `Bearer ${token}`;"}
+    # The token goes only into the Authorization header, never into a URL: in all the modules,
+    # one line writes it anywhere.
+    written = [line.strip() for line in code.splitlines() if "${token}" in line]
+    assert written == ["headers.Authorization = `Bearer ${token}`;"]
+    assert re.findall(r"\$\{token\}", code) == ["${token}"]
 
 
 def test_no_page_writes_the_permission_checkboxes_by_hand() -> None:
