@@ -1,18 +1,25 @@
 """Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files), ``/sessions``
 (sessions and the password change), ``/activity`` (the audit trail) and their assets under
-``/static/``.
+``/static/``: the style sheet, the icon and the JavaScript modules (``static/js/``, each page's
+entry point in ``static/js/pages/``).
 
 The files are read from the package once, when the routes are added, and served from memory
-with exact content types. Only the files named here are reachable: no directory is mapped to a
-URL, so every other path keeps the API's 404 envelope. The headers every response gets (a strict
+with exact content types. Only the files listed in ``PAGES`` and ``ASSETS`` are reachable: no
+directory is mapped to a URL, so every other path keeps the API's 404 envelope. ``ASSETS`` is
+the package's ``static/`` folder as it is when this module is imported, less anything that is
+not plainly one of ours: a file is listed only with a known extension and a plain name, and a
+hidden entry or a symbolic link is never followed. The headers every response gets (a strict
 Content-Security-Policy, ``frame-ancestors 'none'``, ``no-store``, ``nosniff``) come from
 ``service.api.middleware.standard_headers``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -23,18 +30,48 @@ PAGES: dict[str, str] = {
     "/sessions": "sessions.html",
     "/activity": "activity.html",
 }
-ASSETS: dict[str, str] = {
-    "app.js": "text/javascript",
-    "style.css": "text/css",
-    "favicon.svg": "image/svg+xml",
+# What a static asset may be, by its extension. The pages themselves are not assets: each is
+# served at its own path only.
+CONTENT_TYPES: dict[str, str] = {
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
 }
 STATIC_PREFIX = "/static/"
+
+# Lower-case letters, digits, "-" and "_", so that a name is its own URL path segment.
+_FOLDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*(\.[a-z0-9]+)")
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
+def _static() -> Traversable:
+    return files("service.dashboard").joinpath("static")
+
+
+def _assets(folder: Traversable, prefix: str = "") -> dict[str, str]:
+    """The servable files under ``folder``, by their path below ``static/``, with their
+    content types, in name order."""
+    found: dict[str, str] = {}
+    for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        if isinstance(entry, Path) and entry.is_symlink():
+            continue
+        if entry.is_dir():
+            if _FOLDER_NAME.fullmatch(entry.name):
+                found.update(_assets(entry, f"{prefix}{entry.name}/"))
+            continue
+        named = _FILE_NAME.fullmatch(entry.name)
+        if named and named.group(1) in CONTENT_TYPES:
+            found[prefix + entry.name] = CONTENT_TYPES[named.group(1)]
+    return found
+
+
+ASSETS: dict[str, str] = _assets(_static())
+
+
 def _read(name: str) -> bytes:
-    return files("service.dashboard").joinpath("static", name).read_bytes()
+    return _static().joinpath(*name.split("/")).read_bytes()
 
 
 def _serve(body: bytes, content_type: str) -> Handler:

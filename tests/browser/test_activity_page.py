@@ -589,7 +589,7 @@ async def test_every_control_has_a_label(tab: Tab, user: str) -> None:
 async def test_the_filter_offers_exactly_the_types_the_api_accepts(dashboard: Dashboard) -> None:
     source = parse("activity.html")
     assert source.problems == []
-    assert source.scripts == [{"src": "/static/app.js", "defer": None}]
+    assert source.scripts == [{"type": "module", "src": "/static/js/pages/activity.js"}]
     assert source.options == ["", *EVENT_TYPES]
     async with dashboard.http.get(dashboard.base + "/activity") as response:
         assert response.status == 200 and response.content_type == "text/html"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 import pytest
 from aiohttp import web
 from playwright.async_api import Page, expect
 
-from service.dashboard.routes import PAGES
+from service.dashboard.routes import ASSETS, PAGES
 from tests.browser.conftest import TIMEOUT_MS, Dashboard, Tab, create_key, key_row, sign_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -47,19 +48,34 @@ def assert_common_headers(headers: object, csp: dict[str, list[str]]) -> None:
     assert headers["X-Content-Type-Options"] == "nosniff"  # type: ignore[index]
 
 
+def javascript_modules(folder: Traversable, prefix: str) -> dict[str, tuple[str, str]]:
+    """Every file under ``static/js/``, by the path it is served at: each is a module."""
+    found: dict[str, tuple[str, str]] = {}
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            found.update(javascript_modules(entry, f"{prefix}{entry.name}/"))
+        else:
+            found[f"/static/{prefix}{entry.name}"] = ("text/javascript", prefix + entry.name)
+    return found
+
+
 async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashboard) -> None:
     static = files("service.dashboard").joinpath("static")
+    modules = javascript_modules(static.joinpath("js"), "js/")
+    assert "/static/js/pages/keys.js" in modules and "/static/js/api.js" in modules
     served = {
         **{path: ("text/html", name) for path, name in PAGES.items()},  # every page
-        "/static/app.js": ("text/javascript", "app.js"),
+        **modules,
         "/static/style.css": ("text/css", "style.css"),
         "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
     }
+    # Nothing else is an asset: no page under /static/, nothing the list above does not name.
+    assert {f"/static/{name}" for name in ASSETS} == set(served) - set(PAGES)
     for path, (content_type, name) in served.items():
         async with dashboard.http.get(dashboard.base + path) as response:
             assert response.status == 200, path
             assert response.content_type == content_type, path
-            assert await response.read() == static.joinpath(name).read_bytes(), path
+            assert await response.read() == static.joinpath(*name.split("/")).read_bytes(), path
             csp = PAGE_CSP if content_type == "text/html" else RESOURCE_CSP
             assert_common_headers(response.headers, csp)
 
@@ -69,7 +85,17 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
         assert_common_headers(response.headers, RESOURCE_CSP)
 
     # Only the dashboard's own paths are served; the rest keep the API's JSON 404.
-    for path in ("/nope", "/keys/", "/static/", "/static/nope.js", "/static/../app.py"):
+    for path in (
+        "/nope",
+        "/keys/",
+        "/static/",
+        "/static/nope.js",
+        "/static/../app.py",
+        "/static/app.js",
+        "/static/js/",
+        "/static/js/nope.js",
+        "/static/keys.html",
+    ):
         async with dashboard.http.get(dashboard.base + path) as response:
             assert response.status == 404, path
             assert response.content_type == "application/json", path

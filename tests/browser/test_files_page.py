@@ -252,7 +252,7 @@ async def test_the_files_page_without_a_session_sends_you_to_sign_in(tab: Tab) -
 async def test_the_files_page_has_no_inline_code_and_loads_only_the_script() -> None:
     page = parse("files.html")
     assert page.problems == []
-    assert page.scripts == [{"src": "/static/app.js", "defer": None}]
+    assert page.scripts == [{"type": "module", "src": "/static/js/pages/files.js"}]
 
 
 async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) -> None:

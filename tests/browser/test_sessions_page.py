@@ -474,7 +474,7 @@ async def test_the_sessions_page_without_a_session_sends_you_to_sign_in(tab: Tab
 async def test_the_sessions_page_is_served_with_the_strict_policy(dashboard: Dashboard) -> None:
     page = parse("sessions.html")
     assert page.problems == []
-    assert page.scripts == [{"src": "/static/app.js", "defer": None}]
+    assert page.scripts == [{"type": "module", "src": "/static/js/pages/sessions.js"}]
     async with dashboard.http.get(dashboard.base + "/sessions") as response:
         assert response.status == 200 and response.content_type == "text/html"
         assert directives(response.headers["Content-Security-Policy"]) == PAGE_CSP

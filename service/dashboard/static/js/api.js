@@ -1,0 +1,207 @@
+// The API as the pages use it: the token in the Authorization header and nowhere else, every
+// refusal read from the error envelope ({success: false, error: {code, message, details}}) into
+// an ApiError, and a session the server says is over sending the user back to sign in.
+
+import { signedOut } from "./session.js";
+
+export const API = "/api/v1";
+
+// Answers that mean the session is no longer usable: back to the login page.
+const SESSION_ENDED = new Set([
+  "credential_missing",
+  "invalid_session",
+  "session_expired",
+  "account_gone",
+  "unsupported_auth_scheme",
+]);
+
+export class ApiError extends Error {
+  constructor(status, code, message, details, retryAfter) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+    this.retryAfter = retryAfter; // whole seconds from Retry-After, or null
+  }
+}
+
+function unreachable() {
+  return new ApiError(0, "network_error", "The service could not be reached. Try again.");
+}
+
+// The one place the token goes anywhere: the Authorization header of a request.
+export function withToken(headers, token) {
+  if (token) {
+    headers.Authorization = `Bearer ${token}`;
+  }
+  return headers;
+}
+
+// An error envelope (or what stands for one) as an ApiError.
+export function refusal(status, payload, retryAfterHeader) {
+  const error = payload && payload.error ? payload.error : {};
+  const retryAfter = /^\d{1,6}$/.test(retryAfterHeader || "") ? Number(retryAfterHeader) : null;
+  return new ApiError(
+    status,
+    typeof error.code === "string" ? error.code : "unexpected_response",
+    typeof error.message === "string" && error.message
+      ? error.message
+      : `The service answered with status ${status}.`,
+    error.details,
+    retryAfter,
+  );
+}
+
+// The answer's JSON, or null when it has none (a proxy's HTML page, a cut connection).
+async function payloadOf(response) {
+  try {
+    return await response.json();
+  } catch {
+    return null;
+  }
+}
+
+export async function api(method, path, { token, body } = {}) {
+  const headers = withToken({ Accept: "application/json" }, token);
+  const init = { method, headers, credentials: "omit", cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(API + path, init);
+  } catch {
+    throw unreachable();
+  }
+  const payload = await payloadOf(response);
+  if (response.ok && payload && payload.success === true) {
+    return payload.data;
+  }
+  throw refusal(response.status, payload, response.headers.get("Retry-After"));
+}
+
+// The bytes of a download, as a Blob. The token goes in a header, so a link cannot fetch them.
+export async function fetchBlob(path, token) {
+  let response;
+  try {
+    response = await fetch(API + path, {
+      headers: withToken({}, token),
+      credentials: "omit",
+      cache: "no-store",
+    });
+  } catch {
+    throw unreachable();
+  }
+  if (!response.ok) {
+    throw refusal(response.status, await payloadOf(response), response.headers.get("Retry-After"));
+  }
+  return response.blob();
+}
+
+// One file as a multipart upload that must answer 201. By XMLHttpRequest, for its upload
+// progress (fetch has none): `progress(fraction)` is told as the bytes go. Settles with the
+// created file's data, or an ApiError (status 0 when the connection failed).
+export function sendFile(path, token, file, progress) {
+  return new Promise((resolve, reject) => {
+    const form = new FormData();
+    form.append("file", file, file.name);
+    const request = new XMLHttpRequest();
+    request.open("POST", API + path);
+    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, token))) {
+      request.setRequestHeader(name, value);
+    }
+    request.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable && event.total > 0) {
+        progress(event.loaded / event.total);
+      }
+    });
+    request.addEventListener("load", () => {
+      let payload = null;
+      try {
+        payload = JSON.parse(request.responseText);
+      } catch {
+        payload = null;
+      }
+      if (request.status === 201 && payload && payload.success === true) {
+        resolve(payload.data);
+        return;
+      }
+      reject(refusal(request.status, payload, request.getResponseHeader("Retry-After")));
+    });
+    request.addEventListener("error", () => reject(unreachable()));
+    request.send(form);
+  });
+}
+
+export function sessionEnded(error) {
+  return error instanceof ApiError && error.status === 401 && SESSION_ENDED.has(error.code);
+}
+
+// `call(method, path, body)` for a signed-in page: any call that finds the session gone sends
+// the user back to sign in, saying why, and never settles (the page is being replaced).
+export function sessionCaller(token) {
+  return async (method, path, body) => {
+    try {
+      return await api(method, path, { token, body });
+    } catch (failure) {
+      if (sessionEnded(failure)) {
+        signedOut(failure);
+        return new Promise(() => {});
+      }
+      throw failure;
+    }
+  };
+}
+
+// The envelope's message, and what each field was refused for when the API says.
+export function describe(error) {
+  const details = error.details;
+  if (!details || typeof details !== "object" || Array.isArray(details)) {
+    return error.message;
+  }
+  const reasons = [];
+  for (const [field, why] of Object.entries(details)) {
+    const text = problemText(why);
+    if (text) {
+      reasons.push(`${field} ${text}`);
+    }
+  }
+  return reasons.length ? `${error.message} ${reasons.join("; ")}.` : error.message;
+}
+
+// What a reason in an error's details says, whatever its shape: a sentence, an object with a
+// reason, or (a field made of fields, like a key's rate limit) each part's own reason.
+export function problemText(why) {
+  if (typeof why === "string") {
+    return why;
+  }
+  if (!why || typeof why !== "object" || Array.isArray(why)) {
+    return "";
+  }
+  if (typeof why.reason === "string") {
+    return why.reason;
+  }
+  return Object.entries(why)
+    .map(([part, reason]) => {
+      const text = problemText(reason);
+      return text ? `${part} ${text}` : "";
+    })
+    .filter((text) => text)
+    .join("; ");
+}
+
+// "Try again in 30 s." when the server said how long to wait; nothing more after a network
+// failure, whose message says to try again already.
+export function retryHint(failure) {
+  if (failure instanceof ApiError && failure.retryAfter) {
+    return ` Try again in ${failure.retryAfter} s.`;
+  }
+  return failure instanceof ApiError && failure.status === 0 ? "" : " Try again.";
+}
+
+// "Loading your sessions failed: <why>. Try again." for an alert.
+export function failedText(what, failure) {
+  const why = failure instanceof ApiError ? describe(failure) : "No answer.";
+  return `${what} failed: ${why}${retryHint(failure)}`;
+}

@@ -1,0 +1,121 @@
+// The list of the account's keys: a row per key with its settings and its buttons (Edit,
+// Roll, Disable or Enable, Revoke), each of which calls into `actions`.
+
+import { ApiError, describe } from "../api.js";
+import { byId, el, hide, show } from "../dom.js";
+import { cell, rowButton } from "../table.js";
+import { when } from "../time.js";
+import { rateText } from "./changes.js";
+
+function permissionsNode(key) {
+  return el(
+    "ul",
+    { className: "perm-list", attrs: { "aria-label": "Permissions" } },
+    (key.permissions || []).map((name) => el("li", { text: name })),
+  );
+}
+
+function allowedNode(key) {
+  const allowed = Array.isArray(key.allowed_ips) ? key.allowed_ips : [];
+  if (!allowed.length) {
+    return document.createTextNode("Anywhere");
+  }
+  return el(
+    "ul",
+    { className: "ip-list", attrs: { "aria-label": "Allowed from" } },
+    allowed.map((network) => el("li", {}, [el("code", { text: network })])),
+  );
+}
+
+// The secret's prefix, and how long the secret it replaced still works after a roll.
+function prefixNodes(key) {
+  const prefix = [el("code", { text: key.key_prefix })];
+  if (key.previous_secret_expires_at) {
+    prefix.push(
+      el("p", { className: "grace" }, [
+        "Old secret works until ",
+        when(key.previous_secret_expires_at, "—"),
+      ]),
+    );
+  }
+  return prefix;
+}
+
+function statusBadge(disabled) {
+  return el("span", {
+    className: disabled ? "badge is-off" : "badge is-on",
+    text: disabled ? "Disabled" : "Enabled",
+  });
+}
+
+// `actions`: {edit(key), roll(key), toggle(key, button), revoke(key)}.
+export function keyList(actions) {
+  const table = byId("keys-table");
+  const tbody = byId("keys-body");
+  const loading = byId("keys-loading");
+  const empty = byId("keys-empty");
+  const listError = byId("keys-error");
+  const buttonsOf = new Map(); // key id -> its row's buttons, to give the focus back
+
+  function rowButtons(key) {
+    const disabled = key.enabled === false;
+    // Every button names its key, for a screen reader's list of buttons.
+    const button = (text, className, action) => {
+      const made = rowButton(text, className, ` key ${key.name}`);
+      made.dataset.action = action;
+      return made;
+    };
+    const edit = button("Edit", "secondary", "edit");
+    edit.addEventListener("click", () => actions.edit(key));
+    const roll = button("Roll", "secondary", "roll");
+    roll.addEventListener("click", () => actions.roll(key));
+    const toggle = disabled ? button("Enable", "secondary", "enable") : button("Disable", "danger", "disable");
+    toggle.addEventListener("click", () => actions.toggle(key, toggle));
+    const revoke = button("Revoke", "danger", "revoke");
+    revoke.dataset.keyId = key.id;
+    revoke.addEventListener("click", () => actions.revoke(key));
+    buttonsOf.set(key.id, { edit, roll, toggle, revoke });
+    return [edit, roll, toggle, revoke];
+  }
+
+  function keyRow(key) {
+    const disabled = key.enabled === false;
+    const rate = key.rate_limit ? rateText(key.rate_limit) : "Default";
+    const row = el("tr", {}, [
+      cell("Name", "key-name", document.createTextNode(key.name)),
+      cell("Status", "key-status", statusBadge(disabled)),
+      cell("Prefix", "key-prefix", prefixNodes(key)),
+      cell("Permissions", "key-permissions", permissionsNode(key)),
+      cell("Allowed from", "key-allowed", allowedNode(key)),
+      cell("Rate limit", "key-rate", document.createTextNode(rate)),
+      cell("Created", "key-created", when(key.created_at, "—")),
+      cell("Expires", "key-expires", when(key.expires_at, "Never")),
+      cell("Last used", "key-last-used", when(key.last_used_at, "Never")),
+      cell("Actions", "key-actions", el("div", { className: "row-actions" }, rowButtons(key))),
+    ]);
+    row.dataset.keyId = key.id;
+    if (disabled) {
+      row.className = "is-disabled";
+    }
+    return row;
+  }
+
+  // Shows the keys as the server has them now.
+  async function refresh() {
+    hide(listError);
+    try {
+      const data = await actions.call("GET", "/keys");
+      const keys = Array.isArray(data.keys) ? data.keys : [];
+      buttonsOf.clear();
+      tbody.replaceChildren(...keys.map(keyRow));
+      table.hidden = keys.length === 0;
+      empty.hidden = keys.length !== 0;
+    } catch (failure) {
+      show(listError, failure instanceof ApiError ? describe(failure) : "Loading keys failed.");
+    } finally {
+      loading.hidden = true;
+    }
+  }
+
+  return { refresh, buttonsOf: (id) => buttonsOf.get(id), error: listError };
+}

@@ -1,0 +1,172 @@
+// The sessions page (/sessions): every place the account is signed in, to end one or all the
+// others, and the password change. The passwords live only in their fields, emptied as soon
+// as they are sent.
+
+import { ApiError, failedText, sessionCaller } from "../api.js";
+import { byId, confirmation, el, hide, show } from "../dom.js";
+import { signedInFrame } from "../layout.js";
+import { requireSession } from "../session.js";
+import { cell, rowButton } from "../table.js";
+import { when } from "../time.js";
+
+function device(item) {
+  // The User-Agent as the browser sent it, shown as text only.
+  return typeof item.user_agent === "string" && item.user_agent ? item.user_agent : "Unknown device";
+}
+
+// `end(item)` opens the confirmation to end the session `item`.
+function sessionRow(item, end) {
+  const deviceBox = el("div", { className: "device" }, [
+    el("span", { className: "user-agent", text: device(item) }),
+  ]);
+  let action;
+  if (item.current) {
+    deviceBox.prepend(el("strong", { className: "this-device", text: "This device" }));
+    action = el("span", { className: "hint", text: "Log out to end it" });
+  } else {
+    action = rowButton("End", "danger", ` session on ${device(item)}`);
+    action.dataset.sessionId = item.id;
+    action.addEventListener("click", () => end(item));
+  }
+  const row = el("tr", {}, [
+    cell("Device", "key-name session-device", deviceBox),
+    cell("Address", "session-ip", el("code", { text: item.ip || "unknown" })),
+    cell("Signed in", "session-created", when(item.created_at, "—")),
+    cell("Last seen", "session-last-seen", when(item.last_seen_at, "—")),
+    cell("Expires", "session-expires", when(item.expires_at, "—")),
+    cell("Actions", "key-actions", action),
+  ]);
+  row.dataset.sessionId = item.id;
+  if (item.current) {
+    row.className = "is-current";
+  }
+  return row;
+}
+
+// End one session ({session}) or every other ({others: true}), behind the same confirmation.
+// `afterwards()` shows the list as it now is.
+function endDialog(call, pageStatus, afterwards) {
+  const dialog = byId("end-dialog");
+  const title = byId("end-title");
+  const description = byId("end-description");
+  const confirm = byId("end-confirm");
+  const asked = confirmation({ dialog, cancel: byId("end-cancel"), confirm, error: byId("end-error") });
+
+  async function end(what, report) {
+    hide(pageStatus);
+    try {
+      if (what.session) {
+        await call("DELETE", `/auth/sessions/${encodeURIComponent(what.session.id)}`);
+        dialog.close("ended");
+        show(pageStatus, `Ended the session on ${device(what.session)}.`);
+      } else {
+        const data = await call("DELETE", "/auth/sessions");
+        const count = Number.isInteger(data.ended) ? data.ended : 0;
+        dialog.close("ended");
+        show(pageStatus, `Ended ${count} other ${count === 1 ? "session" : "sessions"}.`);
+      }
+    } catch (failure) {
+      if (!(what.session && failure instanceof ApiError && failure.code === "session_not_found")) {
+        report(failedText(what.session ? "Ending the session" : "Ending the other sessions", failure));
+        return;
+      }
+      dialog.close("gone");
+      show(pageStatus, failure.message);
+    }
+    await afterwards();
+  }
+
+  return (what) => {
+    if (what.session) {
+      title.textContent = "End this session?";
+      description.textContent =
+        `The session on ${device(what.session)} (address ${what.session.ip || "unknown"}) is ` +
+        "signed out from its next request.";
+      confirm.textContent = "End session";
+    } else {
+      title.textContent = "End all other sessions?";
+      description.textContent =
+        "Every session but this one is signed out from its next request. You stay signed in here.";
+      confirm.textContent = "End other sessions";
+    }
+    asked.open((report) => end(what, report));
+  };
+}
+
+// The password change: the two values leave the fields only for the request's body.
+// `afterwards()` shows the sessions as they now are (the others were ended).
+function passwordForm(call, afterwards) {
+  const form = byId("password-form");
+  const current = byId("current-password");
+  const next = byId("new-password");
+  const submit = byId("password-submit");
+  const status = byId("password-status");
+  const error = byId("password-error");
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    hide(status);
+    hide(error);
+    if (!current.value || !next.value) {
+      show(error, "Enter your current password and a new one.");
+      (current.value ? next : current).focus();
+      return;
+    }
+    const body = { current_password: current.value, new_password: next.value };
+    current.value = "";
+    next.value = "";
+    submit.disabled = true;
+    try {
+      const data = await call("POST", "/auth/password", body);
+      const count = Number.isInteger(data.sessions_ended) ? data.sessions_ended : 0;
+      show(status, `Your password was changed. Other sessions were ended: ${count}.`);
+      await afterwards();
+    } catch (failure) {
+      show(error, failedText("Changing the password", failure));
+      current.focus();
+    } finally {
+      submit.disabled = false;
+    }
+  });
+}
+
+function start(session) {
+  const call = sessionCaller(session.token);
+  signedInFrame("sessions", session, { call });
+  const pageStatus = byId("page-status");
+  const table = byId("sessions-table");
+  const tbody = byId("sessions-body");
+  const loading = byId("sessions-loading");
+  const listError = byId("sessions-error");
+  const listTitle = byId("sessions-title");
+  const endOthers = byId("end-others");
+  byId("password-username").value = session.email || "";
+
+  async function refresh() {
+    hide(listError);
+    try {
+      const data = await call("GET", "/auth/sessions");
+      const sessions = Array.isArray(data.sessions) ? data.sessions : [];
+      tbody.replaceChildren(...sessions.map((item) => sessionRow(item, (ended) => openEnd({ session: ended }))));
+      table.hidden = sessions.length === 0;
+      endOthers.hidden = !sessions.some((item) => !item.current);
+    } catch (failure) {
+      show(listError, failedText("Loading your sessions", failure));
+    } finally {
+      loading.hidden = true;
+    }
+  }
+
+  const openEnd = endDialog(call, pageStatus, async () => {
+    await refresh();
+    listTitle.focus();
+  });
+  endOthers.addEventListener("click", () => openEnd({ others: true }));
+  passwordForm(call, refresh);
+  refresh();
+}
+
+const session = requireSession("Sign in to manage your sessions.");
+if (session) {
+  start(session);
+}

@@ -1,0 +1,178 @@
+"""The dashboard's JavaScript modules as the browser loads them: every import of every served
+module resolves to a served module that exports what is imported, every module is served,
+shipped in the package and reached from a page, and the permissions the pages render from
+(``js/permissions.js``) are the service's.
+
+Without a build step nothing else checks the imports before a browser does, and one that does
+not resolve stops the whole page (a module graph that fails to link runs nothing)."""
+
+from __future__ import annotations
+
+import glob
+import re
+import tomllib
+from collections.abc import Iterator
+from importlib.resources import files
+from pathlib import Path, PurePosixPath
+from posixpath import normpath
+
+import pytest
+from playwright.async_api import expect
+
+from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
+from service.domain.permissions import PERMISSION_DESCRIPTIONS, PERMISSIONS
+from tests.browser.conftest import REPO_ROOT, Tab, create_key, sign_in
+from tests.browser.test_static_files import PAGE_SCRIPTS
+
+STATIC = files("service.dashboard").joinpath("static")
+# Every module, by its path under static/: what the pages can load.
+MODULES = {
+    name: STATIC.joinpath(*name.split("/")).read_text("utf-8")
+    for name, content_type in ASSETS.items()
+    if content_type == "text/javascript"
+}
+
+# A static import or re-export: `import {a, b as c} from "./x.js";`, `import "./x.js";`,
+# `export {a} from "./x.js";`. The clause holds only names, braces, commas and `as`.
+IMPORT = re.compile(
+    r'^(import|export)\s+(?:([\w$\s{},*]+?)\s*from\s*)?"([^"]*)";',
+    re.MULTILINE,
+)
+DECLARED_EXPORT = re.compile(
+    r"^export\s+(?:async\s+)?(?:function\*?|class|const|let|var)\s+([\w$]+)", re.MULTILINE
+)
+LISTED_EXPORT = re.compile(r"^export\s*\{([^}]*)\}", re.MULTILINE)
+
+
+def code_of(source: str) -> str:
+    """The source without its comments (whole lines of ``//``, as the modules write them)."""
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("//"))
+
+
+def exports_of(source: str) -> set[str]:
+    code = code_of(source)
+    names = set(DECLARED_EXPORT.findall(code))
+    for listed in LISTED_EXPORT.findall(code):
+        for item in listed.split(","):
+            if item.strip():
+                names.add(item.split(" as ")[-1].strip())
+    if re.search(r"^export\s+default\b", code, re.MULTILINE):
+        names.add("default")
+    return names
+
+
+def imported_names(clause: str) -> Iterator[str]:
+    """What an import clause takes from the other module: `{a, b as c}` takes a and b, a
+    default import `x` takes default, and `* as m` nothing in particular."""
+    braces = re.search(r"\{([^}]*)\}", clause)
+    if braces:
+        for item in braces.group(1).split(","):
+            if item.strip():
+                yield item.split(" as ")[0].strip()
+    outside = re.sub(r"\{[^}]*\}", "", clause).replace(",", " ").split()
+    if outside and outside[0] != "*":
+        yield "default"
+
+
+def imports_of(name: str) -> list[tuple[str, str, str]]:
+    """(kind, clause, specifier) of each static import or re-export in module ``name``; fails
+    on any import this cannot read, so that none goes unchecked."""
+    code = code_of(MODULES[name])
+    found = [match.groups("") for match in IMPORT.finditer(code)]
+    rest = IMPORT.sub("", code)
+    assert not re.search(r"^\s*import\b", rest, re.MULTILINE), f"{name}: an import not read"
+    assert not re.search(r"\bimport\s*\(", rest), f"{name}: a dynamic import, unchecked"
+    return found
+
+
+def resolve(name: str, specifier: str) -> str:
+    """The served path (under static/) that ``specifier`` in module ``name`` loads, as a
+    browser resolves it against the module's URL."""
+    assert specifier.startswith(("./", "../")), f"{name}: {specifier!r} is not relative"
+    url = normpath(str(PurePosixPath(STATIC_PREFIX + name).parent / specifier))
+    assert url.startswith(STATIC_PREFIX), f"{name}: {specifier!r} leaves /static/"
+    return url.removeprefix(STATIC_PREFIX)
+
+
+def test_every_relative_import_resolves_to_a_served_module_that_exports_it() -> None:
+    assert "js/pages/keys.js" in MODULES and "js/permissions.js" in MODULES
+    checked = 0
+    for name in MODULES:
+        for _, clause, specifier in imports_of(name):
+            target = resolve(name, specifier)
+            assert ASSETS.get(target) == "text/javascript", f"{name}: {specifier} is not served"
+            missing = set(imported_names(clause)) - exports_of(MODULES[target])
+            assert not missing, f"{name}: {target} does not export {sorted(missing)}"
+            checked += 1
+    assert checked > len(MODULES)  # the pattern does find the imports
+
+
+def test_every_module_is_served_and_loaded_by_a_page() -> None:
+    on_disk = {
+        path.relative_to(Path(str(STATIC))).as_posix()
+        for path in Path(str(STATIC)).joinpath("js").rglob("*")
+        if path.is_file()
+    }
+    assert on_disk == set(MODULES)
+    # From each page's script, everything it imports, and so on: that is every module.
+    reached: set[str] = set()
+    waiting = [script["src"].removeprefix(STATIC_PREFIX) for script in PAGE_SCRIPTS.values()]
+    while waiting:
+        name = waiting.pop()
+        if name not in reached:
+            reached.add(name)
+            waiting += [resolve(name, specifier) for _, _, specifier in imports_of(name)]
+    assert reached == set(MODULES)
+
+
+def test_the_package_data_ships_every_served_file() -> None:
+    """An installed (not editable) package holds only what pyproject.toml's package-data
+    names: every page and asset must match one of its patterns."""
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text("utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["service.dashboard"]
+    package = Path(str(files("service.dashboard")))
+    shipped = {found for pattern in patterns for found in glob.glob(pattern, root_dir=package)}
+    served = {f"static/{name}" for name in [*PAGES.values(), *ASSETS]}
+    assert served - shipped == set()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_permission_list_is_the_services(tab: Tab) -> None:
+    page = tab.page
+    await page.goto("/")
+    listed = await page.evaluate(
+        """async () => (await import('/static/js/permissions.js')).PERMISSIONS
+            .map((permission) => [permission.name, permission.description])"""
+    )
+    assert listed == [[name, PERMISSION_DESCRIPTIONS[name]] for name in PERMISSIONS]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab, user: str) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    for grid, prefix in (("permissions", "perm-"), ("edit-permissions", "edit-perm-")):
+        boxes = page.locator(f'input[type="checkbox"][name="{grid}"]')
+        drawn = await boxes.evaluate_all(
+            "(boxes) => boxes.map((box) => [box.value, box.id, box.labels[0].textContent])"
+        )
+        assert drawn == [
+            [
+                name,
+                prefix + name.replace(".", "-"),
+                f"{name.split('.')[1].capitalize()} {PERMISSION_DESCRIPTIONS[name]}",
+            ]
+            for name in PERMISSIONS
+        ], grid
+    # The note on the API keys group describes that group, in each grid.
+    for note in ("perm-keys-note", "edit-perm-keys-note"):
+        group = page.locator(f'fieldset[aria-describedby="{note}"] legend')
+        await expect(group).to_have_text("API keys")
+
+    # A key created with some is edited with exactly those checked.
+    await create_key(page, "drawn", ["folders.write", "settings.read"])
+    await page.get_by_role("button", name="Edit key drawn").click()
+    checked = await page.locator('input[name="edit-permissions"]:checked').evaluate_all(
+        "(boxes) => boxes.map((box) => box.value)"
+    )
+    assert checked == ["folders.write", "settings.read"]
