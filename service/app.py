@@ -8,16 +8,30 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.asyncio import Redis
 
-from service.api.audit import add_audit_routes
+from service.api._aiohttp import fast_paths
 from service.api.client_address import ClientAddresses
-from service.api.context import AUTHENTICATOR, BLOBS, POLICY, SETTINGS, STORE
-from service.api.files import FILES_PATH, add_file_routes, first_page_reply
-from service.api.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
-from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
-from service.api.middleware import RATE_FIELDS, REQUEST_HANDLING, request_handling
-from service.api.ops import add_ops
-from service.api.routes import add_routes
-from service.api.sessions import add_session_routes
+from service.api.context import (
+    AUTHENTICATOR,
+    BLOBS,
+    GATEWAY_LANE,
+    LOW_LEVEL_REFUSAL,
+    POLICY,
+    REQUEST_HANDLING,
+    SETTINGS,
+    STORE,
+)
+from service.api.envelope import low_level_refusal
+from service.api.gateway import GatewayLane
+from service.api.handling import as_middleware, request_handling
+from service.api.headers import RATE_FIELDS
+from service.api.routes.audit import add_audit_routes
+from service.api.routes.auth import add_auth_routes
+from service.api.routes.files import FILES_PATH, add_file_routes, first_page_reply
+from service.api.routes.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
+from service.api.routes.keys import add_key_routes
+from service.api.routes.openapi import add_openapi_route
+from service.api.routes.ops import add_ops
+from service.api.routes.sessions import add_session_routes
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import make_policy
@@ -58,6 +72,9 @@ def create_app(
     # No middleware: what every request goes through is the server's wrapper (REQUEST_HANDLING).
     app = web.Application(client_max_size=settings.max_body_bytes)
     app[REQUEST_HANDLING] = request_handling(metrics, rate_fields, addresses)
+    if not fast_paths():  # aiohttp's own server will serve: the handling as a middleware
+        app.middlewares.append(as_middleware(app[REQUEST_HANDLING]))
+    app[LOW_LEVEL_REFUSAL] = low_level_refusal
     app[SETTINGS] = settings
     app[RATE_FIELDS] = rate_fields
     app[BLOBS] = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
@@ -93,7 +110,7 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
 
     async def open_gateway_lane(app: web.Application) -> None:
-        # The gateway's routes answered from the parsed request (service.api.gateway_lane); its
+        # The gateway's routes answered from the parsed request (service.api.gateway); its
         # server finds it here once the application has started. It waits for nothing but the
         # pipelined connection's replies, so a store without one (a client given to
         # create_app) has no lane.
@@ -102,10 +119,12 @@ def create_app(
         routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
         app[GATEWAY_LANE] = GatewayLane(app, routes, addresses, metrics, rate_fields)
 
-    if settings.gateway_lane:
+    if settings.gateway_lane and fast_paths():
         app.on_startup.append(open_gateway_lane)  # after every cleanup context's start
     add_ops(app, metrics)
-    add_routes(app)
+    add_auth_routes(app)
+    add_key_routes(app)
+    add_openapi_route(app)
     add_session_routes(app)
     add_audit_routes(app)
     add_file_routes(app)

@@ -69,7 +69,7 @@ class Settings:
     # GET /metrics (Prometheus); off removes the route and the per-request counting.
     metrics_enabled: bool = True
     # The gateway's requests (forward-auth's verify, the files list) answered from the parsed
-    # request rather than through aiohttp's request objects (service.api.gateway_lane).
+    # request rather than through aiohttp's request objects (service.api.gateway).
     gateway_lane: bool = True
     # A request's headers must all arrive within this long of its first byte (or of the
     # connection's opening), its body within this long of its headers: else 408, connection closed.

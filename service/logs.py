@@ -2,7 +2,7 @@
 
 Every record has ``ts`` (UTC, milliseconds), ``level``, ``pid``, ``logger`` and ``msg``; a record
 logged while a request is being handled also has that request's ``request_id`` (a context
-variable set by ``service.api.middleware.request_handling``, or by the gateway lane for the
+variable set by ``service.api.handling.request_handling``, or by the gateway lane for the
 requests it answers), and ``exc`` holds a traceback
 when there is one. The access log (``AccessLogger``) writes one line per request with ``msg``
 ``"request"`` and the fields of ``ACCESS_FIELDS``: the route template and the path (never the

@@ -1,4 +1,4 @@
-"""Prometheus metrics, scraped at ``GET /metrics`` (see ``service.api.ops``).
+"""Prometheus metrics, scraped at ``GET /metrics`` (see ``service.api.routes.ops``).
 
 | metric | labels | what |
 |---|---|---|

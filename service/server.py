@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from service.api.low_level import run_app
+from service.api._aiohttp import run_app
 from service.app import create_app
 from service.config import Settings
 from service.logs import AccessLogger, configure_logging

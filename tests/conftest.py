@@ -23,7 +23,7 @@ import redis as redis_sync
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from service.api.low_level import EnvelopeAppRunner
+from service.api._aiohttp import EnvelopeAppRunner
 from service.app import create_app
 from service.config import Settings
 from service.store.embedded import find_server_binary

@@ -121,7 +121,8 @@ def test_the_image_installs_a_package_with_every_file_the_service_serves(tmp_pat
     sources = {
         path.relative_to(ROOT).as_posix()
         for folder in ("service/dashboard/static",)
-        for path in (ROOT / folder).iterdir()
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file()
     }
     assert sources and sources <= names
     assert "service/api/openapi.json" in names

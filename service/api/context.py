@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from service.auth.authenticator import Authenticator
 from service.auth.policy import Policy
@@ -11,9 +15,23 @@ from service.config import Settings
 from service.store.blobs import BlobStore
 from service.store.stores import Stores
 
+# Every API route is under this prefix.
+PREFIX = "/api/v1"
+
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Stores)
 POLICY = web.AppKey("policy", Policy)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
 # Where uploaded bytes live; set before the application starts to keep them elsewhere (tests).
 BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
+
+# What every request of the application goes through, around its routing (``api.handling``).
+REQUEST_HANDLING = web.AppKey("request_handling", Callable[[Handler], Handler])  # type: ignore[arg-type]
+# The gateway lane (``api.gateway.GatewayLane``), made when the application starts.
+GATEWAY_LANE = web.AppKey("gateway_lane", Any)  # type: ignore[arg-type]
+# The envelope answer to a request refused before the application saw it: a status the HTTP
+# parser refused it with, or an ``HTTPException`` aiohttp raised ahead of the routing.
+LOW_LEVEL_REFUSAL = web.AppKey(
+    "low_level_refusal",
+    Callable[[int | web.HTTPException], web.StreamResponse],  # type: ignore[arg-type]
+)

@@ -10,7 +10,7 @@ the package's ``static/`` folder as it is when this module is imported, less any
 not plainly one of ours: a file is listed only with a known extension and a plain name, and a
 hidden entry or a symbolic link is never followed. The headers every response gets (a strict
 Content-Security-Policy, ``frame-ancestors 'none'``, ``no-store``, ``nosniff``) come from
-``service.api.middleware.standard_headers``.
+``service.api.headers.standard_headers``.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ class PipelinedRedis:
 
     async def _connect_now(self) -> _Protocol:
         # wait_for rather than asyncio.timeout: the gateway lane drives its requests without a
-        # task (service.api.low_level), and asyncio.timeout needs one.
+        # task (service.api._aiohttp), and asyncio.timeout needs one.
         try:
             protocol = await asyncio.wait_for(self._open(), self._timeout)
         except (OSError, TimeoutError, RedisError) as error:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.api.answers import Answer, header_block, serialise_head
+from service.api._aiohttp import Answer, header_block, serialise_head
 
 BLOCK = header_block({"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 BODY = b'{"success":true,"data":{"files":[]}}'

@@ -5,7 +5,7 @@ and X-API-Key values, undecodable bodies, and the HTTP parser's own refusals.
 Every refusal must be the JSON error envelope with the documented status and must not echo the
 credential (or any other part of the request) anywhere in the response. Requests a client library
 would refuse to send are written as raw bytes to the socket. The app is served the way
-``service.server`` serves it: through ``service.api.low_level.EnvelopeAppRunner``.
+``service.server`` serves it: through ``service.api._aiohttp.EnvelopeAppRunner``.
 
 What the cases in ``test_errors.py``, ``test_auth.py``, ``test_keys.py`` and ``test_files.py``
 already cover (the 413/415 basics on login, malformed and non-object JSON, Bearer in any case,
@@ -31,7 +31,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from service.api.low_level import EnvelopeAppRunner
+from service.api._aiohttp import EnvelopeAppRunner
+from service.api.context import LOW_LEVEL_REFUSAL
+from service.api.envelope import low_level_refusal
 from service.app import create_app
 from service.config import Settings
 from tests.conftest import PASSWORD, SPEC_PERMISSIONS, Api, FakeClock, bearer
@@ -887,8 +889,9 @@ async def test_parser_errors_are_the_envelope_and_echo_and_log_nothing_of_the_re
 async def test_stock_aiohttp_would_have_echoed_the_key(
     aiohttp_client: Any, settings: Settings, session_and_key: tuple[str, str]
 ) -> None:
-    """The reason for ``low_level``: aiohttp's own handler quotes the offending header line.
-    If aiohttp stops doing that, this fails and the subclass may no longer be needed."""
+    """The reason for the protocol handler in ``service.api._aiohttp``: aiohttp's own handler
+    quotes the offending header line. If aiohttp stops doing that, this fails and the subclass
+    may no longer be needed."""
     _token, key = session_and_key
     client = await aiohttp_client(create_app(settings))  # served without EnvelopeAppRunner
     data = PARSER_ERRORS["cr-in-value"].replace(b"{key}", key_bytes(key))
@@ -903,13 +906,14 @@ async def test_stock_aiohttp_would_have_echoed_the_key(
 async def test_an_exception_escaping_the_application_is_the_internal_error_envelope(
     aiohttp_client: Any, exception: type[Exception], status: int
 ) -> None:
-    """What reaches aiohttp's own handler when no middleware caught it (the service's
-    error_envelope middleware catches everything it can; this app has none)."""
+    """What reaches aiohttp's own handler when no request handling caught it (the service's
+    catches everything it can; this app has none, only the service's low-level refusal)."""
 
     async def broken(request: web.Request) -> web.Response:
         raise exception("internal detail fhk_NotForClients")
 
     app = web.Application()
+    app[LOW_LEVEL_REFUSAL] = low_level_refusal
     app.router.add_get("/broken", broken)
     client = await aiohttp_client(EnvelopeTestServer(app))
     response = await client.get("/broken", headers={"Accept": "text/html"})

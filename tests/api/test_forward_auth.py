@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.api.forward_auth import ROUTE_PERMISSIONS, derive_permission
+from service.api.routes.forward_auth import ROUTE_PERMISSIONS, derive_permission
 from service.domain.credentials import generate_api_key, generate_session_token
 from tests.conftest import SPEC_PERMISSIONS, Api, RedisServer, assert_error, bearer
 

@@ -1,4 +1,4 @@
-"""The gateway lane (``service.api.gateway_lane``) answers what aiohttp's handling answers, byte
+"""The gateway lane (``service.api.gateway``) answers what aiohttp's handling answers, byte
 for byte but for ``Date`` and a generated request id, and only what it should: each case is
 sent over a raw connection to a server with the lane and to one without it, and the lane's own
 answers are counted, so a case the lane did not take cannot pass as one it did."""
@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from service.api.context import SETTINGS
-from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
+from service.api.context import GATEWAY_LANE, SETTINGS
+from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.logs import AccessLogger, LineBuffer
 from tests.api.test_files import uploaded
@@ -277,7 +277,7 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     log_file = tmp_path / "access.log"
     with log_file.open("wb") as output:
         request_lines = LineBuffer(output.fileno())
-        monkeypatch.setattr("service.api.gateway_lane.LINES", request_lines)
+        monkeypatch.setattr("service.api.gateway.LINES", request_lines)
         # The service's own access log at INFO, as production serves.
         caplog.set_level(logging.INFO, logger="aiohttp.access")
         app = create_app(api.app[SETTINGS], clock=clock)

@@ -16,8 +16,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.api.middleware import prepare_streamed
-from service.api.ops import METRICS
+from service.api.headers import prepare_streamed
+from service.api.routes.ops import METRICS
 from service.app import create_app
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.logs import RequestTrace

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from service.api.middleware import PlainRoutes
+from service.api._aiohttp import PlainRoutes
 from service.app import create_app
 from service.config import Settings
 from tests.conftest import Api, bearer

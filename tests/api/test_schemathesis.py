@@ -188,7 +188,8 @@ def test_the_run_left_the_credentials_working(live: Live) -> None:
 
 
 async def test_the_served_process_answers_parser_errors_with_the_envelope(live: Live) -> None:
-    """``service.server`` serves through ``low_level.run_app``: checked on the real process."""
+    """``service.server`` serves through ``service.api._aiohttp.run_app``: checked on the real
+    process."""
     data = (
         b"GET /api/v1/files HTTP/1.1\r\nHost: x\r\nX-API-Key: "
         + live.key.encode()

@@ -28,8 +28,8 @@ import redis as redis_sync
 from aiohttp import web
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
+from service.api._aiohttp import EnvelopeAppRunner
 from service.api.context import POLICY
-from service.api.low_level import EnvelopeAppRunner
 from service.app import create_app
 from service.config import Settings
 from tests.conftest import PASSWORD, FakeClock, RedisServer

@@ -32,7 +32,7 @@ from tests.browser.test_static_files import parse
 from tests.conftest import FakeClock, RedisServer
 
 try:  # the runner production serves with, where the service has one
-    from service.api.low_level import EnvelopeAppRunner as Runner  # type: ignore[attr-defined]
+    from service.api._aiohttp import EnvelopeAppRunner as Runner  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover
     Runner = web.AppRunner  # type: ignore[assignment,misc]
 

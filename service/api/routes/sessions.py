@@ -22,9 +22,10 @@ from typing import Any
 from aiohttp import web
 
 from service.api.client_address import client_address
-from service.api.context import POLICY, SETTINGS
-from service.api.routes import PREFIX, acting, authenticate, ok
+from service.api.context import POLICY, PREFIX, SETTINGS
+from service.api.credentials import acting, authenticate
 from service.api.validation import parse_change_password, read_json_object
+from service.api.views import ok
 from service.clock import iso
 from service.domain.principal import Principal
 from service.domain.records import SessionRecord

@@ -27,59 +27,39 @@ aiohttp has no documented hook for either, so this module subclasses the pieces 
   a few attribute reads per packet and no timer: a request whose headers and body come in one
   packet arms nothing, and the one timer a connection has (armed when it opens) is only moved
   when a request comes in pieces.
-- ``EnvelopeServer``: makes those handlers, and turns an ``HTTPException`` that escapes the
-  application (the 417) into the envelope.
-- ``EnvelopeAppRunner``: an ``AppRunner`` serving through an ``EnvelopeServer``; what tests use
-  (``aiohttp.test_utils.TestServer._make_runner``) and what ``run_app`` uses.
-- ``run_app``: ``aiohttp.web.run_app`` for the arguments ``service.server`` passes, with an
-  ``EnvelopeAppRunner``.
+- ``EnvelopeRequestHandler``'s gateway lane (``service.api.gateway``): a request the lane takes
+  is answered from the parsed message instead of being queued for aiohttp's handling.
+
+The server that makes these handlers is ``runner``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import hdrs, web
-from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http import HttpProcessingError, HttpVersion11, RawRequestMessage
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
-from aiohttp.typedefs import Handler
-from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
-from service.api.gateway_lane import GATEWAY_LANE, GatewayLane, LaneRoute
-from service.api.middleware import REQUEST_HANDLING, _from_http_exception, error_response
-from service.errors import ApiError, BadRequest
+from service.api._aiohttp import names
 from service.logs import AccessLogger
+
+if TYPE_CHECKING:
+    from service.api.gateway import GatewayLane, LaneRoute
 
 log = logging.getLogger("service.api")
 
-MALFORMED_MESSAGE = "Malformed HTTP request."
+_ErrInfo: Any = names.private("aiohttp.web_protocol._ErrInfo")
+
 # A body's deadline moves on by a second for every this many bytes that arrive: an upload of
 # 100 MiB needs its time, and gets it while it keeps up this rate on average; a body trickled in
 # a byte at a time gains next to nothing.
 MIN_BODY_BYTES_PER_SECOND = 64 * 1024
-
-
-def _with_security_headers(response: web.Response) -> web.Response:
-    # on_response_prepare does not run for these (no route was matched), so the two headers every
-    # response carries are set here.
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    return response
-
-
-def low_level_error(status: int) -> ApiError:
-    """The envelope's error for a request aiohttp refused itself with ``status``."""
-    if status == 408:  # late headers: answered as a late body is
-        return _from_http_exception(web.HTTPRequestTimeout())
-    error = ApiError() if status >= 500 else BadRequest(MALFORMED_MESSAGE, code="bad_request")
-    error.status = status
-    return error
 
 
 class HeadersTimedOut(Exception):
@@ -108,6 +88,7 @@ class EnvelopeRequestHandler(RequestHandler):
         "_phase",
         "_read_by",
         "_read_timer",
+        "_refusal",
         "_remote",
     )
 
@@ -118,9 +99,11 @@ class EnvelopeRequestHandler(RequestHandler):
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
         lane: GatewayLane | None = None,
+        refusal: Callable[[int], web.StreamResponse] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(manager, **kwargs)
+        self._refusal = refusal
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
         # The lane writes the access line itself: only the service's own access log's.
@@ -223,7 +206,7 @@ class EnvelopeRequestHandler(RequestHandler):
     def _route_in_lane(
         self, message: RawRequestMessage | _ErrInfo, body: StreamReader
     ) -> LaneRoute | None:
-        """The lane's route for this request, if the lane takes it (``service.api.gateway_lane``):
+        """The lane's route for this request, if the lane takes it (``service.api.gateway``):
         a keep-alive HTTP/1.1 GET without a body to one of its paths, while aiohttp's handling of
         the connection is idle (nothing queued or in hand, so answers keep their order) and the
         client reads what it is sent (else aiohttp's handling waits until it does)."""
@@ -377,142 +360,6 @@ class EnvelopeRequestHandler(RequestHandler):
             log.info("refused a malformed HTTP request (%d): %s", status, kind)
         if request.writer.output_size > 0:  # as aiohttp: a response has begun, nothing to fix
             raise ConnectionError("Response is sent already, cannot send another response")
-        response = _with_security_headers(error_response(low_level_error(status)))
-        response.force_close()
-        return response
-
-
-def _outer_envelope(handler: Handler) -> Handler:
-    """The application's handler, with an ``HTTPException`` raised before the middlewares ran
-    (aiohttp's ``Expect`` handling) answered as the envelope instead of aiohttp's text."""
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return _with_security_headers(error_response(_from_http_exception(exc)))
-
-    return handle
-
-
-class EnvelopeServer(web.Server):
-    """A low-level server whose connections are ``EnvelopeRequestHandler``s."""
-
-    def __init__(
-        self,
-        handler: Handler,
-        *,
-        header_timeout: float = 10.0,
-        body_timeout: float = 30.0,
-        wrap: Callable[[Handler], Handler] = _outer_envelope,
-        lane: GatewayLane | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(wrap(handler), **kwargs)
-        self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
-        self._lane = lane
-
-    def __call__(self) -> RequestHandler:
-        return EnvelopeRequestHandler(
-            self,
-            loop=self._loop,
-            lane=self._lane,
-            **self._timeouts,
-            **self._kwargs,
-        )
-
-
-class EnvelopeAppRunner(web.AppRunner):
-    """An ``AppRunner`` whose server answers aiohttp's own refusals with the envelope and gives
-    a request's headers ``header_timeout`` and its body ``body_timeout`` seconds to arrive."""
-
-    def __init__(
-        self,
-        app: web.Application,
-        *,
-        header_timeout: float = 10.0,
-        body_timeout: float = 30.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(app, **kwargs)
-        self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
-
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        return EnvelopeServer(
-            server.request_handler,
-            # The service's application brings what every request goes through; any other
-            # gets its HTTP errors answered in the envelope.
-            wrap=self.app.get(REQUEST_HANDLING, _outer_envelope),
-            lane=self._gateway_lane(),
-            request_factory=server.request_factory,
-            handler_cancellation=server.handler_cancellation,
-            loop=server._loop,
-            **self._timeouts,
-            **server._kwargs,
-        )
-
-    def _gateway_lane(self) -> GatewayLane | None:
-        """The application's gateway lane (made at its start-up), unless it has middlewares or
-        response hooks that the lane would pass by."""
-        app = self.app
-        if REQUEST_HANDLING not in app or app.middlewares or app.on_response_prepare:
-            return None
-        return app.get(GATEWAY_LANE)
-
-
-async def _serve(runner: web.AppRunner, host: str, port: int, reuse_port: bool | None) -> None:
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
-        await asyncio.Event().wait()  # until a signal (GracefulExit) or cancellation
-    finally:
-        await runner.cleanup()
-
-
-def run_app(
-    app: web.Application,
-    *,
-    host: str,
-    port: int,
-    reuse_port: bool | None = None,
-    access_log_class: type[AbstractAccessLogger] = web.AccessLogger,
-    handle_signals: bool = True,
-    shutdown_timeout: float = 60.0,
-    header_timeout: float = 10.0,
-    body_timeout: float = 30.0,
-    print: Any = None,  # accepted as web.run_app takes it; nothing is printed either way
-) -> None:
-    """Serve ``app`` until SIGINT/SIGTERM, as ``web.run_app`` does, through an
-    ``EnvelopeAppRunner``."""
-    runner = EnvelopeAppRunner(
-        app,
-        access_log_class=access_log_class,
-        handle_signals=handle_signals,
-        keepalive_timeout=75.0,  # web.run_app's default (the handler's own is an hour)
-        shutdown_timeout=shutdown_timeout,  # how long requests in flight get to finish
-        header_timeout=header_timeout,
-        body_timeout=body_timeout,
-    )
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    main = loop.create_task(_serve(runner, host, port, reuse_port))
-    try:
-        loop.run_until_complete(main)
-    except (web.GracefulExit, KeyboardInterrupt):
-        pass
-    finally:
-        try:
-            if not main.done():
-                main.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    loop.run_until_complete(main)  # runs runner.cleanup()
-        finally:
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+        if self._refusal is None:  # an application of another kind: aiohttp's own answer
+            return super().handle_error(request, status, exc, message)
+        return self._refusal(status)

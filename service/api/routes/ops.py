@@ -10,7 +10,7 @@ feeds the access log and the metrics.
   scrape target, so keep it off the public side of the proxy (``deploy/nginx.conf`` does).
 
 What each request adds to the metrics and the access log is gathered by what every request goes
-through (``service.api.middleware.request_handling``).
+through (``service.api.handling.request_handling``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from service.api.answers import Answer
+from service.api._aiohttp import Answer
 from service.api.context import SETTINGS, STORE
 from service.errors import StoreUnavailable
 from service.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics

@@ -25,11 +25,13 @@ from aiohttp import BodyPartReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
-from service.api.answers import Answer, Reply
-from service.api.context import AUTHENTICATOR, POLICY, SETTINGS
-from service.api.middleware import error_response, prepare_streamed
-from service.api.routes import PREFIX, authenticate, check_credentials, ok, ok_reply
+from service.api._aiohttp import Answer, Reply
+from service.api.context import AUTHENTICATOR, POLICY, PREFIX, SETTINGS
+from service.api.credentials import authenticate, check_credentials
+from service.api.envelope import error_response
+from service.api.headers import prepare_streamed
 from service.api.validation import readable
+from service.api.views import ok, ok_reply
 from service.auth.authenticator import require
 from service.clock import iso
 from service.domain.files import INLINE_TYPES, OCTET_STREAM
@@ -44,7 +46,7 @@ from service.errors import (
 from service.logs import RequestTrace
 from service.store.files import BadCursor, decode_cursor
 
-log = logging.getLogger("service.api.files")
+log = logging.getLogger("service.api.routes.files")
 
 
 FILES_PATH = f"{PREFIX}/files"
@@ -192,7 +194,7 @@ async def first_page_reply(
 ) -> Reply:
     """``GET /files`` without a query (the first page at the default size), for a request with
     ``headers``: a gateway route, so also served by the gateway lane
-    (``service.api.gateway_lane``)."""
+    (``service.api.gateway``)."""
     principal = await check_credentials(app[AUTHENTICATOR], headers, trace)
     require(principal, "files.read")
     return await _page_reply(app, principal, DEFAULT_LIMIT, None)

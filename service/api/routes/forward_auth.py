@@ -44,10 +44,10 @@ from aiohttp import web
 from multidict import CIMultiDictProxy, istr
 from redis.exceptions import RedisError
 
-from service.api.answers import Answer, Reply
-from service.api.context import AUTHENTICATOR
-from service.api.middleware import as_api_error
-from service.api.routes import PREFIX, check_credentials, single_header
+from service.api._aiohttp import Answer, Reply
+from service.api.context import AUTHENTICATOR, PREFIX
+from service.api.credentials import check_credentials, single_header
+from service.api.envelope import as_api_error
 from service.auth.authenticator import REALM, require
 from service.domain.permissions import BIT, to_names
 from service.domain.principal import CredentialType
@@ -226,7 +226,7 @@ async def verify_reply(
     app: web.Application, headers: CIMultiDictProxy[str], trace: RequestTrace
 ) -> Reply:
     """The answer to a sub-request with ``headers`` (see the module); a gateway route, so also
-    served by the gateway lane (``service.api.gateway_lane``)."""
+    served by the gateway lane (``service.api.gateway``)."""
     try:
         named, derived, session_only = _requirement(headers)
         try:

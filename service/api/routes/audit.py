@@ -15,8 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
-from service.api.context import POLICY
-from service.api.routes import PREFIX, authenticate, ok
+from service.api.context import POLICY, PREFIX
+from service.api.credentials import authenticate
+from service.api.views import ok
 from service.clock import iso
 from service.domain.audit_events import EVENT_TYPES
 from service.errors import ValidationFailed

@@ -4,15 +4,15 @@ parsed request, without aiohttp's per-request objects.
 Which requests: a keep-alive HTTP/1.1 ``GET`` without a body to exactly one of the lane's paths
 (``GET /api/v1/auth/verify``, the forward-auth sub-request, and ``GET /api/v1/files`` without a
 query), on a connection with no other request in hand. The server's protocol handler
-(``service.api.low_level``) picks them; anything else (another method or path, a query string,
+(``service.api._aiohttp``) picks them; anything else (another method or path, a query string,
 HTTP/1.0, ``Connection: close``, ``Expect``, a body, a request pipelined behind one not yet
 answered, a client that does not read its answers) goes through aiohttp as before.
 
-What it does is what ``service.api.middleware.request_handling`` does for those routes, through
+What it does is what ``service.api.handling.request_handling`` does for those routes, through
 the same functions: the trace (request id, client address with trusted proxies), the route
 (``forward_auth.verify_reply``, ``files.first_page_reply``: the aiohttp handlers of the same
-routes call them too), refusals as the error envelope (``middleware.refusal``), the headers (the
-security block and ``middleware.trace_headers``), the metrics and the access line. So the answer
+routes call them too), refusals as the error envelope (``envelope.refusal``), the headers (the
+security block and ``headers.trace_headers``), the metrics and the access line. So the answer
 is the same, byte for byte but for ``Date`` and the request id; ``tests/api/test_gateway_lane.py``
 sends every case both ways and compares.
 
@@ -35,14 +35,10 @@ from aiohttp import web
 from aiohttp.http import RawRequestMessage
 from multidict import CIMultiDictProxy
 
-from service.api.answers import EMPTY_BODY_STATUSES, JSON, Reply, serialise_head
+from service.api._aiohttp import EMPTY_BODY_STATUSES, JSON, Reply, serialise_head
 from service.api.client_address import ClientAddresses
-from service.api.middleware import (
-    RESOURCE_HEADERS,
-    error_body,
-    refusal,
-    trace_headers,
-)
+from service.api.envelope import error_body, refusal
+from service.api.headers import RESOURCE_HEADERS, trace_headers
 from service.auth.rate_limits import RateLimitFields
 from service.logs import LINES, RequestTrace, current_trace, request_id_from
 from service.metrics import Metrics
@@ -51,7 +47,6 @@ from service.metrics import Metrics
 # what any handler raises (an ``ApiError``, a Redis error), answered as the envelope.
 LaneRoute = Callable[[web.Application, CIMultiDictProxy[str], RequestTrace], Awaitable[Reply]]
 
-GATEWAY_LANE = web.AppKey("gateway_lane", "GatewayLane")  # type: ignore[arg-type]
 
 _GET = "GET"
 _CONTENT_TYPE = ("Content-Type", JSON)

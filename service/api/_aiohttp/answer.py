@@ -6,7 +6,7 @@ chunking, the content type and the connection header, builds every header into a
 serialises that multidict a character at a time, checking each for CR and LF. On the gateway's
 path that costs about as much as the Redis lookup the answer reports on. An ``Answer`` is a
 ``web.Response`` that knows what it is: the headers every answer of its kind carries
-(``service.api.middleware.standard_headers``: the security headers) are serialised once, at
+(``service.api.headers.standard_headers``: the security headers) are serialised once, at
 import, as a ``HeaderBlock``; only the few headers of this one answer (its request id, its rate,
 the forward-auth identity, a challenge) go through the multidict, and they are checked for CR
 and LF as aiohttp checks them. The rest of aiohttp's work is done as aiohttp does it: Date,
@@ -26,10 +26,13 @@ from http import HTTPStatus
 from typing import NamedTuple
 
 from aiohttp import hdrs, web
-from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import HttpVersion11
-from aiohttp.web_response import SERVER_SOFTWARE
 from multidict import istr
+
+from service.api._aiohttp import names
+
+rfc822_formatted_time = names.private("aiohttp.helpers.rfc822_formatted_time")
+SERVER_SOFTWARE = names.private("aiohttp.web_response.SERVER_SOFTWARE")
 
 JSON = "application/json"
 # Statuses whose answers never carry a body (nor do 1xx ones).
@@ -61,7 +64,7 @@ def _check(name: str, value: str) -> None:
 
 
 class Reply(NamedTuple):
-    """What a gateway route answers (``service.api.gateway_lane``): a status, a JSON body already
+    """What a gateway route answers (``service.api.gateway``): a status, a JSON body already
     serialised (or none) and the route's own headers, as plain values. The same route answers
     through aiohttp as ``Answer.of(reply)``."""
 
@@ -123,6 +126,11 @@ class Answer(web.Response):
     block: HeaderBlock | None = None
 
     def __init__(self, body: bytes | None = None, status: int = 200) -> None:
+        if not names.FAST_PATHS:
+            super().__init__(body=body, status=status)
+            if body is not None:
+                self.headers[hdrs.CONTENT_TYPE] = JSON
+            return
         # web.Response's own __init__ parses its arguments into headers; nothing here needs it.
         web.StreamResponse.__init__(self, status=status)
         self._body = body
@@ -136,11 +144,15 @@ class Answer(web.Response):
     def of(cls, reply: Reply) -> Answer:
         answer = cls(reply.body, reply.status)
         if reply.headers:
-            answer._headers.extend(reply.headers)
+            answer.headers.extend(reply.headers)
         return answer
 
     async def prepare(self, request: web.BaseRequest):  # type: ignore[no-untyped-def]
-        if self._eof_sent or self._payload_writer is not None:
+        if not names.FAST_PATHS or self._eof_sent or self._payload_writer is not None:
+            block = self.block
+            if block is not None and not self.prepared:
+                self.headers.extend(block.pairs)
+                self.block = None
             return await super().prepare(request)
         if request.version != HttpVersion11 or self._compression or self._cookies or self._chunked:
             block = self.block

@@ -1,0 +1,162 @@
+"""The aiohttp releases this package is tested with, and every private aiohttp name it uses.
+
+``FAST_PATHS`` says whether the installed aiohttp is one of them and has every name: then the
+service serves through this package; else through aiohttp's documented path (its own protocol
+handler, its router, ``web.Response``, the request handling as an ordinary middleware), with one
+warning (``warn_if_off``). ``tests/unit/test_aiohttp_fence.py`` checks every name on the
+installed aiohttp, the range against ``pyproject.toml``, and that the production wiring has the
+fast paths on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+
+import aiohttp
+
+log = logging.getLogger("service.api")
+
+# The versions tested: at least the first, below the second (the next minor release may change
+# any of the names below). 3.14.4 is the first with the parser's pause and resume used here.
+TESTED_AIOHTTP = ("3.14.4", "3.15")
+
+# Private names used, by the aiohttp class (or module) that has them.
+PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
+    "aiohttp.web_protocol.RequestHandler": (
+        "_buffer_paused",
+        "_close",
+        "_force_close",
+        "_handler_waiter",
+        "_keepalive_handle",
+        "_keepalive_timeout",
+        "_lingering_time",
+        "_logging_enabled",
+        "_loop",
+        "_manager",
+        "_max_msg_queue_size",
+        "_message_tail",
+        "_messages",
+        "_next_keepalive_close_time",
+        "_parser",
+        "_pause_reading_for_buffer",
+        "_paused",
+        "_payload_parser",
+        "_process_keepalive",
+        "_request_count",
+        "_request_in_progress",
+        "_upgraded",
+        "_waiter",
+    ),
+    "aiohttp.web_protocol": ("_ErrInfo",),
+    "aiohttp.http_parser.HttpRequestParser": ("feed_data", "message_consumed"),
+    "aiohttp.web_response.StreamResponse": (
+        "_chunked",
+        "_compression",
+        "_cookies",
+        "_eof_sent",
+        "_headers",
+        "_keep_alive",
+        "_must_be_empty_body",
+        "_payload_writer",
+        "_reason",
+        "_req",
+        "_status",
+    ),
+    "aiohttp.web_response.Response": (
+        "_body",
+        "_compressed_body",
+        "_zlib_executor",
+        "_zlib_executor_size",
+    ),
+    "aiohttp.web_response": ("SERVER_SOFTWARE",),
+    "aiohttp.web_request.BaseRequest": ("_payload_writer", "_prepare_hook"),
+    "aiohttp.web_request.Request": ("_match_info",),
+    "aiohttp.http_writer.StreamWriter": ("_headers_buf", "_headers_written"),
+    "aiohttp.web_server.Server": ("_kwargs", "_loop"),
+    "aiohttp.web_runner.AppRunner": ("_make_server",),
+    "aiohttp.helpers": ("rfc822_formatted_time",),
+}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def _has(owner: object, name: str) -> bool:
+    """Whether ``owner`` (a module or a class) has ``name``: as an attribute, a slot, or an
+    attribute its class's own code sets (``self.<name> =``)."""
+    if hasattr(owner, name):
+        return True
+    if not inspect.isclass(owner):
+        return False
+    for cls in owner.__mro__:
+        if name in (getattr(cls, "__slots__", ()) or ()):
+            return True
+        try:
+            source = inspect.getsource(cls)
+        except (OSError, TypeError):
+            continue
+        if f"self.{name} =" in source or f"self.{name}: " in source:
+            return True
+    return False
+
+
+def _resolve(path: str) -> object | None:
+    module_name, _, attribute = path.rpartition(".")
+    for candidate, rest in ((path, None), (module_name, attribute)):
+        try:
+            module = importlib.import_module(candidate)
+        except ImportError:
+            continue
+        return module if rest is None else getattr(module, rest, None)
+    return None
+
+
+def private(path: str) -> object | None:
+    """A private aiohttp module-level name, or None when the installed aiohttp lacks it (then
+    ``FAST_PATHS`` is off and nothing uses it): imported this way, never at the top of a
+    module, so that such an aiohttp fails no import."""
+    module_name, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), name, None)
+    except ImportError:
+        return None
+
+
+def missing_names() -> list[str]:
+    """Every name of ``PRIVATE_NAMES`` the installed aiohttp lacks, as ``owner.name``."""
+    missing = []
+    for path, names in PRIVATE_NAMES.items():
+        owner = _resolve(path)
+        for name in names:
+            if owner is None or not _has(owner, name):
+                missing.append(f"{path}.{name}")
+    return missing
+
+
+def _fast_paths() -> bool:
+    installed = _version(aiohttp.__version__)
+    low, high = (_version(bound) for bound in TESTED_AIOHTTP)
+    return low <= installed < high and not missing_names()
+
+
+FAST_PATHS = _fast_paths()
+_warned = False
+
+
+def warn_if_off() -> None:
+    """Say once, when the service starts serving, that the fast paths are off and why."""
+    global _warned
+    if FAST_PATHS or _warned:
+        return
+    _warned = True
+    log.warning(
+        "aiohttp %s is not among the tested releases (>=%s,<%s) or lacks private names this "
+        "service relies on: serving through aiohttp's documented path, without the gateway "
+        "lane, the fast answers and router shortcut, the JSON envelope for requests aiohttp's "
+        "parser refuses, or the header and body read deadlines",
+        aiohttp.__version__,
+        *TESTED_AIOHTTP,
+    )

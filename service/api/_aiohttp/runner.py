@@ -1,0 +1,176 @@
+"""The server and runner that serve the application through ``protocol.EnvelopeRequestHandler``:
+
+- ``EnvelopeServer``: makes those handlers, and turns an ``HTTPException`` that escapes the
+  application (aiohttp's ``Expect`` handling, which runs before it) into the envelope.
+- ``EnvelopeAppRunner``: an ``AppRunner`` serving through an ``EnvelopeServer``; what tests use
+  (``aiohttp.test_utils.TestServer._make_runner``) and what ``run_app`` uses.
+- ``run_app``: ``aiohttp.web.run_app`` for the arguments ``service.server`` passes, with an
+  ``EnvelopeAppRunner``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+from aiohttp.typedefs import Handler
+from aiohttp.web_protocol import RequestHandler
+
+from service.api._aiohttp import names
+from service.api._aiohttp.protocol import EnvelopeRequestHandler
+from service.api.context import GATEWAY_LANE, LOW_LEVEL_REFUSAL, REQUEST_HANDLING
+
+if TYPE_CHECKING:
+    from service.api.gateway import GatewayLane
+
+Refusal = Callable[[int | web.HTTPException], web.StreamResponse]
+
+
+def _outer_envelope(handler: Handler, refusal: Refusal | None) -> Handler:
+    """The application's handler, with an ``HTTPException`` raised before the application's
+    own handling ran (aiohttp's ``Expect`` handling) answered by ``refusal`` (the envelope)
+    instead of aiohttp's text."""
+    if refusal is None:
+        return handler
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return refusal(exc)
+
+    return handle
+
+
+class EnvelopeServer(web.Server):
+    """A low-level server whose connections are ``EnvelopeRequestHandler``s."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        wrap: Callable[[Handler], Handler] | None = None,
+        refusal: Refusal | None = None,
+        lane: GatewayLane | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(wrap(handler) if wrap else _outer_envelope(handler, refusal), **kwargs)
+        self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
+        self._refusal = refusal
+        self._lane = lane
+
+    def __call__(self) -> RequestHandler:
+        return EnvelopeRequestHandler(
+            self,
+            loop=self._loop,
+            lane=self._lane,
+            refusal=self._refusal,
+            **self._timeouts,
+            **self._kwargs,
+        )
+
+
+class EnvelopeAppRunner(web.AppRunner):
+    """An ``AppRunner`` whose server answers aiohttp's own refusals with the envelope and gives
+    a request's headers ``header_timeout`` and its body ``body_timeout`` seconds to arrive."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(app, **kwargs)
+        self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        names.warn_if_off()
+        if not names.FAST_PATHS:  # aiohttp's own server; the application's middleware handles
+            return server
+        return EnvelopeServer(
+            server.request_handler,
+            # The service's application brings what every request goes through, and how a
+            # request refused before it is answered (the envelope).
+            wrap=self.app.get(REQUEST_HANDLING),
+            refusal=self.app.get(LOW_LEVEL_REFUSAL),
+            lane=self._gateway_lane(),
+            request_factory=server.request_factory,
+            handler_cancellation=server.handler_cancellation,
+            loop=server._loop,
+            **self._timeouts,
+            **server._kwargs,
+        )
+
+    def _gateway_lane(self) -> GatewayLane | None:
+        """The application's gateway lane (made at its start-up), unless it has middlewares or
+        response hooks that the lane would pass by."""
+        app = self.app
+        if REQUEST_HANDLING not in app or app.middlewares or app.on_response_prepare:
+            return None
+        return app.get(GATEWAY_LANE)
+
+
+async def _serve(runner: web.AppRunner, host: str, port: int, reuse_port: bool | None) -> None:
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        await asyncio.Event().wait()  # until a signal (GracefulExit) or cancellation
+    finally:
+        await runner.cleanup()
+
+
+def run_app(
+    app: web.Application,
+    *,
+    host: str,
+    port: int,
+    reuse_port: bool | None = None,
+    access_log_class: type[AbstractAccessLogger] = web.AccessLogger,
+    handle_signals: bool = True,
+    shutdown_timeout: float = 60.0,
+    header_timeout: float = 10.0,
+    body_timeout: float = 30.0,
+    print: Any = None,  # accepted as web.run_app takes it; nothing is printed either way
+) -> None:
+    """Serve ``app`` until SIGINT/SIGTERM, as ``web.run_app`` does, through an
+    ``EnvelopeAppRunner``."""
+    runner = EnvelopeAppRunner(
+        app,
+        access_log_class=access_log_class,
+        handle_signals=handle_signals,
+        keepalive_timeout=75.0,  # web.run_app's default (the handler's own is an hour)
+        shutdown_timeout=shutdown_timeout,  # how long requests in flight get to finish
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+    )
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    main = loop.create_task(_serve(runner, host, port, reuse_port))
+    try:
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(main)  # runs runner.cleanup()
+        finally:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()

@@ -1,0 +1,99 @@
+"""The one credential check every route goes through, whichever way it is served: the request's
+``X-API-Key`` or ``Authorization`` to a principal (``auth.authenticator``), its outcome recorded on
+the request's trace; and where a session's request comes from, for the audit trail.
+
+Never logs or echoes a credential.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from aiohttp import hdrs, web
+from multidict import CIMultiDictProxy, istr
+
+from service.api.client_address import client_address
+from service.api.context import AUTHENTICATOR, POLICY, SETTINGS
+from service.api.envelope import as_api_error
+from service.api.validation import user_agent
+from service.auth.authenticator import Authenticator
+from service.domain.audit_events import Origin
+from service.domain.principal import Principal
+from service.errors import BadRequest
+from service.logs import RequestTrace, current_trace
+
+_API_KEY = istr("X-API-Key")
+
+
+def single_header(headers: CIMultiDictProxy[str], name: str) -> str | None:
+    values = headers.getall(name, ())
+    if len(values) > 1:
+        raise BadRequest(f"Send the {name} header once.", code="duplicate_header")
+    return values[0] if values else None
+
+
+async def authenticate(
+    request: web.Request, *, session_only: bool = False, counted: bool = True
+) -> Principal:
+    """The request's principal, the one credential check every handler goes through
+    (``check_credentials`` with the request's headers and trace)."""
+    return await check_credentials(
+        request.app[AUTHENTICATOR],
+        request.headers,
+        current_trace.get(),  # type: ignore[arg-type]  # set by request_handling
+        session_only=session_only,
+        counted=counted,
+    )
+
+
+async def check_credentials(
+    authenticator: Authenticator,
+    headers: CIMultiDictProxy[str],
+    trace: RequestTrace,
+    *,
+    session_only: bool = False,
+    counted: bool = True,
+) -> Principal:
+    """The principal of a request with ``headers``, the one credential check every route goes
+    through, whichever way it was served.
+
+    The client's address comes from the request's trace, where the request's handling worked it
+    out once (trusted proxies included; for forward-auth, the address the gateway forwards): a
+    key with an allow-list is checked against it. The check's credential type, outcome,
+    duration, key id and rate verdict go to the trace, which feeds the access log, the metrics
+    and the response's RateLimit fields (``service.api.headers``)."""
+    api_key = authorization = None
+    if _API_KEY in headers:
+        api_key = single_header(headers, _API_KEY)
+    if hdrs.AUTHORIZATION in headers:
+        authorization = single_header(headers, hdrs.AUTHORIZATION)
+    if api_key is not None:
+        trace.credential = "api_key" if authorization is None else "both"
+    else:
+        trace.credential = "session" if authorization is not None else "none"
+    started = perf_counter()
+    try:
+        principal = await authenticator.authenticate(
+            api_key, authorization, session_only=session_only, counted=counted, client=trace.remote
+        )
+    except Exception as error:
+        trace.outcome = as_api_error(error).code
+        raise
+    finally:
+        trace.auth_seconds = perf_counter() - started
+    trace.outcome = "ok"
+    trace.key_id = principal.key_id
+    trace.rate = principal.rate
+    return principal
+
+
+async def acting(request: web.Request, principal: Principal) -> Origin:
+    """Where a session's request comes from, for the audit trail: the session's public id, the
+    client's address (worked out as for login throttling) and its User-Agent (cut to 256
+    characters). One Redis read; never on the gateway's path."""
+    session_id = await request.app[POLICY].sessions.acting_session_id(principal)
+    return Origin(
+        session_id,
+        client_address(request, request.app[SETTINGS].trusted_proxies),
+        user_agent(request),
+    )

@@ -1,0 +1,139 @@
+"""The one place where errors become the JSON error envelope:
+``{"success": false, "error": {"code", "message", "details"?}}`` for every refusal: our own
+``ApiError``s, aiohttp's routing errors (404, 405, 413), Redis failures (503, fail closed) and
+anything unexpected (500, with nothing internal in the body; the traceback goes to the log only,
+and request headers and bodies never do).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from service.api._aiohttp import Answer
+from service.errors import (
+    ApiError,
+    BadRequest,
+    ClientClosedRequest,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    StoreUnavailable,
+)
+from service.logs import RequestTrace, loggable_path
+
+log = logging.getLogger("service.api")
+
+MALFORMED_MESSAGE = "Malformed HTTP request."
+
+
+# The bodies of refusals without details, by code and message: the common ones (an unknown or
+# malformed credential) come again and again. Messages never hold anything secret.
+_REFUSAL_BODIES: dict[tuple[str, str], bytes] = {}
+_REFUSAL_BODIES_KEPT = 1024
+
+
+def error_body(error: ApiError) -> bytes:
+    """The envelope of a refusal, serialised."""
+    if error.details is None:
+        key = (error.code, error.message)
+        body = _REFUSAL_BODIES.get(key)
+        if body is None:
+            body = orjson.dumps(
+                {"success": False, "error": {"code": error.code, "message": error.message}}
+            )
+            if len(_REFUSAL_BODIES) < _REFUSAL_BODIES_KEPT:
+                _REFUSAL_BODIES[key] = body
+        return body
+    return orjson.dumps(
+        {
+            "success": False,
+            "error": {"code": error.code, "message": error.message, "details": error.details},
+        }
+    )
+
+
+def error_response(error: ApiError) -> Answer:
+    response = Answer(error_body(error), error.status)
+    if error.headers:
+        response.headers.update(error.headers)
+    return response
+
+
+def _from_http_exception(exc: web.HTTPException) -> ApiError:
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound("No such endpoint.", code="route_not_found")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return MethodNotAllowed(f"Allowed methods: {allowed}.", headers={"Allow": allowed})
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLarge()
+    error = ApiError(exc.reason, code=exc.reason.lower().replace(" ", "_"))
+    error.status = exc.status
+    return error
+
+
+def as_api_error(exc: Exception) -> ApiError:
+    """The refusal an exception is answered with: the one mapping, used by the envelope below,
+    by the credential check's trace and by the forward-auth route. A Redis failure is 503 (fail
+    closed); anything unexpected is 500."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, web.HTTPException):
+        return _from_http_exception(exc)
+    if isinstance(exc, RedisError):
+        return StoreUnavailable()
+    return ApiError()
+
+
+def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiError:
+    """The refusal an exception that escaped a route's handler is answered with (see
+    ``request_handling``), logged as it deserves: a client gone while its body was read at INFO,
+    a Redis failure as an error, anything unexpected with its traceback."""
+    if isinstance(exc, ApiError):
+        if exc.status == 403 and trace.outcome == "ok":  # ``require`` after the check
+            trace.outcome = exc.code
+        if exc.status >= 500:
+            log.warning("refused %s %s: %s", method, loggable_path(path), exc.code)
+        return exc
+    if isinstance(exc, web.HTTPException):
+        return as_api_error(exc)
+    if isinstance(exc, ConnectionResetError):  # the client went away while its body was read
+        log.info("client went away during %s %s", method, loggable_path(path))
+        return ClientClosedRequest()
+    if isinstance(exc, RedisError):
+        log.error(
+            "credential store error on %s %s: %s", method, loggable_path(path), type(exc).__name__
+        )
+        return as_api_error(exc)
+    log.error("unexpected error on %s %s", method, loggable_path(path), exc_info=exc)
+    return as_api_error(exc)
+
+
+def low_level_error(status: int) -> ApiError:
+    """The envelope's error for a request aiohttp's parser refused itself with ``status``."""
+    if status == 408:  # late headers: answered as a late body is
+        return _from_http_exception(web.HTTPRequestTimeout())
+    error = ApiError() if status >= 500 else BadRequest(MALFORMED_MESSAGE, code="bad_request")
+    error.status = status
+    return error
+
+
+def low_level_refusal(cause: int | web.HTTPException) -> web.Response:
+    """The envelope answer to a request refused before the application saw it: ``cause`` is
+    the status aiohttp's parser refused it with (the connection is then closed, as aiohttp
+    does), or an ``HTTPException`` aiohttp raised ahead of the routing (its ``Expect``
+    handling). Nothing of the request is in it."""
+    if isinstance(cause, int):
+        response = error_response(low_level_error(cause))
+        response.force_close()
+    else:
+        response = error_response(as_api_error(cause))
+    # on_response_prepare does not run for these (no route was matched), so the two headers
+    # every response carries are set here.
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -1,0 +1,84 @@
+"""The headers every answer gets: the security headers and Content-Security-Policy (one for the
+dashboard's pages, one for everything else), the request's ``X-Request-ID``, and an accepted
+credential's ``RateLimit-Policy`` and ``RateLimit``."""
+
+from __future__ import annotations
+
+from aiohttp import hdrs, web
+from multidict import istr
+
+from service.api._aiohttp import Answer, header_block
+from service.auth.rate_limits import RateLimitFields
+from service.logs import REQUEST_ID_HEADER, RequestTrace, current_trace
+
+# The dashboard's pages load only their own script, stylesheet and icon and talk only to their
+# own origin: no inline script, style or event handler, no eval, no plugins, no <base>, no native
+# form submission (the forms are sent by the script), never framed, and DOM sinks that take HTML
+# strings (innerHTML and the like) refused outright.
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
+)
+# Everything else (JSON, scripts, stylesheets) is never meant to be rendered as a document.
+RESOURCE_CSP = "default-src 'none'; frame-ancestors 'none'"
+
+
+# Responses may carry secrets or tokens: never cached, never sniffed, never framed, never leaking
+# a Referer; every one has a strict Content-Security-Policy. Made once, added in one call.
+_SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+# Serialised once for the API's answers; names as multidict's case-insensitive strings for any
+# other response, so none works out their lower case again.
+RESOURCE_HEADERS = header_block({**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP})
+_PAGE_HEADERS = tuple(
+    (istr(name), value)
+    for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items()
+)
+REQUEST_ID = istr(REQUEST_ID_HEADER)
+_RATE_LIMIT_POLICY = istr("RateLimit-Policy")
+_RATE_LIMIT = istr("RateLimit")
+
+
+def trace_headers(
+    trace: RequestTrace, rate_fields: RateLimitFields | None
+) -> list[tuple[str, str]]:
+    """The headers an answer gets from its request's trace: ``X-Request-ID`` and, for an
+    accepted credential, ``RateLimit-Policy`` and ``RateLimit``."""
+    headers = [(REQUEST_ID, trace.request_id)]
+    rate = trace.rate
+    if rate is not None and rate_fields is not None:
+        headers.append((_RATE_LIMIT_POLICY, rate.policy or rate_fields.policy))  # a key's own
+        headers.append((_RATE_LIMIT, rate_fields.current(rate)))  # type: ignore[arg-type]
+    return headers
+
+
+RATE_FIELDS = web.AppKey("rate_fields", RateLimitFields | None)  # type: ignore[arg-type]
+
+
+async def prepare_streamed(request: web.Request, response: web.StreamResponse) -> None:
+    """Send a streamed answer's status and headers, the standard ones included: a response
+    the handler prepares itself has sent its headers before the request handling sees it."""
+    standard_headers(response, current_trace.get(), request.app[RATE_FIELDS])  # type: ignore[arg-type]
+    await response.prepare(request)
+
+
+def standard_headers(
+    response: web.StreamResponse | web.HTTPException,
+    trace: RequestTrace,
+    rate_fields: RateLimitFields | None,
+) -> None:
+    """Add the headers every answer of the application gets (see ``request_handling``)."""
+    headers = response.headers
+    if type(response) is Answer:
+        response.block = RESOURCE_HEADERS
+    else:
+        html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
+        # No handler sets any of these, so they are added without looking for earlier values.
+        headers.extend(_PAGE_HEADERS if html else RESOURCE_HEADERS.pairs)
+    for name, value in trace_headers(trace, rate_fields):
+        headers[name] = value

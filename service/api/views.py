@@ -1,0 +1,43 @@
+"""The JSON shapes of the API's answers: the success envelope and the views of its records.
+What a client sees of a record is decided here, once; never a secret but in the one answer that
+creates it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from service.api._aiohttp import Answer, Reply
+from service.clock import iso
+from service.domain.permissions import to_names
+from service.domain.records import KeyRecord
+
+
+def ok(data: dict[str, Any], status: int = 200) -> Answer:
+    return Answer(orjson.dumps({"success": True, "data": data}), status)
+
+
+def ok_reply(data: dict[str, Any]) -> Reply:
+    """``ok(data)`` as a gateway route's ``Reply``."""
+    return Reply(200, orjson.dumps({"success": True, "data": data}))
+
+
+def key_view(record: KeyRecord) -> dict[str, Any]:
+    """A key as its owner sees it (the list, an edit's and a roll's answer); never a secret."""
+    rate_limit = record.rate_limit
+    return {
+        "id": record.id,
+        "name": record.name,
+        "key_prefix": record.key_prefix,
+        "permissions": to_names(record.permissions),
+        "created_at": iso(record.created_at),
+        "expires_at": iso(record.expires_at),
+        "last_used_at": iso(record.last_used_at),
+        "enabled": record.enabled,
+        "allowed_ips": list(record.allowed_ips),
+        "rate_limit": (
+            None if rate_limit is None else {"per_second": rate_limit[0], "burst": rate_limit[1]}
+        ),
+        "previous_secret_expires_at": iso(record.previous_secret_expires_at),
+    }

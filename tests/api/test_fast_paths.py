@@ -1,0 +1,116 @@
+"""The service as production wires it serves through ``service.api._aiohttp``'s fast paths (the
+gateway lane, the protocol handler, the router shortcut), and an ordinary aiohttp middleware or
+response hook is noticed rather than turning them off in silence; with an aiohttp outside the
+tested releases it serves through aiohttp's documented path instead, with one warning."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from service.api._aiohttp import EnvelopeAppRunner, EnvelopeServer, PlainRoutes, names
+from service.api.context import GATEWAY_LANE
+from service.api.gateway import GatewayLane
+from service.app import create_app
+from service.config import Settings
+from tests.conftest import PASSWORD, Api, EnvelopeTestServer
+
+VERIFY = "/api/v1/auth/verify"
+
+
+async def _served(aiohttp_client: Any, app: web.Application) -> Api:
+    return Api(await aiohttp_client(EnvelopeTestServer(app)), app)
+
+
+async def _key(api: Api) -> str:
+    await api.create_user("fast@example.com")
+    token = await api.login("fast@example.com", PASSWORD)
+    return (await api.create_key(token))["secret_key"]
+
+
+async def test_production_wiring_serves_through_every_fast_path(
+    aiohttp_client: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answered: list[str] = []
+    answer = GatewayLane.answer
+
+    async def counted(self: GatewayLane, route: Any, message: Any, *rest: Any) -> bytes:
+        answered.append(message.path)
+        return await answer(self, route, message, *rest)
+
+    monkeypatch.setattr(GatewayLane, "answer", counted)
+    app = create_app(settings)
+    api = await _served(aiohttp_client, app)
+    key = await _key(api)
+
+    response = await api.client.get(
+        VERIFY, headers={"X-API-Key": key, "X-Required-Permission": "files.read"}
+    )
+
+    assert response.status == 200
+    assert answered == [VERIFY]  # the gateway lane answered it
+    assert isinstance(api.client.server.runner.server, EnvelopeServer)
+    assert not app.middlewares and not app.on_response_prepare
+    assert GATEWAY_LANE in app
+    assert PlainRoutes.of(app._handle)  # the router shortcut has the plain routes
+
+
+async def test_an_ordinary_middleware_is_refused_by_the_wiring_test(
+    aiohttp_client: Any, settings: Settings
+) -> None:
+    # What the test above guards: a middleware turns the lane and the shortcut off.
+    app = create_app(settings)
+
+    @web.middleware
+    async def ordinary(request: web.Request, handler: Any) -> web.StreamResponse:
+        return await handler(request)
+
+    app.middlewares.append(ordinary)
+    await _served(aiohttp_client, app)
+    assert PlainRoutes.of(app._handle) == {}
+
+
+async def test_outside_the_tested_aiohttp_the_service_serves_through_aiohttps_own_path(
+    aiohttp_client: Any,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(names, "FAST_PATHS", False)
+    monkeypatch.setattr(names, "_warned", False)
+    caplog.set_level(logging.WARNING, logger="service.api")
+    app = create_app(settings)
+    api = await _served(aiohttp_client, app)
+    key = await _key(api)
+
+    verify = await api.client.get(
+        VERIFY, headers={"X-API-Key": key, "X-Required-Permission": "files.read"}
+    )
+    files = await api.files(key=key)
+    refused = await api.files(key="fhk_nonsense")
+    missing = await api.client.get("/api/v1/nope")
+
+    assert verify.status == 200 and verify.headers["X-Auth-Credential"] == "api_key"
+    assert files.status == 200 and (await files.json())["data"] == {
+        "files": [],
+        "next_cursor": None,
+    }
+    assert refused.status == 401 and (await refused.json())["error"]["code"] == "invalid_api_key"
+    assert missing.status == 404 and (await missing.json())["error"]["code"] == "route_not_found"
+    for response in (verify, files, refused, missing):
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert "X-Request-ID" in response.headers
+    assert GATEWAY_LANE not in app
+    assert not isinstance(api.client.server.runner.server, EnvelopeServer)
+    warnings = [r.getMessage() for r in caplog.records if "tested releases" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_the_runner_used_in_production_is_the_fences(settings: Settings) -> None:
+    from service import server
+
+    assert server.run_app.__module__ == "service.api._aiohttp.runner"
+    assert issubclass(EnvelopeAppRunner, web.AppRunner)
