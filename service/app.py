@@ -41,8 +41,8 @@ from service.clock import Clock, SystemClock
 from service.config import Settings
 from service.dashboard import add_dashboard_routes
 from service.domain.records import RateLimit
-from service.logs import LINES
-from service.metrics import Metrics
+from service.observability.log_lines import LINES
+from service.observability.metrics import Metrics
 from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.stores import open_stores
 from service.store.topology import connect_redis, connect_store

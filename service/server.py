@@ -1,8 +1,9 @@
 """Running the service: the embedded store when no REDIS_URL is set, and N worker processes
-sharing one port through SO_REUSEPORT. Logs are JSON lines (``service.logs``): one access line per
-request with method, route, path (never the query string), status and duration; never a header
-value, so never a credential. With several workers the metrics are shared through
-prometheus-client's multiprocess mode (``service.metrics.WorkerMetricsDir``).
+sharing one port through SO_REUSEPORT. Logs are JSON lines (``service.observability.log_lines``):
+one access line per request with method, route, path (never the query string), status and
+duration; never a header value, so never a credential. With several workers the metrics are
+shared through prometheus-client's multiprocess mode
+(``service.observability.metrics.WorkerMetricsDir``).
 
 ``serve`` supervises what it started: a worker or an embedded store that dies is started again
 after a back-off (``Backoff``: 0.5 s, doubling up to 30 s, back to 0.5 s once it ran a minute);
@@ -27,10 +28,11 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from service.api._aiohttp import run_app
+from service.api.access_log import AccessLogger
 from service.app import create_app
 from service.config import Settings
-from service.logs import AccessLogger, configure_logging
-from service.metrics import WorkerMetricsDir
+from service.observability.log_lines import configure_logging
+from service.observability.metrics import WorkerMetricsDir
 from service.store.embedded import EmbeddedRedis, die_with_parent
 
 log = logging.getLogger("service")

@@ -18,14 +18,8 @@ import orjson
 import pytest
 
 from service.domain.credentials import generate_api_key, generate_session_token
-from service.logs import (
-    ACCESS_FIELDS,
-    JsonFormatter,
-    RequestTrace,
-    current_trace,
-    loggable_path,
-    new_request_id,
-)
+from service.observability.log_lines import ACCESS_FIELDS, JsonFormatter
+from service.observability.trace import RequestTrace, current_trace, loggable_path, new_request_id
 from tests.conftest import RedisServer, free_port
 from tests.test_serve import (
     create_user,

@@ -13,15 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from service.logs import (
-    ACCESS_FIELDS,
-    FLUSH_BYTES,
-    RENDER_EVERY,
-    LineBuffer,
-    RequestTrace,
-    current_trace,
-    new_request_id,
-)
+from service.observability.log_lines import ACCESS_FIELDS, FLUSH_BYTES, RENDER_EVERY, LineBuffer
+from service.observability.trace import RequestTrace, current_trace, new_request_id
 
 ROUTE = "/api/v1/files"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from service.logs import RequestTrace, new_request_id
-from service.metrics import TALLY_EVERY, Metrics
+from service.observability.metrics import TALLY_EVERY, Metrics
+from service.observability.trace import RequestTrace, new_request_id
 from tests.api import test_ops
 
 ROUTE = "/api/v1/files"
@@ -92,7 +92,7 @@ def test_an_entry_that_cannot_be_counted_costs_no_other_its_count(
     metrics.answered(broken, "GET", 200, 1.0)
     answer(metrics, 0.001)
 
-    with caplog.at_level(logging.ERROR, logger="service.metrics"):
+    with caplog.at_level(logging.ERROR, logger="service.observability.metrics"):
         found = samples(metrics)
 
     key = (

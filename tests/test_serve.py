@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 import pytest
 
-from service.logs import FLUSH_SECONDS
+from service.observability.log_lines import FLUSH_SECONDS
 from service.store.embedded import socket_responds
 from tests.conftest import free_port, processes_mentioning
 

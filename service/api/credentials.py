@@ -20,7 +20,7 @@ from service.auth.authenticator import Authenticator
 from service.domain.audit_events import Origin
 from service.domain.principal import Principal
 from service.errors import BadRequest
-from service.logs import RequestTrace, current_trace
+from service.observability.trace import RequestTrace, current_trace
 
 _API_KEY = istr("X-API-Key")
 

@@ -23,7 +23,7 @@ from service.errors import (
     PayloadTooLarge,
     StoreUnavailable,
 )
-from service.logs import RequestTrace, loggable_path
+from service.observability.trace import RequestTrace, loggable_path
 
 log = logging.getLogger("service.api")
 

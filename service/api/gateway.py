@@ -23,7 +23,7 @@ machinery cost more than the credential check itself (``docs/benchmarks.md``).
 ``FILEHOST_GATEWAY_LANE=off`` sends every request through aiohttp instead.
 
 Never logs or echoes a credential: it hands the headers to the same credential check as every
-route, and logs only what the access log's lines hold (``service.logs``).
+route, and logs only what the access log's lines hold (``service.observability.log_lines``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from service.api.client_address import ClientAddresses
 from service.api.envelope import error_body, refusal
 from service.api.headers import RESOURCE_HEADERS, trace_headers
 from service.auth.rate_limits import RateLimitFields
-from service.logs import LINES, RequestTrace, current_trace, request_id_from
-from service.metrics import Metrics
+from service.observability.log_lines import LINES
+from service.observability.metrics import Metrics
+from service.observability.trace import RequestTrace, current_trace, request_id_from
 
 # A gateway route: the application, the request's headers and its trace to the answer. Raises
 # what any handler raises (an ``ApiError``, a Redis error), answered as the envelope.

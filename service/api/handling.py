@@ -18,8 +18,13 @@ from service.api.client_address import ClientAddresses
 from service.api.envelope import error_response, refusal
 from service.api.headers import REQUEST_ID, standard_headers
 from service.auth.rate_limits import RateLimitFields
-from service.logs import UNMATCHED_ROUTE, RequestTrace, current_trace, request_id_from
-from service.metrics import Metrics
+from service.observability.metrics import Metrics
+from service.observability.trace import (
+    UNMATCHED_ROUTE,
+    RequestTrace,
+    current_trace,
+    request_id_from,
+)
 
 log = logging.getLogger("service.api")
 

@@ -9,7 +9,7 @@ from multidict import istr
 
 from service.api._aiohttp import Answer, header_block
 from service.auth.rate_limits import RateLimitFields
-from service.logs import REQUEST_ID_HEADER, RequestTrace, current_trace
+from service.observability.trace import REQUEST_ID_HEADER, RequestTrace, current_trace
 
 # The dashboard's pages load only their own script, stylesheet and icon and talk only to their
 # own origin: no inline script, style or event handler, no eval, no plugins, no <base>, no native

@@ -15,10 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
+from service.api.access_log import AccessLogger
 from service.api.context import GATEWAY_LANE, SETTINGS
 from service.api.gateway import GatewayLane
 from service.app import create_app
-from service.logs import AccessLogger, LineBuffer
+from service.observability.log_lines import LineBuffer
 from tests.api.test_files import uploaded
 from tests.api.test_ops import value
 from tests.conftest import Api, EnvelopeTestServer

@@ -20,8 +20,8 @@ from service.api.headers import prepare_streamed
 from service.api.routes.ops import METRICS
 from service.app import create_app
 from service.domain.credentials import generate_api_key, generate_session_token
-from service.logs import RequestTrace
-from service.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
+from service.observability.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
+from service.observability.trace import RequestTrace
 from tests.conftest import Api, RedisServer, assert_error, bearer, serve_app
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -200,8 +200,9 @@ async def test_login_in_flight_counts_logins_being_handled(make_api: Any) -> Non
 
 
 def test_batched_histogram_writes_equal_observe() -> None:
-    """service.metrics adds pre-bucketed counts through prometheus-client internals; this is the
-    check that the result is exactly what ``observe`` gives, boundaries included."""
+    """service.observability.metrics adds pre-bucketed counts through prometheus-client
+    internals; this is the check that the result is exactly what ``observe`` gives, boundaries
+    included."""
     observed = [0.0, 0.0004, 0.0005, 0.0006, 0.005, 0.0051, 0.3, 2.5, 5.0, 7.5, 120.0]
     metrics = Metrics()
     for index, seconds in enumerate(observed):  # requests of two kinds, each with its check

@@ -47,7 +47,7 @@ from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from service.api._aiohttp import names
-from service.logs import AccessLogger
+from service.api.access_log import AccessLogger
 
 if TYPE_CHECKING:
     from service.api.gateway import GatewayLane, LaneRoute

@@ -43,7 +43,7 @@ from service.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
-from service.logs import RequestTrace
+from service.observability.trace import RequestTrace
 from service.store.files import BadCursor, decode_cursor
 
 log = logging.getLogger("service.api.routes.files")

@@ -52,7 +52,7 @@ from service.auth.authenticator import REALM, require
 from service.domain.permissions import BIT, to_names
 from service.domain.principal import CredentialType
 from service.errors import ApiError, BadRequest, Forbidden, Unauthorized
-from service.logs import RequestTrace, current_trace
+from service.observability.trace import RequestTrace, current_trace
 
 VERIFY_PATH = f"{PREFIX}/auth/verify"
 REQUIRED_PERMISSION = istr("X-Required-Permission")

@@ -19,7 +19,7 @@ from service.api.validation import (
 from service.api.views import key_view, ok
 from service.clock import iso
 from service.domain.permissions import to_names
-from service.logs import RequestTrace, current_trace
+from service.observability.trace import RequestTrace, current_trace
 
 
 async def create_key(request: web.Request) -> web.Response:

@@ -4,7 +4,7 @@ feeds the access log and the metrics.
 - ``GET /healthz``: 200 ``{"status": "ok"}`` while the process serves; never touches Redis.
 - ``GET /readyz``: 200 ``{"status": "ok"}`` when Redis answers a PING within
   ``FILEHOST_REDIS_TIMEOUT_SECONDS``, else 503 ``store_unavailable`` (``Retry-After: 1``).
-- ``GET /metrics``: Prometheus text format (``service.metrics``); absent (404) when
+- ``GET /metrics``: Prometheus text format (``service.observability.metrics``); absent (404) when
   ``FILEHOST_METRICS=off``. It exposes counts and timings by route template, status, credential
   type and error code: no user, key, address or secret. It needs no credential, like every
   scrape target, so keep it off the public side of the proxy (``deploy/nginx.conf`` does).
@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from service.api._aiohttp import Answer
 from service.api.context import SETTINGS, STORE
 from service.errors import StoreUnavailable
-from service.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
+from service.observability.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
 
 log = logging.getLogger("service.api")
 

@@ -10,10 +10,6 @@ query string; anything credential-shaped in it masked, see ``loggable_path``), s
 duration, the credential's type and key id when one was presented (never a secret: no header
 value is ever logged), the credential check's outcome and the client's address.
 
-A request's id is the client's ``X-Request-ID`` when that is 1-128 characters of
-``[A-Za-z0-9._:-]`` (so a gateway's id carries through), else a new uuid4 in hex; it is returned
-in ``X-Request-ID`` on every response the application answers.
-
 Lines are gathered in memory (``LineBuffer``) and written to standard error in one ``write``:
 every ``FLUSH_SECONDS``, whenever ``FLUSH_BYTES`` have gathered, before any other record (so
 lines keep their order), and when the worker stops. The standard ``logging`` machinery (a
@@ -30,29 +26,20 @@ import asyncio
 import atexit
 import logging
 import os
-import random
-import re
 import sys
 import threading
 import time
-from contextvars import ContextVar
 from time import perf_counter
 
 import orjson
-from aiohttp import web
-from aiohttp.abc import AbstractAccessLogger
-from multidict import CIMultiDictProxy
 
-REQUEST_ID_HEADER = "X-Request-ID"
-_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-UNMATCHED_ROUTE = "unmatched"
+from service.observability.trace import (
+    RequestTrace,
+    current_trace,
+    loggable_path,
+)
+
 _log = logging.getLogger("service.logs")
-_MAX_LOGGED_PATH = 1024
-# A credential pasted into a path (``DELETE /keys/<secret>``) must not reach the log: anything
-# credential-shaped is masked, i.e. ``fhk_``/``fhs_`` and what follows, and any run of 40 or more
-# letters and digits (a secret without its prefix, a SHA-256 digest). Ids (22 characters) stay.
-_CREDENTIAL_SHAPED = re.compile(r"fh[ks]_[0-9A-Za-z]*|[0-9A-Za-z]{40,}")
-MASK = "[masked]"
 
 ACCESS_FIELDS = (
     "request_id",
@@ -66,91 +53,6 @@ ACCESS_FIELDS = (
     "auth",
     "remote",
 )
-
-
-def loggable_path(path: str) -> str:
-    """The path as the access log shows it: credential-shaped pieces masked, then cut short."""
-    return _CREDENTIAL_SHAPED.sub(MASK, path)[:_MAX_LOGGED_PATH]
-
-
-_IDS_PER_BATCH = 256
-# Version 4 and the RFC 4122 variant, in each of a batch's 128-bit ids at once.
-_UUID4_CLEAR = sum(
-    (~((0xF << 76) | (0xC << 60)) & ((1 << 128) - 1)) << (128 * n) for n in range(_IDS_PER_BATCH)
-)
-_UUID4_SET = sum(((0x4 << 76) | (0x8 << 60)) << (128 * n) for n in range(_IDS_PER_BATCH))
-_spare_request_ids: list[str] = []
-# A forked worker must not hand out the ids its parent had made but not used.
-os.register_at_fork(after_in_child=_spare_request_ids.clear)
-
-
-def new_request_id() -> str:
-    """A random (version 4) UUID in hex, made without a ``uuid.UUID`` object or a system call.
-
-    Request ids need to be unique, not unpredictable, so ``random`` (seeded from the system's
-    entropy in each process, and again after a fork) is enough. They are made 256 at a time:
-    one id alone cost about three times as much, formatting and masking a 128-bit number, and
-    it is on the path of every request that brings no id of its own."""
-    try:
-        return _spare_request_ids.pop()
-    except IndexError:
-        number = random.getrandbits(128 * _IDS_PER_BATCH) & _UUID4_CLEAR | _UUID4_SET
-        # One separator per 16 bytes: ``split`` cuts the hex into the ids, in C.
-        _spare_request_ids.extend(number.to_bytes(16 * _IDS_PER_BATCH).hex(" ", 16).split(" "))
-        return _spare_request_ids.pop()
-
-
-def request_id_from(headers: CIMultiDictProxy[str]) -> str:
-    """The client's request id when it sent exactly one sane one that does not look like a
-    credential (it is logged and echoed), else a fresh one."""
-    value = headers.get(REQUEST_ID_HEADER)
-    if value is None:
-        return new_request_id()
-    if (
-        _SANE_REQUEST_ID.fullmatch(value)
-        and not _CREDENTIAL_SHAPED.search(value)
-        and len(headers.getall(REQUEST_ID_HEADER)) == 1
-    ):
-        return value
-    return new_request_id()
-
-
-class RequestTrace:
-    """What one request's handling learned, for its access-log line and its metrics.
-
-    ``credential`` is set when a credential check ran: ``api_key``, ``session``, ``both`` or
-    ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code.
-    ``rate`` is the accepted credential's take from its rate bucket (for the ``RateLimit``
-    fields), ``remote`` the client's address as login throttling sees it.
-    """
-
-    __slots__ = (
-        "auth_seconds",
-        "credential",
-        "key_id",
-        "outcome",
-        "rate",
-        "remote",
-        "request_id",
-        "route",
-        "started",
-    )
-
-    def __init__(self, request_id: str, route: str, remote: str | None = None) -> None:
-        self.request_id = request_id
-        self.route = route
-        self.remote = remote
-        self.started = perf_counter()
-        self.credential: str | None = None
-        self.outcome: str | None = None
-        self.key_id: str | None = None
-        self.rate: object | None = None
-        self.auth_seconds = 0.0
-
-
-# The trace of the request being handled in this context: set by request_handling (or the
-# gateway lane), read by the credential check, the access line and the formatter's request id.
-current_trace: ContextVar[RequestTrace | None] = ContextVar("filehost_trace", default=None)
 
 
 def _timestamp(created: float) -> str:
@@ -238,7 +140,7 @@ class LineBuffer:
         to_wall_clock = time.time() - perf_counter()
         for trace, method, path, status, answered in batch:
             try:
-                out += _line(
+                out += access_line(
                     trace.request_id,
                     method,
                     trace.route,
@@ -370,43 +272,6 @@ def _line_start(now: float) -> bytes:
     return _second_start + _LINE_HEADS[int((now - seconds) * 1000)]
 
 
-class AccessLogger(AbstractAccessLogger):
-    """One JSON line per request into ``LINES`` (see the module's docstring); nothing at WARNING
-    and above. aiohttp makes one per connection."""
-
-    enabled = False  # a plain attribute, not AbstractAccessLogger's property: read per request
-
-    def __init__(self, logger: logging.Logger, log_format: str) -> None:
-        super().__init__(logger, log_format)
-        self.enabled = logger.isEnabledFor(logging.INFO)
-
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        try:
-            trace = current_trace.get()  # the request's own: aiohttp runs each in its own task
-            if trace is None:  # refused before the application ran (aiohttp's HTTP parser)
-                LINES.add(_unmatched_line(request, response, time))
-            else:
-                LINES.add_access(trace, request.method, request.path, response.status)
-        except Exception as error:  # never let the log line break the answer's connection
-            _log.error("could not describe a request for the access log: %s", type(error).__name__)
-
-
-def _unmatched_line(request: web.BaseRequest, response: web.StreamResponse, took: float) -> bytes:
-    return _line(
-        None,
-        request.method,
-        UNMATCHED_ROUTE,
-        request.path,
-        response.status,
-        took * 1000,
-        None,
-        None,
-        None,
-        request.remote,
-        time.time(),
-    )
-
-
 def _unloggable_request(error: Exception) -> bytes:
     """An ERROR line, written as any record is, in place of an access line that could not be
     made."""
@@ -424,7 +289,7 @@ def _unloggable_request(error: Exception) -> bytes:
     return JsonFormatter().format(record).encode() + b"\n"
 
 
-def _line(
+def access_line(
     request_id: str | None,
     method: str,
     route: str,

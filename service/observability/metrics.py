@@ -49,16 +49,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client import values as prometheus_values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from service.logs import RequestTrace
+from service.observability.trace import RequestTrace
 
-log = logging.getLogger("service.metrics")
+log = logging.getLogger("service.observability.metrics")
 
 # The classic text format, which generate_latest writes.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 FLUSH_SECONDS = 1.0
 # How many answered requests (or Redis replies) wait as entries before they are counted together
-# (as ``service.logs.RENDER_EVERY``, and for the same reason).
+# (as ``service.observability.log_lines.RENDER_EVERY``, and for the same reason).
 TALLY_EVERY = 50
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _BOUNDS = (*DURATION_BUCKETS, math.inf)
