@@ -96,7 +96,7 @@ def create_app(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
         )
         app[STORE] = store
-        app[AUTHENTICATOR] = Authenticator(store, clock, settings, background)
+        app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background)
         app[POLICY] = make_policy(store, passwords, clock, settings, app[BLOBS])
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())

@@ -269,3 +269,22 @@ def test_config_error_is_a_value_error() -> None:
     # Callers that catch ValueError (e.g. a generic start-up wrapper) still see it.
     with pytest.raises(ValueError, match="FILEHOST_PORT"):
         load_settings({"FILEHOST_PORT": "nope"})
+
+
+def test_every_setting_has_one_row_in_the_table_and_the_docs_show_that_table() -> None:
+    from dataclasses import fields
+
+    from service.config import SETTINGS, settings_table
+
+    assert [row.field for row in SETTINGS] == [item.name for item in fields(Settings)]
+    assert len({row.variable for row in SETTINGS}) == len(SETTINGS)
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    assert settings_table() in docs, "docs/configuration.md: paste service.config.settings_table()"
+
+
+def test_the_groups_policy_takes_are_made_from_the_settings() -> None:
+    settings = Settings(session_idle_seconds=300, audit_max_events=7, password_min_length=12)
+    assert settings.sessions.idle_seconds == 300
+    assert settings.sessions.renew_seconds == 30
+    assert settings.audit.max_events == 7
+    assert settings.login.password_min_length == 12

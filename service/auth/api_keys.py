@@ -11,7 +11,6 @@ from typing import Any
 
 from service.auth.audit import DAY_MS, AuditTrail
 from service.clock import Clock
-from service.config import Settings
 from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.permissions import to_mask, to_names
@@ -77,13 +76,11 @@ def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
 
 
 class ApiKeys:
-    def __init__(
-        self, store: ApiKeyStore, trail: AuditTrail, clock: Clock, settings: Settings
-    ) -> None:
+    def __init__(self, store: ApiKeyStore, trail: AuditTrail, clock: Clock, max_keys: int) -> None:
         self._store = store
         self._trail = trail
         self._clock = clock
-        self._max_keys = settings.max_keys_per_account
+        self._max_keys = max_keys
 
     async def create_key(
         self,

@@ -7,18 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from service.clock import Clock
-from service.config import Settings
+from service.config import AuditSettings
 from service.store.audit import AuditStore, EventBatch, EventPage
 
 DAY_MS = 86_400_000
 
 
 class AuditTrail:
-    def __init__(self, store: AuditStore, clock: Clock, settings: Settings) -> None:
+    def __init__(self, store: AuditStore, clock: Clock, settings: AuditSettings) -> None:
         self._store = store
         self._clock = clock
-        self._retention_ms = settings.audit_retention_days * DAY_MS
-        self._max_events = settings.audit_max_events
+        self._retention_ms = settings.retention_days * DAY_MS
+        self._max_events = settings.max_events
 
     def batch(self, at: int, *events: dict[str, Any]) -> EventBatch:
         """``events`` as one batch for the store, to be recorded in the step that makes the

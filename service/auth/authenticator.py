@@ -21,7 +21,7 @@ from collections.abc import Awaitable
 from service.auth.rate_limits import KeyRates, RateLeases, RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock
-from service.config import Settings
+from service.config import SessionSettings
 from service.domain import credentials
 from service.domain.key_rules import AddressForms, AllowLists
 from service.domain.permissions import ALL_PERMISSIONS_MASK
@@ -64,15 +64,19 @@ def bearer_token(authorization: str) -> str:
 
 class Authenticator:
     def __init__(
-        self, stores: Stores, clock: Clock, settings: Settings, background: BackgroundWrites
+        self,
+        stores: Stores,
+        clock: Clock,
+        sessions: SessionSettings,
+        background: BackgroundWrites,
     ) -> None:
         self._lookup = stores.lookup
         self._api_keys = stores.api_keys
         self._sessions = stores.sessions
         self._clock = clock
         self._background = background
-        self._idle_ms = settings.session_idle_seconds * 1000
-        self._renew_ms = settings.session_renew_seconds * 1000
+        self._idle_ms = sessions.idle_seconds * 1000
+        self._renew_ms = sessions.renew_seconds * 1000
         self._last_touch: dict[str, int] = {}
         limit = stores.lookup.rate_limit
         self.rate_fields = RateLimitFields(limit) if limit is not None else None

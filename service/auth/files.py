@@ -15,7 +15,6 @@ import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
 
 from service.clock import Clock
-from service.config import Settings
 from service.domain.credentials import is_valid_id, new_id
 from service.domain.files import display_name, media_type
 from service.domain.records import FilePage, FileRecord
@@ -35,13 +34,11 @@ def _limit_reached(limit: int) -> FileLimitReached:
 
 
 class Files:
-    def __init__(
-        self, store: FilesStore, blobs: BlobStore, clock: Clock, settings: Settings
-    ) -> None:
+    def __init__(self, store: FilesStore, blobs: BlobStore, clock: Clock, max_files: int) -> None:
         self._store = store
         self.blobs = blobs
         self._clock = clock
-        self._max_files = settings.max_files_per_account
+        self._max_files = max_files
 
     async def check_room(self, user_id: str) -> None:
         """409 ``file_limit_reached`` when the account holds its maximum of files: checked

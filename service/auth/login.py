@@ -11,7 +11,7 @@ from service.auth.login_throttle import LoginThrottle
 from service.auth.passwords import PasswordHasher
 from service.auth.users import normalise_email
 from service.clock import Clock
-from service.config import Settings
+from service.config import SessionSettings
 from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.records import UserRecord
@@ -40,7 +40,7 @@ class Login:
         throttle: LoginThrottle,
         trail: AuditTrail,
         clock: Clock,
-        settings: Settings,
+        session_settings: SessionSettings,
     ) -> None:
         self._users = users
         self._sessions = sessions
@@ -48,8 +48,8 @@ class Login:
         self._throttle = throttle
         self._trail = trail
         self._clock = clock
-        self._idle_ms = settings.session_idle_seconds * 1000
-        self._max_ms = settings.session_max_seconds * 1000
+        self._idle_ms = session_settings.idle_seconds * 1000
+        self._max_ms = session_settings.max_seconds * 1000
 
     async def login(
         self,

@@ -21,7 +21,7 @@ import hashlib
 import ipaddress
 import math
 
-from service.config import Settings
+from service.config import LoginSettings
 from service.errors import TooManyRequests
 from service.store.stores import Stores
 
@@ -42,12 +42,12 @@ def address_bucket(address: str | None) -> str | None:
 
 
 class LoginThrottle:
-    def __init__(self, store: Stores, settings: Settings) -> None:
+    def __init__(self, store: Stores, settings: LoginSettings) -> None:
         self._counter_store = store.counters
         self._keys = store.keys
-        self._per_email = settings.login_failures_per_email
-        self._per_address = settings.login_failures_per_address
-        self._window_ms = settings.login_failure_window_seconds * 1000
+        self._per_email = settings.failures_per_email
+        self._per_address = settings.failures_per_address
+        self._window_ms = settings.failure_window_seconds * 1000
 
     def _email_counter(self, email: str) -> str:
         # Hashed so that key names stay short and free of whatever characters an email holds.

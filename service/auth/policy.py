@@ -41,20 +41,22 @@ def make_policy(
 ) -> Policy:
     """The policy over ``stores``; ``blobs`` holds uploaded bytes (the data dir's, unless
     given)."""
-    trail = AuditTrail(stores.audit, clock, settings)
-    throttle = LoginThrottle(stores, settings)
+    trail = AuditTrail(stores.audit, clock, settings.audit)
+    throttle = LoginThrottle(stores, settings.login)
     sessions = Sessions(stores.sessions, clock, trail)
     return Policy(
-        users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings),
-        login=Login(stores.users, stores.sessions, passwords, throttle, trail, clock, settings),
+        users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
+        login=Login(
+            stores.users, stores.sessions, passwords, throttle, trail, clock, settings.sessions
+        ),
         sessions=sessions,
-        api_keys=ApiKeys(stores.api_keys, trail, clock, settings),
+        api_keys=ApiKeys(stores.api_keys, trail, clock, settings.max_keys_per_account),
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
         files=Files(
             stores.files,
             blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY),
             clock,
-            settings,
+            settings.max_files_per_account,
         ),
     )

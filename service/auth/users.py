@@ -12,7 +12,7 @@ from service.auth.login_throttle import LoginThrottle
 from service.auth.passwords import PasswordHasher
 from service.auth.sessions import Sessions
 from service.clock import Clock
-from service.config import Settings
+from service.config import LoginSettings
 from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.principal import Principal
@@ -57,7 +57,7 @@ class Users:
         sessions: Sessions,
         trail: AuditTrail,
         clock: Clock,
-        settings: Settings,
+        login: LoginSettings,
     ) -> None:
         self._store = store
         self._passwords = passwords
@@ -65,7 +65,7 @@ class Users:
         self._sessions = sessions
         self._trail = trail
         self._clock = clock
-        self._password_min_length = settings.password_min_length
+        self._password_min_length = login.password_min_length
 
     async def create_user(self, email: str, password: str) -> UserRecord:
         email = normalise_email(email)
