@@ -165,9 +165,8 @@ async def _settle_heap(app: web.Application) -> None:
     Why: Python collects the young generation each time 700 more container objects were made
     than freed, and the objects of the requests in flight (64 connections of a gateway) reach
     that every couple of hundred requests; each collection moved them on to the older
-    generations, and every few seconds a full collection walked the whole start-up heap, some
-    50 ms in which no request was answered. On the verify path that was about 6 µs of every
-    request's CPU. Requests make no reference cycles of their own
+    generations, and every few seconds a full collection walked the whole start-up heap, a
+    pause in which no request was answered. Requests make no reference cycles of their own
     (``tests/api/test_gateway_lane.py`` checks the gateway's answers), so the larger young
     generation holds no garbage for long, and memory stays bounded by the threshold."""
     gc.collect()

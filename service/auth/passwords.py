@@ -1,6 +1,6 @@
 """Password hashing with bcrypt, always off the event loop, with a bounded queue.
 
-bcrypt is slow on purpose (about 0.2 s at cost 12), so checks run in a small thread pool (bcrypt
+bcrypt is slow on purpose, so checks run in a small thread pool (bcrypt
 releases the GIL) and at most ``queue_max`` more wait behind them; beyond that a login is refused
 at once with 503 and Retry-After instead of piling up and starving other traffic.
 

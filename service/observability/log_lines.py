@@ -80,9 +80,8 @@ class LineBuffer:
 
     An access line is kept as an entry (``add_access``: the request's trace and what the line
     adds to it, one tuple) and serialised with up to ``RENDER_EVERY`` others in one go, so the
-    request's own path pays for an append only. Measured on the gateway's path (issue 10),
-    serialising each line as its request was answered cost about 8% of the throughput and
-    serialising them in batches about 3%: the same work, done together, runs at a higher rate.
+    request's own path pays for an append only: the same serialising work, done together,
+    runs at a higher rate (docs/performance.md has the figures).
 
     Lines may be added from any thread (bcrypt's threads log too). Appending is one atomic
     operation; serialising and writing happen under a lock and take only what was there when

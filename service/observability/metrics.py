@@ -23,9 +23,9 @@ Cheap on the hot path: a request only appends an entry (its trace, method, statu
 was answered) to a list in its worker. Every ``TALLY_EVERY`` entries are counted together into
 plain dicts, and the counts are written into prometheus-client's metrics once a second
 (``FLUSH_SECONDS``), before a scrape this worker answers, and at shutdown; a scrape answered by
-this worker therefore counts every request it answered before. Measured on the gateway's path
-(issue 10), counting each request as it was answered cost about 2.5% of the throughput; counted
-in batches, turning the metrics off makes no difference that runs on a shared machine can show.
+this worker therefore counts every request it answered before. Counting each request as it
+was answered cost the gateway's path a share of its throughput that batching takes away
+(docs/performance.md).
 
 With one process the metrics live in this object's registry. With several workers, ``serve``
 points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before starting them; prometheus-client

@@ -48,9 +48,9 @@ def new_request_id() -> str:
     """A random (version 4) UUID in hex, made without a ``uuid.UUID`` object or a system call.
 
     Request ids need to be unique, not unpredictable, so ``random`` (seeded from the system's
-    entropy in each process, and again after a fork) is enough. They are made 256 at a time:
-    one id alone cost about three times as much, formatting and masking a 128-bit number, and
-    it is on the path of every request that brings no id of its own."""
+    entropy in each process, and again after a fork) is enough. They are made 256 at a time, so
+    formatting and masking 128-bit numbers is done in bulk: it is on the path of every request
+    that brings no id of its own."""
     try:
         return _spare_request_ids.pop()
     except IndexError:

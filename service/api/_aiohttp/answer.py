@@ -3,8 +3,8 @@ piece.
 
 aiohttp's ``web.Response`` is general: on every answer it works out compression, cookies,
 chunking, the content type and the connection header, builds every header into a multidict and
-serialises that multidict a character at a time, checking each for CR and LF. On the gateway's
-path that costs about as much as the Redis lookup the answer reports on. An ``Answer`` is a
+serialises that multidict a character at a time, checking each for CR and LF: on the
+gateway's path, work of the order of the Redis lookup the answer reports on. An ``Answer`` is a
 ``web.Response`` that knows what it is: the headers every answer of its kind carries
 (``service.api.headers.standard_headers``: the security headers) are serialised once, at
 import, as a ``HeaderBlock``; only the few headers of this one answer (its request id, its rate,

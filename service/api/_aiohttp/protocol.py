@@ -231,8 +231,8 @@ class EnvelopeRequestHandler(RequestHandler):
 
     def _start_in_lane(self, route: LaneRoute, message: RawRequestMessage) -> None:
         """Answer ``message`` in the lane. Its coroutine is driven here, as a task would drive it
-        but without making one (a task costs about as much again as the lane saves on its
-        other steps): in a context of its own, so its trace is its own, resumed by the futures
+        but without making one (a task would cost much of what the lane saves): in a context of
+        its own, so its trace is its own, resumed by the futures
         it waits for. The lane's routes wait only for the pipelined connection's replies."""
         self._manager.requests_count += 1  # type: ignore[union-attr]
         self._request_in_progress = True  # a graceful shutdown waits for it too

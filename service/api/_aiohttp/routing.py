@@ -23,7 +23,7 @@ class PlainRoutes:
     would find for them, found by one dict lookup.
 
     aiohttp resolves every request anew (two coroutines, and a match-info object made, stacked
-    and frozen), which on the gateway's path costs about a tenth of the request. A route without
+    and frozen), a share of every gateway request worth saving. A route without
     variables always resolves to the same route of the same application, so its match-info is
     made once, frozen, and shared (nothing writes to a frozen one; handlers only read
     ``request.app``). Anything else (a route with variables, a sub-application, an application

@@ -1,4 +1,4 @@
-"""The account's audit trail: ``GET /api/v1/audit-events`` (issue 14).
+"""The account's audit trail: ``GET /api/v1/audit-events``.
 
 Session tokens only (an API key is 403 ``session_required``, as on the other account
 endpoints). A page of the account's events, newest first, ``limit`` at a time (1-1000, default
