@@ -339,10 +339,9 @@ class ApiError(Exception):
 
 class CorruptRecord(ApiError):
     """A stored record could not be read: refuse rather than guess (fail closed), answered as
-    the store being unavailable."""
+    the store being unavailable, which a client cannot tell from it and retries alike."""
 
     def __init__(self) -> None:
         super().__init__(
             Code.STORE_UNAVAILABLE, "The credential store returned unreadable data. Retry shortly."
         )
-        self.headers = {}  # as it has always been: without the row's Retry-After

@@ -93,6 +93,7 @@ def test_a_raise_site_passes_only_what_varies() -> None:
     assert Code.STORE_UNAVAILABLE.headers == {"Retry-After": "1"}
     corrupt = CorruptRecord()
     assert (corrupt.status, corrupt.code) == (503, Code.STORE_UNAVAILABLE)
+    assert corrupt.headers == {"Retry-After": "1"}  # as every store_unavailable: documented so
 
 
 # -- what reaches the envelope from elsewhere ------------------------------------------------------
