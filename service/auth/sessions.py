@@ -10,7 +10,7 @@ from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.principal import Principal
 from service.domain.records import SessionRecord
-from service.errors import ApiError, Challenge, Code
+from service.errors import ApiError, Code
 from service.store.sessions import SessionStore
 
 
@@ -25,9 +25,7 @@ class Sessions:
         assert principal.token_digest is not None
         session_id = await self._store.public_id(principal.token_digest)
         if session_id is None:
-            raise ApiError(
-                Code.INVALID_SESSION, "The session is not valid.", headers=Challenge.BEARER.headers
-            )
+            raise ApiError(Code.INVALID_SESSION, "The session is not valid.")
         return session_id
 
     async def logout(self, principal: Principal, origin: audit.Origin = audit.NO_ORIGIN) -> int:

@@ -17,6 +17,8 @@ from aiohttp import web
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.envelope import as_api_error, low_level_error
+from service.auth.sessions import Sessions
+from service.domain.principal import CredentialType, Principal
 from service.errors import ApiError, Challenge, Code, CorruptRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +96,19 @@ def test_a_raise_site_passes_only_what_varies() -> None:
     corrupt = CorruptRecord()
     assert (corrupt.status, corrupt.code) == (503, Code.STORE_UNAVAILABLE)
     assert corrupt.headers == {"Retry-After": "1"}  # as every store_unavailable: documented so
+
+
+async def test_a_session_ended_during_its_request_is_refused_as_any_refused_token() -> None:
+    class Ended:
+        async def public_id(self, token_digest: str) -> None:
+            return None
+
+    sessions = Sessions(Ended(), None, None)  # type: ignore[arg-type]
+    principal = Principal("usr_x", CredentialType.SESSION, 0, 0, None, "digest")
+    with pytest.raises(ApiError) as refused:
+        await sessions.acting_session_id(principal)
+    assert refused.value.code is Code.INVALID_SESSION
+    assert refused.value.headers["WWW-Authenticate"] == Challenge.INVALID_TOKEN
 
 
 # -- what reaches the envelope from elsewhere ------------------------------------------------------
