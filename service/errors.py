@@ -76,7 +76,8 @@ class _Row:
 class Code(StrEnum):
     """The table of error codes. A member is the code itself (a ``str``, as sent and logged);
     ``status``, ``message`` and ``headers`` (its challenge and fixed ``Retry-After``, made once
-    and never changed) are what every refusal with it has unless its raise site says more."""
+    and never changed) are what every refusal with it has unless its raise site says more. Each
+    row spells its code in full, so that a code read in an answer or a log line greps to here."""
 
     status: int
     message: str
