@@ -1,159 +1,348 @@
-"""The one error hierarchy of the service.
+"""Every refusal a client can see, in one table, and the one exception that carries them.
 
-Every refusal the API gives is an ``ApiError``; ``api.middleware`` turns it into the JSON error
-envelope in one place. Messages are written for clients and never contain a credential.
+``Code`` is the table: one row per error code, with the status it is answered with, the message a
+client reads unless the raise site says more, and the ``WWW-Authenticate`` challenge it carries
+(every 401 has one, RFC 9110). A raise site names its row and passes only what varies, a
+message with a figure in it, ``details``, a header of the moment such as ``Retry-After``::
+
+    raise ApiError(Code.KEY_NOT_FOUND)
+    raise ApiError(Code.KEY_LIMIT_REACHED, f"... {limit} ...", details={"limit": limit})
+
+``service.api.envelope`` turns an ``ApiError`` into the JSON error envelope in one place, and
+aiohttp's own HTTP exceptions into their rows. Messages are written for clients and never contain
+a credential. ``tests/unit/test_error_codes.py`` holds the OpenAPI document, ``docs/api.md`` and
+the dashboard to this table.
+
+    Exception
+    └── ApiError              a refusal: its Code, status, message, details and headers
+        └── CorruptRecord     a stored record could not be read (503, as the store unreachable)
+
+    Code, the table, by status
+    ├── 400  the request's body or fields, its credential headers, a gateway's headers
+    ├── 401  the credential is missing or refused: each with its Challenge
+    ├── 403  the credential may not do this
+    ├── 404  nothing is here
+    ├── 405  408  413  415  416  417  how the request was sent
+    ├── 409  the account's or the key's state is in the way
+    ├── 429  too many requests: Retry-After says when to try again
+    ├── 499  the client went away: logged and counted, never sent
+    ├── 500  a bug
+    └── 503  the store or the login queue: Retry-After
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum, unique
+from types import MappingProxyType
 from typing import Any
+
+_REALM = 'realm="filehost"'
+
+
+@unique
+class Challenge(StrEnum):
+    """What a 401's ``WWW-Authenticate`` asks for (RFC 9110: every 401 carries one). ``ApiKey``
+    is this service's own scheme, for the ``X-API-Key`` header."""
+
+    headers: Mapping[str, str]  # {"WWW-Authenticate": the challenge}, made once
+
+    BEARER = f"Bearer {_REALM}"
+    # A session token that was sent and refused (RFC 6750 section 3.1).
+    INVALID_TOKEN = f'Bearer {_REALM}, error="invalid_token"'
+    API_KEY = f"ApiKey {_REALM}"
+
+    def __new__(cls, value: str) -> Challenge:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.headers = MappingProxyType({"WWW-Authenticate": value})
+        return member
+
+
+@dataclass(frozen=True)
+class _Row:
+    status: int
+    code: str
+    message: str
+    challenge: Challenge | None = None
+    # Seconds, for a refusal whose Retry-After never changes.
+    retry_after: int | None = None
+    # False for a code no HTTP answer carries: the CLI's own, and the 499 that is only logged.
+    sent: bool = True
+
+
+@unique
+class Code(StrEnum):
+    """The table of error codes. A member is the code itself (a ``str``, as sent and logged);
+    ``status``, ``message`` and ``headers`` (its challenge and fixed ``Retry-After``, made once
+    and never changed) are what every refusal with it has unless its raise site says more. Each
+    row spells its code in full, so that a code read in an answer or a log line greps to here."""
+
+    status: int
+    message: str
+    challenge: Challenge | None
+    headers: Mapping[str, str]
+    sent: bool
+
+    def __new__(cls, row: _Row) -> Code:
+        member = str.__new__(cls, row.code)
+        member._value_ = row.code
+        member.status = row.status
+        member.message = row.message
+        member.challenge = row.challenge
+        headers = dict(row.challenge.headers) if row.challenge is not None else {}
+        if row.retry_after is not None:
+            headers["Retry-After"] = str(row.retry_after)
+        member.headers = MappingProxyType(headers)
+        member.sent = row.sent
+        return member
+
+    # -- 400: the request --------------------------------------------------------------------
+    BAD_REQUEST = _Row(400, code="bad_request", message="Malformed HTTP request.")
+    VALIDATION_FAILED = _Row(400, code="validation_failed", message="Some fields are invalid.")
+    MALFORMED_JSON = _Row(400, code="malformed_json", message="The request body is not valid JSON.")
+    BODY_NOT_OBJECT = _Row(
+        400, code="body_not_object", message="The request body must be a JSON object."
+    )
+    AMBIGUOUS_CREDENTIALS = _Row(
+        400,
+        code="ambiguous_credentials",
+        message="Send either X-API-Key or Authorization, not both.",
+    )
+    DUPLICATE_HEADER = _Row(
+        400, code="duplicate_header", message="A header was sent more than once."
+    )
+    # Forward-auth: the gateway's own headers say too little or too much.
+    UNKNOWN_PERMISSION = _Row(
+        400,
+        code="unknown_permission",
+        message="X-Required-Permission must be one of the permission names.",
+    )
+    PERMISSION_UNSPECIFIED = _Row(
+        400,
+        code="permission_unspecified",
+        message="Send X-Required-Permission, or the original request's method and URI.",
+    )
+    INCOMPLETE_ORIGINAL_REQUEST = _Row(
+        400,
+        code="incomplete_original_request",
+        message="The original request needs both its method and its URI.",
+    )
+    AMBIGUOUS_ORIGINAL_REQUEST = _Row(
+        400,
+        code="ambiguous_original_request",
+        message="Send X-Original-Method/URI or X-Forwarded-Method/Uri, not both.",
+    )
+
+    # -- 401: the credential -----------------------------------------------------------------
+    CREDENTIAL_MISSING = _Row(
+        401,
+        code="credential_missing",
+        message="Send an API key in X-API-Key or a session token in Authorization: Bearer.",
+        challenge=Challenge.BEARER,
+    )
+    UNSUPPORTED_AUTH_SCHEME = _Row(
+        401,
+        code="unsupported_auth_scheme",
+        message="Only the Bearer scheme is accepted in the Authorization header.",
+        challenge=Challenge.BEARER,
+    )
+    INVALID_API_KEY = _Row(
+        401,
+        code="invalid_api_key",
+        message="The API key is not valid.",
+        challenge=Challenge.API_KEY,
+    )
+    API_KEY_EXPIRED = _Row(
+        401,
+        code="api_key_expired",
+        message="The API key has expired.",
+        challenge=Challenge.API_KEY,
+    )
+    API_KEY_DISABLED = _Row(
+        401,
+        code="api_key_disabled",
+        message="The API key is disabled.",
+        challenge=Challenge.API_KEY,
+    )
+    INVALID_SESSION = _Row(
+        401,
+        code="invalid_session",
+        message="The session token is not valid.",
+        challenge=Challenge.INVALID_TOKEN,
+    )
+    SESSION_EXPIRED = _Row(
+        401,
+        code="session_expired",
+        message="The session has expired. Log in again.",
+        challenge=Challenge.INVALID_TOKEN,
+    )
+    INVALID_CREDENTIALS = _Row(
+        401,
+        code="invalid_credentials",
+        message="The email or password is incorrect.",
+        challenge=Challenge.BEARER,
+    )
+    # The credential outlived its account (deleted between the check and the change).
+    ACCOUNT_GONE = _Row(
+        401,
+        code="account_gone",
+        message="The credential's account no longer exists.",
+        challenge=Challenge.BEARER,
+    )
+
+    # -- 403: the credential may not do this -------------------------------------------------
+    INSUFFICIENT_PERMISSION = _Row(
+        403,
+        code="insufficient_permission",
+        message="This API key lacks a permission this request needs.",
+    )
+    SESSION_REQUIRED = _Row(
+        403,
+        code="session_required",
+        message="This endpoint accepts only a session token (Authorization: Bearer), "
+        "not an API key.",
+    )
+    IP_NOT_ALLOWED = _Row(
+        403,
+        code="ip_not_allowed",
+        message="This API key may not be used from the address of this request.",
+    )
+    NO_PERMISSION_MAPPING = _Row(
+        403,
+        code="no_permission_mapping",
+        message="No permission is mapped to the original request.",
+    )
+
+    # -- 404: nothing is here ----------------------------------------------------------------
+    ROUTE_NOT_FOUND = _Row(404, code="route_not_found", message="No such endpoint.")
+    KEY_NOT_FOUND = _Row(404, code="key_not_found", message="No active API key has this id.")
+    SESSION_NOT_FOUND = _Row(
+        404, code="session_not_found", message="No live session of this account has this id."
+    )
+    # An unknown file id, or another account's file: the two are never told apart.
+    FILE_NOT_FOUND = _Row(404, code="file_not_found", message="No such file.")
+    USER_NOT_FOUND = _Row(404, code="user_not_found", message="No user has this email.", sent=False)
+
+    # -- 405 to 417: how the request was sent ------------------------------------------------
+    METHOD_NOT_ALLOWED = _Row(
+        405, code="method_not_allowed", message="This method is not allowed here."
+    )
+    # aiohttp's reason phrase, as these two have always said.
+    REQUEST_TIMEOUT = _Row(408, code="request_timeout", message="Request Timeout")
+    PAYLOAD_TOO_LARGE = _Row(
+        413, code="payload_too_large", message="The request body is too large."
+    )
+    UNSUPPORTED_MEDIA_TYPE = _Row(
+        415,
+        code="unsupported_media_type",
+        message="The request body must be JSON (Content-Type: application/json).",
+    )
+    RANGE_NOT_SATISFIABLE = _Row(
+        416, code="range_not_satisfiable", message="The requested range is not within the file."
+    )
+    EXPECTATION_FAILED = _Row(417, code="expectation_failed", message="Expectation Failed")
+
+    # -- 409: the state is in the way --------------------------------------------------------
+    KEY_LIMIT_REACHED = _Row(
+        409,
+        code="key_limit_reached",
+        message="This account already has the maximum of active API keys. "
+        "Revoke one before creating another.",
+    )
+    KEY_BUSY = _Row(
+        409,
+        code="key_busy",
+        message="Other requests are changing this key at the same time. Retry.",
+    )
+    FILE_LIMIT_REACHED = _Row(
+        409,
+        code="file_limit_reached",
+        message="This account holds the maximum number of files. Delete one before uploading.",
+    )
+    EMAIL_TAKEN = _Row(
+        409, code="email_taken", message="A user with this email already exists.", sent=False
+    )
+
+    # -- 429: too many requests --------------------------------------------------------------
+    RATE_LIMITED = _Row(
+        429,
+        code="rate_limited",
+        message="Too many requests. Retry after the time in the Retry-After header.",
+    )
+    LOGIN_THROTTLED = _Row(
+        429,
+        code="login_throttled",
+        message="Too many failed logins. Retry after the time in the Retry-After header.",
+    )
+    LEAK_REPORTS_THROTTLED = _Row(
+        429,
+        code="leak_reports_throttled",
+        message="Too many leak reports from this address. "
+        "Retry after the time in the Retry-After header.",
+    )
+
+    # -- 499, 500, 503 -----------------------------------------------------------------------
+    # nginx's 499: the client went away before its request was read. Never sent (nobody is
+    # there to read it), but logged and counted so it is not mistaken for a server error.
+    CLIENT_CLOSED_REQUEST = _Row(
+        499,
+        code="client_closed_request",
+        message="The client closed the connection before its request was read.",
+        sent=False,
+    )
+    INTERNAL_ERROR = _Row(
+        500, code="internal_error", message="The server could not handle this request."
+    )
+    # The credential store cannot be reached: every protected request is refused (fail closed).
+    STORE_UNAVAILABLE = _Row(
+        503,
+        code="store_unavailable",
+        message="The credential store is unreachable. Retry shortly.",
+        retry_after=1,
+    )
+    LOGIN_BUSY = _Row(
+        503,
+        code="login_busy",
+        message="Too many logins are in progress. Retry shortly.",
+        retry_after=1,
+    )
 
 
 class ApiError(Exception):
-    """A refusal with an HTTP status, a stable machine-readable code and a human message."""
+    """A refusal: its row of the table (``code``), with what this one says beyond the row.
 
-    status: int = 500
-    code: str = "internal_error"
-    message: str = "The server could not handle this request."
+    ``message`` replaces the row's; ``headers`` are added to the row's; ``status`` replaces the
+    row's where a route answers a code otherwise (forward-auth's 401 for a 400, a status of
+    aiohttp's parser). Nothing is built per refusal beyond what the raise site passes."""
 
     def __init__(
         self,
+        code: Code,
         message: str | None = None,
         *,
-        code: str | None = None,
         details: Any = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        status: int | None = None,
     ) -> None:
-        self.message = message or type(self).message
-        self.code = code or type(self).code
+        self.code = code
+        self.status = code.status if status is None else status
+        self.message = message = message or code.message
         self.details = details
-        self.headers = headers or {}
-        super().__init__(self.message)
+        if headers is None:
+            self.headers = code.headers
+        else:
+            self.headers = {**code.headers, **headers} if code.headers else headers
+        # What Exception.__init__ would do, without the call: the hot path raises these.
+        self.args = (message,)
 
 
-class BadRequest(ApiError):
-    status = 400
-    code = "bad_request"
-    message = "The request could not be understood."
+class CorruptRecord(ApiError):
+    """A stored record could not be read: refuse rather than guess (fail closed), answered as
+    the store being unavailable, which a client cannot tell from it and retries alike."""
 
-
-class ValidationFailed(BadRequest):
-    code = "validation_failed"
-    message = "Some fields are invalid."
-
-
-class Unauthorized(ApiError):
-    status = 401
-    code = "unauthorized"
-    message = "Authentication is required."
-
-
-class Forbidden(ApiError):
-    status = 403
-    code = "forbidden"
-    message = "This credential may not do that."
-
-
-class NotFound(ApiError):
-    status = 404
-    code = "not_found"
-    message = "Nothing is here."
-
-
-class MethodNotAllowed(ApiError):
-    status = 405
-    code = "method_not_allowed"
-    message = "This method is not allowed here."
-
-
-class Conflict(ApiError):
-    status = 409
-    code = "conflict"
-    message = "The request conflicts with the current state."
-
-
-class PayloadTooLarge(ApiError):
-    status = 413
-    code = "payload_too_large"
-    message = "The request body is too large."
-
-
-class UnsupportedMediaType(ApiError):
-    status = 415
-    code = "unsupported_media_type"
-    message = "The request body must be JSON (Content-Type: application/json)."
-
-
-class ClientClosedRequest(ApiError):
-    """The client went away before its request was read: never sent (there is nobody to read
-    it), but logged and counted with nginx's 499 so it is not mistaken for a server error."""
-
-    status = 499
-    code = "client_closed_request"
-    message = "The client closed the connection before its request was read."
-
-
-class TooManyRequests(ApiError):
-    status = 429
-    code = "rate_limited"
-    message = "Too many requests. Retry after the time in the Retry-After header."
-
-
-class ServiceUnavailable(ApiError):
-    status = 503
-    code = "service_unavailable"
-    message = "The service is temporarily unavailable. Retry shortly."
-
-
-class StoreUnavailable(ServiceUnavailable):
-    """The credential store cannot be reached; every protected request is refused (fail closed)."""
-
-    code = "store_unavailable"
-    message = "The credential store is unreachable. Retry shortly."
-
-    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.headers = {"Retry-After": "1", **self.headers}
-
-
-class CorruptRecord(ServiceUnavailable):
-    """A stored record could not be read; refuse rather than guess (fail closed)."""
-
-    code = "store_unavailable"
-    message = "The credential store returned unreadable data. Retry shortly."
-
-
-class FileNotFound(NotFound):
-    """An unknown file id, or another account's file: the two are never told apart."""
-
-    code = "file_not_found"
-    message = "No such file."
-
-
-class FileLimitReached(Conflict):
-    code = "file_limit_reached"
-    message = "This account holds the maximum number of files. Delete one before uploading."
-
-
-class RangeNotSatisfiable(ApiError):
-    status = 416
-    code = "range_not_satisfiable"
-    message = "The requested range is not within the file."
-
-
-def account_gone() -> Unauthorized:
-    """The credential outlived its account (deleted between the check and the change)."""
-    return Unauthorized(
-        "The credential's account no longer exists.",
-        code="account_gone",
-        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},  # RFC 9110: every 401
-    )
-
-
-def wrong_credentials() -> Unauthorized:
-    """A login's (or a password change's) email or password is wrong: never which."""
-    return Unauthorized(
-        "The email or password is incorrect.",
-        code="invalid_credentials",
-        headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
-    )
+    def __init__(self) -> None:
+        super().__init__(
+            Code.STORE_UNAVAILABLE, "The credential store returned unreadable data. Retry shortly."
+        )

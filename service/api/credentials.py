@@ -19,7 +19,7 @@ from service.api.validation import user_agent
 from service.auth.authenticator import Authenticator
 from service.domain.audit_events import Origin
 from service.domain.principal import Principal
-from service.errors import BadRequest
+from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace, current_trace
 
 _API_KEY = istr("X-API-Key")
@@ -28,7 +28,7 @@ _API_KEY = istr("X-API-Key")
 def single_header(headers: CIMultiDictProxy[str], name: str) -> str | None:
     values = headers.getall(name, ())
     if len(values) > 1:
-        raise BadRequest(f"Send the {name} header once.", code="duplicate_header")
+        raise ApiError(Code.DUPLICATE_HEADER, f"Send the {name} header once.")
     return values[0] if values else None
 
 

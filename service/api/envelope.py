@@ -14,20 +14,20 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from service.api._aiohttp import Answer
-from service.errors import (
-    ApiError,
-    BadRequest,
-    ClientClosedRequest,
-    MethodNotAllowed,
-    NotFound,
-    PayloadTooLarge,
-    StoreUnavailable,
-)
+from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace, loggable_path
 
 log = logging.getLogger("service.api")
 
-MALFORMED_MESSAGE = "Malformed HTTP request."
+# The codes of aiohttp's HTTP exceptions that reach the envelope, by status: the router's 404
+# and 405, a body over the size limit, the read timeouts' 408 and the Expect handling's 417.
+_HTTP_EXCEPTION_CODES: dict[int, Code] = {
+    404: Code.ROUTE_NOT_FOUND,
+    405: Code.METHOD_NOT_ALLOWED,
+    408: Code.REQUEST_TIMEOUT,
+    413: Code.PAYLOAD_TOO_LARGE,
+    417: Code.EXPECTATION_FAILED,
+}
 
 
 # The bodies of refusals without details, by code and message: the common ones (an unknown or
@@ -64,16 +64,16 @@ def error_response(error: ApiError) -> Answer:
 
 
 def _from_http_exception(exc: web.HTTPException) -> ApiError:
-    if isinstance(exc, web.HTTPNotFound):
-        return NotFound("No such endpoint.", code="route_not_found")
     if isinstance(exc, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(exc.allowed_methods))
-        return MethodNotAllowed(f"Allowed methods: {allowed}.", headers={"Allow": allowed})
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return PayloadTooLarge()
-    error = ApiError(exc.reason, code=exc.reason.lower().replace(" ", "_"))
-    error.status = exc.status
-    return error
+        return ApiError(
+            Code.METHOD_NOT_ALLOWED, f"Allowed methods: {allowed}.", headers={"Allow": allowed}
+        )
+    code = _HTTP_EXCEPTION_CODES.get(exc.status)
+    if code is None:  # a refusal of aiohttp's the table has no row for: a bug, answered as one
+        log.error("unexpected %s (%d) from aiohttp", type(exc).__name__, exc.status)
+        return ApiError(Code.INTERNAL_ERROR)
+    return ApiError(code)
 
 
 def as_api_error(exc: Exception) -> ApiError:
@@ -85,8 +85,8 @@ def as_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, web.HTTPException):
         return _from_http_exception(exc)
     if isinstance(exc, RedisError):
-        return StoreUnavailable()
-    return ApiError()
+        return ApiError(Code.STORE_UNAVAILABLE)
+    return ApiError(Code.INTERNAL_ERROR)
 
 
 def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiError:
@@ -103,7 +103,7 @@ def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiE
         return as_api_error(exc)
     if isinstance(exc, ConnectionResetError):  # the client went away while its body was read
         log.info("client went away during %s %s", method, loggable_path(path))
-        return ClientClosedRequest()
+        return ApiError(Code.CLIENT_CLOSED_REQUEST)
     if isinstance(exc, RedisError):
         log.error(
             "credential store error on %s %s: %s", method, loggable_path(path), type(exc).__name__
@@ -116,10 +116,9 @@ def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiE
 def low_level_error(status: int) -> ApiError:
     """The envelope's error for a request aiohttp's parser refused itself with ``status``."""
     if status == 408:  # late headers: answered as a late body is
-        return _from_http_exception(web.HTTPRequestTimeout())
-    error = ApiError() if status >= 500 else BadRequest(MALFORMED_MESSAGE, code="bad_request")
-    error.status = status
-    return error
+        return ApiError(Code.REQUEST_TIMEOUT)
+    # With the parser's own status (400 for all it refuses today), whatever the row says.
+    return ApiError(Code.INTERNAL_ERROR if status >= 500 else Code.BAD_REQUEST, status=status)
 
 
 def low_level_refusal(cause: int | web.HTTPException) -> web.Response:

@@ -1,8 +1,8 @@
 """Request bodies: reading JSON safely and checking the fields of each operation.
 
-Every problem becomes a ``BadRequest``/``ValidationFailed`` whose ``details`` name each field and
-why; no value a client sent is echoed back except unknown permission names and field names,
-which are not secrets and are what the client needs to fix the request.
+Every problem becomes a 400 ``ApiError`` (``validation_failed`` and the like) whose ``details``
+name each field and why; no value a client sent is echoed back except unknown permission names
+and field names, which are not secrets and are what the client needs to fix the request.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from service.auth.users import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH
 from service.domain.audit_events import MAX_USER_AGENT_LENGTH
 from service.domain.key_rules import MAX_ALLOWED_IPS, canonical_network
 from service.domain.permissions import PERMISSIONS, unknown_names
-from service.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from service.errors import ApiError, Code
 
 MAX_KEY_NAME_LENGTH = 100
 DEFAULT_EXPIRES_DAYS = 90
@@ -56,25 +56,28 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     if content_type != "application/json" and not (
         content_type.startswith("application/") and content_type.endswith("+json")
     ):
-        raise UnsupportedMediaType()
+        raise ApiError(Code.UNSUPPORTED_MEDIA_TYPE)
     charset = request.charset
     if charset is not None and charset.lower() != "utf-8":  # JSON is UTF-8 (RFC 8259)
-        raise UnsupportedMediaType("A JSON body must be UTF-8: send no charset, or charset=utf-8.")
+        raise ApiError(
+            Code.UNSUPPORTED_MEDIA_TYPE,
+            "A JSON body must be UTF-8: send no charset, or charset=utf-8.",
+        )
     limit = request.app[SETTINGS].max_body_bytes
     if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(details={"max_bytes": limit})
+        raise ApiError(Code.PAYLOAD_TOO_LARGE, details={"max_bytes": limit})
     try:
         body = await request.read()  # aiohttp stops reading past client_max_size
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(details={"max_bytes": limit}) from None
+        raise ApiError(Code.PAYLOAD_TOO_LARGE, details={"max_bytes": limit}) from None
     except web.RequestPayloadError:  # e.g. a Content-Encoding stream that does not decode
-        raise BadRequest("The request body could not be decoded.", code="bad_request") from None
+        raise ApiError(Code.BAD_REQUEST, "The request body could not be decoded.") from None
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise BadRequest("The request body is not valid JSON.", code="malformed_json") from None
+        raise ApiError(Code.MALFORMED_JSON) from None
     if not isinstance(value, dict):
-        raise BadRequest("The request body must be a JSON object.", code="body_not_object")
+        raise ApiError(Code.BODY_NOT_OBJECT)
     if _members_written(body) != _members_kept(value):
         _refuse_repeated_names(body)
     return value
@@ -155,7 +158,9 @@ def _refuse_repeated_names(body: bytes) -> None:
         for name, item in value.items():
             if name not in problems and _holds_repeats(item):
                 problems[name] = "holds an object that gives a name more than once"
-    raise ValidationFailed(details=problems or {"body": "gives a name more than once"})
+    raise ApiError(
+        Code.VALIDATION_FAILED, details=problems or {"body": "gives a name more than once"}
+    )
 
 
 def _refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...], problems: dict) -> None:
@@ -188,7 +193,7 @@ def parse_login(body: dict[str, Any]) -> LoginRequest:
     elif len(password) > MAX_PASSWORD_LENGTH:
         problems["password"] = f"must be at most {MAX_PASSWORD_LENGTH} characters"
     if problems:
-        raise ValidationFailed(details=problems)
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert isinstance(email, str) and isinstance(password, str)
     return LoginRequest(email, password)
 
@@ -214,7 +219,7 @@ def parse_change_password(body: dict[str, Any]) -> ChangePasswordRequest:
         else:
             values[field] = value
     if problems:
-        raise ValidationFailed(details=problems)
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
     return ChangePasswordRequest(values["current_password"], values["new_password"])
 
 
@@ -278,7 +283,7 @@ def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
         problems["expires_days"] = problem
 
     if problems:
-        raise ValidationFailed(details=problems)
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert name is not None
     return CreateKeyRequest(name, chosen, expires_days)
 
@@ -358,7 +363,7 @@ def parse_edit_key(body: dict[str, Any]) -> KeyEdit:
         if problem:
             problems["rate_limit"] = problem
     if problems:
-        raise ValidationFailed(details=problems)
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
     return KeyEdit(
         name=name,
         permissions=permissions,
@@ -378,7 +383,7 @@ def parse_roll_key(body: dict[str, Any]) -> int:
     if not _is_int(grace) or not 0 <= grace <= MAX_GRACE_SECONDS:
         problems["grace_seconds"] = f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"
     if problems:
-        raise ValidationFailed(details=problems)
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
     return grace
 
 
@@ -399,6 +404,6 @@ def parse_leak_report(body: dict[str, Any]) -> list[str]:
             f"must contain only strings of 1 to {MAX_LEAKED_SECRET_LENGTH} characters"
         )
     if problems:
-        raise ValidationFailed(details=problems)
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert isinstance(secrets, list)
     return secrets

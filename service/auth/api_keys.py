@@ -15,7 +15,7 @@ from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.permissions import to_mask, to_names
 from service.domain.records import KeyChanges, KeyRecord
-from service.errors import Conflict, NotFound, ValidationFailed, account_gone
+from service.errors import ApiError, Code
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import EventBatch
 from service.store.errors import AccountGone, KeyChanged
@@ -42,16 +42,6 @@ class KeyEdit:
     allowed_ips: tuple[str, ...] | None = None
     sets_rate_limit: bool = False
     rate_limit: tuple[int, int] | None = None
-
-
-def _key_not_found() -> NotFound:
-    return NotFound("No active API key has this id.", code="key_not_found")
-
-
-def _key_busy() -> Conflict:
-    return Conflict(
-        "Other requests are changing this key at the same time. Retry.", code="key_busy"
-    )
 
 
 def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
@@ -133,12 +123,12 @@ class ApiKeys:
             )
         except AccountGone:
             # The session was checked, then its user deleted before the key was made.
-            raise account_gone() from None
+            raise ApiError(Code.ACCOUNT_GONE) from None
         if not added:
-            raise Conflict(
+            raise ApiError(
+                Code.KEY_LIMIT_REACHED,
                 f"This account already has the maximum of {limit} active API keys. "
                 "Revoke one before creating another.",
-                code="key_limit_reached",
                 details={"limit": limit},
             )
         return CreatedKey(record, secret)
@@ -155,7 +145,7 @@ class ApiKeys:
         new values, ``key.disabled`` / ``key.enabled`` when that changed; nothing when nothing
         changed."""
         if not credentials.is_valid_id(key_id, "key"):
-            raise _key_not_found()
+            raise ApiError(Code.KEY_NOT_FOUND)
         now = self._clock.now_ms()
         changes = KeyChanges(
             name=edit.name,
@@ -183,11 +173,11 @@ class ApiKeys:
         try:
             record = await self._store.edit(user_id, key_id, now, changes, events_for)
         except AccountGone:
-            raise account_gone() from None
+            raise ApiError(Code.ACCOUNT_GONE) from None
         except KeyChanged:
-            raise _key_busy() from None
+            raise ApiError(Code.KEY_BUSY) from None
         if record is None:
-            raise _key_not_found()
+            raise ApiError(Code.KEY_NOT_FOUND)
         return record
 
     async def roll_key(
@@ -204,16 +194,17 @@ class ApiKeys:
         ``key.rolled`` (the grace, and when the previous secret stops working) in the step
         that makes it."""
         if not credentials.is_valid_id(key_id, "key"):
-            raise _key_not_found()
+            raise ApiError(Code.KEY_NOT_FOUND)
         if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
-            raise ValidationFailed(
-                details={"grace_seconds": f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"}
+            raise ApiError(
+                Code.VALIDATION_FAILED,
+                details={"grace_seconds": f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"},
             )
         # Every secret of a key has its entry in one Redis Cluster slot, that of the bucket its
         # secrets share, so that one script reads either and takes from that bucket.
         slot = await self._store.new_secret_slot(user_id, key_id)
         if slot is None:
-            raise _key_not_found()
+            raise ApiError(Code.KEY_NOT_FOUND)
         entry_slot = self._store.entry_slot
         secret = await asyncio.to_thread(
             credentials.generate_api_key_where,
@@ -247,11 +238,11 @@ class ApiKeys:
                 events_for=events_for,
             )
         except AccountGone:
-            raise account_gone() from None
+            raise ApiError(Code.ACCOUNT_GONE) from None
         except KeyChanged:
-            raise _key_busy() from None
+            raise ApiError(Code.KEY_BUSY) from None
         if record is None:
-            raise _key_not_found()
+            raise ApiError(Code.KEY_NOT_FOUND)
         return CreatedKey(record, secret)
 
     async def revoke_key(
@@ -268,7 +259,7 @@ class ApiKeys:
                 user_id, key_id, now, events
             )
         except KeyChanged:
-            raise _key_busy() from None
+            raise ApiError(Code.KEY_BUSY) from None
         if not revoked:
-            raise _key_not_found()
+            raise ApiError(Code.KEY_NOT_FOUND)
         return now

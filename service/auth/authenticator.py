@@ -27,38 +27,21 @@ from service.domain.key_rules import AddressForms, AllowLists
 from service.domain.permissions import ALL_PERMISSIONS_MASK
 from service.domain.principal import CredentialType, Principal
 from service.domain.records import ApiKeyEntry, RateVerdict
-from service.errors import BadRequest, Forbidden, TooManyRequests, Unauthorized
+from service.errors import ApiError, Code
 from service.store.stores import Stores
 
-REALM = 'realm="filehost"'
 _KEY_TOUCH_INTERVAL_MS = 60_000
 _TOUCH_MEMORY_LIMIT = 100_000
-
-
-def _bearer_refusal(code: str, message: str) -> Unauthorized:
-    return Unauthorized(
-        message,
-        code=code,
-        headers={"WWW-Authenticate": f'Bearer {REALM}, error="invalid_token"'},
-    )
-
-
-def _api_key_refusal(code: str, message: str) -> Unauthorized:
-    return Unauthorized(message, code=code, headers={"WWW-Authenticate": f"ApiKey {REALM}"})
 
 
 def bearer_token(authorization: str) -> str:
     """The token of an ``Authorization: Bearer <token>`` value (scheme case-insensitive)."""
     scheme, _, token = authorization.strip().partition(" ")
     if scheme.lower() != "bearer":
-        raise Unauthorized(
-            "Only the Bearer scheme is accepted in the Authorization header.",
-            code="unsupported_auth_scheme",
-            headers={"WWW-Authenticate": f"Bearer {REALM}"},
-        )
+        raise ApiError(Code.UNSUPPORTED_AUTH_SCHEME)
     token = token.strip()
     if not token:
-        raise _bearer_refusal("invalid_session", "The session token is missing or malformed.")
+        raise ApiError(Code.INVALID_SESSION, "The session token is missing or malformed.")
     return token
 
 
@@ -104,33 +87,25 @@ class Authenticator:
         client's address as the request's handling worked it out (trusted proxies included),
         for keys that may be used only from some networks; None when it is not known."""
         if api_key is not None and authorization is not None:
-            raise BadRequest(
-                "Send either X-API-Key or Authorization, not both.", code="ambiguous_credentials"
-            )
+            raise ApiError(Code.AMBIGUOUS_CREDENTIALS)
         if api_key is not None:
             if session_only:
-                raise Forbidden(
-                    "This endpoint accepts only a session token (Authorization: Bearer), "
-                    "not an API key.",
-                    code="session_required",
-                )
+                raise ApiError(Code.SESSION_REQUIRED)
             return self.api_key(api_key, counted, client)
         if authorization is not None:
             return self.session(bearer_token(authorization), counted)
-        raise Unauthorized(
-            "Send an API key in X-API-Key or a session token in Authorization: Bearer."
-            if not session_only
-            else "Send a session token in Authorization: Bearer.",
-            code="credential_missing",
-            headers={"WWW-Authenticate": f"Bearer {REALM}"},
-        )
+        if session_only:
+            raise ApiError(
+                Code.CREDENTIAL_MISSING, "Send a session token in Authorization: Bearer."
+            )
+        raise ApiError(Code.CREDENTIAL_MISSING)
 
     async def api_key(
         self, secret: str, counted: bool = True, client: str | None = None
     ) -> Principal:
         secret = secret.strip()
         if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
-            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+            raise ApiError(Code.INVALID_API_KEY)
         now = self._clock.now_ms()
         digest = credentials.digest(secret)
         lent, take, give_back, for_lease = self._plan(digest, now, counted)
@@ -147,7 +122,7 @@ class Authenticator:
                 entry = await self._lookup.find_api_key(digest, now, 1, *stale, address)
         if entry is None:
             self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
-            raise _api_key_refusal("invalid_api_key", "The API key is not valid.")
+            raise ApiError(Code.INVALID_API_KEY)
         rules = entry.rules
         if rules is not None or entry.expires_at <= now:
             # Refused here took nothing from the bucket (the lookup checks the same); one
@@ -205,21 +180,19 @@ class Authenticator:
             return self._leases.taken(digest, looked_up, now)  # type: ignore[union-attr]
         return looked_up
 
-    def _refusal(
-        self, entry: ApiKeyEntry, now: int, client: str | None
-    ) -> Unauthorized | Forbidden | None:
+    def _refusal(self, entry: ApiKeyEntry, now: int, client: str | None) -> ApiError | None:
         """Why the key is refused, if it is: a rolled-out secret past its grace (as good as
         unknown), then an expired key, a disabled one, and one used from outside its allowed
         networks."""
         rules = entry.rules
         if rules is not None and rules.refused_from is not None and rules.refused_from <= now:
-            return _api_key_refusal("invalid_api_key", "The API key is not valid.")
+            return ApiError(Code.INVALID_API_KEY)
         if entry.expires_at <= now:
-            return _api_key_refusal("api_key_expired", "The API key has expired.")
+            return ApiError(Code.API_KEY_EXPIRED)
         if rules is None:
             return None
         if rules.disabled:
-            return _api_key_refusal("api_key_disabled", "The API key is disabled.")
+            return ApiError(Code.API_KEY_DISABLED)
         if rules.allowed_networks is not None:
             rewrite = "rewrite " + entry.key_id
             if rules.ranges_missing and self._due(rewrite, now, _KEY_TOUCH_INTERVAL_MS):
@@ -228,10 +201,7 @@ class Authenticator:
                     self._api_keys.rewrite_entries(entry.user_id, entry.key_id, now),
                 )
             if not self._allow_lists.allows(rules.allowed_networks, client):
-                return Forbidden(
-                    "This API key may not be used from the address of this request.",
-                    code="ip_not_allowed",
-                )
+                return ApiError(Code.IP_NOT_ALLOWED)
         return None
 
     def _key_rate(
@@ -255,7 +225,7 @@ class Authenticator:
         looked_up = entry.rate
         return looked_up._replace(policy=own.policy) if looked_up is not None else None
 
-    def _rate_refusal(self, rate: RateVerdict) -> TooManyRequests:
+    def _rate_refusal(self, rate: RateVerdict) -> ApiError:
         assert self.rate_fields is not None  # a verdict exists only when limits are on
         return self.rate_fields.refusal(rate)
 
@@ -272,16 +242,16 @@ class Authenticator:
 
     async def session(self, token: str, counted: bool = True) -> Principal:
         if not credentials.is_well_formed(token, credentials.SESSION_KIND):
-            raise _bearer_refusal("invalid_session", "The session token is not valid.")
+            raise ApiError(Code.INVALID_SESSION)
         token_digest = credentials.digest(token)
         now = self._clock.now_ms()
         lent, take, give_back, for_lease = self._plan(token_digest, now, counted)
         entry = await self._lookup.find_session(token_digest, now, take, give_back)
         rate = self._rate(token_digest, lent, entry and entry.rate, for_lease, now)
         if entry is None:
-            raise _bearer_refusal("invalid_session", "The session token is not valid.")
+            raise ApiError(Code.INVALID_SESSION)
         if entry.idle_deadline <= now or entry.absolute_deadline <= now:
-            raise _bearer_refusal("session_expired", "The session has expired. Log in again.")
+            raise ApiError(Code.SESSION_EXPIRED)
         if rate is not None and not rate.allowed:
             raise self._rate_refusal(rate)
         idle_deadline = entry.idle_deadline
@@ -306,8 +276,8 @@ class Authenticator:
 def require(principal: Principal, permission: str) -> None:
     """Refuse with 403 unless the principal holds ``permission``."""
     if not principal.may(permission):
-        raise Forbidden(
+        raise ApiError(
+            Code.INSUFFICIENT_PERMISSION,
             f"This API key lacks the permission {permission}.",
-            code="insufficient_permission",
             details={"required_permission": permission},
         )

@@ -18,7 +18,7 @@ from service.clock import Clock
 from service.domain.credentials import is_valid_id, new_id
 from service.domain.files import display_name, media_type
 from service.domain.records import FilePage, FileRecord
-from service.errors import FileLimitReached, FileNotFound, account_gone
+from service.errors import ApiError, Code
 from service.store.blobs import Blob, BlobMissing, BlobStore
 from service.store.errors import AccountGone
 from service.store.files import FilesStore
@@ -26,8 +26,9 @@ from service.store.files import FilesStore
 log = logging.getLogger("service.auth.files")
 
 
-def _limit_reached(limit: int) -> FileLimitReached:
-    return FileLimitReached(
+def _limit_reached(limit: int) -> ApiError:
+    return ApiError(
+        Code.FILE_LIMIT_REACHED,
         f"This account holds the maximum of {limit} files. Delete one before uploading another.",
         details={"max_files": limit},
     )
@@ -76,7 +77,7 @@ class Files:
                 added = await self._store.add(user_id, record, self._max_files)
             except AccountGone:
                 recorded = False
-                raise account_gone() from None
+                raise ApiError(Code.ACCOUNT_GONE) from None
             if not added:
                 recorded = False
                 raise _limit_reached(self._max_files)
@@ -102,7 +103,7 @@ class Files:
         """The account's file; 404 ``file_not_found`` for any other id."""
         record = await self._store.get(user_id, file_id) if is_valid_id(file_id, "fil") else None
         if record is None:
-            raise FileNotFound()
+            raise ApiError(Code.FILE_NOT_FOUND)
         return record
 
     async def open(self, record: FileRecord) -> Blob:
@@ -111,15 +112,15 @@ class Files:
             return await self.blobs.open(record.id)
         except BlobMissing:
             log.error("a listed file has no bytes in storage")
-            raise FileNotFound() from None
+            raise ApiError(Code.FILE_NOT_FOUND) from None
 
     async def delete(self, user_id: str, file_id: str) -> int:
         """Delete the account's file (record first, then bytes); when it was deleted."""
         if not is_valid_id(file_id, "fil"):
-            raise FileNotFound()
+            raise ApiError(Code.FILE_NOT_FOUND)
         record = await self._store.remove(user_id, file_id)
         if record is None:
-            raise FileNotFound()
+            raise ApiError(Code.FILE_NOT_FOUND)
         deleted_at = self._clock.now_ms()
         try:
             await self.blobs.delete(file_id)

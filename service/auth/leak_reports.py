@@ -10,7 +10,7 @@ from service.auth.login_throttle import address_bucket
 from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain import credentials
-from service.errors import TooManyRequests
+from service.errors import ApiError, Code
 from service.store.api_keys import ApiKeyStore
 from service.store.counters import CounterStore
 from service.store.keys import RedisKeys
@@ -81,9 +81,9 @@ class LeakReports:
         )
         if wait_ms:
             retry_after = max(1, -(-wait_ms // 1000))
-            raise TooManyRequests(
+            raise ApiError(
+                Code.LEAK_REPORTS_THROTTLED,
                 f"Too many leak reports from this address. Retry in {retry_after} s.",
-                code="leak_reports_throttled",
                 details={"retry_after_seconds": retry_after},
                 headers={"Retry-After": str(retry_after)},
             )

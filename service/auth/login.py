@@ -15,7 +15,7 @@ from service.config import SessionSettings
 from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.records import UserRecord
-from service.errors import wrong_credentials
+from service.errors import ApiError, Code
 from service.store.errors import AccountGone
 from service.store.sessions import SessionStore
 from service.store.users import UserStore
@@ -90,7 +90,9 @@ class Login:
         if not ok or user is None:
             if user is not None:
                 await self._record_failed_login(user.id, origin)
-            raise wrong_credentials()  # the reserved attempt stays counted: it is the failure
+            raise ApiError(
+                Code.INVALID_CREDENTIALS
+            )  # the reserved attempt stays counted: it is the failure
         now = self._clock.now_ms()
         absolute = now + self._max_ms
         idle = min(now + self._idle_ms, absolute)
@@ -124,7 +126,7 @@ class Login:
             # The user was deleted while the password was checked: as if it never existed (the
             # attempt stays counted, like any login for an email without an account). Or the
             # password was changed meanwhile: the one checked is no longer the account's.
-            raise wrong_credentials() from None
+            raise ApiError(Code.INVALID_CREDENTIALS) from None
         except Exception:
             await reservation.release()  # the password was right; the store failed after
             raise

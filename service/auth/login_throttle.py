@@ -22,7 +22,7 @@ import ipaddress
 import math
 
 from service.config import LoginSettings
-from service.errors import TooManyRequests
+from service.errors import ApiError, Code
 from service.store.stores import Stores
 
 
@@ -77,9 +77,9 @@ class LoginThrottle:
         if reserved:
             await self._counter_store.release(reserved)
         retry_after = max(1, math.ceil(max(waits) / 1000))
-        raise TooManyRequests(
+        raise ApiError(
+            Code.LOGIN_THROTTLED,
             f"Too many failed logins. Retry in {retry_after} s.",
-            code="login_throttled",
             details={"retry_after_seconds": retry_after},
             headers={"Retry-After": str(retry_after)},
         )

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import bcrypt
 
-from service.errors import ServiceUnavailable
+from service.errors import ApiError, Code
 
 # Not a credential: the input of the stand-in hash checked when an email has no account.
 _UNKNOWN_USER_PASSWORD = "timing-equaliser-for-unknown-accounts"  # noqa: S105
@@ -65,11 +65,7 @@ class PasswordHasher:
 
     async def _run(self, func, *args):  # type: ignore[no-untyped-def]
         if self._pending >= self._capacity:
-            raise ServiceUnavailable(
-                "Too many logins are in progress. Retry shortly.",
-                code="login_busy",
-                headers={"Retry-After": "1"},
-            )
+            raise ApiError(Code.LOGIN_BUSY)
         self._pending += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)

@@ -27,7 +27,7 @@ import math
 from typing import Any, NamedTuple
 
 from service.domain.records import RateLimit, RateVerdict
-from service.errors import CorruptRecord, TooManyRequests
+from service.errors import ApiError, Code, CorruptRecord
 
 POLICY_NAME = "credential"
 
@@ -57,9 +57,10 @@ class RateLimitFields:
         # On every accepted request: whole seconds rounded up, without a call to math.ceil.
         return f'"{POLICY_NAME}";r={verdict.remaining};t={-(-verdict.full_in_us // 1_000_000)}'
 
-    def refusal(self, verdict: RateVerdict) -> TooManyRequests:
+    def refusal(self, verdict: RateVerdict) -> ApiError:
         retry_after = max(1, _seconds(verdict.wait_us))
-        return TooManyRequests(
+        return ApiError(
+            Code.RATE_LIMITED,
             f"This credential is over its request rate. Retry in {retry_after} s.",
             details={"retry_after_seconds": retry_after},
             headers={

@@ -10,7 +10,7 @@ from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.principal import Principal
 from service.domain.records import SessionRecord
-from service.errors import NotFound, Unauthorized
+from service.errors import ApiError, Code
 from service.store.sessions import SessionStore
 
 
@@ -25,11 +25,7 @@ class Sessions:
         assert principal.token_digest is not None
         session_id = await self._store.public_id(principal.token_digest)
         if session_id is None:
-            raise Unauthorized(
-                "The session is not valid.",
-                code="invalid_session",
-                headers={"WWW-Authenticate": 'Bearer realm="filehost"'},
-            )
+            raise ApiError(Code.INVALID_SESSION, "The session is not valid.")
         return session_id
 
     async def logout(self, principal: Principal, origin: audit.Origin = audit.NO_ORIGIN) -> int:
@@ -66,7 +62,7 @@ class Sessions:
                     if await self._store.remove(record.token_digest, user_id):
                         return now
                     break  # ended meanwhile by another request
-        raise NotFound("No live session of this account has this id.", code="session_not_found")
+        raise ApiError(Code.SESSION_NOT_FOUND)
 
     async def end_other_sessions(
         self, principal: Principal, origin: audit.Origin | None = audit.NO_ORIGIN

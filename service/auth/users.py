@@ -17,7 +17,7 @@ from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.principal import Principal
 from service.domain.records import UserRecord
-from service.errors import Conflict, NotFound, ValidationFailed, account_gone, wrong_credentials
+from service.errors import ApiError, Code
 from service.store.users import UserStore
 
 _EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"
@@ -76,12 +76,12 @@ class Users:
         if password_problem:
             problems["password"] = password_problem
         if problems:
-            raise ValidationFailed(details=problems)
+            raise ApiError(Code.VALIDATION_FAILED, details=problems)
         password_hash = await self._passwords.hash(password)
         user_id = credentials.new_id("usr")
         now = self._clock.now_ms()
         if not await self._store.add(user_id, email, password_hash, now):
-            raise Conflict("A user with this email already exists.", code="email_taken")
+            raise ApiError(Code.EMAIL_TAKEN)
         return UserRecord(user_id, email, password_hash, now)
 
     async def list_users(self) -> list[UserRecord]:
@@ -93,7 +93,7 @@ class Users:
         email = normalise_email(email)
         user_id = await self._store.find_id(email)
         if user_id is None:
-            raise NotFound("No user has this email.", code="user_not_found")
+            raise ApiError(Code.USER_NOT_FOUND)
         user = await self._store.get(user_id)
         await self._store.delete(user_id, email)
         return DeletedUser(user_id, email, resumed=user is None)
@@ -111,7 +111,7 @@ class Users:
         user = await self._store.get(user_id)
         if user is None:
             # The credential outlived its user (deleted between lookups): refuse it.
-            raise account_gone()
+            raise ApiError(Code.ACCOUNT_GONE)
         return user
 
     async def change_password(
@@ -135,7 +135,7 @@ class Users:
         their own."""
         problem = self.password_problem(new_password)
         if problem:
-            raise ValidationFailed(details={"new_password": problem})
+            raise ApiError(Code.VALIDATION_FAILED, details={"new_password": problem})
         user = await self.get_user(principal.user_id)
         reservation = await self._throttle.reserve(user.email, client_address)
         try:
@@ -144,12 +144,14 @@ class Users:
             await reservation.release()  # no verdict: the attempt counts for nothing
             raise
         if not ok:
-            raise wrong_credentials()  # the reserved attempt stays counted: it is the failure
+            raise ApiError(
+                Code.INVALID_CREDENTIALS
+            )  # the reserved attempt stays counted: it is the failure
         await reservation.succeeded()
         password_hash = await self._passwords.hash(new_password)
         now = self._clock.now_ms()
         events = self._trail.batch(now, audit.event(audit.PASSWORD_CHANGED, now, origin))
         if not await self._store.set_password(user.id, password_hash, events):
-            raise account_gone()
+            raise ApiError(Code.ACCOUNT_GONE)
         ended = await self._sessions.end_other_sessions(principal, origin=None)
         return PasswordChange(now, ended)

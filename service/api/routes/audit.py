@@ -20,7 +20,7 @@ from service.api.credentials import authenticate
 from service.api.views import ok
 from service.clock import iso
 from service.domain.audit_events import EVENT_TYPES
-from service.errors import ValidationFailed
+from service.errors import ApiError, Code
 from service.store.audit import BadCursor, StoredEvent, decode_cursor
 
 DEFAULT_LIMIT = 100
@@ -53,7 +53,7 @@ def _one(request: web.Request, name: str) -> str | None:
     if not values:
         return None
     if len(values) > 1:
-        raise ValidationFailed(details={name: "must be given at most once"})
+        raise ApiError(Code.VALIDATION_FAILED, details={name: "must be given at most once"})
     return values[0]
 
 
@@ -62,7 +62,10 @@ def _limit(request: web.Request) -> int:
     if raw is None:
         return DEFAULT_LIMIT
     if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ValidationFailed(details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"})
+        raise ApiError(
+            Code.VALIDATION_FAILED,
+            details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"},
+        )
     return int(raw)
 
 
@@ -73,8 +76,8 @@ def _cursor(request: web.Request) -> int | None:
     try:
         return decode_cursor(raw)
     except BadCursor:
-        raise ValidationFailed(
-            details={"cursor": "must be the next_cursor of a previous page"}
+        raise ApiError(
+            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
         ) from None
 
 
@@ -83,7 +86,9 @@ def _type(request: web.Request) -> str | None:
     if raw is None:
         return None
     if raw not in EVENT_TYPES:
-        raise ValidationFailed(details={"type": "must be one of " + ", ".join(EVENT_TYPES)})
+        raise ApiError(
+            Code.VALIDATION_FAILED, details={"type": "must be one of " + ", ".join(EVENT_TYPES)}
+        )
     return raw
 
 

@@ -37,12 +37,7 @@ from service.clock import iso
 from service.domain.files import INLINE_TYPES, OCTET_STREAM
 from service.domain.principal import Principal
 from service.domain.records import FileRecord
-from service.errors import (
-    PayloadTooLarge,
-    RangeNotSatisfiable,
-    UnsupportedMediaType,
-    ValidationFailed,
-)
+from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace
 from service.store.files import BadCursor, decode_cursor
 
@@ -133,8 +128,12 @@ def _position(digits: str) -> int | None:
     return int(digits) if len(digits) <= 18 else _FAR_PAST_THE_END
 
 
-def _unsatisfiable(size: int) -> RangeNotSatisfiable:
-    return RangeNotSatisfiable(details={"size": size}, headers={"Content-Range": f"bytes */{size}"})
+def _unsatisfiable(size: int) -> ApiError:
+    return ApiError(
+        Code.RANGE_NOT_SATISFIABLE,
+        details={"size": size},
+        headers={"Content-Range": f"bytes */{size}"},
+    )
 
 
 def _page_size(request: web.Request) -> int:
@@ -143,7 +142,10 @@ def _page_size(request: web.Request) -> int:
         return DEFAULT_LIMIT
     raw = values[0]
     if len(values) > 1 or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ValidationFailed(details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"})
+        raise ApiError(
+            Code.VALIDATION_FAILED,
+            details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"},
+        )
     return int(raw)
 
 
@@ -156,8 +158,8 @@ def _cursor(request: web.Request) -> str | None:
             raise BadCursor()
         return decode_cursor(values[0])
     except BadCursor:
-        raise ValidationFailed(
-            details={"cursor": "must be the next_cursor of a previous page"}
+        raise ApiError(
+            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
         ) from None
 
 
@@ -172,7 +174,11 @@ class _TooLarge(Exception):
 def _too_large(limit: int) -> web.Response:
     """413, and the connection closed after it: the rest of the body is never read."""
     response = error_response(
-        PayloadTooLarge(f"A file may hold at most {limit} bytes.", details={"max_bytes": limit})
+        ApiError(
+            Code.PAYLOAD_TOO_LARGE,
+            f"A file may hold at most {limit} bytes.",
+            details={"max_bytes": limit},
+        )
     )
     response.force_close()
     return response
@@ -215,7 +221,10 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     limit = settings.max_upload_bytes
     if request.content_type != "multipart/form-data":
-        raise UnsupportedMediaType("Upload a file as multipart/form-data, in the field named file.")
+        raise ApiError(
+            Code.UNSUPPORTED_MEDIA_TYPE,
+            "Upload a file as multipart/form-data, in the field named file.",
+        )
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
         return _too_large(limit)
     files = request.app[POLICY].files
@@ -227,13 +236,17 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
     except _MALFORMED:
         raise _malformed() from None
     if part is None:
-        raise ValidationFailed(details={"file": "is required"})
+        raise ApiError(Code.VALIDATION_FAILED, details={"file": "is required"})
     if not isinstance(part, BodyPartReader) or part.name != "file":
         name = (part.name if isinstance(part, BodyPartReader) else None) or "part"
-        raise ValidationFailed(details={name[:100]: "is not a known field; send only file"})
+        raise ApiError(
+            Code.VALIDATION_FAILED, details={name[:100]: "is not a known field; send only file"}
+        )
     encoding = part.headers.get(hdrs.CONTENT_TRANSFER_ENCODING, "binary").strip().lower()
     if encoding not in ("binary", "8bit", "7bit") or hdrs.CONTENT_ENCODING in part.headers:
-        raise ValidationFailed(details={"file": "must be sent as is, without an encoding"})
+        raise ApiError(
+            Code.VALIDATION_FAILED, details={"file": "must be sent as is, without an encoding"}
+        )
 
     async def chunks() -> AsyncIterator[bytes]:
         total = 0
@@ -249,7 +262,7 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
     async def only_field() -> None:
         try:
             if await reader.next() is not None:
-                raise ValidationFailed(details={"file": "must be the only field"})
+                raise ApiError(Code.VALIDATION_FAILED, details={"file": "must be the only field"})
         except _MALFORMED:
             raise _malformed() from None
 
@@ -270,8 +283,10 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _malformed() -> ValidationFailed:
-    return ValidationFailed(details={"body": "is not a well-formed multipart/form-data body"})
+def _malformed() -> ApiError:
+    return ApiError(
+        Code.VALIDATION_FAILED, details={"body": "is not a well-formed multipart/form-data body"}
+    )
 
 
 async def get_file(request: web.Request) -> web.Response:

@@ -48,10 +48,10 @@ from service.api._aiohttp import Answer, Reply
 from service.api.context import AUTHENTICATOR, PREFIX
 from service.api.credentials import check_credentials, single_header
 from service.api.envelope import as_api_error
-from service.auth.authenticator import REALM, require
+from service.auth.authenticator import require
 from service.domain.permissions import BIT, to_names
 from service.domain.principal import CredentialType
-from service.errors import ApiError, BadRequest, Forbidden, Unauthorized
+from service.errors import ApiError, Challenge, Code
 from service.observability.trace import RequestTrace, current_trace
 
 VERIFY_PATH = f"{PREFIX}/auth/verify"
@@ -82,7 +82,6 @@ _DERIVED: dict[tuple[str, str], tuple[str, bool]] = {
     for index, methods in enumerate((READ_METHODS, WRITE_METHODS))
     for method in methods
 }
-_CHALLENGE = {"WWW-Authenticate": f"Bearer {REALM}"}
 # Header names as multidict's case-insensitive strings, so no answer works out their lower case.
 _USER_ID = istr("X-Auth-User-Id")
 _CREDENTIAL = istr("X-Auth-Credential")
@@ -90,12 +89,6 @@ _KEY_ID = istr("X-Auth-Key-Id")
 _PERMISSIONS = istr("X-Auth-Permissions")
 _CREDENTIAL_NAMES = {kind: kind.value for kind in CredentialType}
 _PERMISSION_NAMES: dict[int, str] = {}  # mask -> header value; at most 1024 entries
-
-
-def _unmapped() -> Forbidden:
-    return Forbidden(
-        "No permission is mapped to the original request.", code="no_permission_mapping"
-    )
 
 
 _ORIGINAL_METHOD = istr("X-Original-Method")
@@ -116,18 +109,12 @@ def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
     traefik = single_header(headers, _FORWARDED_METHOD), single_header(headers, _FORWARDED_URI)
     has_nginx = nginx != (None, None)
     if has_nginx and traefik != (None, None):
-        raise BadRequest(
-            "Send X-Original-Method/URI or X-Forwarded-Method/Uri, not both.",
-            code="ambiguous_original_request",
-        )
+        raise ApiError(Code.AMBIGUOUS_ORIGINAL_REQUEST)
     method, uri = nginx if has_nginx else traefik
     if method is None and uri is None:
         return None
     if method is None or uri is None:
-        raise BadRequest(
-            "The original request needs both its method and its URI.",
-            code="incomplete_original_request",
-        )
+        raise ApiError(Code.INCOMPLETE_ORIGINAL_REQUEST)
     return method, uri
 
 
@@ -149,28 +136,30 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
     one, since an upstream may route without regard to case; and for a method outside the
     table, or not in upper case, on one of its resources. The query string is not looked at."""
     if "#" in uri:
-        raise _unmapped()
+        raise ApiError(Code.NO_PERMISSION_MAPPING)
     path = uri.partition("?")[0]
     if not path.isascii():
-        raise _unmapped()
+        raise ApiError(Code.NO_PERMISSION_MAPPING)
     if "%" in path:
         decoded = unquote_to_bytes(path)
         if not decoded.isascii():
-            raise _unmapped()
+            raise ApiError(Code.NO_PERMISSION_MAPPING)
         path = decoded.decode("ascii")
     if not path.startswith("/") or _NOT_PLAIN.search(path):
-        raise _unmapped()
+        raise ApiError(Code.NO_PERMISSION_MAPPING)
     if not path.startswith(PREFIX) or path[_RESOURCE_START - 1 : _RESOURCE_START] != "/":
         folded = path.lower()
         if folded == PREFIX or folded.startswith(_PREFIX_FOLDED):
-            raise _unmapped()  # the API's root, or its prefix spelled otherwise
+            # the API's root, or its prefix spelled otherwise
+            raise ApiError(Code.NO_PERMISSION_MAPPING)
         return None
     resource = path[_RESOURCE_START:].partition("/")[0]
     derived = _DERIVED.get((method, resource))
     if derived is not None:
         return derived
     if resource in ROUTE_PERMISSIONS or _folded(resource) in ROUTE_PERMISSIONS:
-        raise _unmapped()  # a known resource with a method outside the table, or spelled otherwise
+        # a known resource with a method outside the table, or spelled otherwise
+        raise ApiError(Code.NO_PERMISSION_MAPPING)
     return None
 
 
@@ -184,22 +173,16 @@ def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None
     """(named permission, derived permission, session only) for this sub-request."""
     named = single_header(headers, REQUIRED_PERMISSION)
     if named is not None and named not in BIT:
-        raise BadRequest(
-            f"{REQUIRED_PERMISSION} must be one of the permission names.",
-            code="unknown_permission",
-        )
+        raise ApiError(Code.UNKNOWN_PERMISSION)
     original = _original_request(headers)
     if original is None:
         if named is None:
-            raise BadRequest(
-                f"Send {REQUIRED_PERMISSION}, or the original request's method and URI.",
-                code="permission_unspecified",
-            )
+            raise ApiError(Code.PERMISSION_UNSPECIFIED)
         return named, None, False
     derived = derive_permission(*original)
     if derived is None:
         if named is None:
-            raise _unmapped()
+            raise ApiError(Code.NO_PERMISSION_MAPPING)
         return named, None, False
     return named, derived[0], derived[1]
 
@@ -233,8 +216,13 @@ async def verify_reply(
             principal = await check_credentials(
                 app[AUTHENTICATOR], headers, trace, session_only=session_only
             )
-        except BadRequest as error:  # two credentials, or one sent twice: the client's doing
-            raise Unauthorized(error.message, code=error.code, headers=_CHALLENGE) from None
+        except ApiError as error:
+            if error.status != 400:
+                raise
+            # Two credentials, or one sent twice: the client's doing, so 401 (see the module).
+            raise ApiError(
+                error.code, error.message, headers=Challenge.BEARER.headers, status=401
+            ) from None
         if named is not None:
             require(principal, named)
         if derived is not None and derived != named:

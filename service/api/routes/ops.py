@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from service.api._aiohttp import Answer
 from service.api.context import SETTINGS, STORE
-from service.errors import StoreUnavailable
+from service.errors import ApiError, Code
 from service.observability.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
 
 log = logging.getLogger("service.api")
@@ -47,7 +47,7 @@ async def readyz(request: web.Request) -> web.Response:
         async with asyncio.timeout(request.app[SETTINGS].redis_timeout_seconds):
             await request.app[STORE].ping()
     except (RedisError, OSError, TimeoutError):
-        raise StoreUnavailable() from None
+        raise ApiError(Code.STORE_UNAVAILABLE) from None
     return Answer(_OK_BODY)
 
 
