@@ -14,6 +14,7 @@ from service.api.context import AUTHENTICATOR, BLOBS, POLICY, SETTINGS, STORE
 from service.api.files import FILES_PATH, add_file_routes, first_page_reply
 from service.api.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
 from service.api.gateway_lane import GATEWAY_LANE, GatewayLane
+from service.api.gateway_listener import add_gateway_listener
 from service.api.middleware import RATE_FIELDS, REQUEST_HANDLING, request_handling
 from service.api.ops import add_ops
 from service.api.routes import add_routes
@@ -104,6 +105,8 @@ def create_app(
 
     if settings.gateway_lane:
         app.on_startup.append(open_gateway_lane)  # after every cleanup context's start
+    if settings.gateway_port:
+        add_gateway_listener(app, settings, addresses, metrics, rate_fields)
     add_ops(app, metrics)
     add_routes(app)
     add_session_routes(app)

@@ -71,6 +71,9 @@ class Settings:
     # The gateway's requests (forward-auth's verify, the files list) answered from the parsed
     # request rather than through aiohttp's request objects (service.api.gateway_lane).
     gateway_lane: bool = True
+    # A port of its own for the gateway's forward-auth sub-request (GET /api/v1/auth/verify
+    # only), served without aiohttp's server (service.api.gateway_listener); 0: none.
+    gateway_port: int = 0
     # A request's headers must all arrive within this long of its first byte (or of the
     # connection's opening), its body within this long of its headers: else 408, connection closed.
     header_timeout_seconds: float = 10.0
@@ -238,6 +241,13 @@ def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name} must be on or off, got {raw!r}")
 
 
+def _gateway_port(env: Mapping[str, str]) -> int:
+    port = _int(env, "FILEHOST_GATEWAY_PORT", 0, 0, 65535)
+    if port and port == _int(env, "FILEHOST_PORT", 8080, 0, 65535):
+        raise ConfigError("FILEHOST_GATEWAY_PORT must differ from FILEHOST_PORT")
+    return port
+
+
 def _networks(
     env: Mapping[str, str], name: str
 ) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
@@ -314,6 +324,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         trusted_proxies=_networks(env, "FILEHOST_TRUSTED_PROXIES"),
         metrics_enabled=_switch(env, "FILEHOST_METRICS", True),
         gateway_lane=_switch(env, "FILEHOST_GATEWAY_LANE", True),
+        gateway_port=_gateway_port(env),
         header_timeout_seconds=_float(env, "FILEHOST_HEADER_TIMEOUT_SECONDS", 10.0, 0.1, 3600.0),
         body_timeout_seconds=_float(env, "FILEHOST_BODY_TIMEOUT_SECONDS", 30.0, 0.1, 3600.0),
         audit_retention_days=_int(env, "FILEHOST_AUDIT_RETENTION_DAYS", 90, 1, 3650),
