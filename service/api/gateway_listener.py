@@ -182,6 +182,7 @@ class GatewayListener:
         self.body_timeout = body_timeout
         self.keepalive_timeout = keepalive_timeout
         self.log_access = False
+        self.port = 0  # the port it listens on, once started
         self.connections: set[_Connection] = set()
         self._all_closed: asyncio.Event | None = None  # set when stopping and the last one closes
         self._server: asyncio.AbstractServer | None = None
@@ -192,11 +193,7 @@ class GatewayListener:
         self._server = await asyncio.get_running_loop().create_server(
             lambda: _Connection(self), host, port, reuse_port=reuse_port or None
         )
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self, grace: float) -> None:
         """Stop accepting, close idle connections, give the requests in hand ``grace`` seconds
@@ -307,6 +304,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        # The parser holds this protocol's methods: without it the pair is no cycle to collect.
+        self._parser = None  # type: ignore[assignment]
         self._queue.clear()  # answers still being made are dropped when they are
         self._listener.closed(self)
         if self._timer is not None:
