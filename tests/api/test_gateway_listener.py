@@ -8,11 +8,17 @@ compared too."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
+import os
 import random
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -763,3 +769,76 @@ async def test_the_listeners_answers_leave_no_reference_cycles(
         gc.set_debug(0)
         gc.garbage.clear()
     assert ours == []
+
+
+# -- serve, with two workers --------------------------------------------------------------------
+
+
+def _access_lines(stderr: Path) -> list[dict[str, Any]]:
+    lines = []
+    for line in stderr.read_bytes().splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError):  # a line being written
+            entry = orjson.loads(line)
+            if entry.get("logger") == "aiohttp.access":
+                lines.append(entry)
+    return lines
+
+
+async def test_every_worker_of_serve_listens_and_stops_cleanly(
+    make_api: Any, redis_url: str, redis_mode: str, tmp_path: Path
+) -> None:
+    api = await make_api()
+    token = await api.user_with_session("serve@example.com")
+    key = (await api.create_key(token))["secret_key"]
+    port, gateway = free_port(), free_port()
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name != "REDIS_URL" and not name.startswith("FILEHOST_")
+    }
+    env |= {
+        "REDIS_URL": redis_url,
+        "FILEHOST_REDIS_MODE": redis_mode,
+        "FILEHOST_PORT": str(port),
+        "FILEHOST_GATEWAY_PORT": str(gateway),
+        "FILEHOST_WORKERS": "2",
+    }
+    stderr = tmp_path / "serve.err"
+    with stderr.open("wb") as errors:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "service", "serve"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+        )
+    try:
+        headers = {"X-API-Key": key, "X-Required-Permission": "files.read"}
+        deadline = time.monotonic() + 30
+        pids: set[int] = set()
+        sent = 0
+        while len(pids) < 2:  # until both workers answered (each connection goes to either)
+            assert time.monotonic() < deadline and serve.poll() is None, stderr.read_text()
+            try:
+                answer = await _transcript(
+                    gateway, _request(VERIFY, {**headers, "X-Request-ID": f"mp{sent}"})
+                )
+            except OSError:  # not listening yet
+                await asyncio.sleep(0.1)
+                continue
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer
+            sent += 1
+            await asyncio.sleep(0.02)
+            pids = {e["pid"] for e in _access_lines(stderr) if e["request_id"].startswith("mp")}
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            assert serve.wait(30) == 0, stderr.read_text()
+        finally:
+            if serve.poll() is None:
+                os.killpg(serve.pid, signal.SIGKILL)
+    text = stderr.read_text()
+    assert serve.pid not in pids and "Traceback" not in text and key not in text
+    assert len([e for e in _access_lines(stderr) if e["request_id"].startswith("mp")]) == sent
