@@ -11,6 +11,8 @@ Scenarios, ``GET /api/v1/files`` (g, h: ``GET /api/v1/auth/verify``) at the same
   d  unknown key of valid format (401)      e  malformed key, bad checksum (401)
   f  key lacking files.read (403)           g  forward-auth sub-request, X-API-Key (200)
   h  forward-auth sub-request, Bearer (200)
+and, when asked for with ``--only``: g through the gateway listener's own port (l, service.api.
+gateway_listener) and g with FILEHOST_GATEWAY_LANE=off (p, through aiohttp's request objects);
 then b with rate limits off, b during a login storm, g on a Redis Cluster, and b and c again with
 1,000,000 keys and 1,000,000 sessions loaded.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import re
@@ -126,7 +129,13 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
 
 
 def service_command(
-    redis_url: str, port: int, workers: int, rate_limits: bool = True, mode: str = "single"
+    redis_url: str,
+    port: int,
+    workers: int,
+    rate_limits: bool = True,
+    mode: str = "single",
+    gateway_port: int = 0,
+    lane: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
     """The service's command line and environment: its production defaults (access log at
     INFO, metrics on, rate limits on), stated so that the caller's environment cannot change
@@ -144,6 +153,8 @@ def service_command(
         "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000" if rate_limits else "0",
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
         "FILEHOST_REDIS_MODE": mode,
+        "FILEHOST_GATEWAY_PORT": str(gateway_port),
+        "FILEHOST_GATEWAY_LANE": "on" if lane else "off",
     }
     return [sys.executable, "-m", "service", "serve"], env
 
@@ -181,9 +192,11 @@ def service(
     log: Path | None = None,
     rate_limits: bool = True,
     mode: str = "single",
+    gateway_port: int = 0,
+    lane: bool = True,
 ) -> Iterator[tuple[str, int]]:
     port = free_port()
-    command, env = service_command(redis_url, port, workers, rate_limits, mode)
+    command, env = service_command(redis_url, port, workers, rate_limits, mode, gateway_port, lane)
     with server(command, env, port, log) as running:
         yield running
 
@@ -495,10 +508,14 @@ def instructions_per_request(
     drift by far more. Counts user space only: the kernel's share (sockets) and Redis's are not
     in it. ``name`` is a scenario or a floor (``F0``, ``F1``)."""
     port = free_port()
+    url_port = port
     if name in FLOORS:
         command, env = floor_command(FLOORS[name], port, 1, redis_url, entry)
     else:
-        command, env = service_command(redis_url, port, 1)
+        url_port = free_port() if name == "l" else port
+        command, env = service_command(
+            redis_url, port, 1, gateway_port=url_port if name == "l" else 0, lane=name != "p"
+        )
     env["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same count, on every run
     output = workdir / f"callgrind.{name}"
     process = subprocess.Popen(
@@ -510,7 +527,7 @@ def instructions_per_request(
     )
     try:
         wait_for_port(port, process, 300)
-        url, path = f"http://127.0.0.1:{port}", PATHS.get(name, "/api/v1/files")
+        url, path = f"http://127.0.0.1:{url_port}", PATHS.get(name, "/api/v1/files")
         asyncio.run(_send_requests(url, _header_dict(header), path, 300))  # warm-up
         control = {
             "check": True,
@@ -550,8 +567,10 @@ def versions(client: redis.Redis) -> dict[str, str]:
 
 # The floors: servers outside the service (scripts/bench_floors.py), measured in the same run.
 FLOORS = {"F0": "bare", "F1": "lookup"}
-SCENARIOS = ("b", "c", "d", "e", "f", "g", "h")
-PATHS = {"g": "/api/v1/auth/verify", "h": "/api/v1/auth/verify"}
+SCENARIOS = ("b", "c", "d", "e", "f", "g", "h", "l", "p")
+# Run only when named with --only: the gateway listener, and g without the gateway lane.
+OPTIONAL_SCENARIOS = ("l", "p")
+PATHS = {name: "/api/v1/auth/verify" for name in ("g", "h", "l", "p")}
 LABELS = {
     "F0": "F0 bare aiohttp, no Redis",
     "F1": "F1 bare aiohttp + one pipelined HMGET",
@@ -562,15 +581,18 @@ LABELS = {
     "f": "f key lacking files.read (403)",
     "g": "g forward-auth verify, X-API-Key (200, no body)",
     "h": "h forward-auth verify, Bearer (200, no body)",
+    "l": "l g through the gateway listener's port",
+    "p": "p g with FILEHOST_GATEWAY_LANE=off",
 }
 EXPECTED = {"F0": 200, "F1": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403}
-EXPECTED |= {"g": 200, "h": 200}
+EXPECTED |= {"g": 200, "h": 200, "l": 200, "p": 200}
 # The issue's targets (gateway speed): scenario -> (floor, least ratio to it).
 TARGETS = {
     "g": (("F1", 0.85), ("F0", 0.55)),
     "h": (("F1", 0.85),),
     "b": (("F1", 0.70),),
     "e": (("F0", 0.80),),
+    "l": (("F0", 1.00),),  # the team's bar for the gateway listener to land
 }
 
 
@@ -586,6 +608,8 @@ def scenario_headers(seed: dict[str, str]) -> dict[str, str | None]:
         "f": f"X-API-Key: {seed['key_without_files_read']}",
         "g": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
         "h": f"Authorization: Bearer {seed['token']}\nX-Required-Permission: files.read",
+        "l": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
+        "p": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
     }
 
 
@@ -625,7 +649,9 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
-        "--only", default="".join(SCENARIOS), help="the scenarios to run, e.g. 'bg' (default all)"
+        "--only",
+        default="".join(name for name in SCENARIOS if name not in OPTIONAL_SCENARIOS),
+        help="the scenarios to run, e.g. 'bg' (default b-h; l and p only when named)",
     )
     parser.add_argument(
         "--large",
@@ -740,12 +766,19 @@ def main() -> int:
             beside: dict[str, dict[str, list[dict[str, float]]]] = {
                 name: {"F0": [], "F1": []} for name in scenarios
             }
+            gateway_port = free_port()
             with (
                 floor("bare", redis_url, args.workers, entry) as f0,
                 floor("lookup", redis_url, args.workers, entry) as f1,
-                service(redis_url, args.workers, log=service_log) as svc,
+                service(redis_url, args.workers, log=service_log, gateway_port=gateway_port) as svc,
+                contextlib.ExitStack() as more,
             ):
-                targets = {"F0": f0, "F1": f1}
+                targets = {"F0": f0, "F1": f1, "l": (f"http://127.0.0.1:{gateway_port}", svc[1])}
+                if "p" in scenarios:  # a second service, without the gateway lane
+                    targets["p"] = more.enter_context(
+                        service(redis_url, args.workers, log=service_log, lane=False)
+                    )
+                    wrk(targets["p"][0], headers["b"], 200, 1, args.connections)  # warm-up
                 for name, target in (("F0", f0), ("F1", f1), ("b", svc)):  # warm-up
                     wrk(target[0], headers[name], 200, 1, args.connections)
                 for round_number in range(1, args.rounds + 1):
