@@ -59,7 +59,7 @@ from time import perf_counter
 
 import httptools
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, istr
 
 from service.api.answers import EMPTY_BODY_STATUSES, JSON, serialise_head
 from service.api.client_address import ClientAddresses
@@ -110,6 +110,7 @@ _VERIFY = VERIFY_PATH.encode()
 _GET = "GET"
 _CONTENT_TYPE = ("Content-Type", JSON)
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_EXPECT = istr("Expect")  # multidict's case-insensitive string: its lower case worked out once
 # Refusals the parser makes, as aiohttp's protocol handler writes them (service.api.low_level).
 _LOW_LEVEL_HEADERS = (
     _CONTENT_TYPE,
@@ -409,7 +410,7 @@ class _Connection(asyncio.Protocol):
         self._queue.append(slot)
         self._in_body = True  # until the message's end, which may be now
         # As aiohttp: an expectation of an HTTP/1.1 request is met (100 Continue) or refused.
-        expect = None if http10 else headers.get("Expect")
+        expect = None if http10 else headers.get(_EXPECT)
         if expect and expect.lower() == "100-continue":
             slot.expects_continue = True
             expect = None
