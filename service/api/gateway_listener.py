@@ -349,7 +349,9 @@ class _Connection(asyncio.Protocol):
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse(400, "head too large")
                 return
-            if self._began or self._phase != _HEAD:
+            if self._phase == _OPENED:
+                self._phase = _HEAD  # the first request's deadline runs from the opening
+            elif self._began or self._phase != _HEAD:
                 self._expect(_HEAD, self._listener.header_timeout)
         elif self._in_body:
             if self._began or self._phase != _BODY:
