@@ -362,7 +362,8 @@ class _Connection(asyncio.Protocol):
             self._phase = _IDLE
             if not self._queue:
                 self._expect(_IDLE, self._listener.keepalive_timeout)
-        self._update_reading()
+        if len(self._queue) >= MAX_IN_HAND:
+            self._update_reading()
 
     # -- the parser's callbacks ------------------------------------------------------------------
 
@@ -434,7 +435,7 @@ class _Connection(asyncio.Protocol):
             )
             reply = _refused(error, trace, method, text)
             slot.answer = listener.answer(trace, method, text, reply, keep_alive, http10)
-        if self._queue[0] is slot:
+        if self._queue[0] is slot and (slot.answer is not None or slot.expects_continue):
             self._write_answers()
 
     def on_message_complete(self) -> None:
@@ -482,7 +483,8 @@ class _Connection(asyncio.Protocol):
                 self._close_when_answered()
             elif self._phase == _IDLE:
                 self._expect(_IDLE, self._listener.keepalive_timeout)
-        self._update_reading()
+        if not self._reading:  # paused while too many were in hand, maybe no longer
+            self._update_reading()
 
     def _refuse(self, status: int, why: str) -> None:
         """Answer 400 or 408 after the answers in hand, and read nothing more."""
