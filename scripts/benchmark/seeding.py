@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 
 import orjson
@@ -17,7 +18,13 @@ import orjson
 from service.domain import credentials
 from service.domain.permissions import to_mask
 from service.store.embedded import find_server_binary
-from service.store.fields import KEY_EXPIRED_GRACE_MS, SESSION_EXPIRED_GRACE_MS
+from service.store.fields import (
+    KEY_EXPIRED_GRACE_MS,
+    SESSION_EXPIRED_GRACE_MS,
+    SESSION_FIELDS,
+    key_entry_fields,
+    new_key_metadata,
+)
 from service.store.keys import RedisKeys
 
 PASSWORD = "bench password 1234"
@@ -109,7 +116,8 @@ def mass_insert(redis_url: str, commands: Iterator[bytes]) -> None:
 
 
 def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
-    """The exact layout ApiKeyStore.add writes, for ``count`` keys."""
+    """The exact layout ApiKeyStore.add writes, for ``count`` keys: their listing metadata and
+    digest entries made by the store's own ``service.store.fields``, so they follow its layout."""
     names = RedisKeys(PREFIX)
     now = int(time.time() * 1000)
     expires = now + 30 * DAY_MS
@@ -118,25 +126,25 @@ def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
         user = f"usr_bench{n // keys_per_account:017d}"
         key_id = f"key_bench{n:017d}"
         digest = os.urandom(32).hex()
-        meta = orjson.dumps(
-            {
-                "name": f"key {n}",
-                "prefix": "fhk_abcdefgh...",
-                "p": mask,
-                "c": now,
-                "e": expires,
-                "d": digest,
-            }
+        meta = new_key_metadata(
+            name=f"key {n}",
+            key_prefix="fhk_abcdefgh...",
+            permissions=mask,
+            created_at=now,
+            expires_at=expires,
+            secret_digest=digest,
         )
-        yield _resp("HSET", names.account_keys(user), key_id, meta)
+        yield _resp("HSET", names.account_keys(user), key_id, orjson.dumps(meta))
         yield _resp("ZADD", names.account_key_expiry(user), expires, key_id)
         entry = names.key_entry(digest)
-        yield _resp("HSET", entry, "u", user, "k", key_id, "p", mask, "e", expires)
+        yield _resp("HSET", entry, *key_entry_fields(user, key_id, meta))
         yield _resp("PEXPIREAT", entry, expires + KEY_EXPIRED_GRACE_MS)
 
 
 def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
-    """The exact layout SessionStore.add writes, for ``count`` sessions."""
+    """The layout SessionStore.add writes, for ``count`` sessions: the entry's fields the
+    per-request lookup reads (``SESSION_FIELDS``, in its order: user, created, absolute and idle
+    deadlines), without those only the session list reads."""
     names = RedisKeys(PREFIX)
     now = int(time.time() * 1000)
     idle, absolute = now + DAY_MS, now + 7 * DAY_MS
@@ -147,5 +155,6 @@ def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
         yield _resp("ZADD", names.account_sessions(user), kept_until, digest)
         yield _resp("PEXPIREAT", names.account_sessions(user), kept_until)
         entry = names.session_entry(digest)
-        yield _resp("HSET", entry, "u", user, "c", now, "a", absolute, "i", idle)
+        values = (user, now, absolute, idle)
+        yield _resp("HSET", entry, *chain.from_iterable(zip(SESSION_FIELDS, values, strict=True)))
         yield _resp("PEXPIREAT", entry, idle + SESSION_EXPIRED_GRACE_MS)
