@@ -43,12 +43,15 @@ def parse_args() -> argparse.Namespace:
         "--rounds",
         type=int,
         default=10,
-        help="rounds of b-h, each run beside a run of F0 and of F1; the table shows medians",
+        help="rounds of the scenarios, each run beside a run of F0 and of F1; the table shows "
+        "medians",
     )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
-        "--only", default="".join(SCENARIOS), help="the scenarios to run, e.g. 'bg' (default all)"
+        "--only",
+        default="".join(SCENARIOS),
+        help=f"the scenarios to run in the rounds, e.g. 'gb' (default all: {''.join(SCENARIOS)})",
     )
     parser.add_argument(
         "--large",
@@ -90,7 +93,11 @@ def parse_args() -> argparse.Namespace:
         help="with --instructions: keep each server's callgrind profile in DIR "
         "(callgrind.<scenario>.1, for callgrind_annotate --inclusive=yes)",
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    unknown = sorted(set(args.only) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"--only: no scenario {', '.join(unknown)} (there are {''.join(SCENARIOS)})")
+    return args
 
 
 def main() -> int:

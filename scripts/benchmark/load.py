@@ -33,6 +33,7 @@ from benchmark.scenarios import (
     FLOORS,
     LABELS,
     SCENARIOS,
+    WITHOUT_LANE,
     path,
     scenario_headers,
 )
@@ -260,7 +261,7 @@ def instructions_per_request(
     if name in FLOORS:
         command, env = floor_command(FLOORS[name], port, 1, redis_url, entry)
     else:
-        command, env = service_command(redis_url, port, 1)
+        command, env = service_command(redis_url, port, 1, lane=name not in WITHOUT_LANE)
     env["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same count, on every run
     output = workdir / f"callgrind.{name}"
     process = subprocess.Popen(

@@ -94,10 +94,11 @@ def service_command(
     workers: int,
     rate_limits: bool = True,
     mode: str = "single",
+    lane: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
     """The service's command line and environment: its production defaults (access log at
-    INFO, metrics on, rate limits on), stated so that the caller's environment cannot change
-    them."""
+    INFO, metrics on, rate limits on, the gateway lane on unless ``lane`` is False), stated so
+    that the caller's environment cannot change them."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -111,6 +112,7 @@ def service_command(
         "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000" if rate_limits else "0",
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
         "FILEHOST_REDIS_MODE": mode,
+        "FILEHOST_GATEWAY_LANE": "on" if lane else "off",
     }
     return [sys.executable, "-m", "service", "serve"], env
 
@@ -147,9 +149,10 @@ def service(
     log: Path | None = None,
     rate_limits: bool = True,
     mode: str = "single",
+    lane: bool = True,
 ) -> Iterator[tuple[str, int]]:
     port = free_port()
-    command, env = service_command(redis_url, port, workers, rate_limits, mode)
+    command, env = service_command(redis_url, port, workers, rate_limits, mode, lane)
     with server(command, env, port, log) as running:
         yield running
 

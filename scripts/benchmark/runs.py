@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import redis
 from benchmark import processes
 from benchmark.load import Measurer, start_login_storm
 from benchmark.report import ExtraRow, median_row, ratio_cell
-from benchmark.scenarios import FLOORS, LABELS, PATHS, scenario_headers
+from benchmark.scenarios import FLOORS, LABELS, PATHS, WITHOUT_LANE, scenario_headers
 from benchmark.seeding import key_commands, mass_insert, seed_account, session_commands
 
 Server = tuple[str, int]  # its URL and pid
@@ -60,7 +60,12 @@ class Bench:
             yield f0, f1
 
     def service(
-        self, *, redis_url: str | None = None, rate_limits: bool = True, mode: str = "single"
+        self,
+        *,
+        redis_url: str | None = None,
+        rate_limits: bool = True,
+        mode: str = "single",
+        lane: bool = True,
     ) -> AbstractContextManager[Server]:
         """The service on this run's store (or the one ``redis_url`` names), with the floors'
         number of workers, logging to the run's service log."""
@@ -70,6 +75,7 @@ class Bench:
             log=self.service_log,
             rate_limits=rate_limits,
             mode=mode,
+            lane=lane,
         )
 
 
@@ -81,8 +87,12 @@ def rounds(bench: Bench) -> None:
     # ratio is taken within that triple, so the machine's drift (shared, noisy cores)
     # between runs further apart cannot pass for a cost of the service.
     beside: dict[str, dict[str, Results]] = {name: {"F0": [], "F1": []} for name in bench.scenarios}
-    with bench.floors() as (f0, f1), bench.service() as svc:
+    with bench.floors() as (f0, f1), bench.service() as svc, ExitStack() as more:
         targets = {"F0": f0, "F1": f1}
+        for name in WITHOUT_LANE:
+            if name in bench.scenarios:  # a second service, the same but for the gateway lane
+                targets[name] = more.enter_context(bench.service(lane=False))
+                bench.measure.warm_up(targets[name][0], bench.headers["b"])
         for name, target in (("F0", f0), ("F1", f1), ("b", svc)):  # warm-up
             bench.measure.warm_up(target[0], bench.headers[name])
         for round_number in range(1, bench.args.rounds + 1):
