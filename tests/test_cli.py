@@ -15,7 +15,9 @@ import redis as redis_sync
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.conftest import Api, assert_error, bearer, free_port
+from tests.support.api import Api, assert_error, bearer
+from tests.support.files import uploaded
+from tests.support.redis import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "Tr0ub4dor&3-horse"
@@ -367,8 +369,6 @@ def test_embedded_store_without_serve_persists_and_stops_its_server(tmp_path: Pa
 async def test_delete_removes_the_users_files_bytes_and_all(
     make_api: Any, redis_url: str, tmp_path: Path
 ) -> None:
-    from tests.api.test_files import uploaded
-
     api = await make_api(data_dir=tmp_path)
     token = await api.user_with_session("pia@example.com")
     other_token = await api.user_with_session("quinn@example.com")

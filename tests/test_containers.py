@@ -20,19 +20,9 @@ import pytest
 import yaml
 
 from service.config import load_settings
+from tests.support.compose import answers, compose_clients
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def compose_clients() -> list[list[str]]:
-    return [["docker", "compose"], ["docker-compose"]]
-
-
-def answers(client: list[str]) -> bool:
-    try:
-        return subprocess.run([*client, "version"], capture_output=True, timeout=60).returncode == 0
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture(scope="module")

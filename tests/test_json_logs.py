@@ -20,14 +20,9 @@ import pytest
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.observability.log_lines import ACCESS_FIELDS, JsonFormatter
 from service.observability.trace import RequestTrace, current_trace, loggable_path, new_request_id
-from tests.conftest import RedisServer, free_port
-from tests.test_serve import (
-    create_user,
-    fresh_session,
-    login,
-    running,
-    service_env,
-)
+from tests.support.clients import fresh_session, login
+from tests.support.processes import create_user, running, service_env
+from tests.support.redis import RedisServer, free_port
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 BASE_FIELDS = ("ts", "level", "pid", "logger", "msg")

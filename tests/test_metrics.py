@@ -10,13 +10,13 @@ import pytest
 
 from service.observability.metrics import TALLY_EVERY, Metrics
 from service.observability.trace import RequestTrace, new_request_id
-from tests.api import test_ops
+from tests.support import metrics as exposition
 
 ROUTE = "/api/v1/files"
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return test_ops.samples(metrics.render().decode())
+    return exposition.samples(metrics.render().decode())
 
 
 def answer(

@@ -10,18 +10,10 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.api.test_ops import samples
-from tests.conftest import free_port
-from tests.test_serve import (
-    Server,
-    create_key,
-    create_user,
-    fresh_session,
-    login,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import create_key, fresh_session, login, wait_for_two_workers
+from tests.support.metrics import samples
+from tests.support.processes import Server, create_user, running, service_env
+from tests.support.redis import free_port
 
 KEYED = 60
 ANONYMOUS = 10

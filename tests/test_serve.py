@@ -1,8 +1,9 @@
 """``python -m service serve`` as an operator runs it: real processes, real sockets, real signals.
 
-Each test starts the server in a subprocess (in its own session, so a stuck server and its
-workers can be cleaned up by process group), waits for the port by polling it, and stops it with
-SIGTERM in ``finally``. Standard error goes to a file so the access log can be read afterwards.
+Each test starts the server in a subprocess (``tests.support.processes.Server``: in its own
+session, so a stuck server and its workers can be cleaned up by process group), waits for the port
+by polling it, and stops it with SIGTERM in ``finally``. Standard error goes to a file so the
+access log can be read afterwards.
 """
 
 from __future__ import annotations
@@ -10,169 +11,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 
-from service.observability.log_lines import FLUSH_SECONDS
 from service.store.embedded import socket_responds
-from tests.conftest import free_port, processes_mentioning
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PASSWORD = "Serve-Test-Password-1"
-
-
-def service_env(redis_url: str | None, port: int, **extra: str) -> dict[str, str]:
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name != "REDIS_URL" and not name.startswith("FILEHOST_")
-    }
-    env["FILEHOST_BCRYPT_COST"] = "4"
-    env["FILEHOST_PORT"] = str(port)
-    if redis_url is not None:
-        env["REDIS_URL"] = redis_url
-        if os.environ.get("FILEHOST_TEST_REDIS") == "cluster":  # pytest --redis cluster
-            env["FILEHOST_REDIS_MODE"] = "cluster"
-    env.update(extra)
-    return env
-
-
-def run_cli(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "service", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-class Server:
-    """One ``serve`` process; ``stop()`` returns its exit code."""
-
-    def __init__(self, env: dict[str, str], port: int, log_dir: Path, *args: str) -> None:
-        self.port = port
-        self.stdout_path = log_dir / f"serve-{port}.out"
-        self.stderr_path = log_dir / f"serve-{port}.err"
-        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve", *args],
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api/v1"
-
-    def wait_ready(self, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"serve exited with {self.process.returncode}: {self.stderr()}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"serve did not listen in time: {self.stderr()}") from None
-                time.sleep(0.05)
-
-    def stop(self, timeout: float = 10.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout)
-                raise AssertionError(f"serve did not exit on SIGTERM: {self.stderr()}") from None
-        return self.process.returncode
-
-    def stdout(self) -> str:
-        return self.stdout_path.read_text(errors="replace")
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def access_lines(self) -> list[tuple[int, str, str, int]]:
-        """(pid, method, path, status) of every access-log line so far. A worker writes its
-        lines up to ``FLUSH_SECONDS`` late, so while serve runs this waits that long first."""
-        if self.process.poll() is None:
-            time.sleep(2 * FLUSH_SECONDS)
-        lines = []
-        for line in self.stderr().splitlines():
-            try:
-                entry = orjson.loads(line)
-            except orjson.JSONDecodeError:  # a line cut short by a concurrent read
-                continue
-            if entry.get("logger") == "aiohttp.access":
-                lines.append((entry["pid"], entry["method"], entry["path"], entry["status"]))
-        return lines
-
-
-@contextlib.contextmanager
-def running(env: dict[str, str], port: int, log_dir: Path, *args: str) -> Iterator[Server]:
-    server = Server(env, port, log_dir, *args)
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-
-
-def fresh_session() -> aiohttp.ClientSession:
-    """A client that opens a new connection for every request."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(force_close=True),
-        timeout=aiohttp.ClientTimeout(total=10),
-    )
-
-
-async def request(
-    http: aiohttp.ClientSession, method: str, url: str, **kwargs: Any
-) -> tuple[int, dict[str, Any]]:
-    async with http.request(method, url, **kwargs) as response:
-        return response.status, await response.json()
-
-
-async def login(http: aiohttp.ClientSession, server: Server, email: str) -> str:
-    status, body = await request(
-        http, "POST", f"{server.base}/auth/login", json={"email": email, "password": PASSWORD}
-    )
-    assert status == 200, body
-    return body["data"]["token"]
-
-
-async def create_key(http: aiohttp.ClientSession, server: Server, token: str) -> dict[str, Any]:
-    status, body = await request(
-        http,
-        "POST",
-        f"{server.base}/keys",
-        json={"name": "serve-test", "permissions": ["files.read"]},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert status == 201, body
-    return body["data"]
+from tests.support.clients import (
+    create_key,
+    fresh_session,
+    login,
+    request,
+    wait_for_two_workers,
+)
+from tests.support.paths import REPO_ROOT
+from tests.support.processes import (
+    Server,
+    create_user,
+    processes_mentioning,
+    running,
+    service_env,
+)
+from tests.support.redis import free_port
 
 
 async def revoke_key(http: aiohttp.ClientSession, server: Server, token: str, key_id: str) -> None:
@@ -184,28 +47,6 @@ async def revoke_key(http: aiohttp.ClientSession, server: Server, token: str, ke
 
 async def files_with_key(http: aiohttp.ClientSession, server: Server, key: str):  # type: ignore[no-untyped-def]
     return await request(http, "GET", f"{server.base}/files", headers={"X-API-Key": key})
-
-
-def create_user(env: dict[str, str], email: str) -> None:
-    result = run_cli(
-        "users", "create", "--email", email, "--password-stdin", env=env, stdin=PASSWORD + "\n"
-    )
-    assert result.returncode == 0, result.stderr
-
-
-async def wait_for_two_workers(http: aiohttp.ClientSession, server: Server) -> None:
-    """Both workers have bound the port once unauthenticated probes are answered by two pids.
-
-    Probes use /auth/session so they are not confused with the requests under test."""
-    deadline = time.monotonic() + 15
-    while True:
-        for _ in range(10):
-            status, _body = await request(http, "GET", f"{server.base}/auth/session")
-            assert status == 401
-        pids = {pid for pid, _m, path, _s in server.access_lines() if path.endswith("/session")}
-        if len(pids) >= 2:
-            return
-        assert time.monotonic() < deadline, "the second worker never answered"
 
 
 # -- tests ---------------------------------------------------------------------------------------

@@ -13,16 +13,10 @@ from typing import Any
 import pytest
 
 import service.auth.passwords
-from tests.conftest import PASSWORD, Api, assert_error
-from tests.hardening.support import (
-    Recorder,
-    Server,
-    create_user,
-    env_for,
-    free_port,
-    line_mentions,
-    started,
-)
+from tests.support.api import PASSWORD, Api, assert_error
+from tests.support.clients import Recorder
+from tests.support.processes import Server, create_user, env_for, line_mentions, started
+from tests.support.redis import free_port
 
 LOGIN = "/api/v1/auth/login"
 EMAIL = "alice@example.com"

@@ -15,7 +15,8 @@ import pytest
 
 from service.domain.credentials import digest
 from service.domain.key_rules import AllowLists, address_form, address_ranges, canonical_network
-from tests.conftest import Api, FakeClock, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock
 
 KEYS = "/api/v1/keys"
 FILES = "/api/v1/files"

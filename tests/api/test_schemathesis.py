@@ -31,9 +31,10 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.api.test_bad_input import MALFORMED, exchange, parse_responses
-from tests.conftest import SPEC_PERMISSIONS, RedisServer, free_port
-from tests.test_serve import Server, run_cli, running, service_env
+from tests.support.api import SPEC_PERMISSIONS
+from tests.support.processes import Server, run_cli, running, service_env
+from tests.support.raw_http import MALFORMED, exchange, parse_responses
+from tests.support.redis import RedisServer, free_port
 
 DOCUMENT_PATH = Path(__file__).resolve().parents[2] / "service" / "api" / "openapi.json"
 DOCUMENT = json.loads(DOCUMENT_PATH.read_text())

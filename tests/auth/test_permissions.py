@@ -8,7 +8,7 @@ from service.domain.permissions import (
     unknown_names,
 )
 from service.domain.principal import CredentialType, Principal
-from tests.conftest import SPEC_PERMISSIONS
+from tests.support.api import SPEC_PERMISSIONS
 
 
 def test_the_ten_names_of_the_spec_in_its_order() -> None:

@@ -30,7 +30,9 @@ from multidict import CIMultiDict
 
 from service.app import create_app
 from service.config import Settings
-from tests.conftest import PASSWORD, Api, FakeClock, RedisServer, free_port, serve_app
+from tests.support.api import PASSWORD, Api, serve_app
+from tests.support.clock import FakeClock
+from tests.support.redis import RedisServer, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "deploy" / "nginx.conf"

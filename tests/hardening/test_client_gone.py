@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from tests.conftest import free_port
-from tests.test_serve import running, service_env
+from tests.support.processes import running, service_env
+from tests.support.redis import free_port
 
 LOGIN = b"POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import free_port
-from tests.test_serve import (
-    create_key,
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import create_key, fresh_session, login, request, wait_for_two_workers
+from tests.support.processes import create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "busy@example.com"
 

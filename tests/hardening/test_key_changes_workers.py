@@ -15,17 +15,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tests.conftest import free_port
-from tests.test_serve import (
-    Server,
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import fresh_session, login, request, wait_for_two_workers
+from tests.support.processes import Server, create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "key.changes@example.com"
 BEFORE = 24  # requests with the key before its change, spread over both workers

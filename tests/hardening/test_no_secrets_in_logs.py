@@ -18,19 +18,10 @@ import redis as redis_sync
 
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.keys import RedisKeys
-from tests.hardening.support import (
-    PASSWORD,
-    Outcome,
-    Recorder,
-    Server,
-    aof_redis,
-    bearer,
-    env_for,
-    free_port,
-    run_cli,
-    started,
-    stopped_at_exit,
-)
+from tests.support.api import bearer
+from tests.support.clients import Outcome, Recorder
+from tests.support.processes import PASSWORD, Server, env_for, run_cli, started
+from tests.support.redis import aof_redis, free_port, stopped_at_exit
 
 EMAIL = "secrets@example.com"
 WRONG_PASSWORD = "Wrong-Password-Kq83nZ1x"

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from tests.conftest import RedisServer
-from tests.hardening.support import PASSWORD, Server, create_user, env_for, free_port, started
+from tests.support.processes import PASSWORD, Server, create_user, env_for, started
+from tests.support.redis import RedisServer, free_port
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 1.5

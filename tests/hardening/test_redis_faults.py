@@ -25,22 +25,19 @@ from pathlib import Path
 import pytest
 
 from service.domain.credentials import generate_api_key
-from tests.hardening.support import (
+from tests.support.api import bearer
+from tests.support.clients import Outcome, Recorder
+from tests.support.processes import (
     PASSWORD,
-    Outcome,
-    Recorder,
     Server,
-    aof_redis,
-    bearer,
     create_user,
     env_for,
-    free_port,
     line_mentions,
     parent_of,
     processes_mentioning,
     started,
-    stopped_at_exit,
 )
+from tests.support.redis import aof_redis, free_port, stopped_at_exit
 
 EMAIL = "faults@example.com"
 # The bound for an answer while the store is gone. It holds with a Redis timeout of 0.5 s:

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.conftest import free_port
-from tests.test_serve import (
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import fresh_session, login, request, wait_for_two_workers
+from tests.support.processes import create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "pinned@example.com"
 OWNER = "127.0.0.2"

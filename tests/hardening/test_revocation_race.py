@@ -16,18 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.hardening.support import (
-    PASSWORD,
-    Outcome,
-    Recorder,
-    Server,
-    bearer,
-    create_user,
-    env_for,
-    free_port,
-    line_mentions,
-    started,
-)
+from tests.support.api import bearer
+from tests.support.clients import Outcome, Recorder
+from tests.support.processes import PASSWORD, Server, create_user, env_for, line_mentions, started
+from tests.support.redis import free_port
 
 EMAIL = "race@example.com"
 REQUESTS = 200

@@ -1,21 +1,14 @@
 """Ending sessions under ``serve --workers 2`` (issue 14): a session ended through one worker is
 refused by both on the next request, whichever worker answers it. Real processes and sockets, as
-in tests/test_serve.py, whose helpers this uses."""
+in tests/test_serve.py; the helpers are tests/support's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import free_port
-from tests.test_serve import (
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import fresh_session, login, request, wait_for_two_workers
+from tests.support.processes import create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "sessions.workers@example.com"
 LIST_OK = ("GET", "/api/v1/auth/sessions", 200)

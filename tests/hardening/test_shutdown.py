@@ -25,22 +25,18 @@ import redis as redis_sync
 
 from service.domain.credentials import generate_session_token
 from service.store.keys import RedisKeys
-from tests.hardening.support import (
+from tests.support.api import bearer
+from tests.support.clients import Outcome, Recorder
+from tests.support.processes import (
     PASSWORD,
-    Outcome,
-    Recorder,
     Server,
-    aof_redis,
-    bearer,
-    client_count,
     create_user,
     env_for,
-    free_port,
     line_mentions,
     processes_mentioning,
     started,
-    stopped_at_exit,
 )
+from tests.support.redis import aof_redis, client_count, free_port, stopped_at_exit
 
 EMAIL = "slow@example.com"
 SLOW_COST = "13"  # about 0.6 s per check, more under load

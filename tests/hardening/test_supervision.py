@@ -23,19 +23,19 @@ from pathlib import Path
 import pytest
 
 from service.store.embedded import socket_responds
-from tests.hardening.support import (
+from tests.support.clients import Recorder
+from tests.support.paths import REPO_ROOT
+from tests.support.processes import (
     PASSWORD,
-    Recorder,
     Server,
     create_user,
     env_for,
-    free_port,
     parent_of,
     processes_mentioning,
     started,
     wait_for_workers,
 )
-from tests.test_serve import REPO_ROOT
+from tests.support.redis import free_port
 
 EMAIL = "owner@example.com"
 

@@ -20,17 +20,10 @@ from service.auth.policy import make_policy
 from service.clock import SystemClock
 from service.config import Settings
 from service.store.stores import open_stores
-from tests.hardening.support import (
-    PASSWORD,
-    Outcome,
-    Recorder,
-    Server,
-    bearer,
-    create_user,
-    env_for,
-    free_port,
-    started,
-)
+from tests.support.api import bearer
+from tests.support.clients import Outcome, Recorder
+from tests.support.processes import PASSWORD, Server, create_user, env_for, started
+from tests.support.redis import free_port
 
 ROUNDS = 4
 CLIENTS = 24  # per kind: logins and key creations

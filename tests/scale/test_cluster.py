@@ -1,5 +1,5 @@
 """Redis Cluster (issue 15, part 1), on a real 3-master cluster on loopback
-(tests/scale/servers.py): the whole API suite runs against it, the data lands on every node, and a
+(tests/support/cluster.py): the whole API suite runs against it, the data lands on every node, and a
 slot holding a key moves to another node while requests flow, with no 5xx beyond the moment of
 the move. The routing itself (slots, hash tags, MOVED and ASK) is checked on the hot connection."""
 
@@ -19,19 +19,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.domain.credentials import digest
 from service.store.cluster import ClusterPipelinedRedis, first_key, key_slot
-from tests.conftest import free_port
-from tests.scale.servers import ClusterServer, wait_until
-from tests.test_serve import (
-    REPO_ROOT,
-    create_key,
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import create_key, fresh_session, login, request, wait_for_two_workers
+from tests.support.cluster import ClusterServer, wait_until
+from tests.support.paths import REPO_ROOT
+from tests.support.processes import create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "cluster@example.com"
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from service.config import load_settings
-from tests.test_containers import answers, compose_clients
+from tests.support.compose import answers, compose_clients
 
 COMPOSE = Path(__file__).resolve().parent.parent.parent / "deploy" / "compose"
 

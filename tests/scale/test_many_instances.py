@@ -3,7 +3,7 @@ share nothing but Redis. A key made through one works on the other; revoked on o
 by the other from the very next request; a logout likewise; the request-rate buckets and the
 login-failure counts are one per credential and per email, whichever instance counts.
 
-Real processes and sockets (tests/test_serve.py's helpers); each request opens a new connection,
+Real processes and sockets (tests/support/processes.py); each request opens a new connection,
 so either worker of an instance may answer it, and the access logs show that both did."""
 
 from __future__ import annotations
@@ -13,19 +13,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.conftest import free_port
-from tests.test_serve import (
-    PASSWORD,
-    Server,
-    create_key,
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import create_key, fresh_session, login, request, wait_for_two_workers
+from tests.support.processes import PASSWORD, Server, create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "two.instances@example.com"
 

@@ -1,5 +1,5 @@
 """Redis Sentinel (issue 15, part 2): ``serve --workers 2`` on a master with one replica and three
-sentinels (tests/scale/servers.py), all on loopback. Keys and sessions are made, the master is
+sentinels (tests/support/cluster.py), all on loopback. Keys and sessions are made, the master is
 killed with SIGKILL, and the service answers again once the sentinels have promoted the replica:
 meanwhile every answer is a 503 (never a pass, never a refusal of a good credential), afterwards
 the keys and sessions made before the kill work (``FILEHOST_REPLICA_WAIT_MS`` had each on the
@@ -13,18 +13,10 @@ import time
 from pathlib import Path
 
 from service.domain.credentials import digest
-from tests.conftest import free_port
-from tests.scale.servers import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MASTER_NAME, sentinel_set
-from tests.test_serve import (
-    create_key,
-    create_user,
-    fresh_session,
-    login,
-    request,
-    running,
-    service_env,
-    wait_for_two_workers,
-)
+from tests.support.clients import create_key, fresh_session, login, request, wait_for_two_workers
+from tests.support.cluster import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MASTER_NAME, sentinel_set
+from tests.support.processes import create_user, running, service_env
+from tests.support.redis import free_port
 
 EMAIL = "sentinel@example.com"
 # The stated bound: the sentinels call the master down after DOWN_AFTER_MS, then agree and promote

@@ -11,7 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.config import ConfigError, load_settings
 from service.store.pipelined import PipelinedRedis
-from tests.scale.servers import data_node, wait_until
+from tests.support.cluster import data_node, wait_until
 
 
 def test_the_default_is_one_server() -> None:

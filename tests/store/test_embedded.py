@@ -27,8 +27,7 @@ from service.store.embedded import (
     server_engine,
     socket_responds,
 )
-from tests.conftest import processes_mentioning
-from tests.test_serve import run_cli, service_env
+from tests.support.processes import processes_mentioning, run_cli, service_env
 
 PASSWORD = "Embedded-Test-Password-1"
 

