@@ -53,7 +53,7 @@ NOT_ON_A_CLUSTER = {
     ),
     "tests/api/test_errors.py::test_unresponsive_store_times_out_into_503_and_recovers": (
         "pauses the one server with SIGSTOP and expects every request to fail; on a cluster only "
-        "that node's slots do (tests/scale covers a cluster's failures)"
+        "that node's slots do (tests/system/scale covers a cluster's failures)"
     ),
     "tests/api/test_ops.py::test_redis_latency_histogram_counts_every_hot_path_command": (
         "counts hot-path commands exactly, assuming the scripts are loaded; each cluster node "

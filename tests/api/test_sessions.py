@@ -2,7 +2,7 @@
 DELETE /api/v1/auth/sessions (issue 14).
 
 Driven over HTTP against the real Redis server of the fixtures; time moves only through the
-injected ``clock``. Two workers are in tests/test_serve.py.
+injected ``clock``. Two workers are in tests/system/test_serve.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Ending sessions under ``serve --workers 2`` (issue 14): a session ended through one worker is
 refused by both on the next request, whichever worker answers it. Real processes and sockets, as
-in tests/test_serve.py; the helpers are tests/support's."""
+in tests/system/test_serve.py; the helpers are tests/support's."""
 
 from __future__ import annotations
 

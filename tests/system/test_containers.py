@@ -21,8 +21,9 @@ import yaml
 
 from service.config import load_settings
 from tests.support.compose import answers, compose_clients
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

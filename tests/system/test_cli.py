@@ -17,9 +17,9 @@ from redis.retry import Retry
 
 from tests.support.api import Api, assert_error, bearer
 from tests.support.files import uploaded
+from tests.support.paths import REPO_ROOT
 from tests.support.redis import free_port
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "Tr0ub4dor&3-horse"
 
 

@@ -15,7 +15,6 @@ import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import redis as redis_sync
@@ -32,11 +31,11 @@ from schemathesis.checks import (
 )
 
 from tests.support.api import SPEC_PERMISSIONS
+from tests.support.openapi import DOCUMENT_PATH
 from tests.support.processes import Server, run_cli, running, service_env
 from tests.support.raw_http import MALFORMED, exchange, parse_responses
 from tests.support.redis import RedisServer, free_port
 
-DOCUMENT_PATH = Path(__file__).resolve().parents[2] / "service" / "api" / "openapi.json"
 DOCUMENT = json.loads(DOCUMENT_PATH.read_text())
 # The document's own login example, so the examples phase logs in successfully.
 EMAIL = "you@example.com"

@@ -6,7 +6,6 @@ the sentinels and the cluster are wired as the docs say."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,9 @@ import yaml
 
 from service.config import load_settings
 from tests.support.compose import answers, compose_clients
+from tests.support.paths import REPO_ROOT
 
-COMPOSE = Path(__file__).resolve().parent.parent.parent / "deploy" / "compose"
+COMPOSE = REPO_ROOT / "deploy" / "compose"
 
 
 def render(name: str) -> dict[str, Any]:

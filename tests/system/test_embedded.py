@@ -27,6 +27,7 @@ from service.store.embedded import (
     server_engine,
     socket_responds,
 )
+from tests.support.paths import REPO_ROOT
 from tests.support.processes import processes_mentioning, run_cli, service_env
 
 PASSWORD = "Embedded-Test-Password-1"
@@ -131,7 +132,7 @@ def test_a_different_engine_than_the_recorded_one_is_refused_before_it_starts(
     listed = run_cli("users", "list", env=env)
     served = subprocess.run(
         [sys.executable, "-m", "service", "serve"],
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO_ROOT,
         env={**env, "FILEHOST_PORT": "0"},
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -1,5 +1,5 @@
 """Micro-benchmark of the per-request auth work that needs no I/O: shape and checksum check,
-digest, permission check. Run with `scripts/test tests/auth/test_hot_path_benchmark.py`; it
+digest, permission check. Run with `scripts/test tests/unit/test_hot_path_benchmark.py`; it
 reports timings and asserts only correctness, never speed."""
 
 from service.domain import credentials

@@ -32,9 +32,9 @@ from service.app import create_app
 from service.config import Settings
 from tests.support.api import PASSWORD, Api, serve_app
 from tests.support.clock import FakeClock
+from tests.support.paths import REPO_ROOT
 from tests.support.redis import RedisServer, free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "deploy" / "nginx.conf"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 ECHOED = ("X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 REFERENCE = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?")
 # The README and every page of docs/: what a reader follows links through.
 DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
