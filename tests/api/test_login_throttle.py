@@ -185,6 +185,7 @@ async def test_the_bounds_can_be_turned_off(make_api) -> None:
 # -- the bound under concurrency, across two workers -------------------------------------------
 
 
+@pytest.mark.system  # two spawned serve workers
 async def test_concurrent_wrong_logins_on_two_workers_reach_bcrypt_at_most_the_limit(
     redis_url: str, tmp_path: Path
 ) -> None:

@@ -31,6 +31,12 @@ from tests.support.clock import FakeClock
 from tests.support.redis import RedisServer
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Every test here drives Chromium: marked ``browser``, so ``-m "not browser"`` (the quick
+    # loop) leaves them out. Called through the item's hook proxy: only for items in this folder.
+    item.add_marker(pytest.mark.browser)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
     if not Path(CHROMIUM).exists():

@@ -7,11 +7,23 @@ too. Imports are read with ``ast``, relative ones resolved, function-level ones 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 SUPPORT = "tests.support"
+# What starts processes of a test's own, and what drives a browser: a test module that imports
+# any of these belongs in tests/system (or marks its tests ``system``) or in tests/browser, so
+# the quick loop (-m "not system and not browser") stays free of them.
+SPAWNING = (
+    "subprocess",
+    "tests.support.processes",
+    "tests.support.clients",
+    "tests.support.cluster",
+    "tests.support.compose",
+)
+BROWSING = ("playwright", "tests.support.browser")
 
 
 def module_of(path: Path) -> str:
@@ -81,6 +93,33 @@ def test_conftest_files_hold_fixtures_and_hooks_only() -> None:
                 if not fixture and not node.name.startswith("pytest_"):
                     offenders.append(f"{path.relative_to(ROOT)}: def {node.name}")
     assert offenders == []
+
+
+def _uses(names: set[str], modules: tuple[str, ...]) -> bool:
+    return any(name == m or name.startswith(m + ".") for name in names for m in modules)
+
+
+def test_modules_that_spawn_processes_or_drive_a_browser_are_in_their_folders() -> None:
+    misplaced = []
+    for path in python_files():
+        if path.name == "conftest.py" or path.name == "__init__.py":
+            continue
+        folder = path.relative_to(TESTS).parts[0]
+        if folder in ("support", "system", "browser") or path == Path(__file__).resolve():
+            continue
+        source = path.read_text()
+        names = imported(source, module_of(path))
+        if _uses(names, SPAWNING) and "pytest.mark.system" not in source:
+            misplaced.append(f"{path.relative_to(ROOT)}: spawns processes, not marked system")
+        if _uses(names, BROWSING):
+            misplaced.append(f"{path.relative_to(ROOT)}: drives a browser outside tests/browser")
+    assert misplaced == []
+
+
+def test_pytest_knows_the_markers_and_refuses_unknown_ones() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "--strict-markers" in config["addopts"].split()
+    assert {entry.split(":")[0] for entry in config["markers"]} >= {"system", "browser"}
 
 
 def test_support_modules_are_found_where_the_rule_says() -> None:
