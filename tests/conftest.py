@@ -24,7 +24,7 @@ from tests.support.api import Api, serve_app
 from tests.support.clock import FakeClock
 from tests.support.cluster import ClusterServer, WholeClusterClient
 from tests.support.processes import processes_mentioning
-from tests.support.redis import RedisServer, flush_store, free_port
+from tests.support.redis import RedisServer, free_port
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,7 +100,7 @@ def redis_url(redis_server: RedisServer) -> str:
     """The shared server, emptied for this test."""
     if redis_server.process is None:  # a test stopped it and failed before restarting
         redis_server.start()
-    flush_store(redis_server)
+    redis_server.flush()  # the one server, or every node of the cluster
     return redis_server.url
 
 

@@ -13,11 +13,12 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import redis as redis_sync
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from service.store.embedded import find_server_binary
 
@@ -36,12 +37,15 @@ class RedisServer:
     data_dir: Path
     extra_args: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
+    # One connection kept for flush(): a new client per test cost a connect and a handshake.
+    _admin: redis_sync.Redis | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        self._forget_admin()
         self.process = subprocess.Popen(
             [
                 find_server_binary(),
@@ -60,7 +64,10 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        client = redis_sync.Redis(port=self.port, socket_timeout=1)
+        # No retries: this loop is the retry, and redis-py's default (backing off on every
+        # ConnectionError, AuthenticationError included) made a password-protected server's
+        # first answer take over 4 s.
+        client = redis_sync.Redis(port=self.port, socket_timeout=1, retry=Retry(NoBackoff(), 0))
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -74,7 +81,19 @@ class RedisServer:
                 time.sleep(0.02)
         client.close()
 
+    def flush(self) -> None:
+        """Empty every database (what a test finds at its start)."""
+        if self._admin is None:
+            self._admin = redis_sync.Redis.from_url(self.url)
+        self._admin.flushall()
+
+    def _forget_admin(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
     def stop(self, *, kill: bool = False) -> None:
+        self._forget_admin()
         if self.process is None:
             return
         if kill:
@@ -83,16 +102,6 @@ class RedisServer:
             self.process.terminate()
         self.process.wait(10)
         self.process = None
-
-
-def flush_store(server: Any) -> None:
-    """Empty the test store: the one server, or every node of the cluster."""
-    if isinstance(server, RedisServer):
-        client = redis_sync.Redis.from_url(server.url)
-        client.flushall()
-        client.close()
-    else:
-        server.flush()
 
 
 def aof_redis(data_dir: Path) -> RedisServer:

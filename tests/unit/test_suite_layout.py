@@ -7,6 +7,7 @@ too. Imports are read with ``ast``, relative ones resolved, function-level ones 
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -70,11 +71,17 @@ def python_files() -> list[Path]:
     return sorted(TESTS.rglob("*.py"))
 
 
+@functools.cache
+def imports_of(path: Path) -> frozenset[str]:
+    return frozenset(
+        imported(path.read_text(), module_of(path), is_package=path.name == "__init__.py")
+    )
+
+
 def test_no_file_under_tests_imports_a_test_module_or_a_conftest() -> None:
     offenders = {}
     for path in python_files():
-        names = imported(path.read_text(), module_of(path), is_package=path.name == "__init__.py")
-        bad = forbidden(names)
+        bad = forbidden(set(imports_of(path)))
         if bad:
             offenders[path.relative_to(ROOT).as_posix()] = sorted(bad)
     assert offenders == {}, "import these from tests/support instead"
@@ -108,7 +115,7 @@ def test_modules_that_spawn_processes_or_drive_a_browser_are_in_their_folders() 
         if folder in ("support", "system", "browser") or path == Path(__file__).resolve():
             continue
         source = path.read_text()
-        names = imported(source, module_of(path))
+        names = set(imports_of(path))
         if _uses(names, SPAWNING) and "pytest.mark.system" not in source:
             misplaced.append(f"{path.relative_to(ROOT)}: spawns processes, not marked system")
         if _uses(names, BROWSING):
