@@ -129,6 +129,14 @@ def test_pytest_knows_the_markers_and_refuses_unknown_ones() -> None:
     assert {entry.split(":")[0] for entry in config["markers"]} >= {"system", "browser"}
 
 
+def test_ci_runs_the_suite_and_then_the_api_suite_on_a_cluster() -> None:
+    """The API suite's run on a Redis Cluster is a step of scripts/test (a second pytest run),
+    not a test that nests pytest; CI runs scripts/test, so it runs both."""
+    assert "exec scripts/test -p no:cacheprovider" in (ROOT / ".ci" / "run").read_text()
+    script = (ROOT / "scripts" / "test").read_text()
+    assert "pytest tests/api tests/system/test_schemathesis.py --redis cluster" in script
+
+
 def test_support_modules_are_found_where_the_rule_says() -> None:
     support = {module_of(path) for path in (TESTS / "support").glob("*.py")}
     assert {"tests.support.redis", "tests.support.api", "tests.support.processes"} <= support
