@@ -46,8 +46,11 @@ class Node:
     directory: Path
     args: tuple[str, ...]
     process: subprocess.Popen[bytes] | None = None
+    # One connection kept for flushall(): a new client per test cost a connect and a handshake.
+    _admin: redis_sync.Redis | None = field(default=None, repr=False)
 
     def start(self) -> None:
+        self._forget_admin()
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / "server.log", "ab")  # the child's stdout
         with log:
@@ -68,18 +71,30 @@ class Node:
     def client(self, **options: object) -> redis_sync.Redis:
         return redis_sync.Redis(port=self.port, socket_timeout=2, decode_responses=True, **options)
 
+    def flushall(self) -> None:
+        if self._admin is None:
+            self._admin = self.client()
+        self._admin.flushall()
+
+    def _forget_admin(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
     def log(self) -> str:
         path = self.directory / "server.log"
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
     def kill(self) -> None:
         """SIGKILL, this process only."""
+        self._forget_admin()
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
         self.process = None
 
     def stop(self) -> None:
+        self._forget_admin()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -302,8 +317,7 @@ class ClusterServer:
 
     def flush(self) -> None:
         for node in self.nodes:
-            with node.client() as client:
-                client.flushall()
+            node.flushall()
 
     def client(self) -> redis_sync.RedisCluster:
         return redis_sync.RedisCluster(
