@@ -175,7 +175,7 @@ def cluster(bench: Bench) -> None:
     """The verify path (g) on a 3-master Redis Cluster on this machine, each run beside a run of
     F0 and of F1 (which read the single node), so it is reported against the same floors as the
     rows above."""
-    from tests.scale.servers import ClusterServer
+    from tests.support.cluster import ClusterServer
 
     servers = ClusterServer(bench.workdir / "cluster")
     servers.start()

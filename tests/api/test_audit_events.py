@@ -20,8 +20,8 @@ from service.api.context import POLICY
 from service.domain import credentials
 from service.domain.audit_events import EVENT_TYPES
 from service.store.audit import AuditStore
-from tests.api.test_auth import at, parse_iso
-from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
+from tests.support.api import PASSWORD, Api, assert_error, bearer
+from tests.support.clock import FakeClock, at, parse_iso
 
 EVENTS = "/api/v1/audit-events"
 SESSIONS = "/api/v1/auth/sessions"

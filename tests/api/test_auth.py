@@ -8,9 +8,7 @@ fixtures; time moves only through the injected ``clock``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,27 +18,15 @@ import service.auth.passwords
 from service.api.context import STORE
 from service.domain import credentials
 from service.store.fields import SESSION_EXPIRED_GRACE_MS
-from tests.conftest import PASSWORD, SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
+from tests.support.api import PASSWORD, SPEC_PERMISSIONS, Api, assert_error, bearer
+from tests.support.clock import FakeClock, at, parse_iso
+from tests.support.keys import sha256_hex
 
 LOGIN = "/api/v1/auth/login"
 LOGOUT = "/api/v1/auth/logout"
 SESSION = "/api/v1/auth/session"
 EMAIL = "alice@example.com"
 HOUR_MS = 3_600_000
-
-
-def sha256_hex(secret: str) -> str:
-    return hashlib.sha256(secret.encode("ascii")).hexdigest()
-
-
-def parse_iso(value: str) -> datetime:
-    assert isinstance(value, str) and value.endswith("Z"), value
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def at(clock: FakeClock) -> datetime:
-    """The clock's current time, truncated to the second as the service renders it."""
-    return datetime.fromtimestamp(clock.now_ms() // 1000, UTC)
 
 
 def with_bad_checksum(secret: str) -> str:

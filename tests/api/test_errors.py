@@ -18,7 +18,8 @@ import pytest
 import redis as redis_sync
 
 from service.domain.credentials import generate_api_key
-from tests.conftest import PASSWORD, Api, RedisServer, assert_error, bearer
+from tests.support.api import PASSWORD, Api, assert_error, bearer
+from tests.support.redis import RedisServer
 
 LOGIN = "/api/v1/auth/login"
 SESSION = "/api/v1/auth/session"

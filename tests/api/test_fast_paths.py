@@ -16,7 +16,7 @@ from service.api.context import GATEWAY_LANE
 from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.config import Settings
-from tests.conftest import PASSWORD, Api, EnvelopeTestServer
+from tests.support.api import PASSWORD, Api, EnvelopeTestServer
 
 VERIFY = "/api/v1/auth/verify"
 

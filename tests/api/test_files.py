@@ -29,7 +29,8 @@ from service.api.context import BLOBS
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.blobs import DirectoryBlobs
 from service.store.files import FilesStore
-from tests.conftest import Api, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer
+from tests.support.files import auth, multipart, upload, uploaded
 
 FILES_URL = "/api/v1/files"
 MIB = 1024 * 1024
@@ -54,58 +55,6 @@ def stored_names(api: Api) -> list[str]:
 def with_bad_checksum(secret: str) -> str:
     last = secret[-1]
     return secret[:-1] + ("A" if last != "A" else "B")
-
-
-def auth(*, key: str | None = None, token: str | None = None) -> dict[str, str]:
-    if key is not None:
-        return {"X-API-Key": key}
-    if token is not None:
-        return bearer(token)
-    return {}
-
-
-def multipart(
-    data: bytes,
-    *,
-    filename: bytes | str = "hello.txt",
-    content_type: str = "text/plain",
-    field: str = "file",
-    boundary: str = "xXxBoundaryxXx",
-    extra: bytes = b"",
-) -> tuple[bytes, dict[str, str]]:
-    """A multipart/form-data body written byte by byte (so odd names arrive exactly as given)."""
-    # A str is written as an HTTP quoted-string (backslash and quote escaped), bytes as they are.
-    if isinstance(filename, str):
-        name = filename.replace("\\", "\\\\").replace('"', '\\"').encode()
-    else:
-        name = filename
-    head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="'.encode()
-        + name
-        + f'"\r\nContent-Type: {content_type}\r\n\r\n'.encode()
-    )
-    body = head + data + f"\r\n{extra.decode()}--{boundary}--\r\n".encode()
-    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
-
-
-async def upload(
-    api: Api,
-    data: bytes,
-    *,
-    key: str | None = None,
-    token: str | None = None,
-    **parts: Any,
-) -> Any:
-    body, headers = multipart(data, **parts)
-    return await api.client.post(
-        FILES_URL, data=body, headers={**headers, **auth(key=key, token=token)}
-    )
-
-
-async def uploaded(api: Api, data: bytes, **kwargs: Any) -> dict[str, Any]:
-    response = await upload(api, data, **kwargs)
-    assert response.status == 201, await response.text()
-    return (await response.json())["data"]
 
 
 async def listing(api: Api, query: str = "", **credential: str) -> dict[str, Any]:

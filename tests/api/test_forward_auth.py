@@ -11,7 +11,8 @@ import pytest
 
 from service.api.routes.forward_auth import ROUTE_PERMISSIONS, derive_permission
 from service.domain.credentials import generate_api_key, generate_session_token
-from tests.conftest import SPEC_PERMISSIONS, Api, RedisServer, assert_error, bearer
+from tests.support.api import SPEC_PERMISSIONS, Api, assert_error, bearer
+from tests.support.redis import RedisServer
 
 VERIFY = "/api/v1/auth/verify"
 AUTH_HEADERS = ("X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions")

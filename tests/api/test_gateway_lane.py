@@ -20,9 +20,9 @@ from service.api.context import GATEWAY_LANE, SETTINGS
 from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
-from tests.api.test_files import uploaded
-from tests.api.test_ops import value
-from tests.conftest import Api, EnvelopeTestServer
+from tests.support.api import Api, EnvelopeTestServer
+from tests.support.files import uploaded
+from tests.support.metrics import value
 
 VERIFY = "/api/v1/auth/verify"
 FILES = "/api/v1/files"

@@ -21,56 +21,28 @@ from service.api.context import STORE
 from service.store.api_keys import ApiKeyStore
 from service.store.errors import KeyChanged
 from service.store.fields import KEY_EXPIRED_GRACE_MS
-from tests.api.test_keys import LIST_FIELDS, iso_of, parse_iso, sha256_hex
-from tests.api.test_openapi import DOCUMENT, validator
-from tests.conftest import Api, FakeClock, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock, iso_of, parse_iso
+from tests.support.keys import (
+    EMAIL,
+    KEYS,
+    WHOAMI,
+    audit_events,
+    edit,
+    edited,
+    key_and_session,
+    listed,
+    sha256_hex,
+)
+from tests.support.openapi import DOCUMENT, validator
 
-KEYS = "/api/v1/keys"
-EVENTS = "/api/v1/audit-events"
 VERIFY = "/api/v1/auth/verify"
-WHOAMI = "/api/v1/auth/session"
-# What an edit answers: exactly a listed key's fields.
-VIEW_FIELDS = LIST_FIELDS
-EMAIL = "alice@example.com"
-
-
-async def edit(api: Api, token: str, key_id: str, body: Any) -> Any:
-    return await api.client.patch(f"{KEYS}/{key_id}", json=body, headers=bearer(token))
-
-
-async def edited(api: Api, token: str, key_id: str, body: Any) -> dict[str, Any]:
-    response = await edit(api, token, key_id, body)
-    assert response.status == 200, await response.text()
-    data = (await response.json())["data"]
-    assert set(data) == VIEW_FIELDS
-    return data
-
-
-async def listed(api: Api, token: str, key_id: str) -> dict[str, Any]:
-    response = await api.client.get(KEYS, headers=bearer(token))
-    assert response.status == 200, await response.text()
-    keys = (await response.json())["data"]["keys"]
-    for key in keys:
-        assert set(key) == VIEW_FIELDS
-    return next(key for key in keys if key["id"] == key_id)
-
-
-async def audit_events(api: Api, token: str, kind: str | None = None) -> list[dict[str, Any]]:
-    params = {"limit": "1000", **({"type": kind} if kind else {})}
-    response = await api.client.get(EVENTS, params=params, headers=bearer(token))
-    assert response.status == 200, await response.text()
-    return (await response.json())["data"]["events"]
 
 
 async def verify(api: Api, key: str, **headers: str) -> Any:
     return await api.client.get(
         VERIFY, headers={"X-API-Key": key, "X-Required-Permission": "files.read", **headers}
     )
-
-
-async def key_and_session(api: Api, **extra: Any) -> tuple[str, dict[str, Any]]:
-    token = await api.user_with_session(EMAIL)
-    return token, await api.create_key(token, **extra)
 
 
 # -- what GET /keys shows ------------------------------------------------------------------------

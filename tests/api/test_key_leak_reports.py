@@ -14,9 +14,9 @@ import redis as redis_sync
 
 from service.auth.leak_reports import LEAK_REPORT_WINDOW_SECONDS, LEAK_REPORTS_PER_ADDRESS
 from service.domain.credentials import generate_api_key
-from tests.api.test_key_edit import EMAIL, KEYS, audit_events, edited, key_and_session
-from tests.api.test_key_roll import rolled, status_of
-from tests.conftest import Api, FakeClock, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock
+from tests.support.keys import EMAIL, KEYS, audit_events, edited, key_and_session, rolled, status_of
 
 LEAKED = f"{KEYS}/leaked"
 UA = "secret-scanner/1.0"

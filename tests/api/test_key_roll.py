@@ -17,43 +17,21 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.context import AUTHENTICATOR, POLICY, STORE
 from service.clock import iso
-from tests.api.test_key_edit import (
+from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock
+from tests.support.keys import (
     EMAIL,
     KEYS,
-    VIEW_FIELDS,
     WHOAMI,
     audit_events,
     edited,
     key_and_session,
     listed,
+    roll,
+    rolled,
+    sha256_hex,
+    status_of,
 )
-from tests.api.test_keys import sha256_hex
-from tests.conftest import Api, FakeClock, assert_error, bearer
-
-ROLLED_FIELDS = VIEW_FIELDS | {"secret_key"}
-
-
-async def roll(api: Api, token: str, key_id: str, body: Any = None) -> Any:
-    return await api.client.post(
-        f"{KEYS}/{key_id}/roll",
-        json=body if body is not None else {},
-        headers=bearer(token),
-    )
-
-
-async def rolled(api: Api, token: str, key_id: str, grace: int | None = None) -> dict[str, Any]:
-    body = {} if grace is None else {"grace_seconds": grace}
-    response = await roll(api, token, key_id, body)
-    assert response.status == 201, await response.text()
-    assert response.headers["Cache-Control"] == "no-store"
-    data = (await response.json())["data"]
-    assert set(data) == ROLLED_FIELDS
-    return data
-
-
-async def status_of(api: Api, secret: str) -> int:
-    return (await api.files(key=secret)).status
-
 
 # -- the new secret --------------------------------------------------------------------------
 

@@ -7,9 +7,8 @@ fixtures; time moves only through the injected ``clock``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,7 +17,9 @@ import redis as redis_sync
 from service.api.context import STORE
 from service.domain import credentials
 from service.store.fields import KEY_EXPIRED_GRACE_MS
-from tests.conftest import SPEC_PERMISSIONS, Api, FakeClock, assert_error, bearer
+from tests.support.api import SPEC_PERMISSIONS, Api, assert_error, bearer
+from tests.support.clock import FakeClock, iso_of, parse_iso
+from tests.support.keys import LIST_FIELDS, sha256_hex
 
 KEYS = "/api/v1/keys"
 CREATE_FIELDS = {
@@ -30,37 +31,8 @@ CREATE_FIELDS = {
     "created_at",
     "expires_at",
 }
-LIST_FIELDS = {
-    "id",
-    "name",
-    "key_prefix",
-    "permissions",
-    "created_at",
-    "expires_at",
-    "last_used_at",
-    "enabled",
-    "allowed_ips",
-    "rate_limit",
-    "previous_secret_expires_at",
-}
 EMAIL = "alice@example.com"
 VALID_BODY: dict[str, Any] = {"name": "ci", "permissions": ["files.read"]}
-
-
-def parse_iso(value: str) -> datetime:
-    assert isinstance(value, str) and value.endswith("Z"), value
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def iso_of(clock: FakeClock) -> str:
-    """The clock's current time as the service renders it (UTC, second precision)."""
-    from datetime import UTC
-
-    return datetime.fromtimestamp(clock.now_ms() / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def sha256_hex(secret: str) -> str:
-    return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
 async def post_key(api: Api, token: str, body: Any) -> Any:

@@ -13,16 +13,10 @@ from typing import Any
 import pytest
 
 import service.auth.passwords
-from tests.conftest import PASSWORD, Api, assert_error
-from tests.hardening.support import (
-    Recorder,
-    Server,
-    create_user,
-    env_for,
-    free_port,
-    line_mentions,
-    started,
-)
+from tests.support.api import PASSWORD, Api, assert_error
+from tests.support.clients import Recorder
+from tests.support.processes import Server, create_user, env_for, line_mentions, started
+from tests.support.redis import free_port
 
 LOGIN = "/api/v1/auth/login"
 EMAIL = "alice@example.com"
@@ -191,6 +185,7 @@ async def test_the_bounds_can_be_turned_off(make_api) -> None:
 # -- the bound under concurrency, across two workers -------------------------------------------
 
 
+@pytest.mark.system  # two spawned serve workers
 async def test_concurrent_wrong_logins_on_two_workers_reach_bcrypt_at_most_the_limit(
     redis_url: str, tmp_path: Path
 ) -> None:

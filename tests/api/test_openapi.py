@@ -7,7 +7,6 @@ the code raises).
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Iterator
@@ -18,17 +17,14 @@ import pytest
 import redis as redis_sync
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_spec
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from service.app import create_app
 from service.config import Settings
-from tests.api.test_bad_input import EnvelopeTestServer, exchange, parse_responses
-from tests.conftest import Api, bearer
+from tests.support.api import Api, EnvelopeTestServer, bearer
+from tests.support.openapi import DOCUMENT, DOCUMENT_PATH, validator
+from tests.support.raw_http import exchange, parse_responses
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT_PATH = ROOT / "service" / "api" / "openapi.json"
-DOCUMENT: dict[str, Any] = json.loads(DOCUMENT_PATH.read_text())
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 # Routes outside /api/v1 that belong in the document when they exist; everything else outside
 # /api/v1 (the dashboard's pages and assets) does not.
@@ -45,15 +41,6 @@ NOT_HTTP_CODES = {
     "conflict",
     "service_unavailable",
 }
-
-_REGISTRY = Registry().with_resource(
-    "urn:filehost:openapi", Resource(contents=DOCUMENT, specification=DRAFT202012)
-)
-
-
-def validator(pointer: str) -> Draft202012Validator:
-    """A JSON Schema validator for ``#/<pointer>`` of the document, with its $refs resolved."""
-    return Draft202012Validator({"$ref": f"urn:filehost:openapi#{pointer}"}, registry=_REGISTRY)
 
 
 def resolve(node: Any) -> Any:

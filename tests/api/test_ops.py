@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from service.api.headers import prepare_streamed
 from service.api.routes.ops import METRICS
@@ -22,21 +21,11 @@ from service.app import create_app
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.observability.metrics import CONTENT_TYPE, DURATION_BUCKETS, Metrics
 from service.observability.trace import RequestTrace
-from tests.conftest import Api, RedisServer, assert_error, bearer, serve_app
+from tests.support.api import Api, assert_error, bearer, serve_app
+from tests.support.metrics import samples, value
+from tests.support.redis import RedisServer
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(text: str, name: str, **labels: str) -> float:
-    return samples(text).get((name, frozenset(labels.items())), 0.0)
 
 
 async def scrape(api: Api) -> str:

@@ -12,8 +12,8 @@ import pytest
 import redis as redis_sync
 
 import service.auth.passwords
-from tests.api.test_auth import at, parse_iso
-from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
+from tests.support.api import PASSWORD, Api, assert_error, bearer
+from tests.support.clock import FakeClock, at, parse_iso
 
 CHANGE = "/api/v1/auth/password"
 LOGIN = "/api/v1/auth/login"

@@ -11,7 +11,7 @@ from aiohttp.test_utils import make_mocked_request
 from service.api._aiohttp import PlainRoutes
 from service.app import create_app
 from service.config import Settings
-from tests.conftest import Api, bearer
+from tests.support.api import Api, bearer
 
 
 async def test_every_shortcut_is_the_route_aiohttp_resolves(settings: Settings) -> None:

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import redis as redis_sync
 
-from tests.conftest import Api, FakeClock, RedisServer, assert_error, bearer, free_port
+from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock
+from tests.support.redis import RedisServer, free_port
 
 FIELD = re.compile(r'^"credential";r=(\d+);t=(\d+)$')
 

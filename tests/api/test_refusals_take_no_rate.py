@@ -3,7 +3,7 @@ disabled or expired key, a rolled-out secret past its grace, an address outside 
 allowed networks) takes nothing from the key's bucket, so whoever holds a leaked key cannot lock
 its owner out with 429s; and a rolled key's secrets share the key's one bucket through the
 grace. The clock is the test's, so every count is exact; the two-worker case is in
-``tests/hardening/test_refusals_take_no_rate_workers.py``."""
+``tests/system/hardening/test_refusals_take_no_rate_workers.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pytest
 
 from service.domain.credentials import digest
 from service.domain.key_rules import AllowLists, address_form, address_ranges, canonical_network
-from tests.conftest import Api, FakeClock, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock
 
 KEYS = "/api/v1/keys"
 FILES = "/api/v1/files"

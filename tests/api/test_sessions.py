@@ -2,7 +2,7 @@
 DELETE /api/v1/auth/sessions (issue 14).
 
 Driven over HTTP against the real Redis server of the fixtures; time moves only through the
-injected ``clock``. Two workers are in tests/test_serve.py.
+injected ``clock``. Two workers are in tests/system/test_serve.py.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import redis as redis_sync
 
 from service.api.context import POLICY
 from service.domain import credentials
-from tests.api.test_auth import at, parse_iso
-from tests.conftest import PASSWORD, Api, FakeClock, assert_error, bearer
+from tests.support.api import PASSWORD, Api, assert_error, bearer
+from tests.support.clock import FakeClock, at, parse_iso
 
 SESSIONS = "/api/v1/auth/sessions"
 SESSION = "/api/v1/auth/session"

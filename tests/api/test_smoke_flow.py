@@ -1,6 +1,6 @@
 """The whole story of the README, as one test: log in, create a key, use it, revoke it."""
 
-from tests.conftest import Api, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer
 
 
 async def test_login_create_key_list_files_revoke_and_refused(api: Api) -> None:

@@ -7,33 +7,23 @@ import re
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.browser.conftest import (
+from tests.support.api import PASSWORD
+from tests.support.browser import (
     SECRET_PATTERN,
     Dashboard,
     Tab,
+    assert_focus_is_visible,
     create_key,
+    focused,
     key_row,
+    no_horizontal_scroll,
     screenshot,
     sign_in,
 )
-from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MAX_TABS = 40
-
-
-async def focused(page: Page) -> str:
-    """What has the focus: its id, or a description when it has none."""
-    return await page.evaluate(
-        """() => {
-            const el = document.activeElement;
-            if (!el || el === document.body) return "body";
-            if (el.id) return "#" + el.id;
-            if (el.dataset && el.dataset.keyId) return "revoke:" + el.dataset.keyId;
-            return el.tagName.toLowerCase();
-        }"""
-    )
 
 
 async def tab_to(page: Page, target: str, *, backwards: bool = False) -> list[str]:
@@ -45,16 +35,6 @@ async def tab_to(page: Page, target: str, *, backwards: bool = False) -> list[st
         if stops[-1] == target:
             return stops
     raise AssertionError(f"Tab never reached {target}; it went through {stops}")
-
-
-async def assert_focus_is_visible(page: Page) -> None:
-    outline = await page.evaluate(
-        """() => {
-            const style = getComputedStyle(document.activeElement);
-            return [style.outlineStyle, parseFloat(style.outlineWidth)];
-        }"""
-    )
-    assert outline[0] != "none" and outline[1] >= 2, f"no visible focus on {await focused(page)}"
 
 
 async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
@@ -167,13 +147,6 @@ async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user:
     assert await page.evaluate(nameless) == []
     # Each Revoke button names its key, so a screen reader's list of buttons is unambiguous.
     await expect(page.get_by_role("button", name="Revoke key labelled")).to_have_count(1)
-
-
-async def no_horizontal_scroll(page: Page) -> None:
-    sizes = await page.evaluate(
-        "() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
-    )
-    assert sizes[0] <= sizes[1], f"the page scrolls sideways: {sizes[0]} > {sizes[1]}"
 
 
 async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) -> None:

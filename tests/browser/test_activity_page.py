@@ -20,11 +20,21 @@ from playwright.async_api import Page, Route, expect
 
 from service.api.context import STORE
 from service.domain.audit_events import EVENT_TYPES
-from tests.browser.conftest import Dashboard, Tab, screenshot, sign_in
-from tests.browser.test_accessibility import assert_focus_is_visible, focused, no_horizontal_scroll
-from tests.browser.test_csp import PAGE_CSP, RECORD_VIOLATIONS, directives, violations
-from tests.browser.test_static_files import parse
-from tests.conftest import PASSWORD
+from tests.support.api import PASSWORD
+from tests.support.browser import (
+    PAGE_CSP,
+    RECORD_VIOLATIONS,
+    Dashboard,
+    Tab,
+    assert_focus_is_visible,
+    directives,
+    focused,
+    no_horizontal_scroll,
+    screenshot,
+    sign_in,
+    violations,
+)
+from tests.support.pages import parse
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

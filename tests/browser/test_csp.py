@@ -9,35 +9,25 @@ from importlib.resources.abc import Traversable
 
 import pytest
 from aiohttp import web
-from playwright.async_api import Page, expect
+from playwright.async_api import expect
 
 from service.dashboard.routes import ASSETS, PAGES
-from tests.browser.conftest import TIMEOUT_MS, Dashboard, Tab, create_key, key_row, sign_in
+from tests.support.browser import (
+    PAGE_CSP,
+    RECORD_VIOLATIONS,
+    TIMEOUT_MS,
+    Dashboard,
+    Tab,
+    create_key,
+    directives,
+    key_row,
+    sign_in,
+    violations,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-PAGE_CSP = {
-    "default-src": ["'none'"],
-    "script-src": ["'self'"],
-    "style-src": ["'self'"],
-    "img-src": ["'self'"],
-    "connect-src": ["'self'"],
-    "base-uri": ["'none'"],
-    "form-action": ["'none'"],
-    "frame-ancestors": ["'none'"],
-    "require-trusted-types-for": ["'script'"],
-    "trusted-types": ["'none'"],
-}
 RESOURCE_CSP = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
-
-
-def directives(header: str) -> dict[str, list[str]]:
-    parsed: dict[str, list[str]] = {}
-    for part in header.split(";"):
-        name, *values = part.split()
-        assert name not in parsed, f"{name} given twice"
-        parsed[name] = values
-    return parsed
 
 
 def assert_common_headers(headers: object, csp: dict[str, list[str]]) -> None:
@@ -105,19 +95,6 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
     async with dashboard.http.post(dashboard.base + "/") as response:
         assert response.status == 405
         assert (await response.json())["error"]["code"] == "method_not_allowed"
-
-
-# Runs before any page script: records every violation the browser reports.
-RECORD_VIOLATIONS = """
-window.__cspViolations = [];
-document.addEventListener('securitypolicyviolation', (event) => {
-  window.__cspViolations.push(event.effectiveDirective + ' ' + (event.blockedURI || ''));
-});
-"""
-
-
-async def violations(page: Page) -> list[str]:
-    return await page.evaluate("() => window.__cspViolations")
 
 
 async def test_the_browser_reports_no_csp_violation_across_the_dashboard(

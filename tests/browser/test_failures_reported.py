@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Route, expect
 
-from tests.browser.conftest import Dashboard, Tab, create_key, key_row, screenshot, sign_in
+from tests.support.browser import Dashboard, Tab, create_key, key_row, screenshot, sign_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

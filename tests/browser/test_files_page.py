@@ -2,7 +2,7 @@
 drop with a progress bar each, download byte for byte, delete behind a confirmation, and the
 refusals (too large, quota) said plainly. No CSP violation and nothing on the console throughout.
 
-The module runs its own service (like ``conftest.dashboard``) with the blobs in a temporary
+The module runs its own service (like the ``dashboard`` fixture) with the blobs in a temporary
 directory and small limits, so the refusals are quick to reach.
 """
 
@@ -25,11 +25,18 @@ from service.api.context import BLOBS
 from service.app import create_app
 from service.config import Settings
 from service.store.blobs import DirectoryBlobs
-from tests.browser.conftest import Dashboard, Tab, screenshot, sign_in
-from tests.browser.test_accessibility import no_horizontal_scroll
-from tests.browser.test_csp import RECORD_VIOLATIONS, violations
-from tests.browser.test_static_files import parse
-from tests.conftest import FakeClock, RedisServer
+from tests.support.browser import (
+    RECORD_VIOLATIONS,
+    Dashboard,
+    Tab,
+    no_horizontal_scroll,
+    screenshot,
+    sign_in,
+    violations,
+)
+from tests.support.clock import FakeClock
+from tests.support.pages import parse
+from tests.support.redis import RedisServer
 
 try:  # the runner production serves with, where the service has one
     from service.api._aiohttp import EnvelopeAppRunner as Runner  # type: ignore[attr-defined]

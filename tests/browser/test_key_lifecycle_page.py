@@ -10,17 +10,18 @@ import pytest
 from playwright.async_api import Locator, Page, expect
 
 from service.clock import iso
-from tests.browser.conftest import (
+from tests.support.browser import (
+    RECORD_VIOLATIONS,
     SECRET_PATTERN,
     Dashboard,
     Tab,
     create_key,
     key_row,
+    no_horizontal_scroll,
     screenshot,
     sign_in,
+    violations,
 )
-from tests.browser.test_accessibility import no_horizontal_scroll
-from tests.browser.test_csp import RECORD_VIOLATIONS, violations
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

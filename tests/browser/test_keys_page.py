@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from playwright.async_api import expect
 
-from tests.browser.conftest import (
+from tests.support.browser import (
     TIMEOUT_MS,
     Dashboard,
     Tab,

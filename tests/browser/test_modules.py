@@ -21,8 +21,9 @@ from playwright.async_api import expect
 
 from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
 from service.domain.permissions import PERMISSION_DESCRIPTIONS, PERMISSIONS
-from tests.browser.conftest import REPO_ROOT, Tab, create_key, sign_in
-from tests.browser.test_static_files import PAGE_SCRIPTS
+from tests.support.browser import Tab, create_key, sign_in
+from tests.support.pages import PAGE_SCRIPTS
+from tests.support.paths import REPO_ROOT
 
 STATIC = files("service.dashboard").joinpath("static")
 # Every module, by its path under static/: what the pages can load.

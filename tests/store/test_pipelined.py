@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
-from tests.conftest import RedisServer, free_port
+from tests.support.redis import RedisServer, free_port
 
 
 async def test_concurrent_commands_each_get_their_own_reply(redis_url, redis_client) -> None:

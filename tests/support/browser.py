@@ -1,0 +1,221 @@
+"""The dashboard in headless Chromium: where the browser is and how it is started, the running
+service the pages talk to, a tab with what it reported, and the steps and checks the page tests
+share (signing in, creating a key, focus, sideways scrolling, the Content-Security-Policy).
+
+Screenshots go to ``artifacts/`` (gitignored); ``publish_docs_screenshot`` copies one to
+``docs/dashboard-keys.png`` only when ``UPDATE_DOCS_SCREENSHOT=1`` is set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from playwright.async_api import BrowserContext, Page, expect
+
+from service.api.context import POLICY
+from tests.support.api import PASSWORD
+from tests.support.clock import FakeClock
+from tests.support.paths import REPO_ROOT
+
+ARTIFACTS = REPO_ROOT / "artifacts"
+DOCS_SCREENSHOT = REPO_ROOT / "docs" / "dashboard-keys.png"
+
+CHROMIUM = "/usr/bin/chromium"
+# The network is closed: no first-run, update, sync or background fetches, no QUIC probing.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 10_000
+DESKTOP = {"width": 1280, "height": 800}
+SECRET_PATTERN = re.compile(r"^fhk_[0-9A-Za-z]{49}$")
+
+expect.set_options(timeout=TIMEOUT_MS)
+_emails = itertools.count(1)
+
+
+@dataclass
+class Dashboard:
+    """The running service and what the tests reach into: its app, clock and address."""
+
+    app: web.Application
+    clock: FakeClock
+    base: str
+    http: aiohttp.ClientSession
+
+    async def create_user(self, email: str | None = None, password: str = PASSWORD) -> str:
+        email = email or f"user{next(_emails)}@example.com"
+        await self.app[POLICY].users.create_user(email, password)
+        return email
+
+    async def api(
+        self, method: str, path: str, *, key: str | None = None, token: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """Call the API as a script would, outside the browser: (status, JSON body)."""
+        headers = {}
+        if key is not None:
+            headers["X-API-Key"] = key
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        async with self.http.request(
+            method, f"{self.base}/api/v1{path}", headers=headers
+        ) as response:
+            return response.status, await response.json()
+
+
+@dataclass
+class Tab:
+    """One page in its own browser context, with everything it reported collected."""
+
+    page: Page
+    context: BrowserContext
+    console: list[str] = field(default_factory=list)
+    request_urls: list[str] = field(default_factory=list)
+
+    async def session_storage(self) -> str:
+        """All of this tab's sessionStorage and localStorage, as one string to search."""
+        return await self.page.evaluate(
+            "() => JSON.stringify([Object.entries(sessionStorage), Object.entries(localStorage)])"
+        )
+
+    async def stored_token(self) -> str:
+        token = await self.page.evaluate(
+            "() => JSON.parse(sessionStorage.getItem('filehost.session') || '{}').token || ''"
+        )
+        assert token.startswith("fhs_"), "no session token in sessionStorage"
+        return token
+
+
+def screenshot_path(name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / f"{name}.png"
+
+
+async def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
+    path = screenshot_path(name)
+    await page.screenshot(path=str(path), full_page=full_page, timeout=TIMEOUT_MS)
+    return path
+
+
+def publish_docs_screenshot(path: Path) -> None:
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":
+        DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, DOCS_SCREENSHOT)
+
+
+async def sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
+    """Sign in through the login form and wait for the keys page to have loaded the list."""
+    await page.goto("/")
+    await page.get_by_label("Email").fill(email)
+    await page.get_by_label("Password").fill(password)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url("**/keys")
+    await expect(page.locator("#keys-loading")).to_be_hidden()
+    await expect(page.locator("#account-email")).to_have_text(email)
+
+
+async def create_key(page: Page, name: str, permissions: list[str], expires_days: int = 90) -> str:
+    """Create a key through the form; returns the secret the page shows."""
+    await page.get_by_label("Name", exact=True).fill(name)
+    for permission in permissions:
+        await page.locator(f'input[name="permissions"][value="{permission}"]').check()
+    await page.get_by_label("Expires after").select_option(str(expires_days))
+    await page.get_by_role("button", name="Create key").click()
+    panel = page.locator("#new-secret")
+    await expect(panel).to_be_visible()
+    await expect(page.locator("#new-secret-name")).to_have_text(name)
+    secret = await page.locator("#new-secret-value").input_value()
+    assert SECRET_PATTERN.match(secret), "the page did not show a well-formed secret"
+    return secret
+
+
+def key_row(page: Page, name: str) -> Any:
+    return page.locator("#keys-body tr").filter(
+        has=page.locator("td.key-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+# -- focus and layout ----------------------------------------------------------------------------
+
+
+async def focused(page: Page) -> str:
+    """What has the focus: its id, or a description when it has none."""
+    return await page.evaluate(
+        """() => {
+            const el = document.activeElement;
+            if (!el || el === document.body) return "body";
+            if (el.id) return "#" + el.id;
+            if (el.dataset && el.dataset.keyId) return "revoke:" + el.dataset.keyId;
+            return el.tagName.toLowerCase();
+        }"""
+    )
+
+
+async def assert_focus_is_visible(page: Page) -> None:
+    outline = await page.evaluate(
+        """() => {
+            const style = getComputedStyle(document.activeElement);
+            return [style.outlineStyle, parseFloat(style.outlineWidth)];
+        }"""
+    )
+    assert outline[0] != "none" and outline[1] >= 2, f"no visible focus on {await focused(page)}"
+
+
+async def no_horizontal_scroll(page: Page) -> None:
+    sizes = await page.evaluate(
+        "() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
+    )
+    assert sizes[0] <= sizes[1], f"the page scrolls sideways: {sizes[0]} > {sizes[1]}"
+
+
+# -- the Content-Security-Policy ----------------------------------------------------------------
+
+
+PAGE_CSP = {
+    "default-src": ["'none'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "require-trusted-types-for": ["'script'"],
+    "trusted-types": ["'none'"],
+}
+
+
+def directives(header: str) -> dict[str, list[str]]:
+    parsed: dict[str, list[str]] = {}
+    for part in header.split(";"):
+        name, *values = part.split()
+        assert name not in parsed, f"{name} given twice"
+        parsed[name] = values
+    return parsed
+
+
+# Runs before any page script: records every violation the browser reports.
+RECORD_VIOLATIONS = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (event) => {
+  window.__cspViolations.push(event.effectiveDirective + ' ' + (event.blockedURI || ''));
+});
+"""
+
+
+async def violations(page: Page) -> list[str]:
+    return await page.evaluate("() => window.__cspViolations")

@@ -1,0 +1,61 @@
+"""Uploads to the files resource: multipart bodies written byte by byte, and the request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.api import Api, bearer
+
+FILES_URL = "/api/v1/files"
+
+
+def auth(*, key: str | None = None, token: str | None = None) -> dict[str, str]:
+    if key is not None:
+        return {"X-API-Key": key}
+    if token is not None:
+        return bearer(token)
+    return {}
+
+
+def multipart(
+    data: bytes,
+    *,
+    filename: bytes | str = "hello.txt",
+    content_type: str = "text/plain",
+    field: str = "file",
+    boundary: str = "xXxBoundaryxXx",
+    extra: bytes = b"",
+) -> tuple[bytes, dict[str, str]]:
+    """A multipart/form-data body written byte by byte (so odd names arrive exactly as given)."""
+    # A str is written as an HTTP quoted-string (backslash and quote escaped), bytes as they are.
+    if isinstance(filename, str):
+        name = filename.replace("\\", "\\\\").replace('"', '\\"').encode()
+    else:
+        name = filename
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="'.encode()
+        + name
+        + f'"\r\nContent-Type: {content_type}\r\n\r\n'.encode()
+    )
+    body = head + data + f"\r\n{extra.decode()}--{boundary}--\r\n".encode()
+    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+async def upload(
+    api: Api,
+    data: bytes,
+    *,
+    key: str | None = None,
+    token: str | None = None,
+    **parts: Any,
+) -> Any:
+    body, headers = multipart(data, **parts)
+    return await api.client.post(
+        FILES_URL, data=body, headers={**headers, **auth(key=key, token=token)}
+    )
+
+
+async def uploaded(api: Api, data: bytes, **kwargs: Any) -> dict[str, Any]:
+    response = await upload(api, data, **kwargs)
+    assert response.status == 201, await response.text()
+    return (await response.json())["data"]

