@@ -25,6 +25,7 @@ from service.store.fields import (
     int_field,
     key_record,
     named_digests,
+    new_key_metadata,
 )
 from service.store.key_entries import CHANGE_ATTEMPTS, KeyEntries
 from service.store.keys import RedisKeys
@@ -154,14 +155,14 @@ class ApiKeyStore:
         once the entry exists, and it is returned to the client only after all three succeeded.
         """
         metadata = orjson.dumps(
-            {
-                "name": name,
-                "prefix": key_prefix,
-                "p": permissions,
-                "c": created_at,
-                "e": expires_at,
-                "d": secret_digest,
-            }
+            new_key_metadata(
+                name=name,
+                key_prefix=key_prefix,
+                permissions=permissions,
+                created_at=created_at,
+                expires_at=expires_at,
+                secret_digest=secret_digest,
+            )
         )
         account = [
             self.keys.user(user_id),

@@ -127,6 +127,26 @@ def decode_key_metadata(raw: str) -> dict:
     return meta
 
 
+def new_key_metadata(
+    *,
+    name: str,
+    key_prefix: str,
+    permissions: int,
+    created_at: int,
+    expires_at: int,
+    secret_digest: str,
+) -> dict:
+    """A new key's listing metadata (its fields as ``decode_key_metadata`` tells them)."""
+    return {
+        "name": name,
+        "prefix": key_prefix,
+        "p": permissions,
+        "c": created_at,
+        "e": expires_at,
+        "d": secret_digest,
+    }
+
+
 def named_digests(meta: dict) -> list[str]:
     """Every digest the metadata names: the secret's, and a rolled-out one's."""
     return [meta["d"], meta["pd"]] if "pd" in meta else [meta["d"]]

@@ -40,7 +40,7 @@ class _ClosedSocketIsConnectionError:
     """uvloop raises RuntimeError, not OSError, for a write to a socket that is already closed
     (Redis killed between accepting a connection and answering its handshake). redis-py turns
     only OSError into ConnectionError, so without this that request would be a 500, not a 503
-    (found by tests/hardening/test_redis_faults.py)."""
+    (found by tests/system/hardening/test_redis_faults.py)."""
 
     async def _send_packed_command(self, command: Iterable[bytes]) -> None:
         try:

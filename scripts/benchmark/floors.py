@@ -7,9 +7,9 @@ its credential check (logging, metrics, middlewares, headers) can cancel out of 
   the service's own auto-pipelined connection (``service.store.pipelined.PipelinedRedis``): the
   least a server can do that reads its credential from Redis on every request.
 
-``python scripts/bench_floors.py bare --port P --workers N`` (``lookup`` also takes
-``--redis-url`` and ``--entry``, the Redis key to read). Listens on 127.0.0.1 only; every worker
-is a process of its own sharing the port, and each stops on SIGTERM or SIGINT.
+``PYTHONPATH=scripts python -m benchmark.floors bare --port P --workers N`` (``lookup`` also
+takes ``--redis-url`` and ``--entry``, the Redis key to read). Listens on 127.0.0.1 only; every
+worker is a process of its own sharing the port, and each stops on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import signal
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 import orjson
 import uvloop

@@ -1,0 +1,172 @@
+"""``python -m benchmark`` (what ``scripts/bench`` runs): the options, and the order of a run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+import benchmark
+from benchmark import ROOT, runs
+from benchmark.load import Measurer, count_instructions, login_storm
+from benchmark.processes import redis_server
+from benchmark.report import (
+    print_report,
+    report_table,
+    target_verdicts,
+    versions,
+    write_markdown,
+)
+from benchmark.scenarios import SCENARIOS, scenario_headers
+from benchmark.seeding import key_entry, seed_account
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description=benchmark.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # A shared machine's noise comes in bursts of seconds: a longer run does not average it out
+    # (measured interleaved, the verify-to-F1 ratio of a pair of 1-s runs had a standard deviation
+    # of 0.07, of 2-s runs 0.10), so the same time buys twice the triples, and about half the
+    # median's error, as 1-s runs.
+    parser.add_argument("--seconds", type=int, default=1, help="length of each wrk run")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=10,
+        help="rounds of the scenarios, each run beside a run of F0 and of F1; the table shows "
+        "medians",
+    )
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--only",
+        default="".join(SCENARIOS),
+        help=f"the scenarios to run in the rounds, e.g. 'gb' (default all: {''.join(SCENARIOS)})",
+    )
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=1_000_000,
+        help="keys and sessions loaded for the scale runs (0 skips them)",
+    )
+    parser.add_argument("--storm-clients", type=int, default=50)
+    parser.add_argument(
+        "--cluster",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the verify path (g) on a 3-master Redis Cluster beside the floors (default on)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks.md",
+        help="where the markdown report goes ('-' for nowhere)",
+    )
+    parser.add_argument(
+        "--_login-storm",
+        nargs=3,
+        metavar=("URL", "CLIENTS", "SECONDS"),
+        help=argparse.SUPPRESS,
+        dest="login_storm",
+    )
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        metavar="REQUESTS",
+        help="instead of the load runs, count the server's instructions per request over this "
+        "many requests per scenario (valgrind; about a minute per scenario; not written out)",
+    )
+    parser.add_argument(
+        "--profiles",
+        type=Path,
+        metavar="DIR",
+        help="with --instructions: keep each server's callgrind profile in DIR "
+        "(callgrind.<scenario>.1, for callgrind_annotate --inclusive=yes)",
+    )
+    args = parser.parse_args()
+    unknown = sorted(set(args.only) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"--only: no scenario {', '.join(unknown)} (there are {''.join(SCENARIOS)})")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    scenarios = tuple(name for name in SCENARIOS if name in args.only)
+    if args.login_storm:
+        url, clients, seconds = args.login_storm
+        counts = asyncio.run(login_storm(url, int(clients), float(seconds)))
+        print(orjson.dumps(counts).decode())
+        return 0
+    if args.instructions:
+        return count_instructions(args.instructions, scenarios, args.profiles)
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
+        return 2
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+        with redis_server(workdir) as (redis_url, client):
+            seed = seed_account(redis_url)
+            run_versions = versions(client)
+            measure = Measurer(
+                client,
+                workdir / "service.log",
+                scenario_headers(seed),
+                args.seconds,
+                args.connections,
+            )
+            bench = runs.Bench(
+                args, scenarios, workdir, redis_url, client, key_entry(seed), measure
+            )
+            print(
+                f"benchmark: {args.workers} workers, {args.connections} connections, "
+                f"{args.seconds}s per run, {args.rounds} rounds, {os.cpu_count()} cores",
+                flush=True,
+            )
+            runs.rounds(bench)
+            runs.limits_off(bench)
+            runs.login_storm(bench)
+            if args.cluster:
+                runs.cluster(bench)
+            if args.large:
+                runs.scale(bench)
+            log_lines = bench.service_log.read_bytes().count(b"\n")
+            bench.notes.append(
+                f"the service wrote {log_lines:,} log lines in this run, one per request "
+                "answered (access log at INFO, its production default)"
+            )
+
+    elapsed = time.monotonic() - started
+    table = report_table(bench.rows, bench.commands, bench.extra_rows)
+    notes = [*target_verdicts(bench.rows, args.connections), *bench.notes]
+    print_report(table, notes, elapsed)
+    if str(args.output) != "-":
+        write_markdown(
+            args.output,
+            table,
+            notes,
+            elapsed,
+            run_versions,
+            connections=args.connections,
+            seconds=args.seconds,
+            workers=args.workers,
+            rounds=args.rounds,
+        )
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

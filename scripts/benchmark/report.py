@@ -1,0 +1,178 @@
+"""The report: the medians over rounds, the table, the targets' verdicts, and
+``docs/benchmarks.md``."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import redis
+
+from benchmark.scenarios import FLOORS, GATEWAY_P99_MS, LABELS, TARGETS
+
+# A row below the table's line: a label, what was measured, the Redis commands per request and
+# its ratio cells as they are shown.
+ExtraRow = tuple[str, dict, str, str]
+
+
+def median_row(results: list[dict[str, float]], *floors: list[dict[str, float]]) -> dict:
+    """The medians over rounds; each ratio is a round's req/s to that round's floor run."""
+    row: dict = {
+        "rps": statistics.median(r["rps"] for r in results),
+        "p50": statistics.median(r["p50"] for r in results),
+        "p99": statistics.median(r["p99"] for r in results),
+        "cpu_us": statistics.median(r["cpu_us"] for r in results),
+        "wrk_us": statistics.median(r["wrk_us"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "requests": sum(r["requests"] for r in results),
+        "ratios": [],
+    }
+    for floor in floors:
+        ratios = [r["rps"] / f["rps"] for r, f in zip(results, floor, strict=True)]
+        row["ratios"].append((statistics.median(ratios), min(ratios), max(ratios)))
+    return row
+
+
+def ratio_cell(ratio: tuple[float, float, float] | None) -> str:
+    if ratio is None:
+        return "–"
+    median, low, high = ratio
+    return f"{median:.2f} ({low:.2f}-{high:.2f})"
+
+
+def report_table(rows: dict[str, dict], commands: dict[str, str], extra: list[ExtraRow]) -> str:
+    lines = [
+        "| scenario | req/s | × F0 (min-max) | × F1 (min-max) | server CPU µs/req | "
+        "wrk CPU µs/req | p50 ms | p99 ms | errors | Redis commands per request |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, row in rows.items():
+        to_f0, to_f1 = row["ratios"]
+        lines.append(
+            f"| {LABELS[name]} | {row['rps']:,.0f} | {ratio_cell(to_f0)} | "
+            f"{ratio_cell(to_f1)} | {row['cpu_us']:.0f} | {row['wrk_us']:.1f} | "
+            f"{row['p50']:.2f} | {row['p99']:.2f} | {row['errors']:.0f} | "
+            f"{commands.get(name, '')} |"
+        )
+    for label, result, used, ratios in extra:
+        lines.append(
+            f"| {label} | {result['rps']:,.0f} | {ratios} | {result['cpu_us']:.0f} | "
+            f"{result['wrk_us']:.1f} | {result['p50']:.2f} | {result['p99']:.2f} | "
+            f"{result['errors']:.0f} | {used} |"
+        )
+    return "\n".join(lines)
+
+
+def target_verdicts(rows: dict[str, dict], connections: int) -> list[str]:
+    """One line per target of the gateway-speed issue: met or not, by the median ratio."""
+    verdicts = []
+    for name, targets in TARGETS.items():
+        if name not in rows:
+            continue
+        for floor_name, least in targets:
+            median = rows[name]["ratios"][0 if floor_name == "F0" else 1][0]
+            verdict = "met" if median >= least else "NOT met"
+            verdicts.append(
+                f"target {LABELS[name]} ≥ {least:.2f} × {floor_name}: {median:.2f}, {verdict}"
+            )
+    if "g" in rows:
+        p99 = rows["g"]["p99"]
+        # The floors' own p99 in the same rounds: what the machine allows any server at all.
+        floors = ", ".join(
+            f"{name}'s {rows[name]['p99']:.2f} ms" for name in FLOORS if name in rows
+        )
+        # At a fixed number of connections the mean latency is connections / throughput
+        # (Little's law): p99 over that mean is the tail a server adds of its own, beside what
+        # its throughput makes every request wait.
+        tails = ", ".join(
+            f"{name} {rows[name]['p99'] * rows[name]['rps'] / (connections * 1000):.2f}"
+            for name in ("g", *FLOORS)
+            if name in rows
+        )
+        verdicts.append(
+            f"target g p99 ≤ {GATEWAY_P99_MS:g} ms: {p99:.2f} ms, "
+            f"{'met' if p99 <= GATEWAY_P99_MS else 'NOT met'}"
+            + (f" (the floors' own p99 in the same rounds: {floors})" if floors else "")
+            + f"; p99 over the mean latency of {connections} connections at the median req/s: "
+            + tails
+        )
+    return verdicts
+
+
+def versions(client: redis.Redis) -> dict[str, str]:
+    from importlib.metadata import version
+
+    info = client.info("server")
+    server = (
+        f"valkey {info['valkey_version']}"
+        if "valkey_version" in info
+        else f"redis {info['redis_version']}"
+    )
+    wrk_version = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout
+    return {
+        "python": platform.python_version(),
+        **{name: version(name) for name in ("aiohttp", "redis", "hiredis", "uvloop", "orjson")},
+        "store": server,
+        "wrk": wrk_version.split()[1] if wrk_version else "?",
+    }
+
+
+def print_report(table: str, notes: list[str], elapsed: float) -> None:
+    print()
+    print(table)
+    print()
+    for note in notes:
+        print(f"- {note}")
+    print(f"- total benchmark time {elapsed:.0f} s")
+
+
+def write_markdown(
+    output: Path,
+    table: str,
+    notes: list[str],
+    elapsed: float,
+    run_versions: dict[str, str],
+    *,
+    connections: int,
+    seconds: int,
+    workers: int,
+    rounds: int,
+) -> None:
+    """``docs/benchmarks.md``: how the figures were made, then the table and the notes."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    versions_line = ", ".join(f"{name} {value}" for name, value in run_versions.items())
+    output.write_text(
+        "# Benchmarks\n\n"
+        "Produced by `scripts/bench` (no arguments); rerun it to refresh this file. Every "
+        "scenario but g, h and p is `GET /api/v1/files` (g, h and p are the forward-auth "
+        "sub-request `GET /api/v1/auth/verify` a gateway sends; p goes to a second service "
+        "started with `FILEHOST_GATEWAY_LANE=off`), driven by wrk (`-t1`, "
+        f"{connections} connections, {seconds} s) on loopback against "
+        f"{workers} worker processes of the service at its production defaults (access "
+        "log at INFO, metrics on, rate limits on at a rate no run reaches). The floors are "
+        "servers outside the service (`scripts/benchmark/floors.py`), with the same workers: "
+        "**F0** a bare aiohttp + uvloop + orjson app answering the same small envelope, no "
+        "middleware, no Redis; **F1** the same plus one `HMGET` of a credential entry per "
+        "request over the service's own auto-pipelined connection. The scenarios run in "
+        f"{rounds} rounds, each run beside a run of F0 and one of F1 (floors first in "
+        "odd rounds, last in even ones), and each ratio is taken within that triple, so the "
+        "drift of a shared machine between runs cancels out; the table shows medians over "
+        "the rounds and the range of the per-triple ratios. CPU is the server's user + "
+        "system time per request (every worker), median over the rounds. The rows below "
+        "the line are single runs. Compare ratios across machines, not absolute numbers. "
+        "wrk runs without a Lua script (a `response` callback would cost wrk a table of every "
+        "answer's headers, more for the server sending more headers). Errors counts socket "
+        "errors, answers wrk saw on the wrong side of 400, and, for the service, every "
+        "access line it wrote during the run with another status than the scenario's, plus "
+        "any answer wrk counted that no line shows.\n\n"
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n"
+        f"- versions: {versions_line}\n\n"
+        f"{table}\n\n"
+        + "".join(f"- {note}\n" for note in notes)
+        + f"- total benchmark time {elapsed:.0f} s\n"
+    )

@@ -1,0 +1,160 @@
+"""What the store holds for a run: the bench account (a user, its keys and a session) written
+through the service's own code, and, for the scale runs, keys and sessions by the million streamed
+straight into the store in the layout the service writes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from itertools import chain
+from pathlib import Path
+
+import orjson
+
+from service.domain import credentials
+from service.domain.permissions import to_mask
+from service.store.embedded import find_server_binary
+from service.store.fields import (
+    KEY_EXPIRED_GRACE_MS,
+    SESSION_EXPIRED_GRACE_MS,
+    SESSION_FIELDS,
+    key_entry_fields,
+    new_key_metadata,
+)
+from service.store.keys import RedisKeys
+
+PASSWORD = "bench password 1234"
+EMAIL = "bench@example.com"
+PREFIX = "fh"
+DAY_MS = 86_400_000
+
+
+def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
+    """One user, its keys and a session, written through the service's own code paths."""
+    from service.auth.passwords import PasswordHasher
+    from service.auth.policy import make_policy
+    from service.clock import SystemClock
+    from service.config import Settings
+    from service.store.stores import open_stores
+    from service.store.topology import connect_client
+
+    async def run() -> dict[str, str]:
+        settings = Settings(
+            redis_url=redis_url, bcrypt_cost=12, redis_mode=mode, redis_timeout_seconds=2.0
+        )
+        client, close = connect_client(settings, redis_url)
+        passwords = PasswordHasher(12, 1, 0)
+        accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
+        user = await accounts.users.create_user(EMAIL, PASSWORD)
+        reader = await accounts.api_keys.create_key(user.id, "bench reader", ["files.read"], 30)
+        other = await accounts.api_keys.create_key(user.id, "bench folders", ["folders.read"], 30)
+        for n in range(8):
+            await accounts.api_keys.create_key(user.id, f"filler {n}", ["files.read"], 30)
+        session = await accounts.login.login(EMAIL, PASSWORD)
+        passwords.close()
+        await close()
+        good = reader.secret
+        return {
+            "user_id": user.id,
+            "key": good,
+            "key_without_files_read": other.secret,
+            "token": session.token,
+            "unknown_key": credentials.generate_api_key(),
+            "malformed_key": good[:-1] + ("A" if good[-1] != "A" else "B"),
+        }
+
+    return asyncio.run(run())
+
+
+def key_entry(seed: dict[str, str]) -> str:
+    """The Redis key of the bench key's digest entry: what floor F1 reads on every request."""
+    return RedisKeys(PREFIX).key_entry(credentials.digest(seed["key"]))
+
+
+def _resp(*args: str | int) -> bytes:
+    parts = [f"*{len(args)}\r\n".encode()]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def mass_insert(redis_url: str, commands: Iterator[bytes]) -> None:
+    """Stream RESP commands into valkey-cli/redis-cli --pipe: fastest bulk load there is."""
+    server = Path(find_server_binary())
+    cli = next(
+        (
+            str(c)
+            for c in (server.with_name("valkey-cli"), server.with_name("redis-cli"))
+            if c.exists()
+        ),
+        shutil.which("redis-cli") or shutil.which("valkey-cli"),
+    )
+    if cli is None:
+        raise RuntimeError("no valkey-cli/redis-cli found for bulk loading")
+    port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    process = subprocess.Popen(
+        [cli, "-h", "127.0.0.1", "-p", port, "--pipe"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None
+    batch: list[bytes] = []
+    for command in commands:
+        batch.append(command)
+        if len(batch) >= 20_000:
+            process.stdin.write(b"".join(batch))
+            batch.clear()
+    process.stdin.write(b"".join(batch))
+    process.stdin.close()
+    if process.wait(600) != 0:
+        raise RuntimeError("bulk load failed")
+
+
+def key_commands(count: int, keys_per_account: int = 100) -> Iterator[bytes]:
+    """The exact layout ApiKeyStore.add writes, for ``count`` keys: their listing metadata and
+    digest entries made by the store's own ``service.store.fields``, so they follow its layout."""
+    names = RedisKeys(PREFIX)
+    now = int(time.time() * 1000)
+    expires = now + 30 * DAY_MS
+    mask = to_mask(["files.read"])
+    for n in range(count):
+        user = f"usr_bench{n // keys_per_account:017d}"
+        key_id = f"key_bench{n:017d}"
+        digest = os.urandom(32).hex()
+        meta = new_key_metadata(
+            name=f"key {n}",
+            key_prefix="fhk_abcdefgh...",
+            permissions=mask,
+            created_at=now,
+            expires_at=expires,
+            secret_digest=digest,
+        )
+        yield _resp("HSET", names.account_keys(user), key_id, orjson.dumps(meta))
+        yield _resp("ZADD", names.account_key_expiry(user), expires, key_id)
+        entry = names.key_entry(digest)
+        yield _resp("HSET", entry, *key_entry_fields(user, key_id, meta))
+        yield _resp("PEXPIREAT", entry, expires + KEY_EXPIRED_GRACE_MS)
+
+
+def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
+    """The layout SessionStore.add writes, for ``count`` sessions: the entry's fields the
+    per-request lookup reads (``SESSION_FIELDS``, in its order: user, created, absolute and idle
+    deadlines), without those only the session list reads."""
+    names = RedisKeys(PREFIX)
+    now = int(time.time() * 1000)
+    idle, absolute = now + DAY_MS, now + 7 * DAY_MS
+    for n in range(count):
+        user = f"usr_sess{n // sessions_per_user:018d}"
+        digest = os.urandom(32).hex()
+        kept_until = absolute + SESSION_EXPIRED_GRACE_MS
+        yield _resp("ZADD", names.account_sessions(user), kept_until, digest)
+        yield _resp("PEXPIREAT", names.account_sessions(user), kept_until)
+        entry = names.session_entry(digest)
+        values = (user, now, absolute, idle)
+        yield _resp("HSET", entry, *chain.from_iterable(zip(SESSION_FIELDS, values, strict=True)))
+        yield _resp("PEXPIREAT", entry, idle + SESSION_EXPIRED_GRACE_MS)
