@@ -1,0 +1,33 @@
+"""Settings read from the environment, validated once at start-up.
+
+``SETTINGS`` (``table.py``) is the one table of them; ``readers.py`` says how each kind of value is
+read and bounded; ``settings.py`` holds the ``Settings`` object, its groups and
+``load_settings``. A bad setting stops start-up with a message that names it; nothing here is
+read per request. Policy objects take only their group of settings (``Settings.sessions``,
+``.login``, ...).
+"""
+
+from service.config.readers import ConfigError, Network, available_cores
+from service.config.settings import (
+    AuditSettings,
+    LoginSettings,
+    SessionSettings,
+    Settings,
+    load_settings,
+)
+from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS, Setting, settings_table
+
+__all__ = [
+    "SENTINEL_REPLICA_WAIT_MS",
+    "SETTINGS",
+    "AuditSettings",
+    "ConfigError",
+    "LoginSettings",
+    "Network",
+    "SessionSettings",
+    "Setting",
+    "Settings",
+    "available_cores",
+    "load_settings",
+    "settings_table",
+]

