@@ -9,6 +9,8 @@ import asyncio
 import gc
 import logging
 import re
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -353,49 +355,76 @@ async def test_shutdown_waits_for_the_lanes_request_in_hand(
     assert b"X-Auth-Credential: api_key" in answer
 
 
-def _split_randomly(raw: bytes, seed: int) -> list[bytes]:
-    """``raw`` cut into pieces of 1-400 bytes, the same cuts for the same seed."""
+def _split_randomly(raw: bytes, seed: int, largest: int) -> list[bytes]:
+    """``raw`` cut into pieces of 1 to ``largest`` bytes, the same cuts for the same seed."""
     import random
 
     rng = random.Random(seed)
     pieces, start = [], 0
     while start < len(raw):
-        end = start + rng.randint(1, 400)
+        end = start + rng.randint(1, largest)
         pieces.append(raw[start:end])
         start = end
     return pieces
 
 
 async def _answers_to_pipeline(port: int, pieces: list[bytes], count: int) -> list[bytes]:
-    """Write ``pieces`` on one connection without waiting between them, then read until
-    ``count`` answers came or none came for 2 s; the answers' request ids, in order."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
+    """Write ``pieces`` on one connection without reading between them, then read until
+    ``count`` answers came or none came for 2 s; the answers' request ids, in order. The client
+    is a plain socket in a thread of its own, as an outside client is: the server, on this
+    process's loop, reads the pieces as the kernel hands them over, many reads for many pieces."""
+    return await asyncio.to_thread(_pipeline_from_a_thread, port, pieces, count)
+
+
+def _pipeline_from_a_thread(port: int, pieces: list[bytes], count: int) -> list[bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for piece in pieces:
-            writer.write(piece)
-            await writer.drain()
-        ids = []
+            sock.sendall(piece)
+            if len(pieces) > 1:
+                time.sleep(0.005)  # the server reads each piece on its own
+        received, ids = b"", []
         while len(ids) < count:
+            head_end = received.find(b"\r\n\r\n")
+            if head_end >= 0:
+                head = received[: head_end + 4]
+                length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+                if len(received) >= head_end + 4 + length:
+                    assert head.startswith(b"HTTP/1.1 200 OK"), head
+                    ids.append(re.search(rb"X-Request-ID: (\S+)", head).group(1))
+                    received = received[head_end + 4 + length :]
+                    continue
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2)
+                chunk = sock.recv(65536)
             except TimeoutError:
                 break
-            length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
-            await reader.readexactly(length)
-            assert head.startswith(b"HTTP/1.1 200 OK"), head
-            ids.append(re.search(rb"X-Request-ID: (\S+)", head).group(1))
+            if not chunk:
+                break
+            received += chunk
         return ids
-    finally:
-        writer.close()
+
+
+# How the pipeline's bytes reach the server: in one write; cut once, mid-request, with over 32
+# requests after the cut; or in random pieces, small or of up to about 60 requests each.
+WHOLE, CUT_ONCE = "whole", "cut once"
 
 
 @pytest.mark.parametrize(
-    ("count", "split_seed"),
-    [(33, None), (40, None), (100, None), (150, 1), (150, 2), (300, 3)],
+    ("count", "split"),
+    [
+        (33, WHOLE),
+        (40, WHOLE),
+        (100, WHOLE),
+        (150, CUT_ONCE),
+        (150, (1, 400)),  # (seed, largest piece in bytes)
+        (150, (2, 400)),
+        (150, (3, 12_000)),
+        (300, (4, 12_000)),
+    ],
 )
 async def test_every_pipelined_request_is_answered_in_order_as_without_the_lane(
     count: int,
-    split_seed: int | None,
+    split: str | tuple[int, int],
     make_api: Any,
     lane_answers: list[str],
 ) -> None:
@@ -406,7 +435,13 @@ async def test_every_pipelined_request_is_answered_in_order_as_without_the_lane(
     token = await lane.user_with_session("pipeline@example.com")
     key = _key_may_read((await lane.create_key(token))["secret_key"])
     raw = b"".join(_request(VERIFY, {**key, "X-Request-ID": f"p{n}"}) for n in range(count))
-    pieces = [raw] if split_seed is None else _split_randomly(raw, split_seed)
+    if split == WHOLE:
+        pieces = [raw]
+    elif split == CUT_ONCE:
+        cut = len(raw) * 2 // 15 + 7  # inside the 21st request of 150
+        pieces = [raw[:cut], raw[cut:]]
+    else:
+        pieces = _split_randomly(raw, *split)
     expected = [f"p{n}".encode() for n in range(count)]
     assert await _answers_to_pipeline(plain.client.server.port, pieces, count) == expected
     assert await _answers_to_pipeline(lane.client.server.port, pieces, count) == expected
