@@ -96,10 +96,12 @@ def test_the_port_is_published_on_loopback_only(compose: dict[str, Any]) -> None
 
 
 def test_the_image_installs_a_package_with_every_file_the_service_serves(tmp_path: Path) -> None:
-    """The Dockerfile copies the sources and runs ``pip install .``; the same build must carry
-    the dashboard's files and the OpenAPI document, which are not Python modules."""
+    """The Dockerfile installs the locked versions, then copies the sources and runs ``pip
+    install --no-deps .``; the same build must carry the dashboard's files and the OpenAPI
+    document, which are not Python modules."""
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "pip install --no-cache-dir ." in dockerfile
+    assert "pip install --no-cache-dir --require-hashes -r requirements/run.txt" in dockerfile
+    assert "pip install --no-cache-dir --no-deps ." in dockerfile
     assert 'CMD ["python", "-m", "service", "serve"]' in dockerfile
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],

@@ -1,0 +1,56 @@
+"""The locks in requirements/ are what scripts/run, scripts/test and the Dockerfile install: they
+must pin every dependency pyproject.toml names, at a version it allows, with hashes, so the same
+commands install the same versions on every machine until someone runs scripts/lock."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.support.paths import REPO_ROOT
+
+PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.MULTILINE)
+
+
+def pins(lock: str) -> dict[str, str]:
+    text = (REPO_ROOT / "requirements" / lock).read_text()
+    return {canonicalize_name(name): version for name, version in PIN.findall(text)}
+
+
+def hashed_everywhere(lock: str) -> bool:
+    entries = re.split(r"\n(?=[A-Za-z0-9])", (REPO_ROOT / "requirements" / lock).read_text())
+    pinned = [entry for entry in entries if PIN.match(entry)]
+    return bool(pinned) and all("--hash=sha256:" in entry for entry in pinned)
+
+
+@pytest.mark.parametrize(
+    ("lock", "requirements"),
+    [
+        ("run.txt", PROJECT["dependencies"]),
+        ("test.txt", PROJECT["dependencies"] + PROJECT["optional-dependencies"]["test"]),
+    ],
+)
+def test_every_dependency_is_locked_at_a_version_pyproject_allows(
+    lock: str, requirements: list[str]
+) -> None:
+    locked = pins(lock)
+    for line in requirements:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{name} is not in requirements/{lock}: run scripts/lock"
+        assert requirement.specifier.contains(locked[name], prereleases=True), (
+            f"requirements/{lock} pins {name}=={locked[name]}, outside {requirement.specifier}: "
+            "run scripts/lock"
+        )
+    assert hashed_everywhere(lock)
+
+
+def test_the_test_lock_keeps_the_services_versions() -> None:
+    """The tests run the versions the service runs with."""
+    run, test = pins("run.txt"), pins("test.txt")
+    assert {name: test.get(name) for name in run} == run
