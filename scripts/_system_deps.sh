@@ -1,10 +1,13 @@
 # Sourced by scripts/test: the system programs some tests drive for real, from Debian's packages.
 # chromium runs the dashboard's browser tests; nginx stands in front of the service in the
 # forward-auth test; docker-compose (when the docker compose plugin is missing) renders and checks
-# docker-compose.yml without an engine. Installed with apt only when missing (CI runs as root on a
-# clean machine).
+# docker-compose.yml without an engine; nodejs and npm generate, type-check and run the TypeScript
+# client of the generated-clients test (Debian 12's Node.js 18 or newer). Installed with apt only
+# when missing (CI runs as root on a clean machine).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
   missing+=(docker-compose)

@@ -21,11 +21,10 @@ from openapi_spec_validator import validate as validate_spec
 from service.app import create_app
 from service.config import Settings
 from tests.support.api import Api, EnvelopeTestServer, bearer
-from tests.support.openapi import DOCUMENT, DOCUMENT_PATH, validator
+from tests.support.openapi import DOCUMENT, DOCUMENT_PATH, operations, resolve, validator
 from tests.support.raw_http import exchange, parse_responses
 
 ROOT = Path(__file__).resolve().parents[2]
-HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 # Routes outside /api/v1 that belong in the document when they exist; everything else outside
 # /api/v1 (the dashboard's pages and assets) does not.
 ROOT_ROUTES = {"/healthz", "/readyz", "/metrics"}
@@ -41,22 +40,6 @@ NOT_HTTP_CODES = {
     "conflict",
     "service_unavailable",
 }
-
-
-def resolve(node: Any) -> Any:
-    while isinstance(node, dict) and "$ref" in node:
-        target: Any = DOCUMENT
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part.replace("~1", "/").replace("~0", "~")]
-        node = target
-    return node
-
-
-def operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
-    for path, item in DOCUMENT["paths"].items():
-        for method, operation in item.items():
-            if method in HTTP_METHODS:
-                yield method.upper(), path, operation
 
 
 def routed_operations(settings: Settings) -> set[tuple[str, str]]:

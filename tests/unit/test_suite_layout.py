@@ -23,6 +23,7 @@ SPAWNING = (
     "tests.support.clients",
     "tests.support.cluster",
     "tests.support.compose",
+    "tests.support.generated_clients",
 )
 BROWSING = ("playwright", "tests.support.browser")
 
