@@ -23,6 +23,7 @@ SPAWNING = (
     "tests.support.clients",
     "tests.support.cluster",
     "tests.support.compose",
+    "tests.support.proxies",
 )
 BROWSING = ("playwright", "tests.support.browser")
 
