@@ -1,7 +1,7 @@
 """The table of error codes (``service.errors.Code``) is the one place a code is defined, and what
 clients read agrees with it: every code the service names is a row, no raise site spells a code
 or a challenge itself, and the OpenAPI document, the errors table of ``docs/api.md``, the
-dashboard's JavaScript and the example gateway name only the table's codes, with its statuses."""
+dashboard's JavaScript and the example proxies name only the table's codes, with its statuses."""
 
 from __future__ import annotations
 
@@ -27,7 +27,12 @@ ERRORS_MODULE = SERVICE / "errors.py"
 DOCUMENT: dict[str, Any] = json.loads((SERVICE / "api" / "openapi.json").read_text())
 API_DOCS = ROOT / "docs" / "api.md"
 DASHBOARD_JS = SERVICE / "dashboard" / "static" / "js"
-NGINX_CONF = ROOT / "deploy" / "nginx.conf"
+# The example proxy configurations that answer clients with JSON envelopes of their own.
+DEPLOY_CONFIGS = sorted(
+    path
+    for path in (ROOT / "deploy").rglob("*")
+    if path.is_file() and path.parent.name in ("nginx", "caddy", "traefik")
+)
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 VERIFY = "/api/v1/auth/verify"
 
@@ -38,9 +43,17 @@ NOT_SENT = {Code.CLIENT_CLOSED_REQUEST, Code.EMAIL_TAKEN, Code.USER_NOT_FOUND}
 # Snake-case strings in the dashboard's JavaScript that are not the API's codes: the codes it
 # gives failures of its own (no answer, or one without the envelope) and an audit actor type.
 DASHBOARD_NOT_CODES = {"network_error", "unexpected_response", "leak_report"}
-# The codes the example gateway answers with of its own (docs/gateway.md): its fallback when the
-# service sent no X-Auth-Error, the service unreachable, and a 400 it cannot pass on.
-GATEWAY_OWN = {"unauthorized", "auth_unavailable", "gateway_misconfigured"}
+# The codes the example proxies answer with of their own (docs/gateway.md, docs/operating.md):
+# the forward-auth gateway's fallback when the service sent no X-Auth-Error, the service
+# unreachable, and a 400 it cannot pass on; and a proxy's own failures in front of the service.
+GATEWAY_OWN = {
+    "unauthorized",
+    "auth_unavailable",
+    "gateway_misconfigured",
+    "service_unavailable",
+    "gateway_timeout",
+    "uri_too_long",
+}
 
 
 # -- the table -------------------------------------------------------------------------------------
@@ -343,11 +356,20 @@ def test_every_code_the_dashboard_names_is_in_the_table() -> None:
     assert DASHBOARD_NOT_CODES.isdisjoint(SENT)
 
 
-def test_the_example_gateway_answers_with_the_tables_codes_and_messages_or_its_own() -> None:
-    text = NGINX_CONF.read_text()
-    envelopes = re.findall(r'"code":"([a-z_]+)","message":"([^"]*)"', text)
-    fallbacks = re.findall(r'^\s*""\s+"([a-z_]+)";', text, re.MULTILINE)
-    assert {"route_not_found", "rate_limited", "auth_unavailable"} <= {c for c, _ in envelopes}
+def test_the_example_proxies_answer_with_the_tables_codes_and_messages_or_their_own() -> None:
+    named = {path.relative_to(ROOT).as_posix() for path in DEPLOY_CONFIGS}
+    assert {"deploy/nginx/forward-auth.conf", "deploy/caddy/Caddyfile"} <= named
+    envelopes: set[tuple[str, str]] = set()
+    for path in DEPLOY_CONFIGS:
+        envelopes |= set(re.findall(r'"code":"([a-z_]+)","message":"([^"]*)"', path.read_text()))
+    fallbacks = re.findall(
+        r'^\s*""\s+"([a-z_]+)";',
+        (ROOT / "deploy" / "nginx" / "forward-auth.conf").read_text(),
+        re.MULTILINE,
+    )
+    codes = {code for code, _ in envelopes}
+    assert {"route_not_found", "rate_limited", "auth_unavailable", "payload_too_large"} <= codes
+    assert codes - set(SENT) <= GATEWAY_OWN
     assert fallbacks == ["unauthorized"]
     for code, message in envelopes:
         if code not in GATEWAY_OWN:

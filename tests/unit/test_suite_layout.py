@@ -24,6 +24,7 @@ SPAWNING = (
     "tests.support.cluster",
     "tests.support.compose",
     "tests.support.generated_clients",
+    "tests.support.proxies",
 )
 BROWSING = ("playwright", "tests.support.browser")
 

@@ -32,7 +32,7 @@ When both are given, the credential must hold both permissions. Answers:
 Every refusal is the usual error envelope plus ``X-Auth-Error: <code>``, which a gateway can copy
 into its own error page (nginx cannot pass the sub-request's body on). Nothing of the credential
 is ever echoed. The gateway must set or clear ``X-Required-Permission`` and the original-request
-headers itself (``deploy/nginx.conf`` does): a client must never be able to choose them.
+headers itself (the examples in ``deploy/`` do): a client must never be able to choose them.
 """
 
 from __future__ import annotations

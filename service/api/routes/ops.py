@@ -7,7 +7,7 @@ feeds the access log and the metrics.
 - ``GET /metrics``: Prometheus text format (``service.observability.metrics``); absent (404) when
   ``FILEHOST_METRICS=off``. It exposes counts and timings by route template, status, credential
   type and error code: no user, key, address or secret. It needs no credential, like every
-  scrape target, so keep it off the public side of the proxy (``deploy/nginx.conf`` does).
+  scrape target, so keep it off the public side of the proxy (the examples in ``deploy/`` do).
 
 What each request adds to the metrics and the access log is gathered by what every request goes
 through (``service.api.handling.request_handling``).

