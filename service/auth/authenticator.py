@@ -45,6 +45,14 @@ def bearer_token(authorization: str) -> str:
     return token
 
 
+def carries_api_key(authorization: str) -> bool:
+    """Whether an ``Authorization`` value is an API key sent as a Bearer token (how Stripe and
+    GitHub take theirs): a token that begins with the key's kind, ``fhk_``. Such a token is the
+    API key it is, exactly as if it came in ``X-API-Key``."""
+    scheme, _, token = authorization.strip().partition(" ")
+    return scheme.lower() == "bearer" and token.strip().startswith(credentials.API_KEY_KIND)
+
+
 class Authenticator:
     def __init__(
         self,
@@ -80,7 +88,8 @@ class Authenticator:
         """Resolve the request's one credential; raise 400/401/403 errors on any doubt (some
         at once, before anything is awaited). Await what it returns for the principal: the
         credential's own check, with no coroutine of its own around it (each one a request
-        awaits through is paid for again on every resumption).
+        awaits through is paid for again on every resumption). An API key sent as a Bearer
+        token is that API key, checked and refused exactly as in ``X-API-Key``.
 
         ``counted`` False takes nothing from the credential's rate bucket: ending a credential
         (logout, revoking a key) must work however busy the credential is. ``client`` is the
@@ -88,12 +97,15 @@ class Authenticator:
         for keys that may be used only from some networks; None when it is not known."""
         if api_key is not None and authorization is not None:
             raise ApiError(Code.AMBIGUOUS_CREDENTIALS)
+        if api_key is None and authorization is not None:
+            token = bearer_token(authorization)
+            if not token.startswith(credentials.API_KEY_KIND):
+                return self.session(token, counted)
+            api_key = token  # an API key sent as a Bearer token (``carries_api_key``)
         if api_key is not None:
             if session_only:
                 raise ApiError(Code.SESSION_REQUIRED)
             return self.api_key(api_key, counted, client)
-        if authorization is not None:
-            return self.session(bearer_token(authorization), counted)
         if session_only:
             raise ApiError(
                 Code.CREDENTIAL_MISSING, "Send a session token in Authorization: Bearer."

@@ -155,7 +155,36 @@ CASES = {
         VERIFY,
         {"X-API-Key": "{reader}", "X-Required-Permission": "files.read", "X-Request-ID": "gw-1"},
     ),
+    "verify, key as a Bearer token": (
+        VERIFY,
+        {"Authorization": "Bearer {reader}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, key as a Bearer token on the key endpoints": (
+        VERIFY,
+        {
+            "Authorization": "Bearer {reader}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/keys",
+        },
+    ),
+    "verify, key in both headers": (
+        VERIFY,
+        {
+            "X-API-Key": "{reader}",
+            "Authorization": "Bearer {reader}",
+            "X-Required-Permission": "files.read",
+        },
+    ),
+    "verify, malformed key as a Bearer token": (
+        VERIFY,
+        {"Authorization": "Bearer fhk_notakey", "X-Required-Permission": "files.read"},
+    ),
     "files, key": (FILES, {"X-API-Key": "{reader}"}),
+    "files, key as a Bearer token": (FILES, {"Authorization": "Bearer {reader}"}),
+    "files, key lacking files.read as a Bearer token": (
+        FILES,
+        {"Authorization": "bearer {writer}"},
+    ),
     "files, session": (FILES, {"Authorization": "Bearer {token}"}),
     "files, key lacking files.read": (FILES, {"X-API-Key": "{writer}"}),
     "files, unsupported scheme": (FILES, {"Authorization": "Basic YTpi"}),
