@@ -191,7 +191,7 @@ async def test_a_revoked_key_no_longer_lists_files(api: Api) -> None:
     assert (await api.files(key=key["secret_key"])).status == 200
     revoked = await api.client.delete(f"/api/v1/keys/{key['id']}", headers=bearer(token))
     assert revoked.status == 200
-    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(key=key["secret_key"]), 401, "api_key_revoked")
 
 
 # -- accounts are apart ------------------------------------------------------------------------

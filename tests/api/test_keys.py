@@ -517,7 +517,7 @@ async def test_revoked_key_is_refused_on_the_next_request(api: Api) -> None:
     assert (await api.files(key=data["secret_key"])).status == 200
     assert (await revoke(api, token, data["id"])).status == 200
     response = await api.files(key=data["secret_key"])
-    await assert_error(response, 401, "invalid_api_key")
+    await assert_error(response, 401, "api_key_revoked")
     assert "WWW-Authenticate" in response.headers
 
 
