@@ -69,6 +69,9 @@ def _file_view(record: FileRecord) -> dict[str, Any]:
         "content_type": record.content_type,
         "sha256": record.sha256,
         "created_at": iso(record.created_at),
+        # A path on this host, not an absolute URL: right behind any proxy without knowing the
+        # name and scheme the client used.
+        "url": f"{FILES_PATH}/{record.id}/content",
     }
 
 
