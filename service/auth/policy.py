@@ -58,5 +58,6 @@ def make_policy(
             blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY),
             clock,
             settings.max_files_per_account,
+            trail,
         ),
     )

@@ -487,6 +487,15 @@ class ApiKeyStore:
             found.append((user_id, key_id))
         return found
 
+    async def describe(self, user_id: str, key_id: str) -> tuple[str, str] | None:
+        """The name and display prefix of one of the account's keys as listed now; None when
+        it has no such key (revoked, say). One read."""
+        raw = await self.redis.hget(self.keys.account_keys(user_id), key_id)
+        if raw is None:
+            return None
+        meta = decode_key_metadata(raw)
+        return meta["name"], meta["prefix"]
+
     async def touch(self, user_id: str, key_id: str, used_at: int) -> None:
         await self._touch_key(
             keys=[self.keys.account_keys(user_id), self.keys.account_key_last_used(user_id)],

@@ -27,7 +27,7 @@ from multidict import CIMultiDictProxy
 
 from service.api._aiohttp import Answer, Reply
 from service.api.context import AUTHENTICATOR, POLICY, PREFIX, SETTINGS
-from service.api.credentials import authenticate, check_credentials
+from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.envelope import error_response
 from service.api.headers import prepare_streamed
 from service.api.validation import readable
@@ -232,6 +232,7 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
         return _too_large(limit)
     files = request.app[POLICY].files
     await files.check_room(principal.user_id)
+    origin, actor = await acting_with(request, principal)
 
     try:
         reader = await request.multipart()
@@ -276,6 +277,8 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
             readable(part.filename),
             part.headers.get(hdrs.CONTENT_TYPE),
             only_field,
+            origin,
+            actor,
         )
     except _TooLarge:
         return _too_large(limit)
@@ -338,7 +341,8 @@ async def delete_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.write")
     file_id = request.match_info["file_id"]
-    deleted_at = await request.app[POLICY].files.delete(principal.user_id, file_id)
+    origin, actor = await acting_with(request, principal)
+    deleted_at = await request.app[POLICY].files.delete(principal.user_id, file_id, origin, actor)
     return ok({"id": file_id, "deleted_at": iso(deleted_at)})
 
 
