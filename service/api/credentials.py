@@ -89,6 +89,7 @@ async def check_credentials(
     finally:
         trace.auth_seconds = perf_counter() - started
     trace.outcome = "ok"
+    trace.user_id = principal.user_id
     trace.key_id = principal.key_id
     trace.rate = principal.rate
     return principal

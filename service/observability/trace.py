@@ -79,7 +79,8 @@ class RequestTrace:
     """What one request's handling learned, for its access-log line and its metrics.
 
     ``credential`` is set when a credential check ran: ``api_key``, ``session``, ``both`` or
-    ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code.
+    ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code, and
+    for an accepted credential its user's id (``user_id``) and, for a key, its id (``key_id``).
     ``rate`` is the accepted credential's take from its rate bucket (for the ``RateLimit``
     fields), ``remote`` the client's address as login throttling sees it.
     """
@@ -94,6 +95,7 @@ class RequestTrace:
         "request_id",
         "route",
         "started",
+        "user_id",
     )
 
     def __init__(self, request_id: str, route: str, remote: str | None = None) -> None:
@@ -103,6 +105,7 @@ class RequestTrace:
         self.started = perf_counter()
         self.credential: str | None = None
         self.outcome: str | None = None
+        self.user_id: str | None = None
         self.key_id: str | None = None
         self.rate: object | None = None
         self.auth_seconds = 0.0
