@@ -82,7 +82,9 @@ class RequestTrace:
     ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code, and
     for an accepted credential its user's id (``user_id``) and, for a key, its id (``key_id``).
     ``rate`` is the accepted credential's take from its rate bucket (for the ``RateLimit``
-    fields), ``remote`` the client's address as login throttling sees it.
+    fields), ``remote`` the client's address as login throttling sees it. ``store_error``, set
+    only when the store failed the request (``service.api.envelope.note_store_error``), is what
+    failed, for the metrics; unset otherwise, so the requests that succeed pay nothing for it.
     """
 
     __slots__ = (
@@ -95,6 +97,7 @@ class RequestTrace:
         "request_id",
         "route",
         "started",
+        "store_error",
         "user_id",
     )
 
