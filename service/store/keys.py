@@ -96,7 +96,7 @@ from __future__ import annotations
 class RedisKeys:
     __slots__ = (
         "_key_entry",
-        "_key_gone",
+        "_key_gone_open",
         "_leak_reports",
         "_login_failures",
         "_prefix",
@@ -108,7 +108,7 @@ class RedisKeys:
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
         self._key_entry = f"{prefix}:key:"
-        self._key_gone = f"{prefix}:key-gone:"
+        self._key_gone_open = f"{prefix}:key-gone:{{"
         self._session_entry = f"{prefix}:session:"
         self._rate_bucket = f"{prefix}:rate:"
         self._login_failures = f"{prefix}:login-failures:"
@@ -124,7 +124,7 @@ class RedisKeys:
 
     def key_gone_of_entry(self, key_entry: str) -> str:
         """``key_gone`` of the secret whose entry is named ``key_entry``."""
-        return f"{self._key_gone}{{{key_entry}}}"
+        return self._key_gone_open + key_entry + "}"
 
     def session_entry(self, token_digest: str) -> str:
         return self._session_entry + token_digest

@@ -256,18 +256,28 @@ class CredentialLookup:
                 values = await self.redis.hmget(entry, fields)
             return values, 1, None
         bucket = self.keys.rate_bucket(bucket_of)
-        names = (entry, bucket, self.keys.key_gone_of_entry(entry)) if gone else (entry, bucket)
         if hot is not None:
-            reply = await hot.run_script(
-                self._hot_lookup_and_take[fields],
-                *map(str.encode, names),
-                b"%d" % (now_ms * 1000),
-                b"%d" % take,
-                b"%d" % give_back_us,
-                *particular,
-            )
+            call = self._hot_lookup_and_take[fields]
+            now_us, wanted, given_back = b"%d" % (now_ms * 1000), b"%d" % take, b"%d" % give_back_us
+            if gone:  # names as plain arguments, no tuple unpacked: every keyed request comes here
+                gone_name = self.keys.key_gone_of_entry(entry).encode()
+                reply = await hot.run_script(
+                    call,
+                    entry.encode(),
+                    bucket.encode(),
+                    gone_name,
+                    now_us,
+                    wanted,
+                    given_back,
+                    *particular,
+                )
+            else:
+                reply = await hot.run_script(
+                    call, entry.encode(), bucket.encode(), now_us, wanted, given_back, *particular
+                )
         else:
             interval, tolerance = self._rate_args
+            names = (entry, bucket, self.keys.key_gone_of_entry(entry)) if gone else (entry, bucket)
             reply = await self._scripts[fields](
                 keys=names,
                 args=[now_ms * 1000, interval, tolerance, take, give_back_us, *particular, *fields],
