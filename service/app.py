@@ -97,7 +97,14 @@ def create_app(
         )
         app[STORE] = store
         app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background)
-        app[POLICY] = make_policy(store, passwords, clock, settings, app[BLOBS])
+        app[POLICY] = make_policy(
+            store,
+            passwords,
+            clock,
+            settings,
+            app[BLOBS],
+            login_outcomes=metrics.login if metrics is not None else None,
+        )
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
         yield

@@ -160,6 +160,20 @@ class Code(StrEnum):
         message="The API key has expired.",
         challenge=Challenge.API_KEY,
     )
+    API_KEY_REVOKED = _Row(
+        401,
+        code="api_key_revoked",
+        message="The API key was revoked.",
+        challenge=Challenge.API_KEY,
+    )
+    # A rolled-out secret past its grace: the key itself works, with its newer secret.
+    API_KEY_REPLACED = _Row(
+        401,
+        code="api_key_replaced",
+        message="This API key secret was replaced by a newer one when the key was rolled, "
+        "and its grace period is over.",
+        challenge=Challenge.API_KEY,
+    )
     API_KEY_DISABLED = _Row(
         401,
         code="api_key_disabled",

@@ -48,6 +48,7 @@ def _unmatched_line(request: web.BaseRequest, response: web.StreamResponse, took
         None,
         None,
         None,
+        None,
         request.remote,
         time.time(),
     )

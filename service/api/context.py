@@ -12,6 +12,7 @@ from aiohttp.typedefs import Handler
 from service.auth.authenticator import Authenticator
 from service.auth.policy import Policy
 from service.config import Settings
+from service.observability.metrics import Metrics
 from service.store.blobs import BlobStore
 from service.store.stores import Stores
 
@@ -22,6 +23,8 @@ SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Stores)
 POLICY = web.AppKey("policy", Policy)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+# The process's metrics, absent when they are off (``FILEHOST_METRICS=off``).
+METRICS = web.AppKey("metrics", Metrics)
 # Where uploaded bytes live; set before the application starts to keep them elsewhere (tests).
 BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
 

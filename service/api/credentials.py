@@ -1,6 +1,7 @@
 """The one credential check every route goes through, whichever way it is served: the request's
-``X-API-Key`` or ``Authorization`` to a principal (``auth.authenticator``), its outcome recorded on
-the request's trace; and where a session's request comes from, for the audit trail.
+``X-API-Key`` or ``Authorization`` (a session token, or an API key sent as a Bearer token) to a
+principal (``auth.authenticator``), its outcome recorded on the request's trace; and where a
+request comes from, for the audit trail.
 
 Never logs or echoes a credential.
 """
@@ -8,6 +9,7 @@ Never logs or echoes a credential.
 from __future__ import annotations
 
 from time import perf_counter
+from typing import Any
 
 from aiohttp import hdrs, web
 from multidict import CIMultiDictProxy, istr
@@ -16,8 +18,9 @@ from service.api.client_address import client_address
 from service.api.context import AUTHENTICATOR, POLICY, SETTINGS
 from service.api.envelope import as_api_error
 from service.api.validation import user_agent
-from service.auth.authenticator import Authenticator
+from service.auth.authenticator import Authenticator, carries_api_key
 from service.domain.audit_events import Origin
+from service.domain.credentials import API_KEY_KIND
 from service.domain.principal import Principal
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace, current_trace
@@ -69,8 +72,12 @@ async def check_credentials(
         authorization = single_header(headers, hdrs.AUTHORIZATION)
     if api_key is not None:
         trace.credential = "api_key" if authorization is None else "both"
+    elif authorization is None:
+        trace.credential = "none"
+    elif API_KEY_KIND in authorization and carries_api_key(authorization):
+        trace.credential = "api_key"  # a key sent as a Bearer token
     else:
-        trace.credential = "session" if authorization is not None else "none"
+        trace.credential = "session"
     started = perf_counter()
     try:
         principal = await authenticator.authenticate(
@@ -82,9 +89,25 @@ async def check_credentials(
     finally:
         trace.auth_seconds = perf_counter() - started
     trace.outcome = "ok"
+    trace.user_id = principal.user_id
     trace.key_id = principal.key_id
     trace.rate = principal.rate
     return principal
+
+
+async def acting_with(
+    request: web.Request, principal: Principal
+) -> tuple[Origin, dict[str, Any] | None]:
+    """Where a request comes from and who acts in it, for the audit trail: a session (its
+    public id, ``acting``) or an API key (its id, name and prefix as they are now). One Redis
+    read; never on the gateway's path."""
+    if principal.key_id is None:
+        origin = await acting(request, principal)
+        return origin, origin.actor()
+    origin = Origin(
+        None, client_address(request, request.app[SETTINGS].trusted_proxies), user_agent(request)
+    )
+    return origin, await request.app[POLICY].api_keys.actor(principal.user_id, principal.key_id)
 
 
 async def acting(request: web.Request, principal: Principal) -> Origin:

@@ -11,10 +11,12 @@ import logging
 
 import orjson
 from aiohttp import web
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api._aiohttp import Answer
-from service.errors import ApiError, Code
+from service.errors import ApiError, Code, CorruptRecord
 from service.observability.trace import RequestTrace, loggable_path
 
 log = logging.getLogger("service.api")
@@ -89,6 +91,21 @@ def as_api_error(exc: Exception) -> ApiError:
     return ApiError(Code.INTERNAL_ERROR)
 
 
+def note_store_error(trace: RequestTrace, exc: BaseException) -> None:
+    """Put on the request's trace what kind of store failure ``exc`` is, if it is one, for the
+    metrics (``filehost_store_errors_total``): ``STORE_ERROR_KINDS``."""
+    if isinstance(exc, CorruptRecord):
+        trace.store_error = "corrupt_record"
+    elif isinstance(exc, RedisTimeoutError | TimeoutError):
+        trace.store_error = "timeout"
+    elif isinstance(exc, RedisConnectionError | OSError):
+        trace.store_error = "connection"
+    elif isinstance(exc, ResponseError):
+        trace.store_error = "error_reply"
+    elif isinstance(exc, RedisError):
+        trace.store_error = "other"
+
+
 def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiError:
     """The refusal an exception that escaped a route's handler is answered with (see
     ``request_handling``), logged as it deserves: a client gone while its body was read at INFO,
@@ -97,6 +114,8 @@ def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiE
         if exc.status == 403 and trace.outcome == "ok":  # ``require`` after the check
             trace.outcome = exc.code
         if exc.status >= 500:
+            if isinstance(exc, CorruptRecord):
+                note_store_error(trace, exc)
             log.warning("refused %s %s: %s", method, loggable_path(path), exc.code)
         return exc
     if isinstance(exc, web.HTTPException):
@@ -105,6 +124,7 @@ def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiE
         log.info("client went away during %s %s", method, loggable_path(path))
         return ApiError(Code.CLIENT_CLOSED_REQUEST)
     if isinstance(exc, RedisError):
+        note_store_error(trace, exc)
         log.error(
             "credential store error on %s %s: %s", method, loggable_path(path), type(exc).__name__
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import hdrs, web
 from multidict import istr
 
-from service.api._aiohttp import Answer, header_block
+from service.api._aiohttp import SERVER_NAME, Answer, header_block
 from service.auth.rate_limits import RateLimitFields
 from service.observability.trace import REQUEST_ID_HEADER, RequestTrace, current_trace
 
@@ -35,10 +35,17 @@ _SECURITY_HEADERS = {
 # Serialised once for the API's answers; names as multidict's case-insensitive strings for any
 # other response, so none works out their lower case again.
 RESOURCE_HEADERS = header_block({**_SECURITY_HEADERS, "Content-Security-Policy": RESOURCE_CSP})
-_PAGE_HEADERS = tuple(
-    (istr(name), value)
-    for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items()
+# For any other response, the Server header too: aiohttp's default would name the versions of
+# Python and aiohttp (an ``Answer`` writes the service's own without it).
+_OWN_SERVER = (hdrs.SERVER, SERVER_NAME)
+_PAGE_HEADERS = (
+    *(
+        (istr(name), value)
+        for name, value in {**_SECURITY_HEADERS, "Content-Security-Policy": PAGE_CSP}.items()
+    ),
+    _OWN_SERVER,
 )
+_RESOURCE_PAIRS = (*RESOURCE_HEADERS.pairs, _OWN_SERVER)
 REQUEST_ID = istr(REQUEST_ID_HEADER)
 _RATE_LIMIT_POLICY = istr("RateLimit-Policy")
 _RATE_LIMIT = istr("RateLimit")
@@ -79,6 +86,6 @@ def standard_headers(
     else:
         html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
         # No handler sets any of these, so they are added without looking for earlier values.
-        headers.extend(_PAGE_HEADERS if html else RESOURCE_HEADERS.pairs)
+        headers.extend(_PAGE_HEADERS if html else _RESOURCE_PAIRS)
     for name, value in trace_headers(trace, rate_fields):
         headers[name] = value

@@ -133,6 +133,13 @@ class ApiKeys:
             )
         return CreatedKey(record, secret)
 
+    async def actor(self, user_id: str, key_id: str) -> dict[str, Any]:
+        """The key as the audit trail names who acted with it: its id, and its name and prefix
+        as they are now (None when the key was revoked meanwhile)."""
+        described = await self._store.describe(user_id, key_id)
+        name, prefix = described if described is not None else (None, None)
+        return audit.api_key_actor(key_id, name, prefix)
+
     async def list_keys(self, user_id: str) -> list[KeyRecord]:
         return await self._store.list(user_id, self._clock.now_ms())
 

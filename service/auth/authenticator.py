@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 
 from service.auth.rate_limits import KeyRates, RateLeases, RateLimitFields
 from service.background import BackgroundWrites
-from service.clock import Clock
+from service.clock import Clock, iso
 from service.config import SessionSettings
 from service.domain import credentials
 from service.domain.key_rules import AddressForms, AllowLists
@@ -28,6 +28,8 @@ from service.domain.permissions import ALL_PERMISSIONS_MASK
 from service.domain.principal import CredentialType, Principal
 from service.domain.records import ApiKeyEntry, RateVerdict
 from service.errors import ApiError, Code
+from service.store.errors import KeyGone
+from service.store.fields import GONE_LEAKED, GONE_REPLACED
 from service.store.stores import Stores
 
 _KEY_TOUCH_INTERVAL_MS = 60_000
@@ -43,6 +45,52 @@ def bearer_token(authorization: str) -> str:
     if not token:
         raise ApiError(Code.INVALID_SESSION, "The session token is missing or malformed.")
     return token
+
+
+def carries_api_key(authorization: str) -> bool:
+    """Whether an ``Authorization`` value is an API key sent as a Bearer token (how Stripe and
+    GitHub take theirs): a token that begins with the key's kind, ``fhk_``. Such a token is the
+    API key it is, exactly as if it came in ``X-API-Key``."""
+    scheme, _, token = authorization.strip().partition(" ")
+    return scheme.lower() == "bearer" and token.strip().startswith(credentials.API_KEY_KIND)
+
+
+def key_gone(gone: KeyGone, now: int) -> ApiError:
+    """The refusal of a secret that no longer works and is still remembered: revoked (by its
+    owner, or as reported leaked) or rolled out past its grace, saying when."""
+    at = iso(gone.at)
+    if gone.reason == GONE_REPLACED:
+        if gone.at > now:  # still in its grace, but its entry went with its key (expired)
+            return ApiError(Code.INVALID_API_KEY)
+        return key_replaced(gone.at)
+    if gone.reason == GONE_LEAKED:
+        message = f"The API key was revoked at {at}, after it was reported leaked."
+        reason = "reported_leaked"
+    else:
+        message = f"The API key was revoked at {at}."
+        reason = "revoked_by_owner"
+    return ApiError(
+        Code.API_KEY_REVOKED, message, details={"revoked_at": at, "revoked_reason": reason}
+    )
+
+
+def key_replaced(grace_ended_at: int) -> ApiError:
+    """The refusal of a rolled-out secret past its grace (the key works with its newer one)."""
+    at = iso(grace_ended_at)
+    return ApiError(
+        Code.API_KEY_REPLACED,
+        "This API key secret was replaced by a newer one when the key was rolled; its grace "
+        f"period ended at {at}.",
+        details={"grace_ended_at": at},
+    )
+
+
+def key_expired(expires_at: int) -> ApiError:
+    """The refusal of a key past its expiry, saying when that was (``details.expired_at``)."""
+    at = iso(expires_at)
+    return ApiError(
+        Code.API_KEY_EXPIRED, f"The API key expired at {at}.", details={"expired_at": at}
+    )
 
 
 class Authenticator:
@@ -80,7 +128,8 @@ class Authenticator:
         """Resolve the request's one credential; raise 400/401/403 errors on any doubt (some
         at once, before anything is awaited). Await what it returns for the principal: the
         credential's own check, with no coroutine of its own around it (each one a request
-        awaits through is paid for again on every resumption).
+        awaits through is paid for again on every resumption). An API key sent as a Bearer
+        token is that API key, checked and refused exactly as in ``X-API-Key``.
 
         ``counted`` False takes nothing from the credential's rate bucket: ending a credential
         (logout, revoking a key) must work however busy the credential is. ``client`` is the
@@ -88,12 +137,15 @@ class Authenticator:
         for keys that may be used only from some networks; None when it is not known."""
         if api_key is not None and authorization is not None:
             raise ApiError(Code.AMBIGUOUS_CREDENTIALS)
+        if api_key is None and authorization is not None:
+            token = bearer_token(authorization)
+            if not token.startswith(credentials.API_KEY_KIND):
+                return self.session(token, counted)
+            api_key = token  # an API key sent as a Bearer token (``carries_api_key``)
         if api_key is not None:
             if session_only:
                 raise ApiError(Code.SESSION_REQUIRED)
             return self.api_key(api_key, counted, client)
-        if authorization is not None:
-            return self.session(bearer_token(authorization), counted)
         if session_only:
             raise ApiError(
                 Code.CREDENTIAL_MISSING, "Send a session token in Authorization: Bearer."
@@ -112,14 +164,18 @@ class Authenticator:
         # Requests given back are worth the interval they were taken at (a key's own rate).
         interval = self._leases.given_back_interval_us(digest) if give_back else 0  # type: ignore[union-attr]
         address = self._address_forms.of(client)
-        entry = await self._lookup.find_api_key(digest, now, take, give_back, interval, address)
-        # A lease taken under a rate of the key's own (its verdicts name its policy), or served
-        # to a key that has one now: was it taken under the rate the key has now?
-        if lent is not None and entry is not None and (entry.own_rate or lent.policy):
-            stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
-            if stale is not None:  # the key's rate changed: take under the new one instead
-                lent = None
-                entry = await self._lookup.find_api_key(digest, now, 1, *stale, address)
+        try:
+            entry = await self._lookup.find_api_key(digest, now, take, give_back, interval, address)
+            # A lease taken under a rate of the key's own (its verdicts name its policy), or
+            # served to a key that has one now: was it taken under the rate the key has now?
+            if lent is not None and entry is not None and (entry.own_rate or lent.policy):
+                stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
+                if stale is not None:  # the key's rate changed: take under the new one instead
+                    lent = None
+                    entry = await self._lookup.find_api_key(digest, now, 1, *stale, address)
+        except KeyGone as gone:  # revoked, or rolled out past its grace: refused, saying why
+            self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
+            raise key_gone(gone, now) from None
         if entry is None:
             self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
             raise ApiError(Code.INVALID_API_KEY)
@@ -133,7 +189,12 @@ class Authenticator:
                     self._leases.give_back(digest)  # type: ignore[union-attr]
                 else:
                     self._rate(digest, None, None, for_lease, now)
-                raise refusal
+                try:
+                    raise refusal
+                finally:
+                    # The error's traceback holds this frame: a local holding the error would
+                    # make a reference cycle per refusal for the garbage collector.
+                    del refusal
         if entry.own_rate is None:  # the common case: one call, as for a session
             rate = self._rate(digest, lent, entry.rate, for_lease, now)
         else:
@@ -181,14 +242,13 @@ class Authenticator:
         return looked_up
 
     def _refusal(self, entry: ApiKeyEntry, now: int, client: str | None) -> ApiError | None:
-        """Why the key is refused, if it is: a rolled-out secret past its grace (as good as
-        unknown), then an expired key, a disabled one, and one used from outside its allowed
-        networks."""
+        """Why the key is refused, if it is: a rolled-out secret past its grace, then an
+        expired key, a disabled one, and one used from outside its allowed networks."""
         rules = entry.rules
         if rules is not None and rules.refused_from is not None and rules.refused_from <= now:
-            return ApiError(Code.INVALID_API_KEY)
+            return key_replaced(rules.refused_from)
         if entry.expires_at <= now:
-            return ApiError(Code.API_KEY_EXPIRED)
+            return key_expired(entry.expires_at)
         if rules is None:
             return None
         if rules.disabled:

@@ -13,6 +13,7 @@ from service.domain import credentials
 from service.errors import ApiError, Code
 from service.store.api_keys import ApiKeyStore
 from service.store.counters import CounterStore
+from service.store.fields import GONE_LEAKED
 from service.store.keys import RedisKeys
 
 # Reports accepted per client address (IPv6: per /64) in a window that starts with the first.
@@ -70,7 +71,7 @@ class LeakReports:
                     changes={"revoked_reason": "reported_leaked"},
                 ),
             )
-            await self._api_keys.revoke(user_id, key_id, now, events)
+            await self._api_keys.revoke(user_id, key_id, now, events, GONE_LEAKED)
         return len(secrets)
 
     async def _count_leak_report(self, client_address: str | None) -> None:

@@ -4,6 +4,7 @@ as for a wrong password) into a new session, recorded in the account's audit tra
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.auth.audit import AuditTrail
@@ -41,6 +42,7 @@ class Login:
         trail: AuditTrail,
         clock: Clock,
         session_settings: SessionSettings,
+        outcomes: Callable[[str], None] | None = None,
     ) -> None:
         self._users = users
         self._sessions = sessions
@@ -50,6 +52,8 @@ class Login:
         self._clock = clock
         self._idle_ms = session_settings.idle_seconds * 1000
         self._max_ms = session_settings.max_seconds * 1000
+        # Told how each login ended (``service.observability.metrics.LOGIN_OUTCOMES``).
+        self._outcomes = outcomes or _ignored
 
     async def login(
         self,
@@ -74,7 +78,14 @@ class Login:
         email = normalise_email(email)
         user_agent = user_agent[: audit.MAX_USER_AGENT_LENGTH] if user_agent else None
         origin = audit.Origin(None, client_address, user_agent)
-        reservation = await self._throttle.reserve(email, client_address)
+        try:
+            reservation = await self._throttle.reserve(email, client_address)
+        except ApiError as refused:
+            self._outcomes("throttled" if refused.code is Code.LOGIN_THROTTLED else "error")
+            raise
+        except Exception:
+            self._outcomes("error")
+            raise
         try:
             user_id = await self._users.find_id(email)
             user = await self._users.get(user_id) if user_id else None
@@ -83,11 +94,14 @@ class Login:
                 ok = False
             else:
                 ok = await self._passwords.verify(password, user.password_hash)
-        except Exception:
+        except Exception as failed:
             # No verdict (login_busy, a store error): the attempt counts for nothing.
+            busy = isinstance(failed, ApiError) and failed.code is Code.LOGIN_BUSY
+            self._outcomes("busy" if busy else "error")
             await reservation.release()
             raise
         if not ok or user is None:
+            self._outcomes("unknown_account" if user is None else "wrong_password")
             if user is not None:
                 await self._record_failed_login(user.id, origin)
             raise ApiError(
@@ -126,11 +140,14 @@ class Login:
             # The user was deleted while the password was checked: as if it never existed (the
             # attempt stays counted, like any login for an email without an account). Or the
             # password was changed meanwhile: the one checked is no longer the account's.
+            self._outcomes("unknown_account")
             raise ApiError(Code.INVALID_CREDENTIALS) from None
         except Exception:
+            self._outcomes("error")
             await reservation.release()  # the password was right; the store failed after
             raise
         await reservation.succeeded()
+        self._outcomes("succeeded")
         return LoginResult(user, token, idle, absolute)
 
     async def _record_failed_login(self, user_id: str, origin: audit.Origin) -> None:
@@ -139,3 +156,7 @@ class Login:
             await self._trail.record(user_id, now, audit.event(audit.LOGIN_FAILED, now, origin))
         except Exception as error:  # best effort: the answer stays the 401 (see ``login``)
             log.warning("a failed login could not be recorded: %s", type(error).__name__)
+
+
+def _ignored(outcome: str) -> None:
+    pass

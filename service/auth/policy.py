@@ -4,6 +4,7 @@ what it decided."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.auth.api_keys import ApiKeys
@@ -38,16 +39,24 @@ def make_policy(
     clock: Clock,
     settings: Settings,
     blobs: BlobStore | None = None,
+    login_outcomes: Callable[[str], None] | None = None,
 ) -> Policy:
     """The policy over ``stores``; ``blobs`` holds uploaded bytes (the data dir's, unless
-    given)."""
+    given); ``login_outcomes`` is told how each login ended (the metrics)."""
     trail = AuditTrail(stores.audit, clock, settings.audit)
     throttle = LoginThrottle(stores, settings.login)
     sessions = Sessions(stores.sessions, clock, trail)
     return Policy(
         users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
         login=Login(
-            stores.users, stores.sessions, passwords, throttle, trail, clock, settings.sessions
+            stores.users,
+            stores.sessions,
+            passwords,
+            throttle,
+            trail,
+            clock,
+            settings.sessions,
+            login_outcomes,
         ),
         sessions=sessions,
         api_keys=ApiKeys(stores.api_keys, trail, clock, settings.max_keys_per_account),
@@ -58,5 +67,6 @@ def make_policy(
             blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY),
             clock,
             settings.max_files_per_account,
+            trail,
         ),
     )

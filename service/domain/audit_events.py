@@ -24,6 +24,8 @@ KEY_EDITED = "key.edited"
 KEY_DISABLED = "key.disabled"
 KEY_ENABLED = "key.enabled"
 KEY_REVOKED_AS_LEAKED = "key.revoked_as_leaked"
+FILE_UPLOADED = "file.uploaded"
+FILE_DELETED = "file.deleted"
 
 EVENT_TYPES = (
     LOGIN_SUCCEEDED,
@@ -38,6 +40,8 @@ EVENT_TYPES = (
     KEY_ENABLED,
     KEY_REVOKED,
     KEY_REVOKED_AS_LEAKED,
+    FILE_UPLOADED,
+    FILE_DELETED,
 )
 
 
@@ -72,6 +76,17 @@ def leak_report_actor(ip: str | None) -> dict[str, Any]:
     """Who revoked a key reported leaked (``POST /keys/leaked``, which takes no credential):
     the report, from the client's address."""
     return {"type": "leak_report", "ip": ip}
+
+
+def api_key_actor(key_id: str, name: str | None, key_prefix: str | None) -> dict[str, Any]:
+    """Who acted with an API key: the key, with its name and prefix as they were then (it may be
+    renamed, rolled or revoked later); both None when the key was revoked meanwhile."""
+    return {"type": "api_key", "key_id": key_id, "name": name, "key_prefix": key_prefix}
+
+
+def file_target(file_id: str, name: str, size: int) -> dict[str, Any]:
+    """A hosted file acted on: its id, display name and size in bytes."""
+    return {"type": "file", "file_id": file_id, "name": name, "size": size}
 
 
 def event(

@@ -7,8 +7,9 @@ requests it answers), and ``exc`` holds a traceback
 when there is one. The access log (``AccessLogger``) writes one line per request with ``msg``
 ``"request"`` and the fields of ``ACCESS_FIELDS``: the route template and the path (never the
 query string; anything credential-shaped in it masked, see ``loggable_path``), status,
-duration, the credential's type and key id when one was presented (never a secret: no header
-value is ever logged), the credential check's outcome and the client's address.
+duration, the credential's type, and for an accepted one its user's id and (an API key's) key
+id (never a secret: no header value is ever logged), the credential check's outcome and the
+client's address.
 
 Lines are gathered in memory (``LineBuffer``) and written to standard error in one ``write``:
 every ``FLUSH_SECONDS``, whenever ``FLUSH_BYTES`` have gathered, before any other record (so
@@ -49,6 +50,7 @@ ACCESS_FIELDS = (
     "status",
     "duration_ms",
     "credential",
+    "user_id",
     "key_id",
     "auth",
     "remote",
@@ -147,6 +149,7 @@ class LineBuffer:
                     status,
                     (answered - trace.started) * 1000,
                     trace.credential,
+                    trace.user_id,
                     trace.key_id,
                     trace.outcome,
                     trace.remote,
@@ -296,6 +299,7 @@ def access_line(
     status: int,
     duration_ms: float,
     credential: str | None,
+    user_id: str | None,
     key_id: str | None,
     outcome: str | None,
     remote: str | None,
@@ -318,6 +322,7 @@ def access_line(
                 # To the µs, without round(), which works out a float's digits as text.
                 "duration_ms": int(duration_ms * 1000 + 0.5) / 1000,
                 "credential": credential,
+                "user_id": user_id,
                 "key_id": key_id,
                 "auth": outcome,
                 "remote": remote,

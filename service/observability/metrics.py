@@ -8,6 +8,11 @@
 | ``filehost_auth_check_duration_seconds`` | credential | time of one credential check |
 | ``filehost_login_in_flight`` | | logins being handled: bcrypt running or queued |
 | ``filehost_redis_command_duration_seconds`` | | send to reply of each hot-path Redis command |
+| ``filehost_logins_total`` | outcome | logins by outcome (``LOGIN_OUTCOMES``) |
+| ``filehost_uploads_total`` | outcome | uploads by outcome: ``stored`` or the refusal's code |
+| ``filehost_upload_bytes_total`` | | bytes of the files stored |
+| ``filehost_store_errors_total`` | route, kind | requests the store failed: ``STORE_ERROR_KINDS`` |
+| ``filehost_build_info`` | version, python, aiohttp | always 1: what is running |
 
 ``route`` is the route's template (``/api/v1/keys/{key_id}``), never the raw path, and
 ``unmatched`` for anything no route took (404, 405), so a scanner cannot make new series.
@@ -31,7 +36,10 @@ With one process the metrics live in this object's registry. With several worker
 points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before starting them; prometheus-client
 then keeps each worker's values in files there, and a scrape answered by any worker sums every
 worker's files (so a scrape can lag another worker's requests by up to ``FLUSH_SECONDS``).
-Nothing here holds a user id, a key id or a secret.
+Nothing here holds a user id, a key id or a secret, and no label says which emails have an
+account (``filehost_logins_total`` counts unknown accounts apart, with no email anywhere).
+prometheus-client's ``_created`` series (a second series per counter and histogram, holding when
+it was first made) are turned off: they doubled the exposition and told nothing.
 """
 
 from __future__ import annotations
@@ -39,15 +47,27 @@ from __future__ import annotations
 import logging
 import math
 import os
+import platform
 import shutil
 import struct
 import tempfile
 import time
 from bisect import bisect_left
+from collections.abc import Iterator
+from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client import values as prometheus_values
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
 
 from service.observability.trace import RequestTrace
 
@@ -64,6 +84,38 @@ DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 _BOUNDS = (*DURATION_BUCKETS, math.inf)
 _RENDER_ATTEMPTS = 3
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# How a login ended: a session opened; a wrong password for an account; an email without one
+# (or deleted while its password was checked); refused before any check (login throttling); the
+# queue of logins full (login_busy); the store failed.
+LOGIN_OUTCOMES = ("succeeded", "wrong_password", "unknown_account", "throttled", "busy", "error")
+# What a store error that failed a request was: Redis unreachable or its connection lost, too
+# slow, an error reply (a script's, a cluster's), or a record that could not be read.
+STORE_ERROR_KINDS = ("connection", "timeout", "error_reply", "corrupt_record", "other")
+
+disable_created_metrics()
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+class BuildInfo(Collector):
+    """``filehost_build_info{version, python, aiohttp} 1``: what this process runs, made once."""
+
+    def __init__(self) -> None:
+        self._labels = [_version("filehost-auth"), platform.python_version(), _version("aiohttp")]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = GaugeMetricFamily(
+            "filehost_build_info",
+            "The running service's version, and the Python and aiohttp it runs on; always 1.",
+            labels=("version", "python", "aiohttp"),
+        )
+        info.add_metric(self._labels, 1)
+        yield info
 
 
 def multiprocess_dir() -> str | None:
@@ -101,6 +153,8 @@ class Metrics:
         own = None if self.multiprocess_dir else self.registry
         if self.multiprocess_dir:
             MultiProcessCollector(self.registry, path=self.multiprocess_dir)
+        # One series whatever the number of workers: never in the workers' shared files.
+        self.registry.register(BuildInfo())
         self._requests = Counter(
             "filehost_http_requests",
             "Requests answered by the application, by route template, method and status.",
@@ -139,6 +193,34 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=own,
         )
+        # Rarer events, counted as they happen (each costs far more than its count).
+        self._logins = Counter(
+            "filehost_logins",
+            "Logins by outcome: succeeded, wrong_password, unknown_account, throttled, busy or "
+            "error.",
+            ("outcome",),
+            registry=own,
+        )
+        self._uploads = Counter(
+            "filehost_uploads",
+            "Uploads by a credential allowed to upload, by outcome: stored, or the refusal's code.",
+            ("outcome",),
+            registry=own,
+        )
+        self._upload_bytes = Counter(
+            "filehost_upload_bytes",
+            "Bytes of the files stored by uploads.",
+            registry=own,
+        )
+        self._store_errors = Counter(
+            "filehost_store_errors",
+            "Requests failed by the store (503), by route template and kind of failure.",
+            ("route", "kind"),
+            registry=own,
+        )
+        for outcome in LOGIN_OUTCOMES:  # present from the start, so a rate can be taken at once
+            self._logins.labels(outcome)
+        self._uploads.labels("stored")
         if tuple(self._request_seconds._upper_bounds) != _BOUNDS:  # see _add_observations
             raise RuntimeError("prometheus-client's histogram buckets are not as expected")
         # (route, method, status, credential, outcome) -> a ``_new_row`` of that kind's requests
@@ -147,6 +229,8 @@ class Metrics:
         # Answered requests and Redis commands' seconds not yet counted into the rows above.
         self._answers: list[tuple[RequestTrace, str, int, float]] = []
         self._redis_commands: list[float] = []
+        # (route, kind) -> requests the store failed, not yet counted.
+        self._pending_store_errors: dict[tuple[str, str], int] = {}
 
     # -- the hot path: one append per request ------------------------------------------------
 
@@ -159,6 +243,16 @@ class Metrics:
         answers.append((trace, method, status, at))
         if len(answers) >= TALLY_EVERY:
             self._tally()
+
+    def login(self, outcome: str) -> None:
+        """A login ended so (one of ``LOGIN_OUTCOMES``)."""
+        self._logins.labels(outcome).inc()
+
+    def upload(self, outcome: str, size: int = 0) -> None:
+        """An upload ended so: ``stored`` (``size`` bytes) or the code it was refused with."""
+        self._uploads.labels(outcome).inc()
+        if size:
+            self._upload_bytes.inc(size)
 
     def redis_command(self, seconds: float) -> None:
         # Called for every reply on the hot connection.
@@ -191,6 +285,11 @@ class Metrics:
                     auth_seconds = trace.auth_seconds
                     row[_AUTH_BUCKETS + bisect_left(bounds, auth_seconds)] += 1
                     row[_AUTH_SUM] += auth_seconds
+                if status >= 500:  # set only by a refusal the store caused (never on success)
+                    kind = getattr(trace, "store_error", None)
+                    if kind is not None:
+                        errors = self._pending_store_errors
+                        errors[trace.route, kind] = errors.get((trace.route, kind), 0) + 1
             except Exception:  # one bad entry must not cost the others their counts
                 log.exception("could not count a request in the metrics")
         commands, self._redis_commands = self._redis_commands, []
@@ -216,6 +315,9 @@ class Metrics:
             _add_observations(self._request_seconds.labels(route), counts)
         for credential, counts in auth_seconds.items():
             _add_observations(self._auth_seconds.labels(credential), counts)
+        store_errors, self._pending_store_errors = self._pending_store_errors, {}
+        for (route, kind), count in store_errors.items():
+            self._store_errors.labels(route, kind).inc(count)
         redis_counts, self._pending_redis_counts = self._pending_redis_counts, _no_observations()
         if any(redis_counts):
             _add_observations(self._redis_seconds, redis_counts)

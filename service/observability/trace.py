@@ -79,9 +79,12 @@ class RequestTrace:
     """What one request's handling learned, for its access-log line and its metrics.
 
     ``credential`` is set when a credential check ran: ``api_key``, ``session``, ``both`` or
-    ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code.
+    ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code, and
+    for an accepted credential its user's id (``user_id``) and, for a key, its id (``key_id``).
     ``rate`` is the accepted credential's take from its rate bucket (for the ``RateLimit``
-    fields), ``remote`` the client's address as login throttling sees it.
+    fields), ``remote`` the client's address as login throttling sees it. ``store_error``, set
+    only when the store failed the request (``service.api.envelope.note_store_error``), is what
+    failed, for the metrics; unset otherwise, so the requests that succeed pay nothing for it.
     """
 
     __slots__ = (
@@ -94,6 +97,8 @@ class RequestTrace:
         "request_id",
         "route",
         "started",
+        "store_error",
+        "user_id",
     )
 
     def __init__(self, request_id: str, route: str, remote: str | None = None) -> None:
@@ -103,6 +108,7 @@ class RequestTrace:
         self.started = perf_counter()
         self.credential: str | None = None
         self.outcome: str | None = None
+        self.user_id: str | None = None
         self.key_id: str | None = None
         self.rate: object | None = None
         self.auth_seconds = 0.0

@@ -19,6 +19,7 @@ from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, AuditStore, EventBatch
 from service.store.errors import AccountGone, KeyChanged
 from service.store.fields import (
+    GONE_REVOKED,
     KEY_EXPIRED_GRACE_MS,
     apply_changes,
     decode_key_metadata,
@@ -344,7 +345,7 @@ class ApiKeyStore:
             else:
                 current = meta["d"]
                 if "pd" in meta:  # deleted before the metadata stops naming it
-                    await self.redis.delete(self.keys.key_entry(meta["pd"]))
+                    await self._entries.replaced(meta["pd"], min(meta["pe"], now))
             shared = meta.get("b", current)
             if self.entry_slot(secret_digest) != self.entry_slot(shared):
                 raise KeyChanged()  # not drawn for this key's slot (see ``new_secret_slot``)
@@ -418,7 +419,12 @@ class ApiKeyStore:
         raise KeyChanged()
 
     async def revoke(
-        self, user_id: str, key_id: str, now: int, events: EventBatch | None = None
+        self,
+        user_id: str,
+        key_id: str,
+        now: int,
+        events: EventBatch | None = None,
+        reason: str = GONE_REVOKED,
     ) -> bool:
         """Revoke one of the account's keys; False when it has no active key of that id.
 
@@ -426,21 +432,25 @@ class ApiKeyStore:
         anything is removed: a failed record leaves the key as it was. The digest entries go
         first: from the moment their DELs return, the secrets are refused everywhere. Only then
         is the listing metadata removed, if it still names those entries, and they are deleted
-        once more (see "Changing a key" in ``service.store.key_entries``).
+        once more (see "Changing a key" in ``service.store.key_entries``). Each entry of an
+        active key is remembered as revoked (``reason``: ``GONE_REVOKED``, or ``GONE_LEAKED``
+        for a key reported leaked) in the step that deletes it.
         """
         read = await self.redis.hget(self.keys.account_keys(user_id), key_id)
         if read is None:
             return False
         meta = decode_key_metadata(read)
-        if events is not None and meta["e"] > now:  # an expired key's removal is no event
+        active = meta["e"] > now
+        if events is not None and active:  # an expired key's removal is no event
             await self._audit.record(user_id, events)
+        revoked = reason if active else None
         account = [
             self.keys.account_keys(user_id),
             self.keys.account_key_expiry(user_id),
             self.keys.account_key_last_used(user_id),
         ]
         for _ in range(CHANGE_ATTEMPTS):
-            await self._entries.delete(named_digests(meta))
+            await self._entries.delete(named_digests(meta), revoked, now)
             status = int_field(await self._forget_key(keys=account, args=[key_id, read]))
             if status != 2:
                 break
@@ -451,7 +461,7 @@ class ApiKeyStore:
             meta = decode_key_metadata(read)
         else:
             raise KeyChanged()
-        await self._entries.delete(named_digests(meta))
+        await self._entries.delete(named_digests(meta), revoked, now)
         # Of two concurrent revocations only the one that removes the listing reports success.
         return status == 1 and meta["e"] > now
 
@@ -476,6 +486,15 @@ class ApiKeyStore:
                 continue
             found.append((user_id, key_id))
         return found
+
+    async def describe(self, user_id: str, key_id: str) -> tuple[str, str] | None:
+        """The name and display prefix of one of the account's keys as listed now; None when
+        it has no such key (revoked, say). One read."""
+        raw = await self.redis.hget(self.keys.account_keys(user_id), key_id)
+        if raw is None:
+            return None
+        meta = decode_key_metadata(raw)
+        return meta["name"], meta["prefix"]
 
     async def touch(self, user_id: str, key_id: str, used_at: int) -> None:
         await self._touch_key(

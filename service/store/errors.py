@@ -12,3 +12,14 @@ class AccountGone(Exception):
 class KeyChanged(Exception):
     """A key changed under several changes in a row: other requests keep changing it. Nothing of
     this change was made."""
+
+
+class KeyGone(Exception):
+    """A key secret that no longer works, and why: ``reason`` is ``revoked``, ``leaked``
+    (revoked as reported leaked) or ``replaced`` (rolled out, its grace over); ``at`` (ms) is
+    when it stopped working. Raised by the lookup for a secret whose entry is gone but is still
+    remembered (``service.store.fields.KEY_GONE_MS``)."""
+
+    def __init__(self, reason: str, at: int) -> None:
+        self.reason = reason
+        self.at = at

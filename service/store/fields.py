@@ -20,6 +20,15 @@ from service.errors import CorruptRecord
 # indexes keep naming such entries until they are gone, so deleting the user ends them too.
 KEY_EXPIRED_GRACE_MS = 24 * 3600 * 1000
 SESSION_EXPIRED_GRACE_MS = 3600 * 1000
+# How long a key secret that was revoked, or rolled out past its grace, is remembered after its
+# entry went (``P:key-gone:…``), so that it is answered api_key_revoked or api_key_replaced
+# rather than invalid_api_key; bounded so revoked keys don't accumulate for ever.
+KEY_GONE_MS = 90 * 24 * 3600 * 1000
+# Why a secret stopped working, as its key-gone record says (then ``:<ms>``).
+GONE_REVOKED = "revoked"
+GONE_LEAKED = "leaked"
+GONE_REPLACED = "replaced"
+GONE_REASONS = (GONE_REVOKED, GONE_LEAKED, GONE_REPLACED)
 
 # The per-request lookup of a key reads these: user, key id, permission mask, expiry; and, present
 # only when set, disabled ``x``, allowed networks ``n`` (as the authenticator checks them) and

@@ -23,36 +23,60 @@ from redis.asyncio import Redis
 
 from service.domain.records import FilePage, FileRecord
 from service.errors import CorruptRecord
+from service.store.audit import RECORD_EVENTS, EventBatch, member
 from service.store.errors import AccountGone
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
 
 # Adds a file's member to the order and the index, unless the user is gone (-1) or the account
-# already holds the maximum of files (0). Returns 1 when added.
-# KEYS: user, index, order. ARGV: file id, member, max files.
-_ADD_FILE = """
+# already holds the maximum of files (0); its upload's audit events are recorded in this same step
+# (before the writes: a failed record adds nothing). Returns 1 when added.
+# KEYS: user, index, order[, audit trail]. ARGV: file id, member, max files[, events (store.audit)].
+_ADD_FILE = (
+    RECORD_EVENTS
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
 if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
   return 0
 end
+if KEYS[4] then
+  record_events(KEYS[4], 4)
+end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 return 1
 """
+)
 
 # Removes a file from the index and the order; returns its member, or nil when there was none.
-# KEYS: index, order. ARGV: file id.
-_DELETE_FILE = """
+# With an audit trail, in the same step and only when there was one: records the deletion's
+# events (ARGV[2] 'record'), or takes back the events its upload recorded (ARGV[2] 'retract': an
+# upload undone after its record was written leaves nothing).
+# KEYS: index, order[, audit trail]. ARGV: file id[, 'record' and events (store.audit), or
+# 'retract' and the events' members].
+_DELETE_FILE = (
+    RECORD_EVENTS
+    + """
 local member = redis.call('HGET', KEYS[1], ARGV[1])
 if not member then
   return nil
+end
+if KEYS[3] then
+  if ARGV[2] == 'record' then
+    record_events(KEYS[3], 3)
+  else
+    for i = 3, #ARGV do
+      redis.call('ZREM', KEYS[3], ARGV[i])
+    end
+  end
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], member)
 return member
 """
+)
 
 # A cursor names the last file of a page by the start of its member, ``<ms>:<id>``: every
 # member of a later file sorts before it, the file's own member (which goes on) after it.
@@ -158,25 +182,43 @@ class FilesStore:
     async def count(self, user_id: str) -> int:
         return int(await self._redis.zcard(self.keys.account_file_order(user_id)))
 
-    async def add(self, user_id: str, record: FileRecord, max_files: int) -> bool:
-        """Store the file; False when the account already holds ``max_files`` files.
-        Raises ``AccountGone`` when the user record is gone."""
-        added = await self._add_file(
-            keys=(
-                self.keys.user(user_id),
-                self.keys.account_files(user_id),
-                self.keys.account_file_order(user_id),
-            ),
-            args=(record.id, file_member(record), max_files),
-        )
+    async def add(
+        self, user_id: str, record: FileRecord, max_files: int, events: EventBatch | None = None
+    ) -> bool:
+        """Store the file, and record ``events`` in the same step; False when the account
+        already holds ``max_files`` files. Raises ``AccountGone`` when the user record is gone."""
+        keys = [
+            self.keys.user(user_id),
+            self.keys.account_files(user_id),
+            self.keys.account_file_order(user_id),
+        ]
+        args: list[str | int] = [record.id, file_member(record), max_files]
+        if events is not None:
+            keys.append(self.keys.account_audit(user_id))
+            args.extend(events.args())
+        added = await self._add_file(keys=keys, args=args)
         if added == -1:
             raise AccountGone()
         return added == 1
 
-    async def remove(self, user_id: str, file_id: str) -> FileRecord | None:
-        """Remove the file's metadata; its record, or None when there was none."""
-        member = await self._delete_file(
-            keys=(self.keys.account_files(user_id), self.keys.account_file_order(user_id)),
-            args=(file_id,),
-        )
-        return None if member is None else file_record(member)
+    async def remove(
+        self,
+        user_id: str,
+        file_id: str,
+        events: EventBatch | None = None,
+        *,
+        retract: EventBatch | None = None,
+    ) -> FileRecord | None:
+        """Remove the file's metadata; its record, or None when there was none. In the same
+        step, when it was there: ``events`` recorded (a deletion's), or the events of
+        ``retract`` taken back out of the trail (those of an upload being undone)."""
+        keys = [self.keys.account_files(user_id), self.keys.account_file_order(user_id)]
+        args: list[str | int] = [file_id]
+        if events is not None:
+            keys.append(self.keys.account_audit(user_id))
+            args += ["record", *events.args()]
+        elif retract is not None:
+            keys.append(self.keys.account_audit(user_id))
+            args += ["retract", *(member(event) for event in retract.events)]
+        found = await self._delete_file(keys=keys, args=args)
+        return None if found is None else file_record(found)

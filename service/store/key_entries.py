@@ -5,12 +5,16 @@ names. ``service.store.api_keys`` builds edits, rolls and revocations on these s
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from redis.asyncio import Redis
 
 from service.store.audit import RECORD_EVENTS, EventBatch
 from service.store.fields import (
+    GONE_REPLACED,
     KEY_EXPIRED_GRACE_MS,
+    KEY_GONE_MS,
     decode_key_metadata,
     int_field,
     key_entry_fields,
@@ -150,19 +154,60 @@ return 1
 """
 
 
+# Remembers why a secret stopped working, in its key-gone record (``P:key-gone:{entry}``, the
+# entry's slot), deleting its entry in the same step when asked: a revocation's record replaces
+# any other; a rolled-out secret's (``replaced:…``) never replaces a revocation's, so a secret
+# whose key was revoked during or after its grace is answered revoked.
+# KEYS: entry, key-gone record. ARGV: delete the entry ('1'/'0'), the record, remembered until
+# (ms), keep a revocation ('1'/'0').
+_MARK_GONE = """
+if ARGV[1] == '1' then
+  redis.call('DEL', KEYS[1])
+end
+if ARGV[4] == '1' then
+  local held = redis.call('GET', KEYS[2])
+  if held and string.sub(held, 1, 9) ~= 'replaced:' then
+    return 0
+  end
+end
+redis.call('SET', KEYS[2], ARGV[2], 'PXAT', ARGV[3])
+return 1
+"""
+
+
 class KeyEntries:
     def __init__(self, redis: Redis, keys: RedisKeys) -> None:
         self.redis = redis
         self.keys = keys
         self._change_key = redis.register_script(_CHANGE_KEY)
         self._write_key_entry = redis.register_script(_WRITE_KEY_ENTRY)
+        self._mark_gone = redis.register_script(_MARK_GONE)
 
-    async def delete(self, digests: list[str]) -> None:
-        # One DEL per entry: entries stand alone, each in a cluster slot of its own.
+    async def delete(self, digests: list[str], revoked: str | None = None, at: int = 0) -> None:
+        """Delete the entries of ``digests``; with ``revoked`` (``GONE_REVOKED`` or
+        ``GONE_LEAKED``), each remembered as revoked ``at`` (ms) in the same step."""
+        # One command per entry: entries stand alone, each in a cluster slot of its own.
         async with self.redis.pipeline(transaction=False) as pipe:
             for digest in digests:
-                pipe.delete(self.keys.key_entry(digest))
+                if revoked is None:
+                    pipe.delete(self.keys.key_entry(digest))
+                else:
+                    await self._gone(pipe, digest, f"{revoked}:{at}", at, True, False)
             await pipe.execute()
+
+    async def replaced(self, digest: str, at: int) -> None:
+        """Delete a rolled-out secret's entry, remembered as replaced ``at`` (ms), unless it
+        is remembered as revoked."""
+        await self._gone(self.redis, digest, f"{GONE_REPLACED}:{at}", at, True, True)
+
+    async def _gone(
+        self, client: Any, digest: str, record: str, at: int, delete: bool, keep_revocation: bool
+    ) -> None:
+        await self._mark_gone(
+            keys=[self.keys.key_entry(digest), self.keys.key_gone(digest)],
+            args=[int(delete), record, at + KEY_GONE_MS, int(keep_revocation)],
+            client=client,
+        )
 
     async def read(self, user_id: str, key_id: str) -> tuple[str, dict, str | None] | None:
         """A key's listing metadata as stored, decoded, and its last use; None when unlisted."""
@@ -196,14 +241,17 @@ class KeyEntries:
         fields = key_entry_fields(user_id, key_id, meta)
         gone_at = meta["e"] + KEY_EXPIRED_GRACE_MS
         writes = [(meta["d"], fields, gone_at)]
-        deletions = []
+        # The previous secret once the roll has finished: remembered as replaced when its grace
+        # ends (its entry expires then, by itself), or deleted now if it has ended.
+        replaced = None
         if "pd" in meta:
             if "rolling" in meta:  # until the roll has finished, still the key's secret
                 writes.append((meta["pd"], fields, gone_at))
-            elif meta["pe"] > now:
-                writes.append((meta["pd"], [*fields, "g", meta["pe"]], min(meta["pe"], gone_at)))
             else:
-                deletions.append(meta["pd"])
+                replaced = meta["pd"], meta["pe"] <= now
+                if meta["pe"] > now:
+                    entry_fields = [*fields, "g", meta["pe"]]
+                    writes.append((meta["pd"], entry_fields, min(meta["pe"], gone_at)))
         version = meta.get("v", 0)
         async with self.redis.pipeline(transaction=False) as pipe:
             for digest, entry_fields, expire_at in writes:
@@ -212,8 +260,10 @@ class KeyEntries:
                     args=["0", version, expire_at, *entry_fields],
                     client=pipe,
                 )
-            for digest in deletions:
-                pipe.delete(self.keys.key_entry(digest))
+            if replaced is not None:
+                digest, ended = replaced
+                record = f"{GONE_REPLACED}:{meta['pe']}"
+                await self._gone(pipe, digest, record, meta["pe"], ended, True)
             await pipe.execute()
 
     async def create(self, secret_digest: str, user_id: str, key_id: str, meta: dict) -> None:

@@ -23,6 +23,13 @@ key                                    type    holds
                                                login address ``ip`` and User-Agent ``ua``;
                                                PEXPIREAT 1 h past the nearer deadline
                                                (answered session_expired)
+``P:key-gone:{<key entry>}``            string  why and when an API key secret stopped
+                                               working, written as its digest entry goes:
+                                               ``revoked:<ms>``, ``leaked:<ms>`` (revoked as
+                                               reported leaked) or ``replaced:<ms>`` (rolled
+                                               out, its grace over); read only when the entry
+                                               is missing, so a refusal can say why; expires
+                                               KEY_GONE_MS (90 days) after that
 ``P:rate:{<credential entry>}``         string  request-rate bucket of one key or session (the
                                                GCRA's theoretical arrival time, µs); lives a
                                                few seconds, never written to the AOF
@@ -78,7 +85,9 @@ changes (edit, roll, revocation) are ordered so that once one has answered, ever
 holds it (see "Changing a key" in ``service.store.key_entries``). A rate bucket's hash tag is the
 whole name of a credential's entry, so the two share a slot and one script reads the entry and
 takes from the bucket; a rolled key's secrets share the bucket of one of them, and every secret of
-a key is drawn into that bucket's slot. Raw secrets never appear.
+a key is drawn into that bucket's slot. A secret's ``key-gone`` record is tagged the same way, so
+the lookup script reads it, when the entry is missing, in the same round trip. Raw secrets never
+appear.
 """
 
 from __future__ import annotations
@@ -87,6 +96,7 @@ from __future__ import annotations
 class RedisKeys:
     __slots__ = (
         "_key_entry",
+        "_key_gone_open",
         "_leak_reports",
         "_login_failures",
         "_prefix",
@@ -98,6 +108,7 @@ class RedisKeys:
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
         self._key_entry = f"{prefix}:key:"
+        self._key_gone_open = f"{prefix}:key-gone:{{"
         self._session_entry = f"{prefix}:session:"
         self._rate_bucket = f"{prefix}:rate:"
         self._login_failures = f"{prefix}:login-failures:"
@@ -106,6 +117,14 @@ class RedisKeys:
 
     def key_entry(self, secret_digest: str) -> str:
         return self._key_entry + secret_digest
+
+    def key_gone(self, secret_digest: str) -> str:
+        """Why and when a secret stopped working, in its entry's cluster slot."""
+        return self.key_gone_of_entry(self.key_entry(secret_digest))
+
+    def key_gone_of_entry(self, key_entry: str) -> str:
+        """``key_gone`` of the secret whose entry is named ``key_entry``."""
+        return self._key_gone_open + key_entry + "}"
 
     def session_entry(self, token_digest: str) -> str:
         return self._session_entry + token_digest

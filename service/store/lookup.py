@@ -13,7 +13,8 @@ from redis.asyncio import Redis
 from service.domain.permissions import ALL_PERMISSIONS_MASK
 from service.domain.records import ApiKeyEntry, KeyRules, RateLimit, RateVerdict, SessionEntry
 from service.errors import CorruptRecord
-from service.store.fields import KEY_FIELD_COUNT, KEY_FIELDS, SESSION_FIELDS
+from service.store.errors import KeyGone
+from service.store.fields import GONE_REASONS, KEY_FIELD_COUNT, KEY_FIELDS, SESSION_FIELDS
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 
@@ -82,7 +83,7 @@ for i = 1, #values do
   if values[i] then found = true end
 end
 if not found then
-  return nil
+  ON_MISSING
 end
 local now = tonumber(ARGV[1])
 local now_ms = math.floor(now / 1000)
@@ -93,11 +94,21 @@ local now_ms = math.floor(now / 1000)
 # key's secrets share). A key with a rate of its own (``r``, "<per second>:<burst>") replaces the
 # deployment's interval and tolerance with it, so a changed rate counts from the next take on.
 # Allowed networks are compared as ranges of the address forms of ``auth.key_rules``.
-# KEYS: entry, bucket. ARGV: now µs, interval µs, tolerance µs, requests wanted, µs given back
-# (requests given back, each at the interval it was taken at: a rate may have changed since), the
-# digest whose bucket KEYS[2] is, the client's address form ('' when unknown), fields...
+# A secret without an entry may be one that was revoked or rolled out: its key-gone record
+# (KEYS[3], read only then) is returned alone, so that its refusal can say why.
+# KEYS: entry, bucket, key-gone record. ARGV: now µs, interval µs, tolerance µs, requests wanted,
+# µs given back (requests given back, each at the interval it was taken at: a rate may have
+# changed since), the digest whose bucket KEYS[2] is, the client's address form ('' when
+# unknown), fields...
 _LOOKUP_KEY_AND_TAKE = (
-    _TAKE.replace("FIRST_FIELD", "8")
+    _TAKE.replace("FIRST_FIELD", "8").replace(
+        "ON_MISSING",
+        """local gone = redis.call('GET', KEYS[3])
+  if gone then
+    return {gone}
+  end
+  return nil""",
+    )
     + """
 if values[10] and values[10] ~= ARGV[6] then
   local n = #values
@@ -139,7 +150,7 @@ return take(values, KEYS[2], now, interval, tolerance, tonumber(ARGV[4]), tonumb
 # KEYS: entry, bucket. ARGV: now µs, interval µs, tolerance µs, requests wanted, µs given back,
 # fields...
 _LOOKUP_SESSION_AND_TAKE = (
-    _TAKE.replace("FIRST_FIELD", "6")
+    _TAKE.replace("FIRST_FIELD", "6").replace("ON_MISSING", "return nil")
     + """
 local usable = (tonumber(values[3]) or 0) > now_ms and (tonumber(values[4]) or 0) > now_ms
 return take(
@@ -150,6 +161,17 @@ return take(
 )
 
 _SHARED_BUCKETS_LIMIT = 100_000
+
+
+def key_gone(record: object) -> KeyGone:
+    """The ``KeyGone`` a key-gone record (``<reason>:<ms>``) tells; ``CorruptRecord`` when it
+    cannot be read."""
+    if not isinstance(record, str):
+        raise CorruptRecord()
+    reason, _, at = record.partition(":")
+    if reason not in GONE_REASONS or not at.isdigit():
+        raise CorruptRecord()
+    return KeyGone(reason, int(at))
 
 
 class CredentialLookup:
@@ -174,21 +196,25 @@ class CredentialLookup:
             fields: CommandTemplate("HMGET", ARG, *fields)
             for fields in (KEY_FIELDS, SESSION_FIELDS)
         }
+        self._hot_gone = CommandTemplate("GET", ARG)
         self._scripts = {
             KEY_FIELDS: redis.register_script(_LOOKUP_KEY_AND_TAKE),
             SESSION_FIELDS: redis.register_script(_LOOKUP_SESSION_AND_TAKE),
         }
         if rate_limit is not None:
             self._rate_args = (rate_limit.interval_us, rate_limit.tolerance_us)
-            # What follows the fields common to both: the key's bucket digest and the client.
+            # A key's lookup reads a third key (its key-gone record), and takes two arguments
+            # after those common to both: the key's bucket digest and the client.
+            gone = {KEY_FIELDS: (ARG,), SESSION_FIELDS: ()}
             particular = {KEY_FIELDS: (ARG, ARG), SESSION_FIELDS: ()}
             self._hot_lookup_and_take = {
                 fields: ScriptCall(
                     script.script,
                     script.sha,
-                    2,
+                    2 + len(gone[fields]),
                     ARG,  # the entry
                     ARG,  # its bucket
+                    *gone[fields],
                     ARG,  # now, µs
                     rate_limit.interval_us,
                     rate_limit.tolerance_us,
@@ -214,11 +240,14 @@ class CredentialLookup:
         give_back_us: int,
         bucket_of: str,
         particular: tuple[bytes, ...] = (),
+        gone: bool = False,
     ) -> tuple[list, int, RateVerdict | None]:
         """The entry's fields, the lookup's status (``_TAKE``) and ``take`` requests taken from
         the bucket of the entry named ``bucket_of`` when limits are on (``give_back_us`` of
         unused ones returned first); with ``take`` 0, the fields alone (status 1, no verdict).
-        ``particular``: the arguments of a key's lookup (bucket digest, client address)."""
+        ``particular``: the arguments of a key's lookup (bucket digest, client address);
+        ``gone``: whether the script reads the entry's key-gone record when the entry is
+        missing (a key's), whose value is then returned alone, with status 3."""
         hot = self._hot
         if self.rate_limit is None or take == 0:
             if hot is not None:
@@ -228,24 +257,36 @@ class CredentialLookup:
             return values, 1, None
         bucket = self.keys.rate_bucket(bucket_of)
         if hot is not None:
-            reply = await hot.run_script(
-                self._hot_lookup_and_take[fields],
-                entry.encode(),
-                bucket.encode(),
-                b"%d" % (now_ms * 1000),
-                b"%d" % take,
-                b"%d" % give_back_us,
-                *particular,
-            )
+            call = self._hot_lookup_and_take[fields]
+            now_us, wanted, given_back = b"%d" % (now_ms * 1000), b"%d" % take, b"%d" % give_back_us
+            if gone:  # names as plain arguments, no tuple unpacked: every keyed request comes here
+                gone_name = self.keys.key_gone_of_entry(entry).encode()
+                reply = await hot.run_script(
+                    call,
+                    entry.encode(),
+                    bucket.encode(),
+                    gone_name,
+                    now_us,
+                    wanted,
+                    given_back,
+                    *particular,
+                )
+            else:
+                reply = await hot.run_script(
+                    call, entry.encode(), bucket.encode(), now_us, wanted, given_back, *particular
+                )
         else:
             interval, tolerance = self._rate_args
+            names = (entry, bucket, self.keys.key_gone_of_entry(entry)) if gone else (entry, bucket)
             reply = await self._scripts[fields](
-                keys=(entry, bucket),
+                keys=names,
                 args=[now_ms * 1000, interval, tolerance, take, give_back_us, *particular, *fields],
             )
         n = len(fields)
         if reply is None:
             return [None] * n, 1, None
+        if len(reply) == 1:
+            return reply, 3, None
         if len(reply) != n + 4:
             raise CorruptRecord()
         status, count, full_in, taken = reply[n], reply[n + 1], reply[n + 2], reply[n + 3]
@@ -275,7 +316,11 @@ class CredentialLookup:
         rolled-out secret past its grace (their entry's ``rate`` is None).
 
         A rolled key's secrets share one bucket (the digest ``b`` names): the first lookup of
-        such a secret on this worker learns it, and looks up again with that bucket."""
+        such a secret on this worker learns it, and looks up again with that bucket.
+
+        None for a secret without an entry; ``KeyGone`` raised for one whose key-gone record
+        remembers it (revoked, or rolled out past its grace), read in the same script, or by a
+        second read after a plain ``HMGET`` that found nothing."""
         entry = self.keys.key_entry(secret_digest)
         given_back_us = 0
         if give_back:
@@ -290,7 +335,10 @@ class CredentialLookup:
             given_back_us,
             self.keys.key_entry(bucket_of),
             (bucket_of.encode(), client),
+            True,
         )
+        if status == 3:
+            raise key_gone(values[0])
         if status == 2:
             shared = values[9]
             if not isinstance(shared, str) or shared == bucket_of:
@@ -306,13 +354,24 @@ class CredentialLookup:
                 given_back_us,
                 self.keys.key_entry(shared),
                 (shared.encode(), client),
+                True,
             )
+            if status == 3:  # revoked since the first lookup
+                raise key_gone(values[0])
             if status == 2:  # the bucket a key's secrets share never changes
                 raise CorruptRecord()
         user_id, key_id, permissions, expires_at, disabled, networks, own_rate, until, ranges, _ = (
             values
         )
         if user_id is None and values.count(None) == KEY_FIELD_COUNT:
+            # A plain read found nothing: a second, for why (a miss is never a working key).
+            gone = self.keys.key_gone_of_entry(entry)
+            if self._hot is not None:
+                why = await self._hot.execute_packed(self._hot_gone.pack(gone.encode()))
+            else:
+                why = await self.redis.get(gone)
+            if why is not None:
+                raise key_gone(why)
             return None
         if not user_id or not key_id:
             raise CorruptRecord()

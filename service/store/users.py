@@ -120,6 +120,8 @@ class UserStore:
             for digest in named_digests(decode_key_metadata(raw))
         ]
         entries = [self.keys.key_entry(digest) for digest in digests]
+        # A rolled-out secret's record that it was replaced: of a key that is no more.
+        entries.extend(self.keys.key_gone(digest) for digest in digests)
         entries.extend(self.keys.session_entry(digest) for digest in sessions)
         if entries:
             # One DEL per entry: entries stand alone, each in a cluster slot of its own.

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.api._aiohttp import Answer, header_block, serialise_head
+from service.api._aiohttp import SERVER_NAME, Answer, header_block, serialise_head
 
 BLOCK = header_block({"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 BODY = b'{"success":true,"data":{"files":[]}}'
@@ -41,12 +41,14 @@ def _answer(case: str) -> web.Response:
 
 
 def _response(case: str) -> web.Response:
-    """The same answer, made the general way."""
+    """The same answer, made the general way (naming the service as its server, which
+    ``service.api.headers`` does for every response that is not an ``Answer``)."""
     answer = _answer(case)
     response = web.Response(
         body=answer.body,
         status=answer.status,
         content_type="application/json" if answer.body is not None else None,
+        headers={"Server": SERVER_NAME},
     )
     for name, value in answer.headers.items():
         if name != "Content-Type":

@@ -103,6 +103,7 @@ async def test_outside_the_tested_aiohttp_the_service_serves_through_aiohttps_ow
     for response in (verify, files, refused, missing):
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert "X-Request-ID" in response.headers
+        assert response.headers["Server"] == "filehost-auth"
     assert GATEWAY_LANE not in app
     assert not isinstance(api.client.server.runner.server, EnvelopeServer)
     warnings = [r.getMessage() for r in caplog.records if "tested releases" in r.getMessage()]

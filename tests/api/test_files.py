@@ -31,6 +31,7 @@ from service.store.blobs import DirectoryBlobs
 from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer
 from tests.support.files import auth, multipart, upload, uploaded
+from tests.support.openapi import validator
 
 FILES_URL = "/api/v1/files"
 MIB = 1024 * 1024
@@ -89,9 +90,12 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
 
     response = await upload(api, data, key=writer, filename="report.bin")
     assert response.status == 201, await response.text()
-    created = (await response.json())["data"]
-    assert set(created) == {"id", "name", "size", "content_type", "sha256", "created_at"}
+    answer = await response.json()
+    validator("/components/schemas/FileEnvelope").validate(answer)
+    created = answer["data"]
+    assert set(created) == {"id", "name", "size", "content_type", "sha256", "created_at", "url"}
     assert created["id"].startswith("fil_") and created["name"] == "report.bin"
+    assert created["url"] == f"{FILES_URL}/{created['id']}/content"
     assert created["size"] == len(data)
     assert created["sha256"] == hashlib.sha256(data).hexdigest()
     assert created["created_at"].endswith("Z")
@@ -102,7 +106,7 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
     meta = await api.client.get(f"{FILES_URL}/{created['id']}", headers=auth(key=reader))
     assert (await meta.json())["data"] == created
 
-    download = await content(api, created["id"], key=reader)
+    download = await api.client.get(created["url"], headers=auth(key=reader))
     assert download.status == 200
     assert await download.read() == data
     assert download.headers["Content-Length"] == str(len(data))
@@ -191,7 +195,7 @@ async def test_a_revoked_key_no_longer_lists_files(api: Api) -> None:
     assert (await api.files(key=key["secret_key"])).status == 200
     revoked = await api.client.delete(f"/api/v1/keys/{key['id']}", headers=bearer(token))
     assert revoked.status == 200
-    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(key=key["secret_key"]), 401, "api_key_revoked")
 
 
 # -- accounts are apart ------------------------------------------------------------------------

@@ -402,7 +402,7 @@ async def test_a_revoked_key_is_refused_from_the_next_request(account: Account) 
     )
     assert revoked.status == 200
 
-    await assert_refused(await verify(account.api, headers), 401, "invalid_api_key")
+    await assert_refused(await verify(account.api, headers), 401, "api_key_revoked")
 
 
 async def test_an_expired_key_is_refused(account: Account, clock: Any) -> None:

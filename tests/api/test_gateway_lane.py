@@ -22,7 +22,7 @@ from service.api.context import GATEWAY_LANE, SETTINGS
 from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
-from tests.support.api import Api, EnvelopeTestServer
+from tests.support.api import Api, EnvelopeTestServer, bearer
 from tests.support.files import uploaded
 from tests.support.metrics import value
 
@@ -102,13 +102,36 @@ async def both(make_api: Any) -> tuple[Api, Api]:
 
 
 @pytest.fixture
-async def credentials(both: tuple[Api, Api]) -> dict[str, str]:
+async def credentials(both: tuple[Api, Api], clock: Any) -> dict[str, str]:
     api = both[0]
     token = await api.user_with_session("lane@example.com")
     reader = await api.create_key(token, permissions=["files.read"])
     writer = await api.create_key(token, name="writer", permissions=["files.write"])
+    # Keys refused each for its reason: expired, revoked, reported leaked, rolled out.
+    expired = await api.create_key(token, name="expired", expires_days=1)
+    revoked = await api.create_key(token, name="revoked")
+    leaked = await api.create_key(token, name="leaked")
+    rolled = await api.create_key(token, name="rolled")
+    gone = await api.client.delete(f"/api/v1/keys/{revoked['id']}", headers=bearer(token))
+    assert gone.status == 200
+    reported = await api.client.post(
+        "/api/v1/keys/leaked", json={"secrets": [leaked["secret_key"]]}
+    )
+    assert reported.status == 202
+    rolling = await api.client.post(f"/api/v1/keys/{rolled['id']}/roll", headers=bearer(token))
+    assert rolling.status == 201
+    clock.advance(days=1, seconds=1)
+    token = await api.login("lane@example.com")  # the first session's day is over too
     await uploaded(api, b"hello", token=token, filename="a.txt")
-    return {"token": token, "reader": reader["secret_key"], "writer": writer["secret_key"]}
+    return {
+        "token": token,
+        "reader": reader["secret_key"],
+        "writer": writer["secret_key"],
+        "expired": expired["secret_key"],
+        "revoked": revoked["secret_key"],
+        "leaked": leaked["secret_key"],
+        "rolled": rolled["secret_key"],
+    }
 
 
 # Each case: (path, headers) with {token}, {reader} and {writer} filled in.
@@ -155,7 +178,54 @@ CASES = {
         VERIFY,
         {"X-API-Key": "{reader}", "X-Required-Permission": "files.read", "X-Request-ID": "gw-1"},
     ),
+    "verify, key as a Bearer token": (
+        VERIFY,
+        {"Authorization": "Bearer {reader}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, key as a Bearer token on the key endpoints": (
+        VERIFY,
+        {
+            "Authorization": "Bearer {reader}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/keys",
+        },
+    ),
+    "verify, key in both headers": (
+        VERIFY,
+        {
+            "X-API-Key": "{reader}",
+            "Authorization": "Bearer {reader}",
+            "X-Required-Permission": "files.read",
+        },
+    ),
+    "verify, malformed key as a Bearer token": (
+        VERIFY,
+        {"Authorization": "Bearer fhk_notakey", "X-Required-Permission": "files.read"},
+    ),
+    "verify, expired key": (
+        VERIFY,
+        {"X-API-Key": "{expired}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, revoked key": (
+        VERIFY,
+        {"X-API-Key": "{revoked}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, key revoked as leaked, as a Bearer token": (
+        VERIFY,
+        {"Authorization": "Bearer {leaked}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, rolled-out secret": (
+        VERIFY,
+        {"X-API-Key": "{rolled}", "X-Required-Permission": "files.read"},
+    ),
     "files, key": (FILES, {"X-API-Key": "{reader}"}),
+    "files, revoked key": (FILES, {"X-API-Key": "{revoked}"}),
+    "files, expired key as a Bearer token": (FILES, {"Authorization": "Bearer {expired}"}),
+    "files, key as a Bearer token": (FILES, {"Authorization": "Bearer {reader}"}),
+    "files, key lacking files.read as a Bearer token": (
+        FILES,
+        {"Authorization": "bearer {writer}"},
+    ),
     "files, session": (FILES, {"Authorization": "Bearer {token}"}),
     "files, key lacking files.read": (FILES, {"X-API-Key": "{writer}"}),
     "files, unsupported scheme": (FILES, {"Authorization": "Basic YTpi"}),

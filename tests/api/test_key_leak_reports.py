@@ -50,7 +50,8 @@ async def test_reported_keys_of_any_account_are_revoked_at_once(api: Api) -> Non
 
     assert body == {"success": True, "data": {"received": 3}}
     for secret in (alices["secret_key"], bobs["secret_key"]):
-        await assert_error(await api.files(key=secret), 401, "invalid_api_key")
+        error = await assert_error(await api.files(key=secret), 401, "api_key_revoked")
+        assert error["details"]["revoked_reason"] == "reported_leaked"
     assert await keys_of(api, alice) == [kept["id"]]
     assert await keys_of(api, bob) == []
     assert await status_of(api, kept["secret_key"]) == 200
@@ -71,7 +72,8 @@ async def test_a_secret_still_in_its_grace_revokes_its_key(api: Api) -> None:
     new = (await rolled(api, token, key["id"], grace=3600))["secret_key"]
     await reported(api, [key["secret_key"]])
     for secret in (key["secret_key"], new):
-        await assert_error(await api.files(key=secret), 401, "invalid_api_key")
+        error = await assert_error(await api.files(key=secret), 401, "api_key_revoked")
+        assert error["details"]["revoked_reason"] == "reported_leaked"
     assert await keys_of(api, token) == []
 
 
@@ -180,4 +182,4 @@ async def test_a_report_whose_event_cannot_be_written_is_503_and_revokes_nothing
     redis_client.delete(trail)
     assert await status_of(api, key["secret_key"]) == 200
     await reported(api, [key["secret_key"]])  # the reporter's retry revokes it
-    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(key=key["secret_key"]), 401, "api_key_revoked")

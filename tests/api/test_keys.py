@@ -517,7 +517,7 @@ async def test_revoked_key_is_refused_on_the_next_request(api: Api) -> None:
     assert (await api.files(key=data["secret_key"])).status == 200
     assert (await revoke(api, token, data["id"])).status == 200
     response = await api.files(key=data["secret_key"])
-    await assert_error(response, 401, "invalid_api_key")
+    await assert_error(response, 401, "api_key_revoked")
     assert "WWW-Authenticate" in response.headers
 
 
@@ -644,11 +644,11 @@ async def test_logged_out_session_is_refused_on_key_endpoints(api: Api, method: 
     assert (await api.files(key=target["secret_key"])).status == 200
 
 
-async def test_api_key_sent_as_a_bearer_token_is_not_a_session(api: Api) -> None:
+async def test_api_key_sent_as_a_bearer_token_is_still_refused_on_key_endpoints(api: Api) -> None:
     token = await api.user_with_session()
     data = await api.create_key(token, permissions=["keys.read", "keys.write"])
     response = await api.client.get(KEYS, headers=bearer(data["secret_key"]))
-    await assert_error(response, 401, "invalid_session")
+    await assert_error(response, 403, "session_required")
     assert data["secret_key"] not in await response.text()
 
 

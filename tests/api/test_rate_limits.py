@@ -203,7 +203,7 @@ async def test_a_revoked_key_is_refused_at_once_though_its_worker_holds_a_lease(
     revoked = await api.client.delete(f"/api/v1/keys/{created['id']}", headers=bearer(token))
     assert revoked.status == 200
 
-    await assert_error(await api.files(key=created["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(key=created["secret_key"]), 401, "api_key_revoked")
 
 
 async def test_an_unused_lease_is_given_back_and_the_bucket_refills_exactly(
@@ -236,5 +236,5 @@ async def test_a_session_over_its_rate_can_still_log_out_and_revoke_keys(make_ap
 
     assert revoked.status == 200, await revoked.text()
     assert logged_out.status == 200, await logged_out.text()
-    await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(key=key["secret_key"]), 401, "api_key_revoked")
     await assert_error(await api.files(token=token), 401, "invalid_session")

@@ -14,4 +14,4 @@ async def test_login_create_key_list_files_revoke_and_refused(api: Api) -> None:
     response = await api.client.delete(f"/api/v1/keys/{created['id']}", headers=bearer(token))
     assert response.status == 200
 
-    await assert_error(await api.files(key=created["secret_key"]), 401, "invalid_api_key")
+    await assert_error(await api.files(key=created["secret_key"]), 401, "api_key_revoked")

@@ -126,7 +126,7 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await expect(row).to_have_count(0)
     await expect(page.locator("#keys-title")).to_be_focused()
     status, body = await dashboard.api("GET", "/files", key=secret)
-    assert status == 401 and body["error"]["code"] == "invalid_api_key"
+    assert status == 401 and body["error"]["code"] == "api_key_revoked"
 
 
 async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user: str) -> None:

@@ -135,7 +135,7 @@ async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: 
     dashboard.clock.advance(seconds=HOUR - 1)
     assert await files_status(dashboard, first) == (200, None)
     dashboard.clock.advance(seconds=1)
-    assert await files_status(dashboard, first) == (401, "invalid_api_key")
+    assert await files_status(dashboard, first) == (401, "api_key_replaced")
     assert await files_status(dashboard, second) == (200, None)
 
     # Shown once: after a reload it is nowhere, and the grace has ended in the list too.
@@ -173,7 +173,7 @@ async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: 
     await expect(page.locator("#new-secret-grace")).to_have_text(
         "The old secret no longer works: only this one does."
     )
-    assert await files_status(dashboard, second) == (401, "invalid_api_key")
+    assert await files_status(dashboard, second) == (401, "api_key_replaced")
     assert await files_status(dashboard, third) == (200, None)
     assert (await listed(dashboard, token, key_id))["previous_secret_expires_at"] is None
     await expect(row.locator("td.key-prefix code")).to_have_text(third[:12] + "...")
@@ -215,7 +215,7 @@ async def test_rolling_during_a_grace_asks_first_since_it_ends_the_older_grace(
     await roll(page, "mirror", "For 7 days")
     await page.get_by_role("dialog").get_by_role("button", name="Roll and cut off").click()
     third = await new_secret(page, "mirror")
-    assert await files_status(dashboard, first) == (401, "invalid_api_key")
+    assert await files_status(dashboard, first) == (401, "api_key_replaced")
     assert await files_status(dashboard, second) == (200, None)
     assert await files_status(dashboard, third) == (200, None)
     week_end = iso(dashboard.clock.now_ms() + 7 * DAY * 1000)

@@ -149,7 +149,7 @@ async def test_sign_in_create_use_revoke_and_log_out(
     await expect(row).to_have_count(0)
     await expect(page.locator("#keys-body tr")).to_have_count(1)
     status, body = await dashboard.api("GET", "/files", key=secret)
-    assert status == 401 and body["error"]["code"] == "invalid_api_key"
+    assert status == 401 and body["error"]["code"] == "api_key_revoked"
 
     # Log out: back to sign in, the token cleared here and refused by the server.
     await page.get_by_role("button", name="Log out").click()

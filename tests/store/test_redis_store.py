@@ -16,9 +16,16 @@ from redis.asyncio import Redis
 
 from service.domain.records import RateLimit, RateVerdict
 from service.errors import CorruptRecord
-from service.store.errors import AccountGone
-from service.store.fields import KEY_EXPIRED_GRACE_MS, SESSION_EXPIRED_GRACE_MS
+from service.store.errors import AccountGone, KeyGone
+from service.store.fields import (
+    GONE_LEAKED,
+    GONE_REVOKED,
+    KEY_EXPIRED_GRACE_MS,
+    KEY_GONE_MS,
+    SESSION_EXPIRED_GRACE_MS,
+)
 from service.store.keys import RedisKeys
+from service.store.slots import key_slot
 from service.store.stores import Stores, open_stores
 
 NOW = 1_800_000_000_000
@@ -96,9 +103,51 @@ async def test_the_digest_entry_expires_in_redis_a_grace_after_the_key_expiry(st
 async def test_revocation_deletes_the_digest_entry_and_the_listing(store) -> None:
     await add_key(store, "key_1")
     assert await store.api_keys.revoke("usr_a", "key_1", NOW)
-    assert await store.lookup.find_api_key(DIGEST) is None
+    assert await store.redis.exists(store.keys.key_entry(DIGEST)) == 0
     assert await store.api_keys.list("usr_a", NOW) == []
     assert not await store.api_keys.revoke("usr_a", "key_1", NOW)
+
+
+@pytest.mark.parametrize("reason", [GONE_REVOKED, GONE_LEAKED])
+async def test_a_revoked_secret_is_remembered_as_revoked_for_a_bounded_time(
+    store: Stores, reason: str
+) -> None:
+    await add_key(store, "key_1")
+    assert await store.api_keys.revoke("usr_a", "key_1", NOW, reason=reason)
+    limited = open_stores(store.redis, "t", rate_limit=RateLimit(per_second=1, burst=2))
+    for lookup in (store.lookup, limited.lookup):  # a plain read, and the script that takes
+        with pytest.raises(KeyGone) as gone:
+            await lookup.find_api_key(DIGEST, NOW)
+        assert (gone.value.reason, gone.value.at) == (reason, NOW)
+    record = store.keys.key_gone(DIGEST)
+    assert await store.redis.pexpiretime(record) == NOW + KEY_GONE_MS
+    # Nothing is taken for a revoked secret: its bucket is never made.
+    bucket = limited.keys.rate_bucket(limited.keys.key_entry(DIGEST))
+    assert await store.redis.exists(bucket) == 0
+    # Once forgotten, it is any unknown secret.
+    await store.redis.delete(record)
+    assert await store.lookup.find_api_key(DIGEST, NOW) is None
+
+
+def test_a_secrets_key_gone_record_is_in_its_entrys_cluster_slot() -> None:
+    keys = RedisKeys("fh")
+    for digest in (DIGEST, "0" * 64, "f1" * 32):
+        record, entry = keys.key_gone(digest), keys.key_entry(digest)
+        assert key_slot(record.encode()) == key_slot(entry.encode())
+        assert record.startswith("fh:") and digest in record
+
+
+async def test_an_expired_key_removed_by_its_owner_is_not_remembered_as_revoked(store) -> None:
+    await add_key(store, "key_1", expires=NOW + DAY)
+    assert not await store.api_keys.revoke("usr_a", "key_1", NOW + 2 * DAY)
+    assert await store.redis.exists(store.keys.key_gone(DIGEST)) == 0
+
+
+@pytest.mark.parametrize("record", ["revoked", "revoked:x", "stolen:1", ":1", "revoked:-1"])
+async def test_a_damaged_key_gone_record_fails_closed(store: Stores, record: str) -> None:
+    await store.redis.set(store.keys.key_gone(DIGEST), record)
+    with pytest.raises(CorruptRecord):
+        await store.lookup.find_api_key(DIGEST, NOW)
 
 
 async def test_another_account_cannot_revoke_a_key(store) -> None:

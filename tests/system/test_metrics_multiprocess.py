@@ -109,6 +109,12 @@ async def test_totals_add_up_across_two_workers(redis_url: str, tmp_path: Path) 
                 )
                 assert values[count] == KEYED
                 assert values[("filehost_login_in_flight", frozenset())] == 0
+                logins = ("filehost_logins_total", frozenset({("outcome", "succeeded")}))
+                assert values[logins] == 1
+                # One build series whatever the workers, and no _created series.
+                built = [name for name, _ in values if name == "filehost_build_info"]
+                assert built == ["filehost_build_info"]
+                assert not any(name.endswith("_created") for name, _ in values)
                 if len(metrics_pids(server, settled)) == 2:
                     break
             assert len(metrics_pids(server, settled)) == 2, "one worker answered every scrape"

@@ -15,6 +15,7 @@ from service.api._aiohttp import names
 from service.api._aiohttp.answer import (
     EMPTY_BODY_STATUSES,
     JSON,
+    SERVER_NAME,
     Answer,
     HeaderBlock,
     Reply,
@@ -33,6 +34,7 @@ def fast_paths() -> bool:
 __all__ = [
     "EMPTY_BODY_STATUSES",
     "JSON",
+    "SERVER_NAME",
     "Answer",
     "EnvelopeAppRunner",
     "EnvelopeServer",

@@ -10,7 +10,8 @@ gateway's path, work of the order of the Redis lookup the answer reports on. An 
 import, as a ``HeaderBlock``; only the few headers of this one answer (its request id, its rate,
 the forward-auth identity, a challenge) go through the multidict, and they are checked for CR
 and LF as aiohttp checks them. The rest of aiohttp's work is done as aiohttp does it: Date,
-Server, Content-Length (also for HEAD), the Connection header, no body for HEAD, 204, 304 and
+Server (our own name, ``SERVER_NAME``, never aiohttp's default naming the versions of Python and
+aiohttp), Content-Length (also for HEAD), the Connection header, no body for HEAD, 204, 304 and
 1xx, the access log, keep-alive.
 
 Anything out of the ordinary (a request other than HTTP/1.1, compression, cookies) is answered
@@ -32,12 +33,14 @@ from multidict import istr
 from service.api._aiohttp import names
 
 rfc822_formatted_time = names.private("aiohttp.helpers.rfc822_formatted_time")
-SERVER_SOFTWARE = names.private("aiohttp.web_response.SERVER_SOFTWARE")
 
 JSON = "application/json"
 # Statuses whose answers never carry a body (nor do 1xx ones).
 EMPTY_BODY_STATUSES = frozenset({204, 304})
-_SERVER = f"Server: {SERVER_SOFTWARE}\r\n"
+# Every answer's Server header: the product, without the versions of Python and aiohttp that
+# aiohttp's own default names (an attacker's first look-up for known flaws).
+SERVER_NAME = "filehost-auth"
+_SERVER = f"Server: {SERVER_NAME}\r\n"
 
 
 class HeaderBlock(NamedTuple):
@@ -149,12 +152,15 @@ class Answer(web.Response):
 
     async def prepare(self, request: web.BaseRequest):  # type: ignore[no-untyped-def]
         if not names.FAST_PATHS or self._eof_sent or self._payload_writer is not None:
-            block = self.block
-            if block is not None and not self.prepared:
-                self.headers.extend(block.pairs)
-                self.block = None
+            if not self.prepared:
+                self.headers.setdefault(hdrs.SERVER, SERVER_NAME)
+                block = self.block
+                if block is not None:
+                    self.headers.extend(block.pairs)
+                    self.block = None
             return await super().prepare(request)
         if request.version != HttpVersion11 or self._compression or self._cookies or self._chunked:
+            self._headers.setdefault(hdrs.SERVER, SERVER_NAME)
             block = self.block
             if block is not None:
                 self._headers.extend(block.pairs)

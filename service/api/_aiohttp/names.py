@@ -70,7 +70,6 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
         "_zlib_executor",
         "_zlib_executor_size",
     ),
-    "aiohttp.web_response": ("SERVER_SOFTWARE",),
     "aiohttp.web_request.BaseRequest": ("_payload_writer", "_prepare_hook"),
     "aiohttp.web_request.Request": ("_match_info",),
     "aiohttp.http_writer.StreamWriter": ("_headers_buf", "_headers_written"),
@@ -155,8 +154,9 @@ def warn_if_off() -> None:
     log.warning(
         "aiohttp %s is not among the tested releases (>=%s,<%s) or lacks private names this "
         "service relies on: serving through aiohttp's documented path, without the gateway "
-        "lane, the fast answers and router shortcut, the JSON envelope for requests aiohttp's "
-        "parser refuses, or the header and body read deadlines",
+        "lane, the fast answers and router shortcut, the JSON envelope (and the service's own "
+        "Server header) for requests aiohttp's parser refuses, or the header and body read "
+        "deadlines",
         aiohttp.__version__,
         *TESTED_AIOHTTP,
     )

@@ -15,6 +15,7 @@ listed with all its bytes or not there at all.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -26,9 +27,9 @@ from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
 from service.api._aiohttp import Answer, Reply
-from service.api.context import AUTHENTICATOR, POLICY, PREFIX, SETTINGS
-from service.api.credentials import authenticate, check_credentials
-from service.api.envelope import error_response
+from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
+from service.api.credentials import acting_with, authenticate, check_credentials
+from service.api.envelope import as_api_error, error_response
 from service.api.headers import prepare_streamed
 from service.api.validation import readable
 from service.api.views import ok, ok_reply
@@ -69,6 +70,9 @@ def _file_view(record: FileRecord) -> dict[str, Any]:
         "content_type": record.content_type,
         "sha256": record.sha256,
         "created_at": iso(record.created_at),
+        # A path on this host, not an absolute URL: right behind any proxy without knowing the
+        # name and scheme the client used.
+        "url": f"{FILES_PATH}/{record.id}/content",
     }
 
 
@@ -218,6 +222,28 @@ async def _page_reply(
 async def upload_file(request: web.Request) -> web.StreamResponse:
     principal = await authenticate(request)
     require(principal, "files.write")
+    metrics = request.app.get(METRICS)
+    if metrics is None:
+        return (await _upload(request, principal))[0]
+    # Counted once the credential may upload: ``stored``, or the code it was refused with.
+    try:
+        response, stored = await _upload(request, principal)
+    except BaseException as failed:
+        metrics.upload(_upload_outcome(failed))
+        raise
+    metrics.upload("stored" if response.status == 201 else Code.PAYLOAD_TOO_LARGE, stored)
+    return response
+
+
+def _upload_outcome(failed: BaseException) -> str:
+    if isinstance(failed, ConnectionResetError | asyncio.CancelledError):
+        return Code.CLIENT_CLOSED_REQUEST  # the client went away mid-body
+    return as_api_error(failed).code if isinstance(failed, Exception) else Code.INTERNAL_ERROR
+
+
+async def _upload(request: web.Request, principal: Principal) -> tuple[web.StreamResponse, int]:
+    """The upload's answer (201, or the 413 it answers rather than raises) and the bytes it
+    stored."""
     settings = request.app[SETTINGS]
     limit = settings.max_upload_bytes
     if request.content_type != "multipart/form-data":
@@ -226,9 +252,10 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
             "Upload a file as multipart/form-data, in the field named file.",
         )
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
-        return _too_large(limit)
+        return _too_large(limit), 0
     files = request.app[POLICY].files
     await files.check_room(principal.user_id)
+    origin, actor = await acting_with(request, principal)
 
     try:
         reader = await request.multipart()
@@ -273,14 +300,16 @@ async def upload_file(request: web.Request) -> web.StreamResponse:
             readable(part.filename),
             part.headers.get(hdrs.CONTENT_TYPE),
             only_field,
+            origin,
+            actor,
         )
     except _TooLarge:
-        return _too_large(limit)
+        return _too_large(limit), 0
     except _MALFORMED:
         raise _malformed() from None
     response = ok(_file_view(record), status=201)
     response.headers[hdrs.LOCATION] = f"{PREFIX}/files/{record.id}"
-    return response
+    return response, record.size
 
 
 def _malformed() -> ApiError:
@@ -335,7 +364,8 @@ async def delete_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.write")
     file_id = request.match_info["file_id"]
-    deleted_at = await request.app[POLICY].files.delete(principal.user_id, file_id)
+    origin, actor = await acting_with(request, principal)
+    deleted_at = await request.app[POLICY].files.delete(principal.user_id, file_id, origin, actor)
     return ok({"id": file_id, "deleted_at": iso(deleted_at)})
 
 

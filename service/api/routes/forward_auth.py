@@ -47,7 +47,7 @@ from redis.exceptions import RedisError
 from service.api._aiohttp import Answer, Reply
 from service.api.context import AUTHENTICATOR, PREFIX
 from service.api.credentials import check_credentials, single_header
-from service.api.envelope import as_api_error
+from service.api.envelope import as_api_error, note_store_error
 from service.auth.authenticator import require
 from service.domain.permissions import BIT, to_names
 from service.domain.principal import CredentialType
@@ -187,8 +187,9 @@ def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None
     return named, derived[0], derived[1]
 
 
-def _with_auth_error(caught: ApiError | RedisError) -> ApiError:
+def _with_auth_error(caught: ApiError | RedisError, trace: RequestTrace) -> ApiError:
     """The refusal of a sub-request, with its code in ``X-Auth-Error`` for the gateway."""
+    note_store_error(trace, caught)
     error = as_api_error(caught)
     error.headers = {**error.headers, AUTH_ERROR: error.code}
     return error
@@ -230,7 +231,7 @@ async def verify_reply(
     except (ApiError, RedisError) as caught:  # anything else is the envelope's 500, as anywhere
         # Made by a function of its own: a local of this frame would hold the error that holds
         # the frame (its traceback), a cycle per refusal for the garbage collector.
-        raise _with_auth_error(caught) from None
+        raise _with_auth_error(caught, trace) from None
     credential = _CREDENTIAL_NAMES[principal.credential]
     identity = ((_USER_ID, principal.user_id), (_CREDENTIAL, credential))
     if principal.key_id is not None:

@@ -24,13 +24,14 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from service.api._aiohttp import Answer
-from service.api.context import SETTINGS, STORE
+from service.api.context import METRICS, SETTINGS, STORE
+from service.api.envelope import note_store_error
 from service.errors import ApiError, Code
 from service.observability.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
+from service.observability.trace import current_trace
 
 log = logging.getLogger("service.api")
 
-METRICS = web.AppKey("metrics", Metrics)
 LOGIN_ROUTE = "/api/v1/auth/login"
 _OK_BODY = b'{"status":"ok"}'
 
@@ -46,7 +47,8 @@ async def readyz(request: web.Request) -> web.Response:
     try:
         async with asyncio.timeout(request.app[SETTINGS].redis_timeout_seconds):
             await request.app[STORE].ping()
-    except (RedisError, OSError, TimeoutError):
+    except (RedisError, OSError, TimeoutError) as error:
+        note_store_error(current_trace.get(), error)  # type: ignore[arg-type]
         raise ApiError(Code.STORE_UNAVAILABLE) from None
     return Answer(_OK_BODY)
 

@@ -214,7 +214,7 @@ async def test_allowed_refused_and_revoked_through_the_gateway(gateway: Gateway)
     assert status == 200, body
     assert body["data"]["id"] == key["id"]
     status, body, _ = await gateway.call("GET", "/api/v1/files", {"X-API-Key": secret})
-    assert (status, refusal(body)) == (401, "invalid_api_key")
+    assert (status, refusal(body)) == (401, "api_key_revoked")
     assert len(gateway.upstream.seen) == reached
     assert secret not in gateway.proxy.logs()
     assert token not in gateway.proxy.logs()

@@ -53,7 +53,7 @@ async def test_a_session_over_its_rate_on_two_workers_still_revokes_and_logs_out
 
     assert (revoked, logged_out) == (200, 200)
     assert {(status, body["error"]["code"]) for status, body in after_key} == {
-        (401, "invalid_api_key")
+        (401, "api_key_revoked")
     }
     assert {(status, body["error"]["code"]) for status, body in after_session} == {
         (401, "invalid_session")

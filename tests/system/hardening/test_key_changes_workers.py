@@ -116,7 +116,7 @@ async def test_key_changes_are_in_force_on_the_next_request_on_both_workers(
 
     expected = {
         "roll-before": (200, None),
-        "roll-old": (401, "invalid_api_key"),
+        "roll-old": (401, "api_key_replaced"),
         "roll-new": (200, None),
         "disable-before": (200, None),
         "disabled": (401, "api_key_disabled"),

@@ -175,7 +175,8 @@ async def _flow(rec: Recorder, secrets: dict[str, str], redis) -> None:  # type:
         ("unknown", {"X-API-Key": unknown}, 401),
         ("garbage", {"X-API-Key": "fhk_" + key[4:] + key[4:]}, 401),
         ("token as key", {"X-API-Key": token}, 401),
-        ("key as bearer", bearer(key), 401),
+        ("key as bearer", bearer(key), 200),  # a key sent as Stripe's and GitHub's are
+        ("bad key as bearer", bearer(bad_checksum), 401),
         ("basic", {"Authorization": "Basic " + secrets["basic credentials"]}, 401),
         ("lowercase", {"X-API-Key": key.lower()}, 401),
         ("narrow", {"X-API-Key": narrow}, 403),
@@ -183,6 +184,7 @@ async def _flow(rec: Recorder, secrets: dict[str, str], redis) -> None:  # type:
     ]:
         await send(kind, "GET", "/files", status, headers=headers)
     await send("key on keys", "GET", "/keys", 403, headers={"X-API-Key": key})
+    await send("bearer key on keys", "GET", "/keys", 403, headers=bearer(key))
     await send("key in query", "GET", f"/files?api_key={key}&token={token}", 401)
     await send(
         "broken json",

@@ -310,7 +310,7 @@ async def _check_survivors(
         assert outcome.status == 200, f"acknowledged key {key['id']} lost: {outcome}"
     for key in revoked.values():
         outcome = await files({"X-API-Key": key["secret_key"]})
-        assert (outcome.status, outcome.code) == (401, "invalid_api_key"), key["id"]
+        assert (outcome.status, outcome.code) == (401, "api_key_revoked"), key["id"]
     listing = await rec.send("list", "GET", "/keys", headers=bearer(token))
     listed = {key["id"] for key in listing.json()["data"]["keys"]}
     assert {key["id"] for key in kept.values()} <= listed
@@ -416,7 +416,7 @@ async def test_embedded_store_killed_fails_closed_and_a_restart_keeps_acknowledg
                 outcome = await rec.send(
                     "r", "GET", "/files", headers={"X-API-Key": key["secret_key"]}
                 )
-                assert (outcome.status, outcome.code) == (401, "invalid_api_key")
+                assert (outcome.status, outcome.code) == (401, "api_key_revoked")
             assert (await rec.send("s", "GET", "/files", headers=bearer(token))).status == 200
             outcome = await rec.send("g", "GET", "/files", headers=bearer(gone_session))
             assert (outcome.status, outcome.code) == (401, "invalid_session")

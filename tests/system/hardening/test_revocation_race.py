@@ -98,7 +98,7 @@ async def test_nothing_is_served_after_revocation_returns_across_two_workers(
                         {"X-API-Key": key["secret_key"]},
                         ("DELETE", f"/keys/{key['id']}", bearer(token)),
                     )
-                    figures.append(_check_round(uses, revoked, "invalid_api_key"))
+                    figures.append(_check_round(uses, revoked, "api_key_revoked"))
                 else:
                     uses, revoked = await _round(
                         rec, bearer(token), ("POST", "/auth/logout", bearer(token))

@@ -90,8 +90,8 @@ async def test_keys_and_sessions_work_across_instances(redis_url: str, tmp_path:
     assert [status for status, _ in before] == [200] * 20
     assert [status for status, _ in session_on_b] == [200] * 10
     for results, code in (
-        (after, "invalid_api_key"),
-        (second_after, "invalid_api_key"),
+        (after, "api_key_revoked"),
+        (second_after, "api_key_revoked"),
         (logged_out, "invalid_session"),
     ):
         assert [status for status, _ in results] == [401] * 20

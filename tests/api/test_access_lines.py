@@ -1,0 +1,90 @@
+"""The access line names who made an accepted request: the user's id for a session and for an API
+key (with the key's id), the same whether the gateway lane or aiohttp's handling answered it; a
+refused or credential-less request names nobody, and no line holds a secret."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from service.api.access_log import AccessLogger
+from service.api.context import SETTINGS
+from service.api.gateway import GatewayLane
+from service.app import create_app
+from service.observability.log_lines import LineBuffer
+from tests.support.api import EnvelopeTestServer, bearer
+
+FILES = "/api/v1/files"
+VERIFY = "/api/v1/auth/verify"
+SESSION = "/api/v1/auth/session"
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "no lane"])
+async def test_session_and_key_requests_log_their_user(
+    make_api: Any,
+    aiohttp_client: Any,
+    clock: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    lane: bool,
+) -> None:
+    api = await make_api()
+    user = await api.create_user("logged@example.com")
+    token = await api.login("logged@example.com")
+    key = await api.create_key(token, permissions=["files.read"])
+    answered_in_lane: list[str] = []
+    answer = GatewayLane.answer
+
+    async def counted(self: GatewayLane, route: Any, message: Any, *rest: Any) -> bytes:
+        answered_in_lane.append(message.path)
+        return await answer(self, route, message, *rest)
+
+    monkeypatch.setattr(GatewayLane, "answer", counted)
+    log_file = tmp_path / "access.log"
+    with log_file.open("wb") as output:
+        lines = LineBuffer(output.fileno())
+        # The service's own line buffer, for both ways a request is answered.
+        monkeypatch.setattr("service.api.gateway.LINES", lines)
+        monkeypatch.setattr("service.api.access_log.LINES", lines)
+        caplog.set_level(logging.INFO, logger="aiohttp.access")
+        app = create_app(replace(api.app[SETTINGS], gateway_lane=lane), clock=clock)
+        server = EnvelopeTestServer(app)
+        await server.start_server(access_log_class=AccessLogger)
+        client = await aiohttp_client(server)
+        gateway = {"X-Required-Permission": "files.read"}
+        sent = [
+            (FILES, bearer(token)),
+            (FILES, {"X-API-Key": key["secret_key"]}),
+            (FILES, bearer(key["secret_key"])),
+            (VERIFY, {**bearer(token), **gateway}),
+            (VERIFY, {"X-API-Key": key["secret_key"], **gateway}),
+            (SESSION, bearer(token)),
+            (FILES, {"X-API-Key": "fhk_not-a-key"}),
+            (FILES, {}),
+        ]
+        for path, headers in sent:
+            response = await client.get(path, headers=headers)
+            await response.read()
+        lines.flush()
+
+    assert answered_in_lane == ([FILES, FILES, FILES, VERIFY, VERIFY, FILES, FILES] if lane else [])
+    logged = [orjson.loads(line) for line in log_file.read_bytes().splitlines()]
+    who = [(e["route"], e["credential"], e["user_id"], e["key_id"], e["auth"]) for e in logged]
+    assert who == [
+        (FILES, "session", user.id, None, "ok"),
+        (FILES, "api_key", user.id, key["id"], "ok"),
+        (FILES, "api_key", user.id, key["id"], "ok"),
+        (VERIFY, "session", user.id, None, "ok"),
+        (VERIFY, "api_key", user.id, key["id"], "ok"),
+        (SESSION, "session", user.id, None, "ok"),
+        (FILES, "api_key", None, None, "invalid_api_key"),
+        (FILES, "none", None, None, "credential_missing"),
+    ]
+    text = log_file.read_text()
+    assert token not in text and key["secret_key"] not in text
