@@ -170,7 +170,7 @@ async def test_the_api_answers_a_key_and_a_session_and_serves_its_openapi_docume
     )
     assert status == 200, body
     status, body, headers = await call(http, product, "GET", "/api/v1/files", headers=api_key)
-    assert (status, code_of(body)) == (401, "invalid_api_key")
+    assert (status, code_of(body)) == (401, "api_key_revoked")
     assert "WWW-Authenticate" in headers
 
     logs = product.proxy.logs()
