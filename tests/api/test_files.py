@@ -377,6 +377,37 @@ async def test_another_field_than_file_or_a_second_part_is_refused_and_nothing_k
     assert file_keys(redis_client) == []
 
 
+async def test_a_file_holding_its_own_closing_boundary_is_refused_not_cut_short(
+    api: Api, redis_client: redis_sync.Redis
+) -> None:
+    # A client with a fixed boundary (openapi-python-client's "+++") sends a file that holds
+    # the closing delimiter: the file's bytes would end there and the rest would be dropped.
+    token = await api.user_with_session()
+    content = b"abc\r\n--+++--\r\nthe rest of the file\r\nand more of it\r\n"
+    body = (
+        b'--+++\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n'
+        b"Content-Type: text/plain\r\n\r\n" + content + b"\r\n--+++--\r\n"
+    )
+    headers = {"Content-Type": "multipart/form-data; boundary=+++", **bearer(token)}
+    response = await api.client.post(FILES_URL, data=body, headers=headers)
+    error = await assert_error(response, 400, "validation_failed")
+    assert "closing boundary" in error["details"]["body"]
+    assert stored_names(api) == []
+    assert file_keys(redis_client) == []
+
+
+async def test_an_empty_epilogue_after_the_closing_boundary_is_fine(api: Api) -> None:
+    token = await api.user_with_session()
+    body = (
+        b'--zz\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\n'
+        b"abc\r\n--zz--\r\n\r\n\r\n"
+    )
+    headers = {"Content-Type": "multipart/form-data; boundary=zz", **bearer(token)}
+    response = await api.client.post(FILES_URL, data=body, headers=headers)
+    assert response.status == 201, await response.text()
+    assert (await response.json())["data"]["size"] == 3
+
+
 # -- names -------------------------------------------------------------------------------------
 
 

@@ -292,6 +292,13 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
                 raise ApiError(Code.VALIDATION_FAILED, details={"file": "must be the only field"})
         except _MALFORMED:
             raise _malformed() from None
+        # Bytes after the closing boundary mean the file held the boundary itself (a client
+        # with a fixed boundary): what followed it would be lost, so nothing is kept.
+        content = request.content
+        if not content.at_eof():
+            rest = await content.read(FRAMING_ALLOWANCE)
+            if rest.strip() or not content.at_eof():
+                raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON})
 
     try:
         record = await files.upload(
@@ -310,6 +317,12 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     response = ok(_file_view(record), status=201)
     response.headers[hdrs.LOCATION] = f"{PREFIX}/files/{record.id}"
     return response, record.size
+
+
+_GOES_ON = (
+    "goes on after its closing boundary: the file holds the boundary; send it with a boundary "
+    "that does not occur in it"
+)
 
 
 def _malformed() -> ApiError:
