@@ -32,6 +32,9 @@ from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, Script
 # the rate, -1 nothing taken: the credential is refused anyway, 2 nothing taken: the key's
 # bucket is another one, named by its field ``b``), then remaining requests (taken) or µs to
 # wait (refused for the rate), then µs until the bucket is full again, then requests taken.
+# ``_lookup``'s status for an entry its script found missing (with nothing remembered of it).
+_ABSENT = 4
+
 _TAKE = """
 local function take(values, bucket, now, interval, tolerance, wanted, given_back, usable)
   if redis.set_repl then
@@ -247,7 +250,8 @@ class CredentialLookup:
         unused ones returned first); with ``take`` 0, the fields alone (status 1, no verdict).
         ``particular``: the arguments of a key's lookup (bucket digest, client address);
         ``gone``: whether the script reads the entry's key-gone record when the entry is
-        missing (a key's), whose value is then returned alone, with status 3."""
+        missing (a key's), whose value is then returned alone, with status 3; a script that
+        found neither answers status 4 (``_ABSENT``), so nobody reads the record again."""
         hot = self._hot
         if self.rate_limit is None or take == 0:
             if hot is not None:
@@ -284,7 +288,7 @@ class CredentialLookup:
             )
         n = len(fields)
         if reply is None:
-            return [None] * n, 1, None
+            return [None] * n, _ABSENT, None
         if len(reply) == 1:
             return reply, 3, None
         if len(reply) != n + 4:
@@ -363,6 +367,8 @@ class CredentialLookup:
         user_id, key_id, permissions, expires_at, disabled, networks, own_rate, until, ranges, _ = (
             values
         )
+        if status == _ABSENT:
+            return None
         if user_id is None and values.count(None) == KEY_FIELD_COUNT:
             # A plain read found nothing: a second, for why (a miss is never a working key).
             gone = self.keys.key_gone_of_entry(entry)
