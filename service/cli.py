@@ -1,8 +1,17 @@
 """Command line: ``serve`` runs the service; ``users`` creates, lists and deletes accounts.
 
-Exit codes: 0 done, 1 the operation was refused or the store is unreachable, 2 bad usage or a bad
-setting. Passwords are read from standard input (or a no-echo prompt), never from an argument,
-so they stay out of shell history and process lists.
+Installed as ``filehost-auth`` (``[project.scripts]``); ``python -m service`` and, in a checkout,
+``scripts/run`` are the same command, and each names itself in its help and messages.
+
+Exit codes: 0 done, 1 the operation was refused, the store is unreachable, or ``serve`` could
+not start; 2 bad usage or a bad setting. Passwords are read from
+standard input (or a no-echo prompt), never from an argument, so they stay out of shell history
+and process lists.
+
+What goes where: ``serve`` writes JSON lines on standard error and nothing else, its refusals
+and usage errors included (``service.observability.log_lines``). The other commands are for
+people: results on standard output (``users list --json`` for scripts), errors (``error: …``)
+as plain text on standard error.
 """
 
 from __future__ import annotations
@@ -11,9 +20,13 @@ import argparse
 import asyncio
 import dataclasses
 import getpass
+import logging
+import os
 import sys
+import textwrap
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import NoReturn
 
 import orjson
 from redis.exceptions import RedisError
@@ -24,22 +37,78 @@ from service.auth.users import normalise_email
 from service.clock import SystemClock, iso
 from service.config import ConfigError, Settings, load_settings
 from service.errors import ApiError
+from service.observability.log_lines import write_line
 from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
 from service.store.files import decode_cursor
 from service.store.stores import Stores, open_stores
 from service.store.topology import connect_client
 
+# How each way of starting the command names itself (``main``'s ``prog``).
+INSTALLED = "filehost-auth"
+AS_MODULE = "python -m service"
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m service",
-        description="Authentication core of a file-hosting service. Settings come from the "
-        "environment (REDIS_URL, FILEHOST_*); see the README.",
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that ``serve``'s usage errors are a JSON line like all it writes."""
+
+    def error(self, message: str) -> NoReturn:
+        if self.prog.endswith(" serve"):
+            write_line(
+                logging.ERROR,
+                "service",
+                f"bad usage: {message} (see {self.prog} --help)",
+                usage=self.format_usage().strip(),
+            )
+            sys.exit(2)
+        super().error(message)
+
+
+def _text(paragraph: str) -> str:
+    """A paragraph of help wrapped as argparse would (its raw formatter keeps the examples')."""
+    return textwrap.fill(paragraph, 88)
+
+
+def _examples(prog: str, *lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line.format(prog=prog)}" for line in lines)
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog=prog,
+        formatter_class=raw,
+        description=_text(
+            "Authentication core of a file-hosting service. Installed as "
+            f"`{INSTALLED}`; `{AS_MODULE}` and, in a checkout, `scripts/run` are the same command. "
+            "Settings come from the environment (REDIS_URL, FILEHOST_*; docs/configuration.md)."
+        ),
+        epilog=_examples(
+            prog,
+            "{prog} serve --port 8081",
+            "echo 'a long password' | {prog} users create --email you@example.com --password-stdin",
+            "{prog} users list --json",
+        )
+        + "\n\n"
+        + _text(
+            "exit status: 0 done; 1 refused, store unreachable, or serve could not "
+            "start; 2 bad usage or setting"
+        ),
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the HTTP service")
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP service",
+        description=_text(
+            "Serve the API and the dashboard until SIGTERM or SIGINT. Writes JSON lines "
+            "on standard error, nothing on standard output. Exits 1 when it cannot start (the port "
+            "in use, the embedded store's data directory held by another serve), 2 on a bad "
+            "setting."
+        ),
+        formatter_class=raw,
+        epilog=_examples(prog, "{prog} serve", "FILEHOST_PORT=8081 {prog} serve --workers 2"),
+    )
     serve.add_argument("--host", help="address to listen on (FILEHOST_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (FILEHOST_PORT, default 8080)")
     serve.add_argument(
@@ -47,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     users = commands.add_parser("users", help="manage user accounts")
-    actions = users.add_subparsers(dest="action", required=True)
+    actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="create a user")
     create.add_argument("--email", required=True)
     create.add_argument(
@@ -144,34 +213,46 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _invoked_as() -> str:
+    """How the command was started, for its messages: the installed script's name, else the
+    module's."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name and name not in ("__main__.py", "-c") else AS_MODULE
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = load_settings()
+    overrides = {
+        name: getattr(args, name)
+        for name in ("host", "port", "workers")
+        if getattr(args, name, None) is not None
+    }
+    settings = dataclasses.replace(settings, **overrides)
+    if not 1 <= settings.workers <= 64:
+        raise ConfigError("--workers must be between 1 and 64")
+    if not 0 <= settings.port <= 65535:
+        raise ConfigError("--port must be between 0 and 65535")
+    if settings.workers > 1 and settings.port == 0:
+        raise ConfigError("several workers need a fixed port, not 0")
+    return settings
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or _invoked_as()
+    args = _parser(prog).parse_args(argv)
     try:
-        settings = load_settings()
-        overrides = {
-            name: getattr(args, name)
-            for name in ("host", "port", "workers")
-            if getattr(args, name, None) is not None
-        }
-        settings = dataclasses.replace(settings, **overrides)
-        if not 1 <= settings.workers <= 64:
-            raise ConfigError("--workers must be between 1 and 64")
-        if not 0 <= settings.port <= 65535:
-            raise ConfigError("--port must be between 0 and 65535")
-        if settings.workers > 1 and settings.port == 0:
-            raise ConfigError("several workers need a fixed port, not 0")
+        settings = _settings(args)
     except ConfigError as error:
-        print(f"configuration error: {error}", file=sys.stderr)
+        if args.command == "serve":
+            write_line(logging.ERROR, "service", f"configuration error: {error}")
+        else:
+            print(f"configuration error: {error}", file=sys.stderr)
         return 2
 
     if args.command == "serve":
         from service.server import serve
 
-        try:
-            return serve(settings)
-        except EmbeddedStoreError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        return serve(settings, prog)
 
     try:
         return asyncio.run(_users(settings, args))
