@@ -1,17 +1,18 @@
-"""Command line: ``serve`` runs the service; ``users`` creates, lists and deletes accounts.
+"""Command line: ``serve`` runs the service; ``users`` creates, lists, deletes accounts and sets
+a forgotten password.
 
 Installed as ``filehost-auth`` (``[project.scripts]``); ``python -m service`` and, in a checkout,
 ``scripts/run`` are the same command, and each names itself in its help and messages.
 
-Exit codes: 0 done, 1 the operation was refused, the store is unreachable, or ``serve`` could
-not start; 2 bad usage or a bad setting. Passwords are read from
+Exit codes: 0 done, 1 the operation was refused (or declined at its prompt), the store is
+unreachable, or ``serve`` could not start; 2 bad usage or a bad setting. Passwords are read from
 standard input (or a no-echo prompt), never from an argument, so they stay out of shell history
 and process lists.
 
 What goes where: ``serve`` writes JSON lines on standard error and nothing else, its refusals
 and usage errors included (``service.observability.log_lines``). The other commands are for
-people: results on standard output (``users list --json`` for scripts), errors (``error: …``)
-as plain text on standard error.
+people: results on standard output (``users list --json`` for scripts), prompts and errors
+(``error: …``) as plain text on standard error.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from service.auth.policy import Policy, make_policy
 from service.auth.users import normalise_email
 from service.clock import SystemClock, iso
 from service.config import ConfigError, Settings, load_settings
-from service.errors import ApiError
+from service.errors import ApiError, Code
 from service.observability.log_lines import write_line
 from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
@@ -47,6 +48,14 @@ from service.store.topology import connect_client
 # How each way of starting the command names itself (``main``'s ``prog``).
 INSTALLED = "filehost-auth"
 AS_MODULE = "python -m service"
+
+
+class Refused(Exception):
+    """A command that stops with a message of its own and an exit status (1 or 2)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,11 +96,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
             prog,
             "{prog} serve --port 8081",
             "echo 'a long password' | {prog} users create --email you@example.com --password-stdin",
-            "{prog} users list --json",
+            "{prog} users set-password --email you@example.com --password-stdin",
+            "{prog} users delete --email you@example.com",
         )
         + "\n\n"
         + _text(
-            "exit status: 0 done; 1 refused, store unreachable, or serve could not "
+            "exit status: 0 done; 1 refused, declined, store unreachable, or serve could not "
             "start; 2 bad usage or setting"
         ),
     )
@@ -115,28 +125,99 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "--workers", type=int, help="worker processes sharing the port (FILEHOST_WORKERS)"
     )
 
-    users = commands.add_parser("users", help="manage user accounts")
+    users = commands.add_parser(
+        "users",
+        help="manage user accounts",
+        description=_text("Create, list and delete accounts, and set a forgotten password."),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "echo 'a long password' | {prog} users create --email you@example.com --password-stdin",
+            "{prog} users list --json",
+            "{prog} users set-password --email you@example.com --password-stdin",
+            "{prog} users delete --email you@example.com --yes",
+        ),
+    )
     actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="create a user")
+    create = actions.add_parser(
+        "create",
+        help="create a user",
+        description=_text(
+            "Create a user. The password is read from standard input (one line), or "
+            "asked twice without echo on a terminal."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "echo 'a long password' | {prog} users create --email you@example.com --password-stdin",
+            "{prog} users create --email you@example.com --password-stdin   # asks for it",
+        ),
+    )
     create.add_argument("--email", required=True)
     create.add_argument(
         "--password-stdin",
         action="store_true",
         required=True,
-        help="read the password from standard input (one line)",
+        help="read the password from standard input (one line; asked twice on a terminal)",
     )
-    listing = actions.add_parser("list", help="list users")
+    listing = actions.add_parser(
+        "list",
+        help="list users",
+        formatter_class=raw,
+        epilog=_examples(prog, "{prog} users list", "{prog} users list --json | jq -r .email"),
+    )
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    reset = actions.add_parser(
+        "set-password",
+        help="set a user's password (a forgotten one), ending all their sessions",
+        description=_text(
+            "Replace a user's password without the current one: for a user who forgot "
+            "theirs. Every session of the account ends (they sign in again with the new password); "
+            "their API keys keep working. Recorded in the account's audit trail as "
+            "password.changed by the command line. The same rules as any password "
+            "(FILEHOST_PASSWORD_MIN_LENGTH)."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "{prog} users set-password --email you@example.com --password-stdin   # asks twice",
+            "printf '%s\\n' \"$NEW_PASSWORD\" | {prog} users set-password --email "
+            "you@example.com --password-stdin",
+        ),
+    )
+    reset.add_argument("--email", required=True)
+    reset.add_argument(
+        "--password-stdin",
+        action="store_true",
+        required=True,
+        help="read the new password from standard input (one line; asked twice on a terminal)",
+    )
     delete = actions.add_parser(
-        "delete", help="delete a user, ending their sessions and revoking their keys"
+        "delete",
+        help="delete a user with their sessions, keys and files",
+        description=_text(
+            "Delete a user: their sessions end, their API keys are revoked, their files "
+            "(records and bytes) and audit trail are removed, for good. On a terminal it says how "
+            "many of each and asks first; elsewhere (a script, a pipe) it needs --yes."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "{prog} users delete --email you@example.com          # asks on a terminal",
+            "{prog} users delete --email you@example.com --yes    # in a script",
+        ),
     )
     delete.add_argument("--email", required=True)
+    delete.add_argument("--yes", action="store_true", help="delete without asking")
     return parser
 
 
 def _read_password() -> str:
     if sys.stdin.isatty():
-        return getpass.getpass("Password: ")
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Repeat it: ") != password:
+            raise Refused("the two passwords differ; nothing was changed")
+        return password
     line = sys.stdin.readline()
     return line.removesuffix("\n").removesuffix("\r")
 
@@ -166,11 +247,8 @@ async def _policy(settings: Settings) -> AsyncIterator[tuple[Policy, Stores]]:
             embedded.stop()
 
 
-async def _account_file_ids(store: Stores, email: str) -> list[str]:
-    """The ids of every file of the account with ``email`` (none when there is no such user)."""
-    user_id = await store.users.find_id(normalise_email(email))
-    if user_id is None:
-        return []
+async def _account_file_ids(store: Stores, user_id: str) -> list[str]:
+    """The ids of every file of the account."""
     files, ids, after = store.files, [], None
     while True:
         page = await files.list_page(user_id, 1000, after)
@@ -178,6 +256,59 @@ async def _account_file_ids(store: Stores, email: str) -> list[str]:
         if page.next_cursor is None:
             return ids
         after = decode_cursor(page.next_cursor)
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'' if number == 1 else 's'}"
+
+
+async def _what_deletion_ends(accounts: Policy, user_id: str) -> str:
+    """What deleting the account loses, counted: its keys, files and sessions."""
+    keys = len(await accounts.api_keys.list_keys(user_id))
+    files = await accounts.files.count(user_id)
+    sessions = len(await accounts.sessions.list_sessions(user_id))
+    return (
+        f"{_count(keys, 'API key')} (revoked), {_count(files, 'file')} (bytes removed) and "
+        f"{_count(sessions, 'session')} (ended)"
+    )
+
+
+def _confirmed(question: str) -> bool:
+    print(question, end=" ", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+async def _delete(
+    settings: Settings, accounts: Policy, store: Stores, args: argparse.Namespace
+) -> None:
+    email = normalise_email(args.email)
+    user_id = await store.users.find_id(email)
+    if user_id is None:
+        raise ApiError(Code.USER_NOT_FOUND)
+    if not args.yes:
+        loses = await _what_deletion_ends(accounts, user_id)
+        if not sys.stdin.isatty():
+            raise Refused(
+                f"not on a terminal, so nothing was asked and nothing deleted: add --yes to "
+                f"delete {email} with {loses}",
+                status=2,
+            )
+        question = f"Delete {email} ({user_id}) with {loses}? This cannot be undone. [y/N]"
+        if not _confirmed(question):
+            raise Refused("not deleted")
+    # The files' bytes go after their records, as a file's deletion does: a crash in between
+    # leaves unreferenced bytes, never a record without its bytes.
+    file_ids = await _account_file_ids(store, user_id)
+    deleted = await accounts.users.delete_user(args.email)
+    blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+    for file_id in file_ids:
+        await blobs.delete(file_id)
+    resumed = " (an earlier deletion had been cut short; now finished)" if deleted.resumed else ""
+    print(
+        f"deleted user {deleted.email} ({deleted.id}); their sessions and keys are revoked"
+        f" and their {len(file_ids)} file(s) removed{resumed}"
+    )
 
 
 async def _users(settings: Settings, args: argparse.Namespace) -> int:
@@ -195,21 +326,14 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
                     )
                 else:
                     print(f"{user.id}  {user.email}  {iso(user.created_at)}")
-        else:
-            # The files' bytes go after their records, as a file's deletion does: a crash in
-            # between leaves unreferenced bytes, never a record without its bytes.
-            file_ids = await _account_file_ids(store, args.email)
-            user = await accounts.users.delete_user(args.email)
-            blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
-            for file_id in file_ids:
-                await blobs.delete(file_id)
-            resumed = (
-                " (an earlier deletion had been cut short; now finished)" if user.resumed else ""
-            )
+        elif args.action == "set-password":
+            changed = await accounts.users.set_password(args.email, _read_password())
             print(
-                f"deleted user {user.email} ({user.id}); their sessions and keys are revoked"
-                f" and their {len(file_ids)} file(s) removed{resumed}"
+                f"password of {normalise_email(args.email)} changed; "
+                f"{_count(changed.sessions_ended, 'session')} ended (their API keys still work)"
             )
+        else:
+            await _delete(settings, accounts, store, args)
     return 0
 
 
@@ -256,6 +380,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
     try:
         return asyncio.run(_users(settings, args))
+    except Refused as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return refused.status
     except ApiError as error:
         reasons = "; ".join(f"{field} {why}" for field, why in (error.details or {}).items())
         print(f"error: {error.message}{' ' + reasons if reasons else ''}", file=sys.stderr)
@@ -263,3 +390,6 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except (RedisError, EmbeddedStoreError) as error:
         print(f"error: the store is unreachable ({type(error).__name__})", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; nothing more was done", file=sys.stderr)
+        return 130
