@@ -1,5 +1,5 @@
 """Command line: ``serve`` runs the service; ``users`` creates, lists, deletes accounts and sets
-a forgotten password.
+a forgotten password; ``backup`` and ``restore`` copy the store and the files' bytes.
 
 Installed as ``filehost-auth`` (``[project.scripts]``); ``python -m service`` and, in a checkout,
 ``scripts/run`` are the same command, and each names itself in its help and messages.
@@ -27,11 +27,13 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import NoReturn
 
 import orjson
 from redis.exceptions import RedisError
 
+from service.auth.backup import DEFAULT_MAX_PAUSE_MS, BackupError, Backups
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
 from service.auth.users import normalise_email
@@ -209,7 +211,58 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     )
     delete.add_argument("--email", required=True)
     delete.add_argument("--yes", action="store_true", help="delete without asking")
+
+    backup = commands.add_parser(
+        "backup",
+        help="write a consistent backup of the store and the files' bytes",
+        description=_text(
+            "Copy every record in the store and the bytes of every file they name, as one "
+            "state the service was in, into a new directory (mode 0700, files 0600: it holds "
+            "password hashes and digests, never a secret). Writes wait while the store is read "
+            "(reads go on), at most --max-pause-ms; serve may keep running. "
+            "docs/operating.md#backing-up-and-restoring."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "{prog} backup --to /var/backups/filehost-$(date +%%Y%%m%%d-%%H%%M)",
+            "{prog} restore --from /var/backups/filehost-20250101-0300",
+        ),
+    )
+    backup.add_argument(
+        "--to", required=True, type=Path, help="a new directory (or an empty one) to write"
+    )
+    backup.add_argument(
+        "--max-pause-ms",
+        type=milliseconds,
+        default=DEFAULT_MAX_PAUSE_MS,
+        help="how long the service's writes may wait while the store is read "
+        f"(default {DEFAULT_MAX_PAUSE_MS}); the backup fails if reading takes longer",
+    )
+    restore = commands.add_parser(
+        "restore",
+        help="restore a backup into an empty store and data directory",
+        description=_text(
+            "Write a backup's files and records into this deployment's store (REDIS_URL, or "
+            "the embedded one) and data directory (FILEHOST_DATA_DIR), which must hold nothing. "
+            "The service comes back as it was when the backup was taken: sessions and keys keep "
+            "their own deadlines, and what was revoked or ended after it is live again."
+        ),
+        formatter_class=raw,
+        epilog=_examples(prog, "{prog} restore --from /var/backups/filehost-20250101-0300"),
+    )
+    restore.add_argument(
+        "--from", dest="source", required=True, type=Path, help="the backup's directory"
+    )
     return parser
+
+
+def milliseconds(text: str) -> int:
+    """How long writes may wait, as ``--max-pause-ms`` takes it."""
+    value = int(text)
+    if not 1 <= value <= 60_000:
+        raise argparse.ArgumentTypeError("must be between 1 and 60000")
+    return value
 
 
 def _read_password() -> str:
@@ -337,6 +390,45 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return f"{count} bytes"
+
+
+async def _backups(settings: Settings, args: argparse.Namespace) -> int:
+    async with _policy(settings) as (_, store):
+        blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+        backups = Backups(store.backup, blobs, SystemClock())
+        if args.command == "backup":
+            made = await backups.back_up(args.to, args.max_pause_ms)
+            print(
+                f"backed up {_count(made.records, 'record')} and {_count(made.files, 'file')} "
+                f"({_size(made.bytes)}) to {args.to}: the store as it was at "
+                f"{iso(made.taken_at)}; writes waited {made.paused_ms} ms"
+            )
+            if made.missing_bytes:
+                print(
+                    f"warning: {_count(len(made.missing_bytes), 'file record')} already had no "
+                    f"bytes in {blobs.root} ({', '.join(made.missing_bytes[:5])}"
+                    f"{', …' if len(made.missing_bytes) > 5 else ''}): kept as they were",
+                    file=sys.stderr,
+                )
+        else:
+            done = await backups.restore(args.source)
+            expired = f"; {done.expired} past their deadline left out" if done.expired else ""
+            resumed = " (finishing a restore cut short)" if done.resumed else ""
+            print(
+                f"restored {_count(done.records, 'record')} and {_count(done.files, 'file')} "
+                f"({_size(done.bytes)}) from {args.source}{resumed}: the store as it was at "
+                f"{iso(done.taken_at)}{expired}. Revoke again any key, and end any session, "
+                "revoked or ended after that time"
+            )
+    return 0
+
+
 def _invoked_as() -> str:
     """How the command was started, for its messages: the installed script's name, else the
     module's."""
@@ -378,8 +470,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
         return serve(settings, prog)
 
+    run = _users if args.command == "users" else _backups
     try:
-        return asyncio.run(_users(settings, args))
+        return asyncio.run(run(settings, args))
+    except BackupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # the backup's directory: permissions, space
+        where = f" ({error.filename})" if error.filename else ""
+        print(f"error: {error.strerror or error}{where}", file=sys.stderr)
+        return 1
     except Refused as refused:
         print(f"error: {refused}", file=sys.stderr)
         return refused.status

@@ -285,6 +285,11 @@ async def test_a_deletion_cut_short_is_finished_by_running_it_again(
         ("users", "create", "--email", "x@example.com"),
         ("users",),
         ("users", "rename", "--email", "x@example.com"),
+        ("users", "set-password", "--email", "x@example.com"),
+        ("backup",),
+        ("backup", "--to", "somewhere", "--max-pause-ms", "0"),
+        ("backup", "--to", "somewhere", "--max-pause-ms", "soon"),
+        ("restore",),
         (),
     ],
 )
@@ -570,7 +575,15 @@ async def test_set_password_on_a_terminal_asks_twice_without_echo(api: Api, redi
 
 @pytest.mark.parametrize(
     "args",
-    [(), ("users",), ("users", "create"), ("users", "set-password"), ("users", "delete")],
+    [
+        (),
+        ("users",),
+        ("users", "create"),
+        ("users", "set-password"),
+        ("users", "delete"),
+        ("backup",),
+        ("restore",),
+    ],
 )
 def test_help_names_the_installed_command_and_gives_examples(args: tuple[str, ...]) -> None:
     installed = Path(sys.executable).parent / "filehost-auth"
