@@ -100,6 +100,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
             "echo 'a long password' | {prog} users create --email you@example.com --password-stdin",
             "{prog} users set-password --email you@example.com --password-stdin",
             "{prog} users delete --email you@example.com",
+            "{prog} backup --to /var/backups/filehost-$(date +%Y%m%d-%H%M)",
         )
         + "\n\n"
         + _text(
@@ -225,7 +226,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         formatter_class=raw,
         epilog=_examples(
             prog,
-            "{prog} backup --to /var/backups/filehost-$(date +%%Y%%m%%d-%%H%%M)",
+            "{prog} backup --to /var/backups/filehost-$(date +%Y%m%d-%H%M)",
             "{prog} restore --from /var/backups/filehost-20250101-0300",
         ),
     )
