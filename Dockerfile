@@ -14,4 +14,4 @@ RUN pip install --no-cache-dir --no-deps . && useradd --system --uid 10001 fileh
 USER filehost
 ENV FILEHOST_HOST=0.0.0.0 FILEHOST_PORT=8080 FILEHOST_DATA_DIR=/data
 EXPOSE 8080
-CMD ["python", "-m", "service", "serve"]
+CMD ["filehost-auth", "serve"]

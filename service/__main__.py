@@ -1,3 +1,3 @@
-from service.cli import main
+from service.cli import AS_MODULE, main
 
-raise SystemExit(main())
+raise SystemExit(main(prog=AS_MODULE))

@@ -8,32 +8,43 @@ shared through prometheus-client's multiprocess mode
 ``serve`` supervises what it started: a worker or an embedded store that dies is started again
 after a back-off (``Backoff``: 0.5 s, doubling up to 30 s, back to 0.5 s once it ran a minute);
 meanwhile the other workers serve, and without the store every protected request, and
-``/readyz``, is 503. Both die with ``serve``, even when it is killed (``PR_SET_PDEATHSIG``)."""
+``/readyz``, is 503. Both die with ``serve``, even when it is killed (``PR_SET_PDEATHSIG``).
+
+Everything ``serve`` writes is a JSON line on standard error, the start-up banner (once the port
+is bound) and its refusals too; standard output stays empty. What stops it from starting (the
+address in use or not this machine's, the embedded store's data directory held or unusable) is
+one ERROR line saying what to change, and exit status ``CANNOT_START``, never a traceback: the
+address is tried before anything starts, and a worker that still cannot bind it (taken since)
+exits with ``_WORKER_CANNOT_LISTEN``, which stops ``serve`` rather than restarting the worker."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import gc
 import logging
 import multiprocessing
 import os
 import signal
+import socket
+import sys
 import time
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import SpawnProcess
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from service.api._aiohttp import run_app
+from service.api._aiohttp import ListenError, run_app
 from service.api.access_log import AccessLogger
 from service.app import create_app
 from service.config import Settings
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
-from service.store.embedded import EmbeddedRedis, die_with_parent
+from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
 
 log = logging.getLogger("service")
 
@@ -46,6 +57,97 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 _KILL_MARGIN_SECONDS = 10.0
 # How often serve looks at the embedded store it keeps running.
 _WATCH_SECONDS = 0.5
+# serve's exit status when it cannot start (see the module's docstring); 2 is a bad setting.
+CANNOT_START = 1
+# A worker's exit status when it cannot bind the address: serve stops instead of restarting it.
+_WORKER_CANNOT_LISTEN = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Banner:
+    """What the start-up line tells whoever started ``serve``: the store it uses, the workers,
+    and the command that creates a user (``command``: how ``serve`` itself was started)."""
+
+    store: str
+    workers: int
+    command: str
+
+    def log(self, host: str, port: int) -> None:
+        shown = "localhost" if host in ("", "0.0.0.0", "::") else host  # noqa: S104 - a name
+        if ":" in shown:
+            shown = f"[{shown}]"
+        url = f"http://{shown}:{port}/"
+        create_user = f"{self.command} users create --email you@example.com --password-stdin"
+        log.info(
+            "serving the dashboard at %s and the API at %sapi/v1 (%d worker%s, %s); create a "
+            "user with: %s",
+            url,
+            url,
+            self.workers,
+            "" if self.workers == 1 else "s",
+            self.store,
+            create_user,
+            extra={
+                "fields": {
+                    "dashboard": url,
+                    "api": f"{url}api/v1",
+                    "listening": f"{shown}:{port}",
+                    "workers": self.workers,
+                    "store": self.store,
+                    "create_user": create_user,
+                }
+            },
+        )
+
+
+def _where(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why ``serve`` cannot listen on ``host``:``port``, as one line saying what to change; None
+    when it can. Tried without ``SO_REUSEPORT``, so that a port another process (another
+    ``serve`` included) listens on is found taken whatever the workers' count."""
+    where = _where(host, port)
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror:
+        return (
+            f"cannot listen on {where}: {host!r} is not an address or a name this machine "
+            "resolves; choose another with --host or FILEHOST_HOST"
+        )
+    for family, kind, protocol, _, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the workers do
+            try:
+                probe.bind(address)
+            except OSError as error:
+                return _bind_problem(where, error)
+    return None
+
+
+def _bind_problem(where: str, error: OSError) -> str:
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: the port is already in use (by another serve or another "
+            "program); choose another with --port or FILEHOST_PORT, or stop what holds it"
+        )
+    if error.errno == errno.EACCES:
+        return (
+            f"cannot listen on {where}: permission denied (ports below 1024 need privileges); "
+            "choose another port with --port or FILEHOST_PORT"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"cannot listen on {where}: the address is not one of this machine's; choose "
+            "another with --host or FILEHOST_HOST"
+        )
+    return (
+        f"cannot listen on {where}: {error.strerror or error}; choose another address with "
+        "--host or FILEHOST_HOST, or another port with --port or FILEHOST_PORT"
+    )
 
 
 class Backoff:
@@ -176,16 +278,20 @@ async def _settle_heap(app: web.Application) -> None:
 
 
 def run_worker(
-    settings: Settings, parent: int | None = None, keeper: StoreKeeper | None = None
-) -> None:
+    settings: Settings,
+    parent: int | None = None,
+    keeper: StoreKeeper | None = None,
+    banner: Banner | None = None,
+) -> int:
     """One worker process: an event loop (uvloop when available) serving the app until SIGTERM or
     SIGINT. Then it stops listening (new connections are refused), gives the requests in flight
     ``shutdown_grace_seconds`` to finish (aiohttp cuts those still running after at most twice
-    that), closes its Redis connections and returns.
+    that), closes its Redis connections and returns 0; ``_WORKER_CANNOT_LISTEN`` (logged) when
+    it could not bind the address.
 
     ``parent``: the pid of the serve process that started it; when that dies, so does this one
     (gracefully, on SIGTERM). ``keeper``: with one worker, in the serve process, the embedded
-    store to keep running."""
+    store to keep running. ``banner``: logged once the port is bound."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # until _stop_once is in place
     if parent is not None:
         die_with_parent(parent)
@@ -201,55 +307,100 @@ def run_worker(
     if keeper is not None:
         _keep_store_running(keeper, app)
     app.on_startup.append(_settle_heap)  # last: after every other start-up step
-    run_app(  # aiohttp's run_app, with its own refusals in the JSON error envelope
-        app,
-        host=settings.host,
-        port=settings.port,
-        reuse_port=settings.workers > 1,
-        access_log_class=AccessLogger,
-        print=None,
-        handle_signals=True,
-        shutdown_timeout=settings.shutdown_grace_seconds,
-        header_timeout=settings.header_timeout_seconds,
-        body_timeout=settings.body_timeout_seconds,
-    )
-    for signum in STOP_SIGNALS:  # stopped: a late signal must not interrupt the exit
-        signal.signal(signum, signal.SIG_IGN)
+
+    def listening(addresses: list[Any]) -> None:
+        if banner is not None:
+            port = addresses[0][1] if addresses else settings.port  # port 0: the one given
+            banner.log(settings.host, port)
+
+    try:
+        run_app(  # aiohttp's run_app, with its own refusals in the JSON error envelope
+            app,
+            host=settings.host,
+            port=settings.port,
+            reuse_port=settings.workers > 1,
+            access_log_class=AccessLogger,
+            print=None,
+            handle_signals=True,
+            shutdown_timeout=settings.shutdown_grace_seconds,
+            header_timeout=settings.header_timeout_seconds,
+            body_timeout=settings.body_timeout_seconds,
+            on_listening=listening,
+        )
+    except ListenError as error:
+        log.error(_bind_problem(_where(settings.host, settings.port), error))
+        return _WORKER_CANNOT_LISTEN
+    finally:
+        for signum in STOP_SIGNALS:  # stopped: a late signal must not interrupt the exit
+            signal.signal(signum, signal.SIG_IGN)
+    return 0
 
 
-def serve(settings: Settings) -> int:
+def _worker_process(settings: Settings, parent: int, banner: Banner | None) -> None:
+    """A spawned worker's whole life: whatever ends it is a JSON line, never a traceback
+    printed by multiprocessing."""
+    try:
+        code = run_worker(settings, parent, banner=banner)
+    except Exception:
+        log.exception("the worker failed")
+        code = 1
+    sys.exit(code)
+
+
+def serve(settings: Settings, command: str = "filehost-auth") -> int:
     """Serve until SIGTERM or SIGINT, then stop the workers (requests in flight finish) and after
-    them the embedded store (its append-only file flushed). 0 when everything stopped cleanly.
+    them the embedded store (its append-only file flushed). 0 when everything stopped cleanly;
+    ``CANNOT_START`` when it could not start (logged as one line saying what to change).
+    ``command``: how serve was started, for the banner's command that creates a user.
 
     Without ``REDIS_URL`` serve owns the embedded store (waiting first for a ``users`` command
     that owns it to finish), and restarts it when it dies."""
     configure_logging(settings.log_level)
+    try:
+        return _serve(settings, command)
+    except KeyboardInterrupt:  # Ctrl-C before the workers took over the signals
+        log.info("interrupted while starting")
+        return 130
+    except Exception:
+        log.exception("serve failed")
+        return 1
+
+
+def _serve(settings: Settings, command: str) -> int:
+    problem = listen_problem(settings.host, settings.port)
+    if problem is not None:
+        log.error(problem)
+        return CANNOT_START
     embedded = keeper = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir, settings.embedded_server, serving=True)
-        embedded.start()
+        try:
+            embedded.start()
+        except EmbeddedStoreError as error:  # says what to do
+            log.error("cannot start the embedded store: %s", error)
+            return CANNOT_START
+        except OSError as error:
+            log.error(
+                "cannot use the data directory %s: %s; choose another with FILEHOST_DATA_DIR",
+                settings.data_dir,
+                error.strerror or error,
+            )
+            return CANNOT_START
         keeper = StoreKeeper(embedded)
         settings = dataclasses.replace(settings, redis_url=embedded.url)
-        store = f"embedded store in {embedded.data_dir} ({describe_store(embedded.url)})"
+        store = f"the embedded store in {embedded.data_dir}"
     else:
-        store = describe_store(settings.redis_url)
-    base = f"http://{settings.host}:{settings.port}"
-    print(
-        f"filehost-auth: serving {base}/api/v1 with {settings.workers} worker(s) on {store}\n"
-        "  create a user:  python -m service users create --email you@example.com "
-        "--password-stdin\n"
-        f"  log in:         curl -s {base}/api/v1/auth/login -H 'Content-Type: application/json' "
-        '-d \'{"email": "you@example.com", "password": "..."}\'',
-        flush=True,
-    )
+        store = f"the store at {describe_store(settings.redis_url)}"
+    banner = Banner(store, settings.workers, command)
     metrics_dir = WorkerMetricsDir() if settings.workers > 1 and settings.metrics_enabled else None
     store_stopped_cleanly = True
     try:
         if settings.workers == 1:
-            run_worker(settings, keeper=keeper)
-            code = 0
+            code = run_worker(settings, keeper=keeper, banner=banner)
+            if code == _WORKER_CANNOT_LISTEN:
+                code = CANNOT_START
         else:
-            code = _run_workers(settings, metrics_dir, keeper)
+            code = _run_workers(settings, metrics_dir, keeper, banner)
     finally:
         if embedded is not None:
             store_stopped_cleanly = embedded.stop()
@@ -262,28 +413,31 @@ def _run_workers(
     settings: Settings,
     metrics_dir: WorkerMetricsDir | None = None,
     keeper: StoreKeeper | None = None,
+    banner: Banner | None = None,
 ) -> int:
     """Run the workers until they are stopped; 0 when every one stopped cleanly.
 
     A worker that dies while serving is started again after a back-off, and the embedded store
-    (``keeper``) too. SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent
-    returns only after every worker exited: one still running twice ``shutdown_grace_seconds``
-    plus a margin after the signal is killed."""
+    (``keeper``) too; one that cannot bind the address stops them all (``CANNOT_START``).
+    SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent returns only
+    after every worker exited: one still running twice ``shutdown_grace_seconds`` plus a margin
+    after the signal is killed. The first worker logs ``banner`` once it listens."""
     context = multiprocessing.get_context("spawn")
     workers: list[SpawnProcess] = []
     started_at = [time.monotonic()] * settings.workers
     backoffs = [Backoff() for _ in range(settings.workers)]
     restart_at: dict[int, float] = {}  # worker slot -> when to start it again
     deadline: float | None = None
+    cannot_listen = False
 
-    def forward(signum: int, _frame: object) -> None:
+    def forward(signum: int, _frame: object, why: str | None = None) -> None:
         nonlocal deadline
         if deadline is None:
             grace = settings.shutdown_grace_seconds
             deadline = time.monotonic() + 2 * grace + _KILL_MARGIN_SECONDS
             log.info(
                 "%s: stopping %d workers; requests in flight get %gs to finish",
-                signal.Signals(signum).name,
+                why or signal.Signals(signum).name,
                 len(workers),
                 grace,
             )
@@ -292,8 +446,9 @@ def _run_workers(
                 worker.terminate()
 
     def start(slot: int) -> SpawnProcess:
+        announce = banner if slot == 0 and not workers else None  # the very first start
         worker = context.Process(
-            target=run_worker, args=(settings, os.getpid()), name=f"worker-{slot}"
+            target=_worker_process, args=(settings, os.getpid(), announce), name=f"worker-{slot}"
         )
         if slot < len(workers):
             workers[slot] = worker
@@ -322,7 +477,10 @@ def _run_workers(
         now = time.monotonic()
         for worker in [worker for worker in running if worker.exitcode is not None]:
             running.remove(worker)
-            if deadline is None:
+            if deadline is None and worker.exitcode == _WORKER_CANNOT_LISTEN:
+                cannot_listen = True  # it said why; restarting it would not help
+                forward(signal.SIGTERM, None, f"{worker.name} cannot listen")
+            elif deadline is None:
                 slot = workers.index(worker)
                 delay = backoffs[slot].delay(now - started_at[slot])
                 restart_at[slot] = now + delay
@@ -352,6 +510,8 @@ def _run_workers(
             for worker in running:
                 log.error("%s (pid %s) did not stop in time: killed", worker.name, worker.pid)
                 worker.kill()
+    if cannot_listen:
+        return CANNOT_START
     # Killed by the forwarded SIGTERM before it could handle it: it was still starting, no harm.
     failed = [w.name for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
     if failed:

@@ -130,6 +130,10 @@ class Files:
         except Exception:
             log.exception("could not remove the bytes of a failed upload")
 
+    async def count(self, user_id: str) -> int:
+        """How many files the account holds."""
+        return await self._store.count(user_id)
+
     async def page(self, user_id: str, limit: int, after: str | None) -> FilePage:
         return await self._store.list_page(user_id, limit, after)
 

@@ -1,6 +1,7 @@
 """Users as policy sees them: creating one (the command line), listing, deleting with every
-credential, reading one for a credential, and changing a password (checked like a login, and
-ending the account's other sessions)."""
+credential, reading one for a credential, and changing a password: by its user (checked like a
+login, and ending the account's other sessions) or by an operator on the command line (ending
+every session of the account)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,33 @@ class Users:
 
     async def list_users(self) -> list[UserRecord]:
         return await self._store.list()
+
+    async def find_user(self, email: str) -> UserRecord:
+        """The user with ``email`` (any case); 404 ``user_not_found`` when there is none."""
+        user_id = await self._store.find_id(normalise_email(email))
+        user = None if user_id is None else await self._store.get(user_id)
+        if user is None:
+            raise ApiError(Code.USER_NOT_FOUND)
+        return user
+
+    async def set_password(self, email: str, new_password: str) -> PasswordChange:
+        """An operator's reset of a forgotten password (the command line): the same rules as
+        any new password, no current password asked. Recorded as ``password.changed`` by the
+        command line, with the new hash in one step; then every session of the account ends
+        (a login that checked the old password meanwhile is refused when it confirms its
+        session, see ``service.store.sessions``). API keys are not touched."""
+        problem = self.password_problem(new_password)
+        if problem:
+            raise ApiError(Code.VALIDATION_FAILED, details={"password": problem})
+        user = await self.find_user(email)
+        password_hash = await self._passwords.hash(new_password)
+        now = self._clock.now_ms()
+        event = audit.event(audit.PASSWORD_CHANGED, now, audit.NO_ORIGIN, actor=audit.cli_actor())
+        events = self._trail.batch(now, event)
+        if not await self._store.set_password(user.id, password_hash, events):
+            raise ApiError(Code.USER_NOT_FOUND)  # deleted meanwhile
+        ended = await self._sessions.end_all_sessions(user.id)
+        return PasswordChange(now, ended)
 
     async def delete_user(self, email: str) -> DeletedUser:
         """Delete a user, ending their sessions and revoking their keys. A deletion cut short

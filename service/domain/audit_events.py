@@ -68,7 +68,7 @@ NO_ORIGIN = Origin(None, None, None)
 
 
 def cli_actor() -> dict[str, Any]:
-    """Reserved for ``users`` commands that change an account (none records an event yet)."""
+    """Who acted from the command line: an operator's ``users set-password``."""
     return {"type": "cli"}
 
 

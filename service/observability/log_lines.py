@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from time import perf_counter
+from typing import Any
 
 import orjson
 
@@ -236,13 +237,45 @@ class JsonLinesHandler(logging.Handler):
 
 
 def configure_logging(level: str) -> None:
-    """JSON lines on standard error for every logger, at ``level``."""
+    """JSON lines on standard error for every logger, at ``level``; Python's warnings and any
+    exception nothing caught become such lines too, so that nothing else reaches standard
+    error."""
     global _pid, _LINE_HEADS
     _pid = os.getpid()
     _LINE_HEADS = _line_heads(_pid)
     LINES.flush()
     LINES._fd = sys.stderr.fileno()
     logging.basicConfig(level=level, handlers=[JsonLinesHandler(LINES)], force=True)
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
+
+
+def _log_uncaught(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+    logging.getLogger("service").critical("uncaught exception", exc_info=(kind, error, trace))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    logging.getLogger("service").critical(
+        "uncaught exception in thread %s",
+        args.thread.name if args.thread is not None else "?",
+        exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback),
+    )
+
+
+def write_line(level: int, logger: str, message: str, **fields: Any) -> None:
+    """One record as a JSON line on standard error, at once, without ``configure_logging``:
+    for what ``serve`` must say before its settings (the log level among them) are read."""
+    record = logging.LogRecord(logger, level, __file__, 0, message, None, None)
+    record.fields = fields
+    line = JsonFormatter().format(record).encode() + b"\n"
+    LINES.flush()
+    try:
+        os.write(sys.stderr.fileno(), line)
+    except OSError:  # standard error closed: nothing better to do with a log line
+        pass
 
 
 _pid = os.getpid()

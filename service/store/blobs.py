@@ -8,6 +8,10 @@ same directory (``.tmp-<random>``) and renames it into place only once every byt
 fsynced; whatever stops it before that (the client gone, the size limit, any error, a
 cancellation) removes the temporary file, so a blob is either whole or absent. Disk work runs in
 the default thread pool, never on the event loop; memory held per upload is one chunk.
+
+A blob is never changed once in place, only removed: so a hard link to it (``pin``, in a
+``.backup-<random>`` directory inside the root, on the same filesystem) holds its bytes as they
+are, whatever happens to the blob after. A backup pins the blobs its records name.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +31,7 @@ from typing import Protocol
 # What a blob may be called: the file ids ``service.domain.credentials.new_id("fil")`` makes.
 _BLOB_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
 _TEMPORARY_PREFIX = ".tmp-"
+_PINNED_PREFIX = ".backup-"
 READ_CHUNK = 256 * 1024
 
 
@@ -155,6 +161,36 @@ class DirectoryBlobs:
 
     async def delete(self, blob_id: str) -> bool:
         return await asyncio.to_thread(_unlink, self.path(blob_id))
+
+    def stored(self) -> list[str]:
+        """The ids of the blobs in the directory."""
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if _BLOB_ID.match(p.name))
+
+    def pinning_directory(self) -> Path:
+        """A new private directory to ``pin`` blobs into; its owner removes it when done."""
+        self._make_root()
+        path = self.root / f"{_PINNED_PREFIX}{secrets.token_hex(8)}"
+        path.mkdir(mode=0o700)
+        return path
+
+    def pin(self, blob_ids: list[str], into: Path) -> list[str]:
+        """Hard-link each blob into ``into`` (copied, where the filesystem refuses links); the
+        ids that had no blob."""
+        missing = []
+        for blob_id in blob_ids:
+            source, target = self.path(blob_id), into / blob_id
+            try:
+                os.link(source, target)
+            except FileNotFoundError:
+                missing.append(blob_id)
+            except OSError:  # no hard links here
+                try:
+                    shutil.copyfile(source, target)
+                except FileNotFoundError:
+                    missing.append(blob_id)
+        return missing
 
     def leftovers(self) -> list[str]:
         """Temporary files in the directory (none once every upload has finished or failed)."""

@@ -74,7 +74,16 @@ key                                    type    holds
                                                FILEHOST_AUDIT_RETENTION_DAYS and
                                                FILEHOST_AUDIT_MAX_EVENTS, PEXPIREAT the newest
                                                event's time + the retention
+``P:replicated``                        string  the marker a write that must reach a replica
+                                               writes before ``WAIT`` (FILEHOST_REPLICA_WAIT_MS);
+                                               lives a minute
+``P:restoring``                         string  the id of the backup a ``restore`` is writing
+                                               into an empty store; deleted when it is done, so
+                                               one cut short can be run again
 =====================================  ======  ===============================================
+
+A backup (``service.store.backup``) copies every key under ``P:`` except the transient ones
+(``is_transient``): rate buckets, the replication marker and a restore's marker.
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
 change several of them together stay valid on a cluster. Digest entries stand alone: they are
@@ -102,6 +111,8 @@ class RedisKeys:
         "_prefix",
         "_rate_bucket",
         "_session_entry",
+        "replicated_marker",
+        "restore_marker",
         "users_by_email",
     )
 
@@ -114,6 +125,29 @@ class RedisKeys:
         self._login_failures = f"{prefix}:login-failures:"
         self._leak_reports = f"{prefix}:leak-reports:"
         self.users_by_email = f"{prefix}:users:by-email"
+        self.replicated_marker = f"{prefix}:replicated"
+        self.restore_marker = f"{prefix}:restoring"
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    def is_transient(self, name: str) -> bool:
+        """Whether the key ``name`` is one a backup leaves out: a rate bucket (lives seconds,
+        starts full again), the replication marker, a restore's marker."""
+        return name.startswith(self._rate_bucket) or name in (
+            self.replicated_marker,
+            self.restore_marker,
+        )
+
+    def account_files_owner(self, name: str) -> str | None:
+        """The user id whose ``account_files`` key is named ``name``; None for any other key."""
+        head, tail = f"{self._prefix}:{{", "}:files"
+        if name.startswith(head) and name.endswith(tail):
+            user_id = name[len(head) : -len(tail)]
+            if "}" not in user_id and self.account_files(user_id) == name:
+                return user_id
+        return None
 
     def key_entry(self, secret_digest: str) -> str:
         return self._key_entry + secret_digest

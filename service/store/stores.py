@@ -1,8 +1,9 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``),
-``lookup`` is the per-request read of a credential, and ``counters`` the windowed counts of
-login attempts and leak reports. All share one map of key names (``service.store.keys``).
+``lookup`` is the per-request read of a credential, ``counters`` the windowed counts of
+login attempts and leak reports, and ``backup`` the copy of every record a backup takes. All
+share one map of key names (``service.store.keys``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from service.clock import Clock, SystemClock
 from service.domain.records import RateLimit
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
+from service.store.backup import BackupStore
 from service.store.counters import CounterStore
 from service.store.files import FilesStore
 from service.store.keys import RedisKeys
@@ -35,6 +37,7 @@ class Stores:
     counters: CounterStore
     audit: AuditStore
     files: FilesStore
+    backup: BackupStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -61,4 +64,5 @@ def open_stores(
         counters=CounterStore(redis),
         audit=audit,
         files=FilesStore(redis, keys, hot),
+        backup=BackupStore(redis, keys),
     )

@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.config import Settings
+from service.store.keys import RedisKeys
 from service.store.pipelined import PipelinedRedis
 
 log = logging.getLogger("service.store")
@@ -199,7 +200,7 @@ class ReplicaWait:
 
     def __init__(self, client: Redis, prefix: str, timeout_ms: int) -> None:
         self._client = client
-        self._marker = f"{prefix}:replicated"
+        self._marker = RedisKeys(prefix).replicated_marker
         self._timeout_ms = timeout_ms
 
     async def __call__(self) -> None:

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -55,6 +56,20 @@ def run_cli(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Comp
         cwd=REPO_ROOT,
         env=env,
         input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def serve_once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``serve`` run to its end, for one that must refuse to start."""
+    return subprocess.run(
+        [sys.executable, "-m", "service", "serve", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -116,6 +131,16 @@ class Server:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+    def banner(self) -> dict[str, Any]:
+        """The start-up line (logged once the port is bound): its ``dashboard``, ``api``,
+        ``workers``, ``store`` and ``create_user`` fields among the rest."""
+        for line in self.stderr().splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                entry = orjson.loads(line)
+                if isinstance(entry, dict) and "dashboard" in entry:
+                    return entry
+        raise AssertionError(f"no start-up line: {self.stderr()}")
 
     def access_lines(self) -> list[tuple[int, str, str, int]]:
         """(pid, method, path, status) of every access-log line so far. A worker writes its

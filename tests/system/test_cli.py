@@ -19,6 +19,7 @@ from tests.support.api import Api, assert_error, bearer
 from tests.support.files import uploaded
 from tests.support.paths import REPO_ROOT
 from tests.support.redis import free_port
+from tests.support.terminal import on_a_terminal
 
 PASSWORD = "Tr0ub4dor&3-horse"
 
@@ -187,7 +188,7 @@ def test_password_never_appears_in_the_output(redis_url: str) -> None:
         create_user("jack@example.com", env, password=short_secret),  # too short
         run_cli("users", "list", env=env),
         run_cli("users", "list", "--json", env=env),
-        run_cli("users", "delete", "--email", "ivy@example.com", env=env),
+        run_cli("users", "delete", "--email", "ivy@example.com", "--yes", env=env),
     ]
 
     assert [r.returncode for r in results] == [0, 1, 1, 1, 0, 0, 0]
@@ -204,7 +205,7 @@ def test_delete_removes_the_user(redis_url: str) -> None:
     assert create_user("kim@example.com", env).returncode == 0
     assert create_user("lee@example.com", env).returncode == 0
 
-    deleted = run_cli("users", "delete", "--email", "KIM@example.com", env=env)
+    deleted = run_cli("users", "delete", "--email", "KIM@example.com", "--yes", env=env)
 
     assert deleted.returncode == 0, deleted.stderr
     assert "kim@example.com" in deleted.stdout
@@ -235,7 +236,9 @@ async def test_delete_refuses_the_users_session_and_api_key(api: Api, redis_url:
     other_token = await api.user_with_session("oscar@example.com")
     other_key = await api.create_key(other_token)
 
-    deleted = run_cli("users", "delete", "--email", "nora@example.com", env=cli_env(redis_url))
+    deleted = run_cli(
+        "users", "delete", "--email", "nora@example.com", "--yes", env=cli_env(redis_url)
+    )
 
     assert deleted.returncode == 0, deleted.stderr
     await assert_error(await api.files(key=key["secret_key"]), 401, "invalid_api_key")
@@ -259,7 +262,9 @@ async def test_a_deletion_cut_short_is_finished_by_running_it_again(
     user_id = redis_client.hget("fh:users:by-email", "uma@example.com")
     redis_client.delete(f"fh:{{{user_id}}}:user")  # the crash, just after step 1
 
-    again = run_cli("users", "delete", "--email", "uma@example.com", env=cli_env(redis_url))
+    again = run_cli(
+        "users", "delete", "--email", "uma@example.com", "--yes", env=cli_env(redis_url)
+    )
 
     assert again.returncode == 0, again.stderr
     assert "cut short" in again.stdout
@@ -280,6 +285,11 @@ async def test_a_deletion_cut_short_is_finished_by_running_it_again(
         ("users", "create", "--email", "x@example.com"),
         ("users",),
         ("users", "rename", "--email", "x@example.com"),
+        ("users", "set-password", "--email", "x@example.com"),
+        ("backup",),
+        ("backup", "--to", "somewhere", "--max-pause-ms", "0"),
+        ("backup", "--to", "somewhere", "--max-pause-ms", "soon"),
+        ("restore",),
         (),
     ],
 )
@@ -378,7 +388,7 @@ async def test_delete_removes_the_users_files_bytes_and_all(
     assert {path.name for path in stored.iterdir()} == {f["id"] for f in [*mine, theirs]}
 
     env = cli_env(redis_url, FILEHOST_DATA_DIR=str(tmp_path))
-    deleted = run_cli("users", "delete", "--email", "pia@example.com", env=env)
+    deleted = run_cli("users", "delete", "--email", "pia@example.com", "--yes", env=env)
 
     assert deleted.returncode == 0, deleted.stderr
     assert "3 file(s) removed" in deleted.stdout
@@ -387,3 +397,209 @@ async def test_delete_removes_the_users_files_bytes_and_all(
         f"/api/v1/files/{theirs['id']}/content", headers=bearer(other_token)
     )
     assert await response.read() == b"quinn's"
+
+
+# -- delete asks first ---------------------------------------------------------------------------
+
+
+async def user_with_keys_files_and_a_session(api: Api, email: str) -> str:
+    """A user with 2 API keys, 3 files and 1 session; that session's token."""
+    token = await api.user_with_session(email)
+    for _ in range(2):
+        await api.create_key(token)
+    for n in range(3):
+        await uploaded(api, b"file %d" % n, token=token)
+    return token
+
+
+async def test_delete_off_a_terminal_without_yes_is_refused_naming_what_it_would_delete(
+    make_api: Any, redis_url: str, tmp_path: Path
+) -> None:
+    api = await make_api(data_dir=tmp_path)
+    token = await user_with_keys_files_and_a_session(api, "rae@example.com")
+
+    result = run_cli(
+        "users", "delete", "--email", "rae@example.com", env=cli_env(redis_url), stdin=""
+    )
+
+    assert result.returncode == 2
+    assert "--yes" in result.stderr
+    for counted in ("2 API keys", "3 files", "1 session"):
+        assert counted in result.stderr, result.stderr
+    assert (await api.files(token=token)).status == 200  # nothing was deleted
+    assert len(list((tmp_path / "files").iterdir())) == 3
+
+
+async def test_delete_on_a_terminal_says_what_is_lost_and_deletes_on_yes(
+    make_api: Any, redis_url: str, tmp_path: Path
+) -> None:
+    api = await make_api(data_dir=tmp_path)
+    token = await user_with_keys_files_and_a_session(api, "sol@example.com")
+    env = cli_env(redis_url, FILEHOST_DATA_DIR=str(tmp_path))
+
+    with on_a_terminal("users", "delete", "--email", "SOL@example.com", env=env) as terminal:
+        question = terminal.expect("[y/N]")
+        terminal.type("y")
+        assert terminal.wait() == 0, terminal.shown
+
+    assert "sol@example.com" in question
+    for counted in ("2 API keys", "3 files", "1 session", "cannot be undone"):
+        assert counted in question
+    assert "deleted user sol@example.com" in terminal.shown
+    await assert_error(await api.files(token=token), 401, "invalid_session")
+    assert list((tmp_path / "files").iterdir()) == []
+
+
+@pytest.mark.parametrize("answer", ["", "n", "no", "yes please"])
+async def test_delete_on_a_terminal_keeps_the_user_unless_the_answer_is_yes(
+    api: Api, redis_url: str, answer: str
+) -> None:
+    token = await api.user_with_session("tia@example.com")
+
+    with on_a_terminal(
+        "users", "delete", "--email", "tia@example.com", env=cli_env(redis_url)
+    ) as terminal:
+        terminal.expect("[y/N]")
+        terminal.type(answer)
+        assert terminal.wait() == 1
+
+    assert "not deleted" in terminal.shown
+    assert (await api.files(token=token)).status == 200
+
+
+# -- set-password --------------------------------------------------------------------------------
+
+NEW_PASSWORD = "a new and long passphrase"
+
+
+async def test_set_password_replaces_it_ends_every_session_and_keeps_the_keys(
+    api: Api, redis_url: str
+) -> None:
+    first = await api.user_with_session("una@example.com")
+    second = await api.login("una@example.com")
+    key = await api.create_key(first)
+    other = await api.user_with_session("vic@example.com")
+
+    result = run_cli(
+        "users",
+        "set-password",
+        "--email",
+        "UNA@example.com",
+        "--password-stdin",
+        env=cli_env(redis_url),
+        stdin=NEW_PASSWORD + "\n",
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "2 sessions ended" in result.stdout
+    for token in (first, second):
+        await assert_error(await api.files(token=token), 401, "invalid_session")
+    assert (await api.files(key=key["secret_key"])).status == 200
+    assert (await api.files(token=other)).status == 200  # another account is untouched
+    response = await api.client.post(
+        "/api/v1/auth/login",
+        json={"email": "una@example.com", "password": "correct horse battery staple"},
+    )
+    await assert_error(response, 401, "invalid_credentials")
+    token = await api.login("una@example.com", NEW_PASSWORD)
+    events = await api.client.get(
+        "/api/v1/audit-events?type=password.changed", headers=bearer(token)
+    )
+    [event] = (await events.json())["data"]["events"]
+    assert event["actor"] == {"type": "cli"}
+    assert NEW_PASSWORD not in result.stdout + result.stderr
+
+
+async def test_set_password_holds_the_new_one_to_the_minimum_length_setting(
+    api: Api, redis_url: str
+) -> None:
+    token = await api.user_with_session("wes@example.com")
+    env = cli_env(redis_url, FILEHOST_PASSWORD_MIN_LENGTH="30")
+
+    result = run_cli(
+        "users",
+        "set-password",
+        "--email",
+        "wes@example.com",
+        "--password-stdin",
+        env=env,
+        stdin=NEW_PASSWORD + "\n",
+    )
+
+    assert result.returncode == 1
+    assert "password" in result.stderr and "30" in result.stderr
+    assert (await api.files(token=token)).status == 200  # nothing changed, nothing ended
+    await api.login("wes@example.com")
+
+
+def test_set_password_of_an_unknown_email_is_refused(redis_url: str) -> None:
+    result = run_cli(
+        "users",
+        "set-password",
+        "--email",
+        "nobody@example.com",
+        "--password-stdin",
+        env=cli_env(redis_url),
+        stdin=NEW_PASSWORD + "\n",
+    )
+
+    assert result.returncode == 1
+    assert "No user" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def test_set_password_on_a_terminal_asks_twice_without_echo(api: Api, redis_url: str) -> None:
+    await api.create_user("xia@example.com")
+    args = ("users", "set-password", "--email", "xia@example.com", "--password-stdin")
+
+    with on_a_terminal(*args, env=cli_env(redis_url)) as terminal:
+        terminal.expect("Password: ")
+        terminal.type(NEW_PASSWORD)
+        terminal.expect("Repeat it: ")
+        terminal.type(NEW_PASSWORD + "!")  # a typo: nothing changes
+        assert terminal.wait() == 1
+    assert "differ" in terminal.shown
+    with on_a_terminal(*args, env=cli_env(redis_url)) as terminal:
+        terminal.expect("Password: ")
+        terminal.type(NEW_PASSWORD)
+        terminal.expect("Repeat it: ")
+        terminal.type(NEW_PASSWORD)
+        assert terminal.wait() == 0, terminal.shown
+
+    assert NEW_PASSWORD not in terminal.shown  # typed, never shown
+    await api.login("xia@example.com", NEW_PASSWORD)
+
+
+# -- help ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("users",),
+        ("users", "create"),
+        ("users", "set-password"),
+        ("users", "delete"),
+        ("backup",),
+        ("restore",),
+    ],
+)
+def test_help_names_the_installed_command_and_gives_examples(args: tuple[str, ...]) -> None:
+    installed = Path(sys.executable).parent / "filehost-auth"
+
+    result = subprocess.run(
+        [str(installed), *args, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: filehost-auth {' '.join(args)}".rstrip() + " ")
+    examples = result.stdout.split("\nexamples:\n")[1]
+    assert "filehost-auth " in examples.splitlines()[0]
+    assert "python -m service" not in examples
+    if not args:
+        assert "Installed as `filehost-auth`" in result.stdout

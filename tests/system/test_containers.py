@@ -102,7 +102,7 @@ def test_the_image_installs_a_package_with_every_file_the_service_serves(tmp_pat
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install --no-cache-dir --require-hashes -r requirements/run.txt" in dockerfile
     assert "pip install --no-cache-dir --no-deps ." in dockerfile
-    assert 'CMD ["python", "-m", "service", "serve"]' in dockerfile
+    assert 'CMD ["filehost-auth", "serve"]' in dockerfile  # the installed command
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
         check=True,
@@ -119,3 +119,6 @@ def test_the_image_installs_a_package_with_every_file_the_service_serves(tmp_pat
     }
     assert sources and sources <= names
     assert "service/api/openapi.json" in names
+    [entry_points] = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "filehost-auth = service.cli:main" in scripts

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from service.store.embedded import (
@@ -147,7 +148,9 @@ def test_a_different_engine_than_the_recorded_one_is_refused_before_it_starts(
         assert "is Redis 7.0.15" in result.stderr
         assert "FILEHOST_EMBEDDED_SERVER" in result.stderr
         assert "Traceback" not in result.stderr
-    assert "serving" not in served.stdout
+    assert served.stdout == ""
+    assert "serving" not in served.stderr
+    assert [orjson.loads(line)["level"] for line in served.stderr.splitlines()] == ["ERROR"]
     assert not marker.exists(), "the refused server was started anyway"
     assert recorded(data_dir)["engine"] == engine  # the record is left as it was
     # The bundled server still starts on it, with the data.

@@ -9,6 +9,8 @@ import logging
 import os
 import re
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,8 @@ from service.domain.credentials import generate_api_key, generate_session_token
 from service.observability.log_lines import ACCESS_FIELDS, JsonFormatter
 from service.observability.trace import RequestTrace, current_trace, loggable_path, new_request_id
 from tests.support.clients import fresh_session, login
-from tests.support.processes import create_user, running, service_env
+from tests.support.paths import REPO_ROOT
+from tests.support.processes import create_user, running, service_env, wait_for_workers
 from tests.support.redis import RedisServer, free_port
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -177,6 +180,17 @@ async def test_every_line_is_json_and_each_request_has_one_access_line(
     assert (parser_refusal["status"], parser_refusal["route"]) == (400, "unmatched")
     assert parser_refusal["remote"] == "127.0.0.1"
 
+    # The start-up line: where the dashboard is and how to create a user, once the port is bound.
+    [banner] = [entry for entry in entries if "dashboard" in entry]
+    assert (banner["level"], banner["pid"]) == ("INFO", server.process.pid)
+    assert banner["dashboard"] == f"{root}/" and banner["dashboard"] in banner["msg"]
+    assert banner["create_user"] == (
+        "python -m service users create --email you@example.com --password-stdin"
+    )
+    assert banner["create_user"] in banner["msg"]
+    assert entries.index(banner) < entries.index(access[0])
+    assert server.stdout() == ""  # everything serve says is on standard error
+
     text = server.stderr() + server.stdout()
     assert "Traceback" not in text
     for secret in (key["secret_key"], token, "QUERY-SECRET"):
@@ -221,6 +235,66 @@ def test_a_record_outside_a_request_has_no_request_id() -> None:
 
     assert list(entry) == list(BASE_FIELDS)
     assert entry["msg"] == "started 2"
+
+
+async def test_with_several_workers_every_line_from_start_to_sigterm_is_json(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The supervisor's lines (workers stopping, exiting) as much as the workers' own."""
+    port = free_port()
+    env = service_env(redis_url, port, FILEHOST_WORKERS="2")
+    with running(env, port, tmp_path) as server:
+        wait_for_workers(server, 2)
+        create_user(env, "workers@example.com")
+        async with fresh_session() as http:
+            token = await login(http, server, "workers@example.com")
+            for _ in range(4):
+                status, _ = await call(
+                    http,
+                    "GET",
+                    f"{server.base}/auth/session",
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                assert status == 200
+        assert server.stop() == 0
+
+    entries = json_lines(server.stderr())
+    assert server.stdout() == ""
+    [banner] = [entry for entry in entries if "dashboard" in entry]
+    assert banner["workers"] == 2
+    supervisor = [e["msg"] for e in entries if e["pid"] == server.process.pid]
+    assert "SIGTERM: stopping 2 workers; requests in flight get 10s to finish" in supervisor
+    assert sum(" exited with 0" in msg for msg in supervisor) == 2
+    assert sum(e["logger"] == "aiohttp.access" for e in entries) >= 5  # the login and 4 more
+
+
+def test_warnings_and_uncaught_exceptions_are_json_lines_too() -> None:
+    """Once logging is set up as serve sets it up, nothing else reaches standard error."""
+    program = (
+        "import threading, warnings\n"
+        "from service.observability.log_lines import configure_logging\n"
+        "configure_logging('INFO')\n"
+        "warnings.warn('an old way of doing it', DeprecationWarning, stacklevel=1)\n"
+        "thread = threading.Thread(target=lambda: 1 / 0, name='helper')\n"
+        "thread.start(); thread.join()\n"
+        "raise RuntimeError('nothing caught this')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "always", "-c", program],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert result.returncode == 1
+    warning, in_thread, uncaught = json_lines(result.stderr)
+    assert (warning["level"], warning["logger"]) == ("WARNING", "py.warnings")
+    assert "an old way of doing it" in warning["msg"]
+    assert in_thread["msg"] == "uncaught exception in thread helper"
+    assert "ZeroDivisionError" in in_thread["exc"]
+    assert uncaught["level"] == "CRITICAL" and "nothing caught this" in uncaught["exc"]
 
 
 @pytest.mark.parametrize("level", ["WARNING", "ERROR"])

@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
+from service.server import _WORKER_CANNOT_LISTEN, CANNOT_START
 from service.store.embedded import socket_responds
 from tests.support.clients import (
     create_key,
@@ -33,6 +37,7 @@ from tests.support.processes import (
     create_user,
     processes_mentioning,
     running,
+    serve_once,
     service_env,
 )
 from tests.support.redis import free_port
@@ -71,7 +76,8 @@ async def test_two_workers_both_refuse_a_revoked_key(redis_url: str, tmp_path: P
         assert server.stop() == 0
     stdout, stderr = server.stdout(), server.stderr()
 
-    assert "2 worker(s)" in stdout
+    assert server.banner()["workers"] == 2
+    assert stdout == ""
     assert [status for status, _ in results] == [401] * 60
     assert {body["error"]["code"] for _, body in results} == {"api_key_revoked"}
     refused = [
@@ -119,7 +125,7 @@ async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
             assert (await files_with_key(http, server, kept["secret_key"]))[0] == 200
             assert (await files_with_key(http, server, revoked["secret_key"]))[0] == 401
         assert server.stop() == 0
-    assert "embedded store" in server.stdout()
+    assert f"embedded store in {data_dir}" in server.banner()["store"]
     assert not socket_responds(sock)
     assert processes_mentioning(str(sock)) == []
 
@@ -152,6 +158,7 @@ async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
         ({"FILEHOST_LOG_LEVEL": "loud"}, (), "FILEHOST_LOG_LEVEL"),
         ({}, ("--workers", "0"), "--workers"),
         ({}, ("--workers", "2", "--port", "0"), "port"),
+        ({}, ("--port", "eighty"), "--port"),
     ],
 )
 def test_serve_with_a_bad_setting_exits_2(
@@ -159,21 +166,12 @@ def test_serve_with_a_bad_setting_exits_2(
 ) -> None:
     env = service_env(redis_url, free_port(), **extra_env)
 
-    result = subprocess.run(
-        [sys.executable, "-m", "service", "serve", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = serve_once(env, *args)
 
     assert result.returncode == 2
-    assert named in result.stderr
-    assert "Traceback" not in result.stderr
-    assert "serving" not in result.stdout
+    [refusal] = [orjson.loads(line) for line in result.stderr.splitlines()]
+    assert refusal["level"] == "ERROR" and named in refusal["msg"]
+    assert result.stdout == ""
 
 
 async def test_banner_hides_the_redis_password(redis_url: str, tmp_path: Path) -> None:
@@ -185,6 +183,102 @@ async def test_banner_hides_the_redis_password(redis_url: str, tmp_path: Path) -
     with running(env, port, tmp_path) as server:
         assert server.stop() == 0
 
-    assert f"http://127.0.0.1:{port}/api/v1" in server.stdout()
+    assert server.banner()["api"] == f"http://127.0.0.1:{port}/api/v1"
     assert secret not in server.stdout() + server.stderr()
     assert "operator" not in server.stdout() + server.stderr()
+
+
+# -- what stops it from starting ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def port_taken() -> Iterator[int]:
+    """A loopback port another program listens on (a plain socket, no SO_REUSEPORT)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def only_line(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The one line serve wrote, a JSON object, when it would not start; nothing on stdout."""
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    entry = orjson.loads(line)
+    assert entry["level"] == "ERROR", entry
+    return entry
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("store", ["redis", "embedded"])
+def test_a_busy_port_is_one_line_naming_it_and_how_to_choose_another(
+    redis_url: str, tmp_path: Path, workers: str, store: str
+) -> None:
+    data_dir = tmp_path / "data"
+    with port_taken() as port:
+        env = service_env(
+            redis_url if store == "redis" else None,
+            port,
+            FILEHOST_WORKERS=workers,
+            FILEHOST_DATA_DIR=str(data_dir),
+        )
+        result = serve_once(env)
+
+    assert result.returncode == CANNOT_START
+    message = only_line(result)["msg"]
+    assert f"127.0.0.1:{port}" in message and "already in use" in message
+    assert "--port" in message and "FILEHOST_PORT" in message
+    assert not (data_dir / "redis.sock").exists()  # nothing was started for nothing
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_data_directory_another_serve_holds_is_one_line_naming_it(
+    tmp_path: Path, embedded_socket: Path, workers: str
+) -> None:
+    data_dir = embedded_socket.parent
+    first = free_port()
+    with running(service_env(None, first, FILEHOST_DATA_DIR=str(data_dir)), first, tmp_path):
+        env = service_env(None, free_port(), FILEHOST_WORKERS=workers)
+        result = serve_once({**env, "FILEHOST_DATA_DIR": str(data_dir)})
+        assert socket_responds(embedded_socket)  # the first serve's store, left alone
+
+    assert result.returncode == CANNOT_START
+    message = only_line(result)["msg"]
+    assert str(data_dir) in message and "owned by another serve" in message
+    assert "FILEHOST_DATA_DIR" in message
+
+
+def test_a_data_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    data_dir = tmp_path / "a-file" / "data"
+    result = serve_once(service_env(None, free_port(), FILEHOST_DATA_DIR=str(data_dir)))
+
+    assert result.returncode == CANNOT_START
+    message = only_line(result)["msg"]
+    assert str(data_dir) in message and "FILEHOST_DATA_DIR" in message
+
+
+def test_a_worker_that_cannot_bind_the_port_says_so_and_exits_for_serve_to_stop(
+    redis_url: str,
+) -> None:
+    """The port taken after serve tried it, before a worker bound it: the worker's own line,
+    and the exit status that makes serve stop instead of starting it again and again."""
+    worker = (
+        "import sys; from service.config import load_settings; "
+        "from service.server import run_worker; sys.exit(run_worker(load_settings()))"
+    )
+    with port_taken() as port:
+        result = subprocess.run(
+            [sys.executable, "-c", worker],
+            cwd=REPO_ROOT,
+            env=service_env(redis_url, port),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
+    assert result.returncode == _WORKER_CANNOT_LISTEN
+    message = only_line(result)["msg"]
+    assert f"127.0.0.1:{port}" in message and "--port" in message

@@ -116,3 +116,39 @@ def test_the_link_checker_finds_what_is_broken(tmp_path: Path) -> None:
     )
     assert _relative_links(sample) == ["#a-title-here"]
     assert _anchors(sample) == {"a-title-here"}
+
+
+# How the README's prerequisites name each Debian package scripts/_system_deps.sh may install.
+_PACKAGE_IN_README = {"nodejs": "Node.js", "docker-compose": "`docker-compose`"}
+
+
+def _readme_section(heading: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n### {heading}\n")
+    return text[start : text.index("\n#", start + 1)]
+
+
+def test_the_readme_prerequisites_name_every_program_the_two_commands_and_the_tour_need() -> None:
+    """Only python3 for scripts/run; for scripts/test, every system package it installs (as
+    root, with apt) or asks for; for the tour, every program its commands run."""
+    prerequisites = _readme_section("Prerequisites")
+    system_deps = (ROOT / "scripts" / "_system_deps.sh").read_text()
+    packages = re.findall(r"missing\+=\(([\w.-]+)\)", system_deps)
+    assert packages, "scripts/_system_deps.sh installs nothing?"
+    for package in packages:
+        assert _PACKAGE_IN_README.get(package, f"`{package}`") in prerequisites, package
+    assert "apt-get" in prerequisites and "root" in prerequisites
+    assert "`scripts/run`** needs only `python3`" in prerequisites
+    assert "apt" not in (ROOT / "scripts" / "run").read_text()  # so it stays true
+    tour = (ROOT / "README.md").read_text().split("## A five-minute tour", 1)[1]
+    tour_code = "\n".join(re.findall(r"```sh\n(.*?)```", tour, re.DOTALL))
+    programs = {
+        word
+        for line in tour_code.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+        for word in re.findall(r"(?:^|\$\(|\| )\s*([a-z][\w/-]*)", line)
+    }
+    programs -= {"echo", "scripts/run"}  # a shell built-in; the first command's own
+    assert programs == {"curl", "jq"}, programs
+    for program in programs:
+        assert f"`{program}`" in prerequisites, program

@@ -23,7 +23,7 @@ from service.api._aiohttp.answer import (
     serialise_head,
 )
 from service.api._aiohttp.routing import PlainRoute, PlainRoutes, use_route
-from service.api._aiohttp.runner import EnvelopeAppRunner, EnvelopeServer, run_app
+from service.api._aiohttp.runner import EnvelopeAppRunner, EnvelopeServer, ListenError, run_app
 
 
 def fast_paths() -> bool:
@@ -39,6 +39,7 @@ __all__ = [
     "EnvelopeAppRunner",
     "EnvelopeServer",
     "HeaderBlock",
+    "ListenError",
     "PlainRoute",
     "PlainRoutes",
     "Reply",

@@ -121,10 +121,26 @@ class EnvelopeAppRunner(web.AppRunner):
         return app.get(GATEWAY_LANE)
 
 
-async def _serve(runner: web.AppRunner, host: str, port: int, reuse_port: bool | None) -> None:
+class ListenError(OSError):
+    """The address could not be bound (in use, not this machine's, not permitted): the
+    ``OSError``'s errno and reason, with no traceback to show."""
+
+
+async def _serve(
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    reuse_port: bool | None,
+    on_listening: Callable[[list[Any]], None] | None,
+) -> None:
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        try:
+            await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        except OSError as error:
+            raise ListenError(error.errno, error.strerror or str(error)) from None
+        if on_listening is not None:
+            on_listening(runner.addresses)
         await asyncio.Event().wait()  # until a signal (GracefulExit) or cancellation
     finally:
         await runner.cleanup()
@@ -142,9 +158,11 @@ def run_app(
     header_timeout: float = 10.0,
     body_timeout: float = 30.0,
     print: Any = None,  # accepted as web.run_app takes it; nothing is printed either way
+    on_listening: Callable[[list[Any]], None] | None = None,
 ) -> None:
     """Serve ``app`` until SIGINT/SIGTERM, as ``web.run_app`` does, through an
-    ``EnvelopeAppRunner``."""
+    ``EnvelopeAppRunner``. ``on_listening`` is given the bound addresses once the port is
+    bound; ``ListenError`` when it cannot be."""
     runner = EnvelopeAppRunner(
         app,
         access_log_class=access_log_class,
@@ -156,7 +174,7 @@ def run_app(
     )
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    main = loop.create_task(_serve(runner, host, port, reuse_port))
+    main = loop.create_task(_serve(runner, host, port, reuse_port, on_listening))
     try:
         loop.run_until_complete(main)
     except (web.GracefulExit, KeyboardInterrupt):

@@ -1,0 +1,179 @@
+"""Backups (``service.auth.backup``) of the app in-process on the fixtures' real Redis: the bytes
+of a file deleted after the store was read are still in the backup, the backup is private and
+holds no secret, and a restore goes only into an empty store and data directory (or finishes
+one cut short). The round trip under traffic against real processes is
+``tests/system/test_backup.py``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from service.api.context import STORE
+from service.auth.backup import BackupError, Backups
+from service.clock import SystemClock
+from service.store.backup import BackupStore, PauseTooLong
+from service.store.blobs import DirectoryBlobs
+from tests.support.api import Api, bearer
+from tests.support.files import uploaded
+
+
+def backups(api: Api, data_dir: Path) -> Backups:
+    return Backups(api.app[STORE].backup, DirectoryBlobs(data_dir / "files"), SystemClock())
+
+
+@pytest.fixture
+async def live(make_api: Any, tmp_path: Path) -> Api:
+    return await make_api(data_dir=tmp_path / "live")
+
+
+async def listed_files(api: Api, token: str) -> dict[str, Any]:
+    response = await api.client.get("/api/v1/files", headers=bearer(token))
+    return {entry["id"]: entry for entry in (await response.json())["data"]["files"]}
+
+
+async def content(api: Api, token: str, file_id: str) -> tuple[int, bytes]:
+    response = await api.client.get(f"/api/v1/files/{file_id}/content", headers=bearer(token))
+    return response.status, await response.read()
+
+
+async def test_a_file_deleted_after_the_store_was_read_is_whole_in_the_backup(
+    live: Api, tmp_path: Path, redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its record is in the snapshot, so its bytes must be too: they were pinned while writes
+    waited, before the deletion could remove its record and then its bytes."""
+    token = await live.user_with_session("alice@example.com")
+    kept = await uploaded(live, b"kept bytes", token=token)
+    doomed = await uploaded(live, b"bytes deleted mid-backup", token=token)
+    snapshot = BackupStore.snapshot
+
+    async def then_delete(self: BackupStore, *args: Any, **kwargs: Any) -> Any:
+        taken = await snapshot(self, *args, **kwargs)
+        response = await live.client.delete(f"/api/v1/files/{doomed['id']}", headers=bearer(token))
+        assert response.status == 200
+        return taken
+
+    monkeypatch.setattr(BackupStore, "snapshot", then_delete)
+    made = await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+    monkeypatch.undo()
+
+    assert (made.files, made.missing_bytes) == (2, [])
+    assert not (tmp_path / "live" / "files" / doomed["id"]).exists()  # gone from the service
+    # Everything lost: the store and the data directory. The app serves what is restored.
+    redis_server.flush()
+    shutil.rmtree(tmp_path / "live")
+    restored = await backups(live, tmp_path / "live").restore(tmp_path / "backup")
+    assert restored.files == 2
+    assert set(await listed_files(live, token)) == {kept["id"], doomed["id"]}
+    assert await content(live, token, doomed["id"]) == (200, b"bytes deleted mid-backup")
+    assert await content(live, token, kept["id"]) == (200, b"kept bytes")
+
+
+async def test_the_backup_is_private_and_holds_no_secret(live: Api, tmp_path: Path) -> None:
+    token = await live.user_with_session("alice@example.com")
+    key = await live.create_key(token)
+    await uploaded(live, b"some bytes", token=token)
+
+    await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+
+    every = [tmp_path / "backup", *sorted((tmp_path / "backup").rglob("*"))]
+    for path in every:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    held = b"".join(path.read_bytes() for path in every if path.is_file())
+    dumps = b"".join(
+        base64.b64decode(orjson.loads(line)["dump"])
+        for line in (tmp_path / "backup" / "records.jsonl").read_bytes().splitlines()
+    )
+    for secret in (key["secret_key"], token, "correct horse battery staple"):
+        assert secret.encode() not in held + dumps
+    # What is there instead: the digests, which the restored service needs.
+    assert hashlib.sha256(token.encode()).hexdigest().encode() in held
+
+
+async def test_a_restore_refuses_a_store_or_a_data_directory_that_holds_anything(
+    live: Api, tmp_path: Path, redis_server: Any
+) -> None:
+    await live.user_with_session("alice@example.com")
+    await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+
+    with pytest.raises(BackupError, match="not empty: keys under fh: in Redis"):
+        await backups(live, tmp_path / "target").restore(tmp_path / "backup")
+    assert not (tmp_path / "target").exists()
+
+    redis_server.flush()
+    stray = tmp_path / "target" / "files" / ("fil_" + "x" * 22)
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"left from before")
+    with pytest.raises(BackupError, match=r"not empty: 1 file\(s\) in"):
+        await backups(live, tmp_path / "target").restore(tmp_path / "backup")
+    assert await live.app[STORE].backup.held() == []
+
+
+async def test_a_restore_cut_short_is_finished_by_running_it_again(
+    live: Api, tmp_path: Path, redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = await live.user_with_session("alice@example.com")
+    stored = await uploaded(live, b"some bytes", token=token)
+    await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+    redis_server.flush()
+
+    async def cut_short(*_: Any, **__: Any) -> int:
+        raise ConnectionError("the store went away")
+
+    monkeypatch.setattr(BackupStore, "restore", cut_short)
+    with pytest.raises(ConnectionError):
+        await backups(live, tmp_path / "target").restore(tmp_path / "backup")
+    monkeypatch.undo()
+    again = await backups(live, tmp_path / "target").restore(tmp_path / "backup")
+
+    assert again.resumed and again.files == 1
+    assert await live.app[STORE].backup.restoring() is None
+    assert await content(live, token, stored["id"]) == (200, b"some bytes")
+
+
+async def test_a_backup_that_cannot_finish_leaves_nothing_behind(
+    live: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = await live.user_with_session("alice@example.com")
+    await uploaded(live, b"some bytes", token=token)
+
+    async def too_long(*_: Any, **__: Any) -> Any:
+        raise PauseTooLong(2500, 2000)
+
+    monkeypatch.setattr(BackupStore, "snapshot", too_long)
+    with pytest.raises(BackupError, match="took 2500 ms, longer than writes may wait"):
+        await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+
+    assert not (tmp_path / "backup").exists()
+    hidden = [p.name for p in (tmp_path / "live" / "files").iterdir() if p.name.startswith(".")]
+    assert hidden == []  # no pinned bytes left over
+
+
+async def test_a_backup_goes_only_into_a_new_or_empty_directory(live: Api, tmp_path: Path) -> None:
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "something").write_text("")
+
+    with pytest.raises(BackupError, match="not an empty directory"):
+        await backups(live, tmp_path / "live").back_up(tmp_path / "used")
+
+    assert [p.name for p in (tmp_path / "used").iterdir()] == ["something"]
+
+
+async def test_a_backup_of_another_prefix_is_refused(
+    live: Api, make_api: Any, tmp_path: Path, redis_server: Any
+) -> None:
+    await live.user_with_session("alice@example.com")
+    await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+    redis_server.flush()
+    other = await make_api(data_dir=tmp_path / "other", redis_prefix="other")
+
+    with pytest.raises(BackupError, match="FILEHOST_REDIS_PREFIX=fh"):
+        await backups(other, tmp_path / "other").restore(tmp_path / "backup")
