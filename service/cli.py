@@ -59,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     listing = actions.add_parser("list", help="list users")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     delete = actions.add_parser(
-        "delete", help="delete a user, ending their sessions and revoking their keys"
+        "delete",
+        help="delete a user, ending their sessions and revoking their keys, with their files, "
+        "folders and settings",
     )
     delete.add_argument("--email", required=True)
     return parser
@@ -98,11 +100,16 @@ async def _policy(settings: Settings) -> AsyncIterator[tuple[Policy, Stores]]:
 
 
 async def _account_file_ids(store: Stores, email: str) -> list[str]:
-    """The ids of every file of the account with ``email`` (none when there is no such user)."""
+    """The ids of every file of the account with ``email`` whose bytes may be stored: its files,
+    and those deleted whose bytes a removal still has to remove (none when there is no such
+    user)."""
     user_id = await store.users.find_id(normalise_email(email))
     if user_id is None:
         return []
-    files, ids, after = store.files, [], None
+    ids = []
+    async for removed in store.folder_removal.leftovers(user_id, 1000):
+        ids += [removed_id for removed_id in removed if removed_id.startswith("fil_")]
+    files, after = store.files, None
     while True:
         page = await files.list_page(user_id, 1000, after)
         ids += [record.id for record in page.files]
@@ -138,8 +145,9 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
                 " (an earlier deletion had been cut short; now finished)" if user.resumed else ""
             )
             print(
-                f"deleted user {user.email} ({user.id}); their sessions and keys are revoked"
-                f" and their {len(file_ids)} file(s) removed{resumed}"
+                f"deleted user {user.email} ({user.id}); their sessions and keys are revoked,"
+                f" their folders and settings deleted and their {len(file_ids)} file(s)"
+                f" removed{resumed}"
             )
     return 0
 

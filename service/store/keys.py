@@ -67,6 +67,31 @@ key                                    type    holds
                                                delete it); both keys written and removed
                                                together in one script, after the bytes are in
                                                place and before they are removed
+``P:{U}:folders``                       hash    folder id -> ``<parent>:<created ms>:<updated
+                                               ms>:<name>``; parent empty at the top level,
+                                               ``-`` for the top of a subtree being deleted
+                                               (``service.store.folders``)
+``P:{U}:folder-children:<F>``           zset    the folders in folder ``F`` (``root``: the top
+                                               level), ``<name key>\0<id>`` all scored 0: by
+                                               name with ``ZRANGE … BYLEX``, and a name taken
+                                               by one lexical range
+``P:{U}:folder-heights:<F>``            zset    the same folders' ids, each scored by how many
+                                               levels of folders it holds below it (the depth
+                                               bound of a move)
+``P:{U}:folder-files:<F>``              zset    ``<created ms, 13 digits>:<file id>`` per file
+                                               in ``F`` (``root``: the top level), all scored
+                                               0: newest first, like ``file-order``
+``P:{U}:top-files-placed``              string  ``1`` once every file recorded before folders
+                                               existed is in ``folder-files:root``
+``P:{U}:folder-trash``                  set     subtrees detached by a deletion whose folders
+                                               and files are still being removed
+``P:{U}:removed``                       set     ids of files and folders whose records are gone
+                                               and whose bytes and aliases may still be there
+                                               (``service.store.folder_removal``)
+``P:{U}:settings``                      hash    setting name -> value, for the settings changed
+                                               from their defaults
+``P:folder-removals``                   set     user ids of accounts that may have a removal to
+                                               finish, visited at start-up
 ``P:{U}:audit``                         zset    the account's audit trail: ``<type>:<JSON
                                                event>`` scored by a sequence number (at least
                                                the event's ms × 1000, above every earlier
@@ -102,6 +127,7 @@ class RedisKeys:
         "_prefix",
         "_rate_bucket",
         "_session_entry",
+        "folder_removals",
         "users_by_email",
     )
 
@@ -114,6 +140,7 @@ class RedisKeys:
         self._login_failures = f"{prefix}:login-failures:"
         self._leak_reports = f"{prefix}:leak-reports:"
         self.users_by_email = f"{prefix}:users:by-email"
+        self.folder_removals = f"{prefix}:folder-removals"
 
     def key_entry(self, secret_digest: str) -> str:
         return self._key_entry + secret_digest
@@ -167,3 +194,38 @@ class RedisKeys:
 
     def account_audit(self, user_id: str) -> str:
         return self._account(user_id, "audit")
+
+    def account_folders(self, user_id: str) -> str:
+        return self._account(user_id, "folders")
+
+    def folder_children(self, user_id: str, place: str) -> str:
+        """The folders in ``place``: a folder id, or ``domain.folders.TOP`` for the top level."""
+        return self.folder_children_prefix(user_id) + place
+
+    def folder_heights(self, user_id: str, place: str) -> str:
+        return self.folder_heights_prefix(user_id) + place
+
+    def folder_files(self, user_id: str, place: str) -> str:
+        return self.folder_files_prefix(user_id) + place
+
+    # The three above without their place: the scripts that walk folders name them from these.
+    def folder_children_prefix(self, user_id: str) -> str:
+        return self._account(user_id, "folder-children:")
+
+    def folder_heights_prefix(self, user_id: str) -> str:
+        return self._account(user_id, "folder-heights:")
+
+    def folder_files_prefix(self, user_id: str) -> str:
+        return self._account(user_id, "folder-files:")
+
+    def top_files_placed(self, user_id: str) -> str:
+        return self._account(user_id, "top-files-placed")
+
+    def folder_trash(self, user_id: str) -> str:
+        return self._account(user_id, "folder-trash")
+
+    def account_removed(self, user_id: str) -> str:
+        return self._account(user_id, "removed")
+
+    def account_settings(self, user_id: str) -> str:
+        return self._account(user_id, "settings")

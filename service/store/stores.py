@@ -1,8 +1,9 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
-Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``),
-``lookup`` is the per-request read of a credential, and ``counters`` the windowed counts of
-login attempts and leak reports. All share one map of key names (``service.store.keys``).
+Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
+``folders`` with ``folder_removal``, ``account_settings``), ``lookup`` is the per-request read
+of a credential, and ``counters`` the windowed counts of login attempts and leak reports. All
+share one map of key names (``service.store.keys``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from redis.asyncio import Redis
 
 from service.clock import Clock, SystemClock
 from service.domain.records import RateLimit
+from service.store.account_settings import AccountSettingsStore
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
 from service.store.counters import CounterStore
 from service.store.files import FilesStore
+from service.store.folder_removal import FolderRemovalStore
+from service.store.folders import FoldersStore
 from service.store.keys import RedisKeys
 from service.store.lookup import CredentialLookup
 from service.store.pipelined import PipelinedRedis
@@ -35,6 +39,9 @@ class Stores:
     counters: CounterStore
     audit: AuditStore
     files: FilesStore
+    folders: FoldersStore
+    folder_removal: FolderRemovalStore
+    account_settings: AccountSettingsStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -61,4 +68,7 @@ def open_stores(
         counters=CounterStore(redis),
         audit=audit,
         files=FilesStore(redis, keys, hot),
+        folders=FoldersStore(redis, keys),
+        folder_removal=FolderRemovalStore(redis, keys),
+        account_settings=AccountSettingsStore(redis, keys),
     )
