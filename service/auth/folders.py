@@ -19,6 +19,7 @@ aliases go).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +33,8 @@ from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, FolderPage, FolderRecord, Unset
 from service.errors import ApiError, Code
 from service.store.folders import FoldersStore, Outcome
+
+log = logging.getLogger("service.auth.folders")
 
 Actor = dict[str, Any] | None
 # A change overtaken this many times in a row by others of the same folder gives up.
@@ -89,6 +92,15 @@ class Folders:
     def _refused(self, outcome: Outcome) -> ApiError:
         return _refusal(outcome, self.max_folders, self.max_depth)
 
+    async def _finish(self, user_id: str) -> None:
+        """Finish the account's pending removals after a change that has been made: a failure
+        (the store unreachable, say) leaves them to the next run, and does not undo the
+        change's answer. Shielded: a client gone mid-way does not stop it half done."""
+        try:
+            await asyncio.shield(self._removals.finish(user_id))
+        except Exception as error:
+            log.warning("a removal was cut short, left for later: %s", type(error).__name__)
+
     def _event(
         self,
         kind: str,
@@ -133,7 +145,7 @@ class Folders:
                 self._trail.batch(now, event),
             )
             if changed.pending:
-                await self._removals.finish(user_id)
+                await self._finish(user_id)
             if changed.outcome is Outcome.DONE:
                 return record
             if changed.outcome is Outcome.NOT_FOUND:
@@ -203,7 +215,7 @@ class Folders:
                 user_id, read, before, after, self.max_depth, self._trail.batch(now, *events)
             )
             if changed.pending:
-                await self._removals.finish(user_id)
+                await self._finish(user_id)
             if changed.outcome is Outcome.DONE:
                 return after
             if changed.outcome is not Outcome.CHANGED:
@@ -235,8 +247,7 @@ class Folders:
                 user_id, read, record, recursive, self._trail.batch(deleted_at, event)
             )
             if outcome is Outcome.DONE:
-                # Shielded: a client gone mid-way must not stop the removal half done.
-                await asyncio.shield(self._removals.finish(user_id))
+                await self._finish(user_id)
                 return deleted_at
             if outcome is not Outcome.CHANGED:
                 raise self._refused(outcome)
