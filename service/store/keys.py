@@ -102,7 +102,9 @@ key                                    type    holds
 =====================================  ======  ===============================================
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
-change several of them together stay valid on a cluster. Digest entries stand alone: they are
+change several of them together stay valid on a cluster; the folder scripts, which walk parents
+and subtrees, name the per-folder indexes they reach from the ``folder_*_prefix`` names below,
+all under that tag. Digest entries stand alone: they are
 found by digest only, and every write that pairs them with account keys is ordered so that a
 failure half-way leaves nothing usable behind, and so that creating a session or key and deleting
 its user exclude each other (see "Creating a credential" in ``service.store.sessions``); a key's
