@@ -9,13 +9,14 @@ from typing import Any
 import orjson
 
 from service.api._aiohttp import Answer, Reply
+from service.api.context import PREFIX
 from service.clock import iso
 from service.domain.permissions import to_names
 from service.domain.records import FileRecord, FolderRecord, KeyRecord
 
 # Where a file's content is: a path on this host, not an absolute URL, so it is right behind any
-# proxy without knowing the name and scheme the client used. (``PREFIX`` of service.api.context.)
-_FILES_PATH = "/api/v1/files"
+# proxy without knowing the name and scheme the client used.
+_FILES_PATH = f"{PREFIX}/files"
 
 
 def ok(data: dict[str, Any], status: int = 200) -> Answer:
