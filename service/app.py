@@ -16,6 +16,7 @@ from service.api.context import (
     GATEWAY_LANE,
     LOW_LEVEL_REFUSAL,
     POLICY,
+    REMOVALS_AT_START,
     REQUEST_HANDLING,
     SETTINGS,
     STORE,
@@ -27,11 +28,13 @@ from service.api.headers import RATE_FIELDS
 from service.api.routes.audit import add_audit_routes
 from service.api.routes.auth import add_auth_routes
 from service.api.routes.files import FILES_PATH, add_file_routes, first_page_reply
+from service.api.routes.folders import add_folder_routes
 from service.api.routes.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
 from service.api.routes.keys import add_key_routes
 from service.api.routes.openapi import add_openapi_route
 from service.api.routes.ops import add_ops
 from service.api.routes.sessions import add_session_routes
+from service.api.routes.settings import add_settings_routes
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import make_policy
@@ -107,8 +110,13 @@ def create_app(
         )
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
+        # Deletions cut short by a worker's end are finished by the next start, beside serving.
+        removals = asyncio.create_task(app[POLICY].removals.finish_all())
+        app[REMOVALS_AT_START] = removals
         yield
         LINES.stop_flushing()
+        removals.cancel()  # whatever is left is finished at the next start
+        await asyncio.gather(removals, return_exceptions=True)
         await background.drain()
         passwords.close()
         if connections is not None:
@@ -135,6 +143,8 @@ def create_app(
     add_session_routes(app)
     add_audit_routes(app)
     add_file_routes(app)
+    add_folder_routes(app)
+    add_settings_routes(app)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)
     return app

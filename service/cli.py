@@ -197,11 +197,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     )
     delete = actions.add_parser(
         "delete",
-        help="delete a user with their sessions, keys and files",
+        help="delete a user with their sessions, keys, files, folders and settings",
         description=_text(
             "Delete a user: their sessions end, their API keys are revoked, their files "
-            "(records and bytes) and audit trail are removed, for good. On a terminal it says how "
-            "many of each and asks first; elsewhere (a script, a pipe) it needs --yes."
+            "(records and bytes), folders, settings and audit trail are removed, for good. On a "
+            "terminal it says how many of each and asks first; elsewhere (a script, a pipe) it "
+            "needs --yes."
         ),
         formatter_class=raw,
         epilog=_examples(
@@ -302,8 +303,12 @@ async def _policy(settings: Settings) -> AsyncIterator[tuple[Policy, Stores]]:
 
 
 async def _account_file_ids(store: Stores, user_id: str) -> list[str]:
-    """The ids of every file of the account."""
-    files, ids, after = store.files, [], None
+    """The ids of every file of the account whose bytes may be stored: its files, and those
+    deleted whose bytes a removal still has to remove."""
+    ids = []
+    async for removed in store.folder_removal.leftovers(user_id, 1000):
+        ids += [removed_id for removed_id in removed if removed_id.startswith("fil_")]
+    files, after = store.files, None
     while True:
         page = await files.list_page(user_id, 1000, after)
         ids += [record.id for record in page.files]
@@ -360,8 +365,8 @@ async def _delete(
         await blobs.delete(file_id)
     resumed = " (an earlier deletion had been cut short; now finished)" if deleted.resumed else ""
     print(
-        f"deleted user {deleted.email} ({deleted.id}); their sessions and keys are revoked"
-        f" and their {len(file_ids)} file(s) removed{resumed}"
+        f"deleted user {deleted.email} ({deleted.id}); their sessions and keys are revoked,"
+        f" their folders and settings deleted and their {len(file_ids)} file(s) removed{resumed}"
     )
 
 

@@ -237,6 +237,8 @@ class Code(StrEnum):
     )
     # An unknown file id, or another account's file: the two are never told apart.
     FILE_NOT_FOUND = _Row(404, code="file_not_found", message="No such file.")
+    # The same for folders: unknown, another account's, or being deleted.
+    FOLDER_NOT_FOUND = _Row(404, code="folder_not_found", message="No such folder.")
     USER_NOT_FOUND = _Row(404, code="user_not_found", message="No user has this email.", sent=False)
 
     # -- 405 to 417: how the request was sent ------------------------------------------------
@@ -274,6 +276,47 @@ class Code(StrEnum):
         409,
         code="file_limit_reached",
         message="This account holds the maximum number of files. Delete one before uploading.",
+    )
+    FILE_BUSY = _Row(
+        409,
+        code="file_busy",
+        message="Other requests are changing this file at the same time. Retry.",
+    )
+    FOLDER_NAME_TAKEN = _Row(
+        409,
+        code="folder_name_taken",
+        message="A folder with this name, ignoring case, is already there.",
+    )
+    FOLDER_CYCLE = _Row(
+        409,
+        code="folder_cycle",
+        message="A folder cannot be moved into itself or into a folder inside it.",
+    )
+    FOLDER_NOT_EMPTY = _Row(
+        409,
+        code="folder_not_empty",
+        message="The folder holds files or folders. Delete them first, or ask for recursive=true.",
+    )
+    FOLDER_TOO_DEEP = _Row(
+        409,
+        code="folder_too_deep",
+        message="Folders may not nest this deep.",
+    )
+    FOLDER_LIMIT_REACHED = _Row(
+        409,
+        code="folder_limit_reached",
+        message="This account holds the maximum number of folders. Delete one before "
+        "creating another.",
+    )
+    FOLDER_BUSY = _Row(
+        409,
+        code="folder_busy",
+        message="Other requests are changing this folder at the same time. Retry.",
+    )
+    SETTINGS_BUSY = _Row(
+        409,
+        code="settings_busy",
+        message="Other requests are changing this account's settings at the same time. Retry.",
     )
     EMAIL_TAKEN = _Row(
         409, code="email_taken", message="A user with this email already exists.", sent=False

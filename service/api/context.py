@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,10 @@ AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
 METRICS = web.AppKey("metrics", Metrics)
 # Where uploaded bytes live; set before the application starts to keep them elsewhere (tests).
 BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
+
+# The start-up's run finishing the folder deletions earlier runs left cut short
+# (``service.auth.removals``), a task beside serving.
+REMOVALS_AT_START = web.AppKey("removals_at_start", asyncio.Task)  # type: ignore[type-abstract]
 
 # What every request of the application goes through, around its routing (``api.handling``).
 REQUEST_HANDLING = web.AppKey("request_handling", Callable[[Handler], Handler])  # type: ignore[arg-type]

@@ -20,14 +20,14 @@ from service.api.context import SETTINGS
 from service.auth.api_keys import MAX_GRACE_SECONDS, KeyEdit
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
 from service.auth.users import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH
+from service.domain.account_settings import KEY_EXPIRES_DAYS_MAX
 from service.domain.audit_events import MAX_USER_AGENT_LENGTH
 from service.domain.key_rules import MAX_ALLOWED_IPS, canonical_network
 from service.domain.permissions import PERMISSIONS, unknown_names
 from service.errors import ApiError, Code
 
 MAX_KEY_NAME_LENGTH = 100
-DEFAULT_EXPIRES_DAYS = 90
-MAX_EXPIRES_DAYS = 365
+MAX_EXPIRES_DAYS = KEY_EXPIRES_DAYS_MAX
 # POST /keys/leaked: values per report, and the longest value looked at (a key is 53 characters;
 # a scanner may send whatever matched its pattern, so some slack).
 MAX_LEAKED_SECRETS = 100
@@ -227,7 +227,7 @@ def parse_change_password(body: dict[str, Any]) -> ChangePasswordRequest:
 class CreateKeyRequest:
     name: str
     permissions: list[str]  # known names, duplicates folded, in the spec's order
-    expires_days: int
+    expires_days: int | None  # None: the account's default_key_expires_days setting
 
 
 def _check_name(value: Any) -> tuple[str | None, str | None]:
@@ -277,10 +277,11 @@ def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
     if problem:
         problems["permissions"] = problem
 
-    expires_days = body.get("expires_days", DEFAULT_EXPIRES_DAYS)
-    problem = _expires_days_problem(expires_days)
-    if problem:
-        problems["expires_days"] = problem
+    expires_days = body.get("expires_days")
+    if "expires_days" in body:
+        problem = _expires_days_problem(expires_days)
+        if problem:
+            problems["expires_days"] = problem
 
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)

@@ -9,9 +9,14 @@ from typing import Any
 import orjson
 
 from service.api._aiohttp import Answer, Reply
+from service.api.context import PREFIX
 from service.clock import iso
 from service.domain.permissions import to_names
-from service.domain.records import KeyRecord
+from service.domain.records import FileRecord, FolderRecord, KeyRecord
+
+# Where a file's content is: a path on this host, not an absolute URL, so it is right behind any
+# proxy without knowing the name and scheme the client used.
+_FILES_PATH = f"{PREFIX}/files"
 
 
 def ok(data: dict[str, Any], status: int = 200) -> Answer:
@@ -40,4 +45,37 @@ def key_view(record: KeyRecord) -> dict[str, Any]:
             None if rate_limit is None else {"per_second": rate_limit[0], "burst": rate_limit[1]}
         ),
         "previous_secret_expires_at": iso(record.previous_secret_expires_at),
+    }
+
+
+def file_view(record: FileRecord) -> dict[str, Any]:
+    """A file as its owner sees it (listed, read, uploaded, changed)."""
+    return {
+        "id": record.id,
+        "name": record.name,
+        "size": record.size,
+        "content_type": record.content_type,
+        "sha256": record.sha256,
+        "created_at": iso(record.created_at),
+        "folder_id": record.folder_id,
+        "url": f"{_FILES_PATH}/{record.id}/content",
+    }
+
+
+def folder_view(record: FolderRecord) -> dict[str, Any]:
+    """A folder as its owner sees it (listed, created, changed)."""
+    return {
+        "id": record.id,
+        "name": record.name,
+        "parent_id": record.parent_id,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.updated_at),
+    }
+
+
+def folder_path_view(lineage: list[FolderRecord]) -> dict[str, Any]:
+    """A folder (the first of ``lineage``) with ``path``: its ancestors from the top."""
+    return {
+        **folder_view(lineage[0]),
+        "path": [{"id": record.id, "name": record.name} for record in reversed(lineage[1:])],
     }

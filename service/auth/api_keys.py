@@ -9,6 +9,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from service.auth.account_settings import AccountSettings
 from service.auth.audit import DAY_MS, AuditTrail
 from service.clock import Clock
 from service.domain import audit_events as audit
@@ -66,22 +67,33 @@ def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
 
 
 class ApiKeys:
-    def __init__(self, store: ApiKeyStore, trail: AuditTrail, clock: Clock, max_keys: int) -> None:
+    def __init__(
+        self,
+        store: ApiKeyStore,
+        trail: AuditTrail,
+        clock: Clock,
+        max_keys: int,
+        settings: AccountSettings,
+    ) -> None:
         self._store = store
         self._trail = trail
         self._clock = clock
         self._max_keys = max_keys
+        self._settings = settings
 
     async def create_key(
         self,
         user_id: str,
         name: str,
         permissions: list[str],
-        expires_days: int,
+        expires_days: int | None = None,
         origin: audit.Origin = audit.NO_ORIGIN,
     ) -> CreatedKey:
-        """Create a key; recorded as ``key.created`` (its name, permissions and expiry) in the
-        step that confirms it."""
+        """Create a key living ``expires_days`` (None: the account's
+        ``default_key_expires_days``, else 90); recorded as ``key.created`` (its name,
+        permissions and expiry) in the step that confirms it."""
+        if expires_days is None:
+            expires_days = await self._settings.default_key_expires_days(user_id)
         secret = credentials.generate_api_key()
         now = self._clock.now_ms()
         record = KeyRecord(

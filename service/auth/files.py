@@ -1,14 +1,19 @@
 """Hosted files as policy sees them: an account's files only (another account's file is exactly
-an unknown one), its quota, and the order that keeps a file whole.
+an unknown one), in its folders, its quota, and the order that keeps a file whole.
 
-An upload's bytes are stored first (under a new file id), then its record is written; any
-failure on the way removes what was written, so a file is either listed with all its bytes or
-not there at all. A deletion removes the record first (the file is neither listed nor served
-from then on), then the bytes; should that fail, they are only unreferenced, and it is logged.
+Every operation receives the caller's ``Principal`` and asks ``service.auth.reach`` which file
+or folder it reaches, so what a credential may reach is decided in that one place.
 
-Both are recorded in the account's audit trail (``file.uploaded``, ``file.deleted``), naming the
-session or API key that acted, in the same step as the record's write or removal: an upload
-that fails or is undone records nothing.
+An upload's bytes are stored first (under a new file id), then its record is written, in the
+folder the request named, else the account's default folder, else the top level; any failure on
+the way removes what was written, so a file is either listed with all its bytes or not there at
+all. A deletion removes the record first (the file is neither listed nor served from then on),
+then the bytes (``service.auth.removals``); should that fail, the store still notes them, and
+the account's next removal run takes them. A rename or move rewrites the record in place.
+
+Each is recorded in the account's audit trail (``file.uploaded``, ``file.deleted``,
+``file.renamed``, ``file.moved``), naming the session or API key that acted, in the same step
+as the record's write or removal: an upload that fails or is undone records nothing.
 """
 
 from __future__ import annotations
@@ -17,24 +22,31 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
+from service.auth.account_settings import AccountSettings
 from service.auth.audit import AuditTrail
+from service.auth.reach import Reach
+from service.auth.removals import Removals
 from service.clock import Clock
 from service.domain import audit_events as audit
-from service.domain.credentials import is_valid_id, new_id
+from service.domain.credentials import new_id
 from service.domain.files import display_name, media_type
-from service.domain.records import FilePage, FileRecord
+from service.domain.principal import Principal
+from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
 from service.store.audit import EventBatch
 from service.store.blobs import Blob, BlobMissing, BlobStore
 from service.store.errors import AccountGone
-from service.store.files import FilesStore
+from service.store.files import FilesStore, FolderGone
 
 log = logging.getLogger("service.auth.files")
 
 # Who acted, as the audit trail names it (``audit.Origin.actor``, ``audit.api_key_actor``).
 Actor = dict[str, Any] | None
+# A change overtaken this many times in a row by others of the same file gives up.
+ATTEMPTS = 8
 
 
 def _limit_reached(limit: int) -> ApiError:
@@ -52,49 +64,85 @@ class Files:
         blobs: BlobStore,
         clock: Clock,
         max_files: int,
+        reach: Reach,
+        removals: Removals,
+        settings: AccountSettings,
         trail: AuditTrail | None = None,
     ) -> None:
         self._store = store
         self.blobs = blobs
         self._clock = clock
         self._max_files = max_files
+        self._reach = reach
+        self._removals = removals
+        self._settings = settings
         self._trail = trail
 
     def _events(
-        self, kind: str, record: FileRecord, at: int, origin: audit.Origin, actor: Actor
+        self,
+        at: int,
+        origin: audit.Origin,
+        actor: Actor,
+        *kinds: tuple[str, FileRecord, dict[str, Any] | None],
     ) -> EventBatch | None:
-        if self._trail is None:
+        if self._trail is None or not kinds:
             return None
-        target = audit.file_target(record.id, record.name, record.size)
-        return self._trail.batch(at, audit.event(kind, at, origin, actor=actor, target=target))
+        return self._trail.batch(
+            at,
+            *(
+                audit.event(
+                    kind,
+                    at,
+                    origin,
+                    actor=actor,
+                    target=audit.file_target(record.id, record.name, record.size),
+                    changes=changes,
+                )
+                for kind, record, changes in kinds
+            ),
+        )
 
-    async def check_room(self, user_id: str) -> None:
+    async def check_room(self, principal: Principal) -> None:
         """409 ``file_limit_reached`` when the account holds its maximum of files: checked
         before an upload's body is read (and again, atomically, with its record)."""
-        if await self._store.count(user_id) >= self._max_files:
+        if await self._store.count(principal.user_id) >= self._max_files:
             raise _limit_reached(self._max_files)
+
+    async def check_folder(self, principal: Principal, folder_id: str | None) -> None:
+        """404 ``folder_not_found`` for an upload's folder (None: the top) that the principal
+        cannot put a file in: checked as soon as the field is read, and again with the record."""
+        await self._reach.place(principal, folder_id, "folder_id")
 
     async def upload(
         self,
-        user_id: str,
+        principal: Principal,
         chunks: AsyncIterable[bytes],
         name: str | None,
         content_type: str | None,
-        before_record: Callable[[], Awaitable[None]],
+        before_record: Callable[[], Awaitable[str | Unset | None]],
         origin: audit.Origin = audit.NO_ORIGIN,
         actor: Actor = None,
     ) -> FileRecord:
         """Store the bytes ``chunks`` yields, then (once ``before_record`` has accepted the
-        rest of the request) the record: a new file named for display after ``name``, typed
-        after ``content_type``, recorded as ``file.uploaded`` by ``actor`` in the same step.
-        Whatever fails on the way (the chunks, ``before_record``, the quota, the store) leaves
-        no bytes, no record and no event."""
+        rest of the request and said which folder it names: an id, None for the top level,
+        ``UNSET`` for the account's default) the record: a new file named for display after
+        ``name``, typed after ``content_type``, recorded as ``file.uploaded`` by ``actor`` in
+        the same step. Whatever fails on the way (the chunks, ``before_record``, the folder,
+        the quota, the store) leaves no bytes, no record and no event."""
+        user_id = principal.user_id
         file_id = new_id("fil")
         written = await self.blobs.put(file_id, chunks)
         recorded = False
-        events = None
+        record = events = None
         try:
-            await before_record()
+            folder = await before_record()
+            defaulted = isinstance(folder, Unset)
+            if isinstance(folder, Unset):
+                # The account's own setting, checked with the write (a folder deleted since
+                # it was read puts the file at the top, as the deletion reset the setting).
+                folder = await self._settings.default_folder(user_id)
+            else:
+                folder = await self._reach.place(principal, folder, "folder_id")
             now = self._clock.now_ms()
             record = FileRecord(
                 id=file_id,
@@ -103,25 +151,51 @@ class Files:
                 content_type=media_type(content_type),
                 sha256=written.sha256,
                 created_at=now,
+                folder_id=folder,
             )
-            events = self._events(audit.FILE_UPLOADED, record, now, origin, actor)
+            events = self._events(now, origin, actor, (audit.FILE_UPLOADED, record, None))
             recorded = True  # from here, an error may come after the record was written
             try:
-                added = await self._store.add(user_id, record, self._max_files, events)
+                added = await self._add(user_id, record, events, defaulted)
             except AccountGone:
                 recorded = False
                 raise ApiError(Code.ACCOUNT_GONE) from None
+            except FolderGone:
+                recorded = False
+                raise ApiError(Code.FOLDER_NOT_FOUND, details={"field": "folder_id"}) from None
             if not added:
                 recorded = False
                 raise _limit_reached(self._max_files)
+            record = added
         except BaseException:
-            if recorded:
-                undo = self._store.remove(user_id, file_id, retract=events)
+            if recorded and record is not None:
+                undo = self._undo(user_id, record, events)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(undo)
             await self._release(file_id)
             raise
         return record
+
+    async def _add(
+        self, user_id: str, record: FileRecord, events: EventBatch | None, defaulted: bool
+    ) -> FileRecord | None:
+        """Write the record (None when the account is full). A default folder deleted since it
+        was read (which reset the setting) puts the file at the top instead."""
+        try:
+            added = await self._store.add(user_id, record, self._max_files, events)
+        except FolderGone:
+            if not defaulted:
+                raise
+            record = replace(record, folder_id=None)
+            added = await self._store.add(user_id, record, self._max_files, events)
+        return record if added else None
+
+    async def _undo(self, user_id: str, record: FileRecord, events: EventBatch | None) -> None:
+        """Remove a record an upload wrote, and take back its events, when the upload failed
+        after the write (its answer lost, say)."""
+        found = await self._store.read(user_id, record.id)
+        if found is not None:
+            await self._store.remove(user_id, found[0], found[1], undo=True, retract=events)
 
     async def _release(self, file_id: str) -> None:
         """Remove a blob whose upload failed after it was stored, even from a cancelled task."""
@@ -134,15 +208,23 @@ class Files:
         """How many files the account holds."""
         return await self._store.count(user_id)
 
-    async def page(self, user_id: str, limit: int, after: str | None) -> FilePage:
-        return await self._store.list_page(user_id, limit, after)
+    async def page(self, principal: Principal, limit: int, after: str | None) -> FilePage:
+        """A page of every file the principal reaches: on the gateway's path, one command."""
+        return await self._store.list_page(self._reach.account(principal), limit, after)
 
-    async def get(self, user_id: str, file_id: str) -> FileRecord:
-        """The account's file; 404 ``file_not_found`` for any other id."""
-        record = await self._store.get(user_id, file_id) if is_valid_id(file_id, "fil") else None
-        if record is None:
-            raise ApiError(Code.FILE_NOT_FOUND)
-        return record
+    async def folder_page(
+        self, principal: Principal, folder_id: str | None, limit: int, after: str | None
+    ) -> FilePage:
+        """A page of one folder's files (None: the top level); 404 ``folder_not_found``."""
+        folder_id = self._reach.listing(principal, folder_id, "folder_id")
+        page = await self._store.folder_page(principal.user_id, folder_id, limit, after)
+        if page is None:
+            raise ApiError(Code.FOLDER_NOT_FOUND, details={"field": "folder_id"})
+        return page
+
+    async def get(self, principal: Principal, file_id: str) -> FileRecord:
+        """The principal's file; 404 ``file_not_found`` for any other id."""
+        return await self._reach.file(principal, file_id)
 
     async def open(self, record: FileRecord) -> Blob:
         """The file's bytes; 404 when a listed file has none (logged: it should never be)."""
@@ -152,22 +234,65 @@ class Files:
             log.error("a listed file has no bytes in storage")
             raise ApiError(Code.FILE_NOT_FOUND) from None
 
+    async def change(
+        self,
+        principal: Principal,
+        file_id: str,
+        name: str | None = None,
+        folder_id: str | Unset | None = UNSET,
+        origin: audit.Origin = audit.NO_ORIGIN,
+        actor: Actor = None,
+    ) -> FileRecord:
+        """Rename (``name``) and/or move (``folder_id``: a folder, None for the top level) one
+        of the principal's files; the file as it now is. Recorded as ``file.renamed`` (the new
+        name) and ``file.moved`` (the new ``folder_id``), each only when it changed, in the
+        step that makes the change; nothing when nothing changed."""
+        if not isinstance(folder_id, Unset):
+            folder_id = await self._reach.place(principal, folder_id, "folder_id")
+        for _ in range(ATTEMPTS):
+            stored, before = await self._reach.stored_file(principal, file_id)
+            after = replace(
+                before,
+                name=before.name if name is None else name,
+                folder_id=before.folder_id if isinstance(folder_id, Unset) else folder_id,
+            )
+            kinds = []
+            if after.name != before.name:
+                kinds.append((audit.FILE_RENAMED, before, {"name": after.name}))
+            if after.folder_id != before.folder_id:
+                kinds.append((audit.FILE_MOVED, before, {"folder_id": after.folder_id}))
+            if not kinds:
+                return before
+            events = self._events(self._clock.now_ms(), origin, actor, *kinds)
+            try:
+                changed = await self._store.change(principal.user_id, stored, before, after, events)
+            except FolderGone:
+                raise ApiError(Code.FOLDER_NOT_FOUND, details={"field": "folder_id"}) from None
+            if changed is None:
+                raise ApiError(Code.FILE_NOT_FOUND)
+            if changed:
+                return after
+        raise ApiError(Code.FILE_BUSY)
+
     async def delete(
         self,
-        user_id: str,
+        principal: Principal,
         file_id: str,
         origin: audit.Origin = audit.NO_ORIGIN,
         actor: Actor = None,
     ) -> int:
-        """Delete the account's file (record first, then bytes); when it was deleted. Recorded
-        as ``file.deleted`` by ``actor``, in the step that removes the record."""
-        record = await self.get(user_id, file_id)
-        deleted_at = self._clock.now_ms()
-        events = self._events(audit.FILE_DELETED, record, deleted_at, origin, actor)
-        if await self._store.remove(user_id, file_id, events) is None:  # deleted meanwhile
-            raise ApiError(Code.FILE_NOT_FOUND)
-        try:
-            await self.blobs.delete(file_id)
-        except OSError:
-            log.exception("could not remove the bytes of a deleted file")
-        return deleted_at
+        """Delete one of the principal's files (record first, then what is left of it: its
+        bytes, ``Removals.purge``); when it was deleted. Recorded as ``file.deleted`` by
+        ``actor``, in the step that removes the record."""
+        user_id = principal.user_id
+        for _ in range(ATTEMPTS):
+            stored, record = await self._reach.stored_file(principal, file_id)
+            deleted_at = self._clock.now_ms()
+            events = self._events(deleted_at, origin, actor, (audit.FILE_DELETED, record, None))
+            removed = await self._store.remove(user_id, stored, record, events)
+            if removed is None:  # deleted meanwhile
+                raise ApiError(Code.FILE_NOT_FOUND)
+            if removed:
+                await self._removals.purge(user_id, [record.id])
+                return deleted_at
+        raise ApiError(Code.FILE_BUSY)

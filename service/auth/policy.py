@@ -7,13 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from service.auth.account_settings import AccountSettings
 from service.auth.api_keys import ApiKeys
 from service.auth.audit import AuditTrail
 from service.auth.files import Files
+from service.auth.folders import Folders
 from service.auth.leak_reports import LeakReports
 from service.auth.login import Login
 from service.auth.login_throttle import LoginThrottle
 from service.auth.passwords import PasswordHasher
+from service.auth.reach import Reach
+from service.auth.removals import Removals
 from service.auth.sessions import Sessions
 from service.auth.users import Users
 from service.clock import Clock
@@ -31,6 +35,9 @@ class Policy:
     leak_reports: LeakReports
     audit: AuditTrail
     files: Files
+    folders: Folders
+    settings: AccountSettings
+    removals: Removals
 
 
 def make_policy(
@@ -46,6 +53,10 @@ def make_policy(
     trail = AuditTrail(stores.audit, clock, settings.audit)
     throttle = LoginThrottle(stores, settings.login)
     sessions = Sessions(stores.sessions, clock, trail)
+    blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+    account_settings = AccountSettings(stores.account_settings, clock, trail)
+    reach = Reach(stores.files, stores.folders)
+    removals = Removals(stores.folder_removal, blobs)
     return Policy(
         users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
         login=Login(
@@ -59,14 +70,30 @@ def make_policy(
             login_outcomes,
         ),
         sessions=sessions,
-        api_keys=ApiKeys(stores.api_keys, trail, clock, settings.max_keys_per_account),
+        api_keys=ApiKeys(
+            stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
+        ),
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
         files=Files(
             stores.files,
-            blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY),
+            blobs,
             clock,
             settings.max_files_per_account,
+            reach,
+            removals,
+            account_settings,
             trail,
         ),
+        folders=Folders(
+            stores.folders,
+            reach,
+            removals,
+            clock,
+            trail,
+            settings.max_folders_per_account,
+            settings.max_folder_depth,
+        ),
+        settings=account_settings,
+        removals=removals,
     )

@@ -66,6 +66,8 @@ class Settings:
     max_keys_per_account: int = _DEFAULTS["max_keys_per_account"]
     max_upload_bytes: int = _DEFAULTS["max_upload_bytes"]
     max_files_per_account: int = _DEFAULTS["max_files_per_account"]
+    max_folders_per_account: int = _DEFAULTS["max_folders_per_account"]
+    max_folder_depth: int = _DEFAULTS["max_folder_depth"]
     login_concurrency: int = _DEFAULTS["login_concurrency"]
     login_queue_max: int = _DEFAULTS["login_queue_max"]
     log_level: str = _DEFAULTS["log_level"]

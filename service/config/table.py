@@ -214,6 +214,22 @@ SETTINGS: tuple[Setting, ...] = (
         "Files per account; the next is 409 `file_limit_reached`",
     ),
     Setting(
+        "max_folders_per_account",
+        "FILEHOST_MAX_FOLDERS_PER_ACCOUNT",
+        Int(1, 1_000_000),
+        10_000,
+        "Folders per account (those of a recursive deletion still being removed included); "
+        "the next is 409 `folder_limit_reached`",
+    ),
+    Setting(
+        "max_folder_depth",
+        "FILEHOST_MAX_FOLDER_DEPTH",
+        Int(32, 256),
+        32,
+        "Levels folders may nest (a top-level folder is level 1); a folder deeper, made or "
+        "moved there, is 409 `folder_too_deep`",
+    ),
+    Setting(
         "login_concurrency",
         "FILEHOST_LOGIN_CONCURRENCY",
         Int(1, 64),

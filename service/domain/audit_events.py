@@ -1,9 +1,10 @@
 """The audit trail's events: the one list of their types, and how one is made.
 
-An event says who (``actor``) did what (``type``) to which credential (``target``), when, from
-which address and User-Agent, and what changed; never a secret, a token, a digest or a password
-(``tests/api/test_audit_events.py`` searches every stored event of a full run for them). The
-store (``service.store.audit``) keeps them per account, bounded.
+An event says who (``actor``) did what (``type``) to which credential, file, folder or the
+settings (``target``), when, from which address and User-Agent, and what changed; never a
+secret, a token, a digest or a password (``tests/api/test_audit_events.py`` searches every
+stored event of a full run for them). The store (``service.store.audit``) keeps them per
+account, bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ KEY_ENABLED = "key.enabled"
 KEY_REVOKED_AS_LEAKED = "key.revoked_as_leaked"
 FILE_UPLOADED = "file.uploaded"
 FILE_DELETED = "file.deleted"
+FILE_RENAMED = "file.renamed"
+FILE_MOVED = "file.moved"
+FOLDER_CREATED = "folder.created"
+FOLDER_RENAMED = "folder.renamed"
+FOLDER_MOVED = "folder.moved"
+FOLDER_DELETED = "folder.deleted"
+SETTINGS_CHANGED = "settings.changed"
 
 EVENT_TYPES = (
     LOGIN_SUCCEEDED,
@@ -42,6 +50,13 @@ EVENT_TYPES = (
     KEY_REVOKED_AS_LEAKED,
     FILE_UPLOADED,
     FILE_DELETED,
+    FILE_RENAMED,
+    FILE_MOVED,
+    FOLDER_CREATED,
+    FOLDER_RENAMED,
+    FOLDER_MOVED,
+    FOLDER_DELETED,
+    SETTINGS_CHANGED,
 )
 
 
@@ -87,6 +102,16 @@ def api_key_actor(key_id: str, name: str | None, key_prefix: str | None) -> dict
 def file_target(file_id: str, name: str, size: int) -> dict[str, Any]:
     """A hosted file acted on: its id, display name and size in bytes."""
     return {"type": "file", "file_id": file_id, "name": name, "size": size}
+
+
+def folder_target(folder_id: str, name: str) -> dict[str, Any]:
+    """A folder acted on: its id and name (its name before a rename)."""
+    return {"type": "folder", "folder_id": folder_id, "name": name}
+
+
+def settings_target() -> dict[str, Any]:
+    """The account's settings, as a whole."""
+    return {"type": "settings"}
 
 
 def event(

@@ -1,6 +1,10 @@
 """The ten permission names of the interface and their compact stored form (a bit mask).
 
 A session acts with every permission; an API key with exactly the set it was created with.
+What each guards: ``files.*`` the files (``files.write`` their upload, rename, move and deletion),
+``folders.*`` the folders (a recursive deletion, which deletes files too, needs ``files.write``
+as well), ``settings.*`` the account's settings, ``keys.*`` nothing a key may use (the key
+endpoints take a session only), ``aliases.*`` the vanity aliases (not yet served).
 """
 
 from __future__ import annotations
@@ -22,16 +26,16 @@ PERMISSIONS: tuple[str, ...] = (
 )
 
 PERMISSION_DESCRIPTIONS: dict[str, str] = {
-    "files.read": "List and download files",
-    "files.write": "Upload, update and delete files",
-    "folders.read": "List folders",
-    "folders.write": "Create, update and delete folders",
+    "files.read": "List, read and download files",
+    "files.write": "Upload, rename, move and delete files",
+    "folders.read": "List and read folders",
+    "folders.write": "Create, rename, move and delete folders",
     "aliases.read": "List vanity aliases",
     "aliases.write": "Create and delete aliases",
     "keys.read": "List API keys",
     "keys.write": "Create and revoke API keys",
-    "settings.read": "Read platform settings",
-    "settings.write": "Modify platform settings",
+    "settings.read": "Read the account's settings",
+    "settings.write": "Change the account's settings",
 }
 
 BIT: dict[str, int] = {name: 1 << position for position, name in enumerate(PERMISSIONS)}

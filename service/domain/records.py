@@ -11,6 +11,16 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 
+class Unset:
+    """A field a request did not give, where null means something (``UNSET``)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset()
+
+
 @dataclass(frozen=True, slots=True)
 class RateLimit:
     """A credential's request-rate limit: ``per_second`` sustained, bursts of up to ``burst``."""
@@ -135,9 +145,27 @@ class FileRecord:
     content_type: str
     sha256: str
     created_at: int  # ms
+    folder_id: str | None = None  # None: at the top level
 
 
 @dataclass(frozen=True, slots=True)
 class FilePage:
     files: list[FileRecord]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FolderRecord:
+    """A folder: its display name (``domain.folders.given_name``), and where it is."""
+
+    id: str
+    name: str
+    parent_id: str | None  # None: at the top level
+    created_at: int  # ms
+    updated_at: int  # ms: its last rename or move
+
+
+@dataclass(frozen=True, slots=True)
+class FolderPage:
+    folders: list[FolderRecord]
     next_cursor: str | None

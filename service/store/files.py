@@ -8,6 +8,20 @@ over the worker's auto-pipelined connection when there is one (listing is on the
 like the credential lookups; an account without files costs one command on an absent key).
 ``P:{U}:files`` maps each file id to the same member, for reading one file and deleting it. Both
 are written and removed together, each time in one script, so neither exists without the other.
+
+Each file is also in the index of the folder it is in, ``P:{U}:folder-files:<folder id or
+root>`` (``<created ms>:<file id>``, scored 0, newest first like the order): a page of one
+folder's files is one script that reads the index and the records. The record names its folder
+(``folder_id``, null at the top), and a move or rename rewrites it in place, compare-and-set on
+the member the caller read. An upload, a move and a rename into a folder check, in their
+script, that the folder is live (``service.store.folders``); the account-wide order is untouched
+by folders, so the unfiltered list stays one plain command.
+
+Records written before folders existed have no ``folder_id``: they are at the top, and the
+first listing of the top level places them in its index, a bounded batch per round trip, once
+per account (``P:{U}:top-files-placed`` then says so; an account whose first file comes after
+folders is marked by that upload).
+
 Every record read back is checked; one that cannot be read raises ``CorruptRecord`` (503).
 """
 
@@ -21,41 +35,56 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from service.domain.folders import TOP
 from service.domain.records import FilePage, FileRecord
 from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, EventBatch, member
 from service.store.errors import AccountGone
+from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
 
-# Adds a file's member to the order and the index, unless the user is gone (-1) or the account
-# already holds the maximum of files (0); its upload's audit events are recorded in this same step
-# (before the writes: a failed record adds nothing). Returns 1 when added.
-# KEYS: user, index, order[, audit trail]. ARGV: file id, member, max files[, events (store.audit)].
+# Adds a file's member to the order, the record index and its folder's index, unless the user is
+# gone (-1), its folder is not live (-2) or the account already holds the maximum of files (0);
+# its upload's audit events are recorded in this same step (before the writes: a failed record
+# adds nothing). The first file of an account marks its top level placed. Returns 1 when added.
+# KEYS: user, index, order, folder index, folders, placed mark[, audit trail]. ARGV: file id,
+# member, max files, folder ('' the top), position[, events (store.audit)].
 _ADD_FILE = (
     RECORD_EVENTS
+    + FOLDERS_LUA
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
-if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= TOP and not lineage(KEYS[5], ARGV[4]) then
+  return -2
+end
+local count = redis.call('ZCARD', KEYS[3])
+if count >= tonumber(ARGV[3]) then
   return 0
 end
-if KEYS[4] then
-  record_events(KEYS[4], 4)
+if KEYS[7] then
+  record_events(KEYS[7], 6)
+end
+if count == 0 then
+  redis.call('SET', KEYS[6], '1')
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
+redis.call('ZADD', KEYS[4], 0, ARGV[5])
 return 1
 """
 )
 
-# Removes a file from the index and the order; returns its member, or nil when there was none.
-# With an audit trail, in the same step and only when there was one: records the deletion's
-# events (ARGV[2] 'record'), or takes back the events its upload recorded (ARGV[2] 'retract': an
-# upload undone after its record was written leaves nothing).
-# KEYS: index, order[, audit trail]. ARGV: file id[, 'record' and events (store.audit), or
-# 'retract' and the events' members].
+# Removes a file from the record index, the order and its folder's index when its member is
+# still ARGV[2]; returns its member, nil when there was none, 0 when it changed meanwhile. With
+# an audit trail, in the same step: records the deletion's events and notes the file among the
+# removed (its bytes go next, ``service.store.folder_removal``) (ARGV[4] 'record'), or takes back
+# the events its upload recorded (ARGV[4] 'retract': an upload undone after its record was
+# written leaves nothing; its bytes are released by the upload itself).
+# KEYS: index, order, folder index, removed[, audit trail]. ARGV: file id, member read, position[,
+# 'record' and events (store.audit), or 'retract' and the events' members].
 _DELETE_FILE = (
     RECORD_EVENTS
     + """
@@ -63,32 +92,121 @@ local member = redis.call('HGET', KEYS[1], ARGV[1])
 if not member then
   return nil
 end
-if KEYS[3] then
-  if ARGV[2] == 'record' then
-    record_events(KEYS[3], 3)
-  else
-    for i = 3, #ARGV do
-      redis.call('ZREM', KEYS[3], ARGV[i])
-    end
+if member ~= ARGV[2] then
+  return 0
+end
+if ARGV[4] == 'record' then
+  if KEYS[5] then
+    record_events(KEYS[5], 5)
+  end
+  redis.call('SADD', KEYS[4], ARGV[1])
+elseif KEYS[5] then
+  for i = 5, #ARGV do
+    redis.call('ZREM', KEYS[5], ARGV[i])
   end
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], member)
+redis.call('ZREM', KEYS[3], ARGV[3])
 return member
 """
 )
+
+# Rewrites a file's record (a rename and/or a move) when its member is still ARGV[2] and its
+# folder and the destination are live: nil when the file is gone or its folder is not live, 0
+# when it changed meanwhile, -2 when the destination is not live, 1 when done. Always (re)places
+# the file in the destination's index, which also places a file recorded before folders existed.
+# KEYS: index, order, the old folder's index, the new one's, folders[, audit trail]. ARGV: file
+# id, member read, new member, position, old folder, new folder ('' the top)[, events].
+_CHANGE_FILE = (
+    RECORD_EVENTS
+    + FOLDERS_LUA
+    + """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then
+  return nil
+end
+if current ~= ARGV[2] then
+  return 0
+end
+if ARGV[5] ~= TOP and not lineage(KEYS[5], ARGV[5]) then
+  return nil
+end
+if ARGV[6] ~= ARGV[5] and ARGV[6] ~= TOP and not lineage(KEYS[5], ARGV[6]) then
+  return -2
+end
+if KEYS[6] then
+  record_events(KEYS[6], 7)
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[2], 0, ARGV[3])
+if ARGV[6] ~= ARGV[5] then
+  redis.call('ZREM', KEYS[3], ARGV[4])
+end
+redis.call('ZADD', KEYS[4], 0, ARGV[4])
+return 1
+"""
+)
+
+# Up to ARGV[3] files of a live folder (or the top), newest first, from ARGV[2] on: position,
+# member, position, member, ...; {-1} when the folder is not live, {-2} when the top level has
+# files recorded before folders existed still to be placed. KEYS: the folder's index, the
+# record index, folders, the placed mark. ARGV: the folder ('' the top), start, count.
+_FOLDER_PAGE = (
+    FOLDERS_LUA
+    + """
+if ARGV[1] ~= TOP and not lineage(KEYS[3], ARGV[1]) then
+  return {-1}
+end
+if ARGV[1] == TOP and redis.call('EXISTS', KEYS[4]) == 0 then
+  return {-2}
+end
+local positions = redis.call('ZRANGE', KEYS[1], ARGV[2], '-', 'BYLEX', 'REV', 'LIMIT', 0,
+  tonumber(ARGV[3]))
+local found = {}
+for _, position in ipairs(positions) do
+  found[#found + 1] = position
+  found[#found + 1] = redis.call('HGET', KEYS[2], string.sub(position, 15)) or ''
+end
+return found
+"""
+)
+
+# Places files recorded before folders existed in the top level's index, each only while its
+# member is still the one read (a file moved or deleted meanwhile is left alone).
+# KEYS: index, the top level's index. ARGV: file id, member, position, file id, ...
+_PLACE_AT_TOP = """
+for i = 1, #ARGV, 3 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('ZADD', KEYS[2], 0, ARGV[i + 2])
+  end
+end
+return 1
+"""
+_PLACING_BATCH = 500
 
 # A cursor names the last file of a page by the start of its member, ``<ms>:<id>``: every
 # member of a later file sorts before it, the file's own member (which goes on) after it.
 _POSITION = re.compile(r"^[0-9]{13}:fil_[0-9A-Za-z]{22}$")
 _POSITION_LENGTH = 13 + 1 + 26
-_FIELDS = ("id", "name", "size", "content_type", "sha256", "created_at")
+_FIELDS = ("id", "name", "size", "content_type", "sha256", "created_at", "folder_id")
+
+
+def file_position(record: FileRecord) -> str:
+    """Where a file sorts, in the order and in its folder's index."""
+    return f"{record.created_at:013d}:{record.id}"
 
 
 def file_member(record: FileRecord) -> str:
     """How a file is stored: its position in the order, then its JSON record."""
     fields = {name: getattr(record, name) for name in _FIELDS}
-    return f"{record.created_at:013d}:{record.id}:" + orjson.dumps(fields).decode()
+    return f"{file_position(record)}:" + orjson.dumps(fields).decode()
+
+
+def _unplaced(member: str) -> bool:
+    """A member recorded before folders existed: without ``folder_id``."""
+    return '"folder_id":' not in member[_POSITION_LENGTH + 1 :]
 
 
 def file_record(member: str) -> FileRecord:
@@ -100,7 +218,7 @@ def file_record(member: str) -> FileRecord:
     if not isinstance(value, dict):
         raise CorruptRecord()
     try:
-        record = FileRecord(*(value[name] for name in _FIELDS))
+        record = FileRecord(*(value[name] for name in _FIELDS[:-1]), value.get("folder_id"))
     except KeyError:
         raise CorruptRecord() from None
     ints = (record.size, record.created_at)
@@ -108,6 +226,8 @@ def file_record(member: str) -> FileRecord:
         raise CorruptRecord()
     texts = (record.id, record.name, record.content_type, record.sha256)
     if not all(isinstance(v, str) for v in texts):
+        raise CorruptRecord()
+    if not (record.folder_id is None or isinstance(record.folder_id, str)):
         raise CorruptRecord()
     if member[: _POSITION_LENGTH + 1] != f"{record.created_at:013d}:{record.id}:":
         raise CorruptRecord()
@@ -146,6 +266,9 @@ class FilesStore:
         self._hot_get = CommandTemplate("HGET", ARG, ARG)
         self._add_file = self._redis.register_script(_ADD_FILE)
         self._delete_file = self._redis.register_script(_DELETE_FILE)
+        self._change_file = self._redis.register_script(_CHANGE_FILE)
+        self._folder_page = self._redis.register_script(_FOLDER_PAGE)
+        self._place_at_top = self._redis.register_script(_PLACE_AT_TOP)
 
     async def list_page(self, user_id: str, limit: int, after: str | None) -> FilePage:
         """Up to ``limit`` files, newest first, after the position ``after``: one command."""
@@ -169,6 +292,60 @@ class FilesStore:
         )
         return FilePage(files, next_cursor)
 
+    async def folder_page(
+        self, user_id: str, folder_id: str | None, limit: int, after: str | None
+    ) -> FilePage | None:
+        """Up to ``limit`` files of one live folder (None: the top level), newest first, after
+        the position ``after``; None when the folder is not live. One round trip (the first
+        listing of an account's top level may first place its older files, see the module)."""
+        place = TOP if folder_id is None else folder_id
+        keys = [
+            self.keys.folder_files(user_id, place),
+            self.keys.account_files(user_id),
+            self.keys.account_folders(user_id),
+            self.keys.top_files_placed(user_id),
+        ]
+        args = [folder_id or "", "+" if after is None else "(" + after, limit + 1]
+        found = await self._folder_page(keys=keys, args=args)
+        if found == [-2]:
+            await self._place_older_files(user_id)
+            found = await self._folder_page(keys=keys, args=args)
+        if found == [-1]:
+            return None
+        positions, members = found[0::2], found[1::2]
+        files = []
+        for stored in members[:limit]:
+            if not stored:  # indexed without a record: never written so, read as damaged
+                raise CorruptRecord()
+            files.append(file_record(stored))
+        more = len(positions) > limit
+        return FilePage(files, encode_cursor(positions[limit - 1]) if more else None)
+
+    async def _place_older_files(self, user_id: str) -> None:
+        """Place every file recorded before folders existed in the top level's index (see the
+        module), then mark the account placed."""
+        order = self.keys.account_file_order(user_id)
+        start = "+"
+        while True:
+            members = await self._redis.zrange(
+                order, start, "-", desc=True, bylex=True, offset=0, num=_PLACING_BATCH
+            )
+            args: list[str] = []
+            for stored in members:
+                if _unplaced(stored):
+                    position = stored[:_POSITION_LENGTH]
+                    args += [position[14:], stored, position]
+            if args:
+                keys = [
+                    self.keys.account_files(user_id),
+                    self.keys.folder_files(user_id, TOP),
+                ]
+                await self._place_at_top(keys=keys, args=args)
+            if len(members) < _PLACING_BATCH:
+                break
+            start = "(" + members[-1][:_POSITION_LENGTH]
+        await self._redis.set(self.keys.top_files_placed(user_id), "1")
+
     async def get(self, user_id: str, file_id: str) -> FileRecord | None:
         key = self.keys.account_files(user_id)
         if self._hot is not None:
@@ -179,46 +356,115 @@ class FilesStore:
             member = await self._redis.hget(key, file_id)
         return None if member is None else file_record(member)
 
+    async def read(self, user_id: str, file_id: str) -> tuple[str, FileRecord] | None:
+        """A file's member as stored and its record, for a compare-and-set change."""
+        stored = await self._redis.hget(self.keys.account_files(user_id), file_id)
+        return None if stored is None else (stored, file_record(stored))
+
     async def count(self, user_id: str) -> int:
         return int(await self._redis.zcard(self.keys.account_file_order(user_id)))
 
     async def add(
         self, user_id: str, record: FileRecord, max_files: int, events: EventBatch | None = None
     ) -> bool:
-        """Store the file, and record ``events`` in the same step; False when the account
-        already holds ``max_files`` files. Raises ``AccountGone`` when the user record is gone."""
+        """Store the file in its folder, and record ``events`` in the same step; False when the
+        account already holds ``max_files`` files. Raises ``AccountGone`` when the user record
+        is gone, ``FolderGone`` when its folder is not live."""
         keys = [
             self.keys.user(user_id),
             self.keys.account_files(user_id),
             self.keys.account_file_order(user_id),
+            self.keys.folder_files(user_id, record.folder_id or TOP),
+            self.keys.account_folders(user_id),
+            self.keys.top_files_placed(user_id),
         ]
-        args: list[str | int] = [record.id, file_member(record), max_files]
+        args: list[str | int] = [
+            record.id,
+            file_member(record),
+            max_files,
+            record.folder_id or "",
+            file_position(record),
+        ]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
             args.extend(events.args())
         added = await self._add_file(keys=keys, args=args)
         if added == -1:
             raise AccountGone()
+        if added == -2:
+            raise FolderGone()
         return added == 1
+
+    async def change(
+        self,
+        user_id: str,
+        stored: str,
+        before: FileRecord,
+        after: FileRecord,
+        events: EventBatch | None = None,
+    ) -> bool | None:
+        """Rewrite a file's record from ``before`` to ``after`` (renamed and/or moved), if its
+        member is still ``stored``: True when done, False when it changed meanwhile, None when
+        the file is gone or no longer reachable. Raises ``FolderGone`` when the destination is
+        not a live folder."""
+        keys = [
+            self.keys.account_files(user_id),
+            self.keys.account_file_order(user_id),
+            self.keys.folder_files(user_id, before.folder_id or TOP),
+            self.keys.folder_files(user_id, after.folder_id or TOP),
+            self.keys.account_folders(user_id),
+        ]
+        args: list[str | int] = [
+            before.id,
+            stored,
+            file_member(after),
+            file_position(before),
+            before.folder_id or "",
+            after.folder_id or "",
+        ]
+        if events is not None:
+            keys.append(self.keys.account_audit(user_id))
+            args.extend(events.args())
+        changed = await self._change_file(keys=keys, args=args)
+        if changed == -2:
+            raise FolderGone()
+        return None if changed is None else changed == 1
 
     async def remove(
         self,
         user_id: str,
-        file_id: str,
+        stored: str,
+        record: FileRecord,
         events: EventBatch | None = None,
         *,
+        undo: bool = False,
         retract: EventBatch | None = None,
-    ) -> FileRecord | None:
-        """Remove the file's metadata; its record, or None when there was none. In the same
-        step, when it was there: ``events`` recorded (a deletion's), or the events of
-        ``retract`` taken back out of the trail (those of an upload being undone)."""
-        keys = [self.keys.account_files(user_id), self.keys.account_file_order(user_id)]
-        args: list[str | int] = [file_id]
-        if events is not None:
-            keys.append(self.keys.account_audit(user_id))
-            args += ["record", *events.args()]
-        elif retract is not None:
-            keys.append(self.keys.account_audit(user_id))
-            args += ["retract", *(member(event) for event in retract.events)]
+    ) -> bool | None:
+        """Remove the file's metadata, if its member is still ``stored``: True when removed,
+        False when it changed meanwhile, None when it was gone. A deletion records ``events``
+        in the same step and notes the file among the removed, whose bytes go next; an upload
+        being ``undo``ne takes the events of ``retract`` back out of the trail instead (its
+        bytes are released by the upload)."""
+        keys = [
+            self.keys.account_files(user_id),
+            self.keys.account_file_order(user_id),
+            self.keys.folder_files(user_id, record.folder_id or TOP),
+            self.keys.account_removed(user_id),
+        ]
+        args: list[str | int] = [record.id, stored, file_position(record)]
+        if undo:
+            args.append("retract")
+            if retract is not None:
+                keys.append(self.keys.account_audit(user_id))
+                args += [member(event) for event in retract.events]
+        else:
+            args.append("record")
+            if events is not None:
+                keys.append(self.keys.account_audit(user_id))
+                args.extend(events.args())
         found = await self._delete_file(keys=keys, args=args)
-        return None if found is None else file_record(found)
+        return None if found is None else found != 0
+
+
+class FolderGone(Exception):
+    """The folder a file was to be put in is not a live folder of the account."""

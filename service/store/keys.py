@@ -67,6 +67,31 @@ key                                    type    holds
                                                delete it); both keys written and removed
                                                together in one script, after the bytes are in
                                                place and before they are removed
+``P:{U}:folders``                       hash    folder id -> ``<parent>:<created ms>:<updated
+                                               ms>:<name>``; parent empty at the top level,
+                                               ``-`` for the top of a subtree being deleted
+                                               (``service.store.folders``)
+``P:{U}:folder-children:<F>``           zset    the folders in folder ``F`` (``root``: the top
+                                               level), ``<name key>\0<id>`` all scored 0: by
+                                               name with ``ZRANGE … BYLEX``, and a name taken
+                                               by one lexical range
+``P:{U}:folder-heights:<F>``            zset    the same folders' ids, each scored by how many
+                                               levels of folders it holds below it (the depth
+                                               bound of a move)
+``P:{U}:folder-files:<F>``              zset    ``<created ms, 13 digits>:<file id>`` per file
+                                               in ``F`` (``root``: the top level), all scored
+                                               0: newest first, like ``file-order``
+``P:{U}:top-files-placed``              string  ``1`` once every file recorded before folders
+                                               existed is in ``folder-files:root``
+``P:{U}:folder-trash``                  set     subtrees detached by a deletion whose folders
+                                               and files are still being removed
+``P:{U}:removed``                       set     ids of files and folders whose records are gone
+                                               and whose bytes and aliases may still be there
+                                               (``service.store.folder_removal``)
+``P:{U}:settings``                      hash    setting name -> value, for the settings changed
+                                               from their defaults
+``P:folder-removals``                   set     user ids of accounts that may have a removal to
+                                               finish, visited at start-up
 ``P:{U}:audit``                         zset    the account's audit trail: ``<type>:<JSON
                                                event>`` scored by a sequence number (at least
                                                the event's ms × 1000, above every earlier
@@ -86,7 +111,9 @@ A backup (``service.store.backup``) copies every key under ``P:`` except the tra
 (``is_transient``): rate buckets, the replication marker and a restore's marker.
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
-change several of them together stay valid on a cluster. Digest entries stand alone: they are
+change several of them together stay valid on a cluster; the folder scripts, which walk parents
+and subtrees, name the per-folder indexes they reach from the ``folder_*_prefix`` names below,
+all under that tag. Digest entries stand alone: they are
 found by digest only, and every write that pairs them with account keys is ordered so that a
 failure half-way leaves nothing usable behind, and so that creating a session or key and deleting
 its user exclude each other (see "Creating a credential" in ``service.store.sessions``); a key's
@@ -111,6 +138,7 @@ class RedisKeys:
         "_prefix",
         "_rate_bucket",
         "_session_entry",
+        "folder_removals",
         "replicated_marker",
         "restore_marker",
         "users_by_email",
@@ -127,6 +155,7 @@ class RedisKeys:
         self.users_by_email = f"{prefix}:users:by-email"
         self.replicated_marker = f"{prefix}:replicated"
         self.restore_marker = f"{prefix}:restoring"
+        self.folder_removals = f"{prefix}:folder-removals"
 
     @property
     def prefix(self) -> str:
@@ -201,3 +230,38 @@ class RedisKeys:
 
     def account_audit(self, user_id: str) -> str:
         return self._account(user_id, "audit")
+
+    def account_folders(self, user_id: str) -> str:
+        return self._account(user_id, "folders")
+
+    def folder_children(self, user_id: str, place: str) -> str:
+        """The folders in ``place``: a folder id, or ``domain.folders.TOP`` for the top level."""
+        return self.folder_children_prefix(user_id) + place
+
+    def folder_heights(self, user_id: str, place: str) -> str:
+        return self.folder_heights_prefix(user_id) + place
+
+    def folder_files(self, user_id: str, place: str) -> str:
+        return self.folder_files_prefix(user_id) + place
+
+    # The three above without their place: the scripts that walk folders name them from these.
+    def folder_children_prefix(self, user_id: str) -> str:
+        return self._account(user_id, "folder-children:")
+
+    def folder_heights_prefix(self, user_id: str) -> str:
+        return self._account(user_id, "folder-heights:")
+
+    def folder_files_prefix(self, user_id: str) -> str:
+        return self._account(user_id, "folder-files:")
+
+    def top_files_placed(self, user_id: str) -> str:
+        return self._account(user_id, "top-files-placed")
+
+    def folder_trash(self, user_id: str) -> str:
+        return self._account(user_id, "folder-trash")
+
+    def account_removed(self, user_id: str) -> str:
+        return self._account(user_id, "removed")
+
+    def account_settings(self, user_id: str) -> str:
+        return self._account(user_id, "settings")

@@ -1,8 +1,9 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
-Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``),
-``lookup`` is the per-request read of a credential, ``counters`` the windowed counts of
-login attempts and leak reports, and ``backup`` the copy of every record a backup takes. All
+Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
+``folders`` with ``folder_removal``, ``account_settings``), ``lookup`` is the per-request read
+of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
+``backup`` the copy of every record a backup takes. All
 share one map of key names (``service.store.keys``).
 """
 
@@ -14,11 +15,14 @@ from redis.asyncio import Redis
 
 from service.clock import Clock, SystemClock
 from service.domain.records import RateLimit
+from service.store.account_settings import AccountSettingsStore
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
 from service.store.backup import BackupStore
 from service.store.counters import CounterStore
 from service.store.files import FilesStore
+from service.store.folder_removal import FolderRemovalStore
+from service.store.folders import FoldersStore
 from service.store.keys import RedisKeys
 from service.store.lookup import CredentialLookup
 from service.store.pipelined import PipelinedRedis
@@ -38,6 +42,9 @@ class Stores:
     audit: AuditStore
     files: FilesStore
     backup: BackupStore
+    folders: FoldersStore
+    folder_removal: FolderRemovalStore
+    account_settings: AccountSettingsStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -65,4 +72,7 @@ def open_stores(
         audit=audit,
         files=FilesStore(redis, keys, hot),
         backup=BackupStore(redis, keys),
+        folders=FoldersStore(redis, keys),
+        folder_removal=FolderRemovalStore(redis, keys),
+        account_settings=AccountSettingsStore(redis, keys),
     )

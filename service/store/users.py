@@ -1,5 +1,6 @@
 """Users in Redis: their records, the email index, password hashes, and deleting an account
-with every credential, file record and event it holds. Knows nothing of HTTP.
+with every credential, file and folder record, setting and event it holds. Knows nothing of
+HTTP.
 
 How creating a session or key and deleting its user exclude each other is told in
 ``service.store.sessions`` ("Creating a credential"); deleting is its steps (1)-(4).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from service.domain.folders import TOP
 from service.domain.records import UserRecord
 from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, EventBatch
@@ -129,6 +131,28 @@ class UserStore:
                 for entry in entries:
                     pipe.delete(entry)
                 await pipe.execute()
+        # Each folder's indexes, before the folders' records that name them, so that a deletion
+        # cut short and run again still finds them; in bounded commands (one slot: the account's).
+        folder_ids = await self.redis.hkeys(self.keys.account_folders(user_id))
+        indexes = [
+            index
+            for place in (*folder_ids, TOP)
+            for index in (
+                self.keys.folder_children(user_id, place),
+                self.keys.folder_heights(user_id, place),
+                self.keys.folder_files(user_id, place),
+            )
+        ]
+        for start in range(0, len(indexes), 300):
+            await self.redis.delete(*indexes[start : start + 300])
+        await self.redis.delete(
+            self.keys.account_folders(user_id),
+            self.keys.folder_trash(user_id),
+            self.keys.account_removed(user_id),
+            self.keys.top_files_placed(user_id),
+            self.keys.account_settings(user_id),
+        )
+        await self.redis.srem(self.keys.folder_removals, user_id)
         await self.redis.delete(
             self.keys.account_keys(user_id),
             self.keys.account_key_expiry(user_id),

@@ -71,7 +71,7 @@ async def test_unknown_routes_get_route_not_found(api: Api, path: str) -> None:
 
 async def test_unknown_routes_get_route_not_found_even_with_a_valid_session(api: Api) -> None:
     token = await api.user_with_session(EMAIL)
-    response = await api.client.get("/api/v1/folders", headers=bearer(token))
+    response = await api.client.get("/api/v1/reports", headers=bearer(token))
     await assert_envelope(response, 404, "route_not_found")
 
 

@@ -93,8 +93,18 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
     answer = await response.json()
     validator("/components/schemas/FileEnvelope").validate(answer)
     created = answer["data"]
-    assert set(created) == {"id", "name", "size", "content_type", "sha256", "created_at", "url"}
+    assert set(created) == {
+        "id",
+        "name",
+        "size",
+        "content_type",
+        "sha256",
+        "created_at",
+        "folder_id",
+        "url",
+    }
     assert created["id"].startswith("fil_") and created["name"] == "report.bin"
+    assert created["folder_id"] is None  # at the top level
     assert created["url"] == f"{FILES_URL}/{created['id']}/content"
     assert created["size"] == len(data)
     assert created["sha256"] == hashlib.sha256(data).hexdigest()
@@ -360,7 +370,7 @@ async def test_a_body_that_is_not_one_file_is_refused(
     assert stored_names(api) == []
 
 
-async def test_another_field_than_file_or_a_second_part_is_refused_and_nothing_kept(
+async def test_another_field_than_file_and_folder_id_or_a_second_file_is_refused_and_nothing_kept(
     api: Api, redis_client: redis_sync.Redis
 ) -> None:
     token = await api.user_with_session()
@@ -372,7 +382,14 @@ async def test_another_field_than_file_or_a_second_part_is_refused_and_nothing_k
     error = await assert_error(
         await upload(api, b"x", token=token, extra=second), 400, "validation_failed"
     )
-    assert error["details"] == {"file": "must be the only field"}
+    assert error["details"] == {
+        "more": "is not a known field; send file and, optionally, folder_id"
+    }
+    again = b'--xXxBoundaryxXx\r\nContent-Disposition: form-data; name="file"\r\n\r\nmore\r\n'
+    error = await assert_error(
+        await upload(api, b"x", token=token, extra=again), 400, "validation_failed"
+    )
+    assert error["details"] == {"file": "must be sent once"}
     assert stored_names(api) == []
     assert file_keys(redis_client) == []
 

@@ -116,10 +116,16 @@ DERIVED = [
     ("PATCH", "/api/v1/files/f_1", "files.write"),
     ("DELETE", "/api/v1/files/f_1", "files.write"),
     ("GET", "/api/v1/folders/d_1/children", "folders.read"),
+    ("GET", "/api/v1/folders?parent_id=root", "folders.read"),
+    ("GET", "/api/v1/folders/fld_0a1B2c3D4e5F6g7H8i9J0k", "folders.read"),
     ("POST", "/api/v1/folders", "folders.write"),
+    ("PATCH", "/api/v1/folders/fld_0a1B2c3D4e5F6g7H8i9J0k", "folders.write"),
+    ("DELETE", "/api/v1/folders/fld_0a1B2c3D4e5F6g7H8i9J0k?recursive=true", "folders.write"),
+    ("GET", "/api/v1/files?folder_id=root", "files.read"),
     ("GET", "/api/v1/aliases", "aliases.read"),
     ("DELETE", "/api/v1/aliases/a_1", "aliases.write"),
     ("GET", "/api/v1/settings", "settings.read"),
+    ("PATCH", "/api/v1/settings", "settings.write"),
     ("PUT", "/api/v1/settings/theme", "settings.write"),
 ]
 

@@ -21,6 +21,8 @@ from openapi_spec_validator import validate as validate_spec
 from service.app import create_app
 from service.config import Settings
 from tests.support.api import Api, EnvelopeTestServer, bearer
+from tests.support.files import uploaded
+from tests.support.folders import folder
 from tests.support.openapi import DOCUMENT, DOCUMENT_PATH, operations, resolve, validator
 from tests.support.raw_http import exchange, parse_responses
 
@@ -193,6 +195,16 @@ BODY_PATHS = {
         "rate_limit": {"per_second": 5, "burst": 10},
     },
     ("POST", "/api/v1/keys/{key_id}/roll"): {"grace_seconds": 60},
+    ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},
+    ("PATCH", "/api/v1/folders/{folder_id}"): {"name": "Receipts", "parent_id": None},
+    ("PATCH", "/api/v1/files/{file_id}"): {"name": "report.pdf", "folder_id": None},
+    ("PATCH", "/api/v1/settings"): {
+        "default_key_expires_days": 30,
+        "default_folder_id": None,
+        "default_alias_expires_in_seconds": 3600,
+        "default_alias_max_views": 10,
+        "public_aliases_enabled": False,
+    },
 }
 
 
@@ -209,6 +221,10 @@ async def test_documented_request_fields_are_exactly_the_fields_the_service_know
     url = path
     if "{key_id}" in path:
         url = path.replace("{key_id}", (await api.create_key(token))["id"])
+    if "{folder_id}" in path:
+        url = path.replace("{folder_id}", (await folder(api, "a folder", token=token))["id"])
+    if "{file_id}" in path:
+        url = path.replace("{file_id}", (await uploaded(api, b"a file", token=token))["id"])
 
     # Required fields missing and an undocumented one: exactly those are named.
     refused = await api.client.request(method, url, json={"undocumented": 1}, headers=headers)

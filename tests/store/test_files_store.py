@@ -83,8 +83,10 @@ async def test_remove_takes_the_record_and_its_place_in_the_order(files: FilesSt
     kept, gone = record(1), record(2)
     await files.add(USER, kept, 10)
     await files.add(USER, gone, 10)
-    assert await files.remove(USER, gone.id) == gone
-    assert await files.remove(USER, gone.id) is None
+    stored, found = await files.read(USER, gone.id)
+    assert found == gone
+    assert await files.remove(USER, stored, gone) is True
+    assert await files.remove(USER, stored, gone) is None
     assert await files.get(USER, gone.id) is None
     assert (await files.list_page(USER, 10, None)).files == [kept]
 

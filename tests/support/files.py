@@ -25,8 +25,11 @@ def multipart(
     field: str = "file",
     boundary: str = "xXxBoundaryxXx",
     extra: bytes = b"",
+    folder_id: str | None = None,
+    folder_after: bool = False,
 ) -> tuple[bytes, dict[str, str]]:
-    """A multipart/form-data body written byte by byte (so odd names arrive exactly as given)."""
+    """A multipart/form-data body written byte by byte (so odd names arrive exactly as given);
+    with ``folder_id``, that field too, before the file (after it with ``folder_after``)."""
     # A str is written as an HTTP quoted-string (backslash and quote escaped), bytes as they are.
     if isinstance(filename, str):
         name = filename.replace("\\", "\\\\").replace('"', '\\"').encode()
@@ -37,7 +40,14 @@ def multipart(
         + name
         + f'"\r\nContent-Type: {content_type}\r\n\r\n'.encode()
     )
-    body = head + data + f"\r\n{extra.decode()}--{boundary}--\r\n".encode()
+    field_part = b""
+    if folder_id is not None:
+        field_part = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="folder_id"\r\n\r\n'
+            f"{folder_id}\r\n"
+        ).encode()
+    before, after = (b"", field_part) if folder_after else (field_part, b"")
+    body = before + head + data + b"\r\n" + after + f"{extra.decode()}--{boundary}--\r\n".encode()
     return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
 
 

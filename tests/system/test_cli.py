@@ -603,3 +603,40 @@ def test_help_names_the_installed_command_and_gives_examples(args: tuple[str, ..
     assert "python -m service" not in examples
     if not args:
         assert "Installed as `filehost-auth`" in result.stdout
+
+
+async def test_delete_removes_the_users_folders_settings_and_bytes_of_a_removal_cut_short(
+    make_api: Any, redis_url: str, redis_client: redis_sync.Redis, tmp_path: Path
+) -> None:
+    api = await make_api(data_dir=tmp_path)
+    user = await api.create_user("rob@example.com")
+    token = await api.login("rob@example.com")
+    headers = bearer(token)
+    made = await api.client.post("/api/v1/folders", json={"name": "docs"}, headers=headers)
+    docs = (await made.json())["data"]
+    inner = await api.client.post(
+        "/api/v1/folders", json={"name": "inner", "parent_id": docs["id"]}, headers=headers
+    )
+    assert inner.status == 201
+    in_docs = await uploaded(api, b"in docs", token=token, folder_id=docs["id"])
+    changed = await api.client.patch(
+        "/api/v1/settings", json={"default_folder_id": docs["id"]}, headers=headers
+    )
+    assert changed.status == 200
+    # A deleted file whose bytes are still to go, as a removal cut short leaves it.
+    noted = await uploaded(api, b"noted", token=token)
+    member = redis_client.hget(f"fh:{{{user.id}}}:files", noted["id"])
+    redis_client.hdel(f"fh:{{{user.id}}}:files", noted["id"])
+    redis_client.zrem(f"fh:{{{user.id}}}:file-order", member)
+    redis_client.zrem(f"fh:{{{user.id}}}:folder-files:root", member[:40])
+    redis_client.sadd(f"fh:{{{user.id}}}:removed", noted["id"])
+    stored = tmp_path / "files"
+    assert {path.name for path in stored.iterdir()} == {in_docs["id"], noted["id"]}
+
+    env = cli_env(redis_url, FILEHOST_DATA_DIR=str(tmp_path))
+    deleted = run_cli("users", "delete", "--email", "rob@example.com", "--yes", env=env)
+
+    assert deleted.returncode == 0, deleted.stderr
+    assert "2 file(s) removed" in deleted.stdout
+    assert list(stored.iterdir()) == []
+    assert redis_client.keys(f"*{{{user.id}}}*") == []

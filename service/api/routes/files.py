@@ -1,16 +1,18 @@
-"""The files resource under /api/v1/files: upload, list, metadata, content and delete.
+"""The files resource under /api/v1/files: upload, list (all, or one folder's), metadata, content,
+rename or move, and delete.
 
 The HTTP layer only: reads the request, checks the credential and its permission (``files.read``
-to list and download, ``files.write`` to upload and delete; a session may do everything), and
-shapes the answer. The metadata lives in Redis (``service.store.files``), the bytes behind
-the blob interface (``service.store.blobs``). Another account's file answers exactly like an
-unknown id: 404 ``file_not_found``.
+to list and download, ``files.write`` to upload, change and delete; a session may do
+everything), and shapes the answer. The metadata lives in Redis (``service.store.files``), the
+bytes behind the blob interface (``service.store.blobs``). Another account's file answers
+exactly like an unknown id: 404 ``file_not_found``.
 
 An upload is streamed: the multipart field ``file`` goes chunk by chunk into the blob store,
-never whole into memory, and stops at ``FILEHOST_MAX_UPLOAD_BYTES`` with 413 (the connection is
-then closed, so the rest is never processed). The bytes are renamed into place when complete,
-then the record is written; any failure on the way removes what was written, so a file is either
-listed with all its bytes or not there at all.
+never whole into memory (the one other field, ``folder_id``, may come before or after it), and
+stops at ``FILEHOST_MAX_UPLOAD_BYTES`` with 413 (the connection is then closed, so the rest is
+never processed). The bytes are renamed into place when complete, then the record is written;
+any failure on the way removes what was written, so a file is either listed with all its bytes
+or not there at all.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, hdrs, web
@@ -30,14 +31,16 @@ from service.api._aiohttp import Answer, Reply
 from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.envelope import as_api_error, error_response
+from service.api.folder_requests import DEFAULT_LIMIT, folder_query, page_size, parse_edit_file
 from service.api.headers import prepare_streamed
-from service.api.validation import readable
-from service.api.views import ok, ok_reply
+from service.api.validation import read_json_object, readable
+from service.api.views import file_view, ok, ok_reply
 from service.auth.authenticator import require
 from service.clock import iso
 from service.domain.files import INLINE_TYPES, OCTET_STREAM
+from service.domain.folders import TOP
 from service.domain.principal import Principal
-from service.domain.records import FileRecord
+from service.domain.records import UNSET, Unset
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace
 from service.store.files import BadCursor, decode_cursor
@@ -46,8 +49,6 @@ log = logging.getLogger("service.api.routes.files")
 
 
 FILES_PATH = f"{PREFIX}/files"
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
 UPLOAD_CHUNK = 256 * 1024
 # The multipart framing around one file (boundaries, part headers; aiohttp caps each header
 # line at 8190 bytes): a declared Content-Length past the limit by more than this cannot be a
@@ -59,21 +60,7 @@ _RANGE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
 _FAR_PAST_THE_END = 10**18
 
 
-# -- views and small parsers ------------------------------------------------------------------
-
-
-def _file_view(record: FileRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "name": record.name,
-        "size": record.size,
-        "content_type": record.content_type,
-        "sha256": record.sha256,
-        "created_at": iso(record.created_at),
-        # A path on this host, not an absolute URL: right behind any proxy without knowing the
-        # name and scheme the client used.
-        "url": f"{FILES_PATH}/{record.id}/content",
-    }
+# -- small parsers ----------------------------------------------------------------------------
 
 
 def content_disposition(kind: str, name: str) -> str:
@@ -140,19 +127,6 @@ def _unsatisfiable(size: int) -> ApiError:
     )
 
 
-def _page_size(request: web.Request) -> int:
-    values = request.query.getall("limit", [])
-    if not values:
-        return DEFAULT_LIMIT
-    raw = values[0]
-    if len(values) > 1 or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ApiError(
-            Code.VALIDATION_FAILED,
-            details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"},
-        )
-    return int(raw)
-
-
 def _cursor(request: web.Request) -> str | None:
     values = request.query.getall("cursor", [])
     if not values:
@@ -194,9 +168,15 @@ def _too_large(limit: int) -> web.Response:
 async def list_files(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
-    limit = _page_size(request)
+    limit = page_size(request)
     after = _cursor(request)
-    return Answer.of(await _page_reply(request.app, principal, limit, after))
+    folder = folder_query(request, "folder_id")
+    if isinstance(folder, Unset):
+        return Answer.of(await _page_reply(request.app, principal, limit, after))
+    page = await request.app[POLICY].files.folder_page(principal, folder, limit, after)
+    return ok(
+        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+    )
 
 
 async def first_page_reply(
@@ -213,9 +193,9 @@ async def first_page_reply(
 async def _page_reply(
     app: web.Application, principal: Principal, limit: int, after: str | None
 ) -> Reply:
-    page = await app[POLICY].files.page(principal.user_id, limit, after)
+    page = await app[POLICY].files.page(principal, limit, after)
     return ok_reply(
-        {"files": [_file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
     )
 
 
@@ -254,26 +234,30 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
         return _too_large(limit), 0
     files = request.app[POLICY].files
-    await files.check_room(principal.user_id)
+    await files.check_room(principal)
     origin, actor = await acting_with(request, principal)
 
     try:
         reader = await request.multipart()
+        fields: dict[str, str] = {}
         part = await reader.next()
+        while isinstance(part, BodyPartReader) and part.name in _FIELDS:
+            await _read_field(part, fields)  # a field sent before the file
+            part = await reader.next()
     except _MALFORMED:
         raise _malformed() from None
     if part is None:
         raise ApiError(Code.VALIDATION_FAILED, details={"file": "is required"})
     if not isinstance(part, BodyPartReader) or part.name != "file":
-        name = (part.name if isinstance(part, BodyPartReader) else None) or "part"
-        raise ApiError(
-            Code.VALIDATION_FAILED, details={name[:100]: "is not a known field; send only file"}
-        )
+        raise _unknown_field(part)
     encoding = part.headers.get(hdrs.CONTENT_TRANSFER_ENCODING, "binary").strip().lower()
     if encoding not in ("binary", "8bit", "7bit") or hdrs.CONTENT_ENCODING in part.headers:
         raise ApiError(
             Code.VALIDATION_FAILED, details={"file": "must be sent as is, without an encoding"}
         )
+    folder = _folder_field(fields)
+    if not isinstance(folder, Unset):  # named before the file: refused before its bytes are read
+        await files.check_folder(principal, folder)
 
     async def chunks() -> AsyncIterator[bytes]:
         total = 0
@@ -286,10 +270,12 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
                 raise _TooLarge()
             yield data
 
-    async def only_field() -> None:
+    async def rest_of_the_body() -> str | Unset | None:
         try:
-            if await reader.next() is not None:
-                raise ApiError(Code.VALIDATION_FAILED, details={"file": "must be the only field"})
+            while (more := await reader.next()) is not None:
+                if not isinstance(more, BodyPartReader) or more.name not in _FIELDS:
+                    raise _unknown_field(more)
+                await _read_field(more, fields)
         except _MALFORMED:
             raise _malformed() from None
         # Bytes after the closing boundary mean the file held the boundary itself (a client
@@ -299,14 +285,15 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
             rest = await content.read(FRAMING_ALLOWANCE)
             if rest.strip() or not content.at_eof():
                 raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON})
+        return _folder_field(fields)
 
     try:
         record = await files.upload(
-            principal.user_id,
+            principal,
             chunks(),
             readable(part.filename),
             part.headers.get(hdrs.CONTENT_TYPE),
-            only_field,
+            rest_of_the_body,
             origin,
             actor,
         )
@@ -314,7 +301,7 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
         return _too_large(limit), 0
     except _MALFORMED:
         raise _malformed() from None
-    response = ok(_file_view(record), status=201)
+    response = ok(file_view(record), status=201)
     response.headers[hdrs.LOCATION] = f"{PREFIX}/files/{record.id}"
     return response, record.size
 
@@ -331,18 +318,68 @@ def _malformed() -> ApiError:
     )
 
 
+# The form fields an upload may send beside ``file``, each at most once, each at most this long.
+_FIELDS = ("folder_id",)
+_FIELD_BYTES = 64
+
+
+def _unknown_field(part: object) -> ApiError:
+    name = (part.name if isinstance(part, BodyPartReader) else None) or "part"
+    if name == "file":
+        return ApiError(Code.VALIDATION_FAILED, details={"file": "must be sent once"})
+    return ApiError(
+        Code.VALIDATION_FAILED,
+        details={name[:100]: "is not a known field; send file and, optionally, folder_id"},
+    )
+
+
+async def _read_field(part: BodyPartReader, fields: dict[str, str]) -> None:
+    """A short text field of the upload's form, into ``fields``; never more than its bound."""
+    name = part.name or ""
+    if name in fields:
+        raise ApiError(Code.VALIDATION_FAILED, details={name: "must be sent once"})
+    data = b""
+    while chunk := await part.read_chunk(_FIELD_BYTES + 1):
+        data += chunk
+        if len(data) > _FIELD_BYTES:
+            raise ApiError(
+                Code.VALIDATION_FAILED, details={name: f"must be at most {_FIELD_BYTES} bytes"}
+            )
+    fields[name] = data.decode("utf-8", "replace").strip()
+
+
+def _folder_field(fields: dict[str, str]) -> str | Unset | None:
+    """The folder an upload names: an id, None for the top level (``root``), ``UNSET`` when
+    the field is absent or empty (the account's default folder)."""
+    value = fields.get("folder_id", "")
+    if not value:
+        return UNSET
+    return None if value == TOP else value
+
+
 async def get_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
-    record = await request.app[POLICY].files.get(principal.user_id, request.match_info["file_id"])
-    return ok(_file_view(record))
+    record = await request.app[POLICY].files.get(principal, request.match_info["file_id"])
+    return ok(file_view(record))
+
+
+async def edit_file(request: web.Request) -> web.Response:
+    principal = await authenticate(request)
+    require(principal, "files.write")
+    name, folder = parse_edit_file(await read_json_object(request))
+    origin, actor = await acting_with(request, principal)
+    record = await request.app[POLICY].files.change(
+        principal, request.match_info["file_id"], name, folder, origin, actor
+    )
+    return ok(file_view(record))
 
 
 async def download_file(request: web.Request) -> web.StreamResponse:
     principal = await authenticate(request)
     require(principal, "files.read")
     files = request.app[POLICY].files
-    record = await files.get(principal.user_id, request.match_info["file_id"])
+    record = await files.get(principal, request.match_info["file_id"])
     etag = f'"{record.sha256}"'
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
@@ -378,7 +415,7 @@ async def delete_file(request: web.Request) -> web.Response:
     require(principal, "files.write")
     file_id = request.match_info["file_id"]
     origin, actor = await acting_with(request, principal)
-    deleted_at = await request.app[POLICY].files.delete(principal.user_id, file_id, origin, actor)
+    deleted_at = await request.app[POLICY].files.delete(principal, file_id, origin, actor)
     return ok({"id": file_id, "deleted_at": iso(deleted_at)})
 
 
@@ -392,6 +429,7 @@ def add_file_routes(app: web.Application) -> None:
             web.post(FILES_PATH, upload_file),
             web.get(f"{PREFIX}/files/{{file_id}}", get_file, allow_head=False),
             web.get(f"{PREFIX}/files/{{file_id}}/content", download_file, allow_head=False),
+            web.patch(f"{PREFIX}/files/{{file_id}}", edit_file),
             web.delete(f"{PREFIX}/files/{{file_id}}", delete_file),
         ]
     )

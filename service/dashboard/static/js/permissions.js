@@ -5,16 +5,16 @@
 import { el } from "./dom.js";
 
 export const PERMISSIONS = Object.freeze([
-  { name: "files.read", description: "List and download files" },
-  { name: "files.write", description: "Upload, update and delete files" },
-  { name: "folders.read", description: "List folders" },
-  { name: "folders.write", description: "Create, update and delete folders" },
+  { name: "files.read", description: "List, read and download files" },
+  { name: "files.write", description: "Upload, rename, move and delete files" },
+  { name: "folders.read", description: "List and read folders" },
+  { name: "folders.write", description: "Create, rename, move and delete folders" },
   { name: "aliases.read", description: "List vanity aliases" },
   { name: "aliases.write", description: "Create and delete aliases" },
   { name: "keys.read", description: "List API keys" },
   { name: "keys.write", description: "Create and revoke API keys" },
-  { name: "settings.read", description: "Read platform settings" },
-  { name: "settings.write", description: "Modify platform settings" },
+  { name: "settings.read", description: "Read the account's settings" },
+  { name: "settings.write", description: "Change the account's settings" },
 ]);
 
 // How the forms group them: one box per resource (the part of the name before the dot).

@@ -1,0 +1,78 @@
+"""What a deletion leaves to do once records are gone: the bytes of removed files, the aliases of
+removed files and folders, and the rest of a detached subtree, removed in bounded steps.
+
+The store's side, and why it is done in steps, is ``service.store.folder_removal``. Here:
+``purge`` is the one place where a removed record's leftovers go, for a file deleted on its own
+and for every file and folder of a deleted subtree alike: first whatever else names it (its
+aliases, once aliases exist: their removal belongs at the top of ``purge``), then a file's
+bytes, then the note that they were still to go. A leftover that fails (the disk, say) keeps its
+note and is tried again by the next ``finish``. ``finish`` runs at the end of a folder's
+deletion, on the account's next folder change when a deletion was cut short, and for every
+listed account at start-up (``finish_all``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from service.domain.credentials import is_valid_id
+from service.store.blobs import BlobStore
+from service.store.folder_removal import FolderRemovalStore
+
+log = logging.getLogger("service.auth.removals")
+
+# Records one step of a subtree's removal touches at most: small enough that Redis serves others
+# between steps, large enough that a big subtree takes few round trips.
+REMOVAL_BATCH = 256
+
+
+class Removals:
+    def __init__(
+        self, store: FolderRemovalStore, blobs: BlobStore, batch: int = REMOVAL_BATCH
+    ) -> None:
+        self._store = store
+        self._blobs = blobs
+        self._batch = batch
+
+    async def purge(self, user_id: str, ids: list[str]) -> None:
+        """Remove what is left of these removed files and folders (see the module)."""
+        done = []
+        for removed_id in ids:
+            if is_valid_id(removed_id, "fil"):
+                try:
+                    await self._blobs.delete(removed_id)
+                except OSError:
+                    log.exception("could not remove the bytes of a deleted file")
+                    continue
+            done.append(removed_id)
+        await self._store.forget(user_id, done)
+
+    async def finish(self, user_id: str) -> None:
+        """Finish every removal the account has pending: the leftovers of removed records,
+        then each detached subtree, a step at a time."""
+        async for ids in self._store.leftovers(user_id, self._batch):
+            await self.purge(user_id, ids)
+        for top in await self._store.trash(user_id):
+            done = False
+            while not done:
+                done, ids = await self._store.remove_batch(user_id, top, self._batch)
+                await self.purge(user_id, ids)
+        await self._store.settle(user_id)
+
+    async def expect(self, user_id: str) -> None:
+        """Note the account among those to visit at start-up, before a deletion begins."""
+        await self._store.expect(user_id)
+
+    async def finish_all(self) -> None:
+        """Finish the removals of every account that may have one (at start-up). A failure is
+        logged (the store unreachable, say), and left for the next run."""
+        try:
+            accounts = await self._store.accounts()
+        except Exception as error:
+            log.warning("could not look for deletions to finish: %s", type(error).__name__)
+            return
+        for user_id in accounts:
+            try:
+                await self.finish(user_id)
+            except Exception as error:
+                log.warning("could not finish a deletion: %s", type(error).__name__)

@@ -1,0 +1,129 @@
+"""An account's platform settings (``GET``/``PATCH /settings``): the one table of them, each with
+its type, default and bounds, and how a value is checked and kept. Pure functions, no I/O.
+
+Only a value other than its default is stored (``encode`` gives ``None`` for a default), so an
+account that never changed a setting holds nothing, and a new setting needs no migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from service.domain.credentials import is_valid_id
+
+# A key's lifetime when ``POST /keys`` names none and the account has no default, and the
+# longest one a key may be given: the default setting is bounded by it too, since a default may
+# not make a key an explicit value could not.
+KEY_EXPIRES_DAYS_DEFAULT = 90
+KEY_EXPIRES_DAYS_MAX = 365
+MIN_ALIAS_SECONDS = 60
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _whole_number(low: int, high: int | None) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        return _is_int(value) and value >= low and (high is None or value <= high)
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class AccountSetting:
+    name: str
+    default: Any
+    rule: str  # what a value must be, as a validation error says it
+    accepts: Callable[[Any], bool]  # a value other than null (null is accepted where nullable)
+    nullable: bool = True
+
+
+ACCOUNT_SETTINGS: tuple[AccountSetting, ...] = (
+    AccountSetting(
+        "default_key_expires_days",
+        None,
+        f"must be a whole number from 1 to {KEY_EXPIRES_DAYS_MAX}, or null",
+        _whole_number(1, KEY_EXPIRES_DAYS_MAX),
+    ),
+    AccountSetting(
+        "default_folder_id",
+        None,
+        "must be the id of one of the account's folders, or null",
+        lambda value: isinstance(value, str) and is_valid_id(value, "fld"),
+    ),
+    AccountSetting(
+        "default_alias_expires_in_seconds",
+        None,
+        f"must be a whole number of at least {MIN_ALIAS_SECONDS}, or null",
+        _whole_number(MIN_ALIAS_SECONDS, None),
+    ),
+    AccountSetting(
+        "default_alias_max_views",
+        None,
+        "must be a whole number of at least 1, or null",
+        _whole_number(1, None),
+    ),
+    AccountSetting(
+        "public_aliases_enabled",
+        True,
+        "must be true or false",
+        lambda value: isinstance(value, bool),
+        nullable=False,
+    ),
+)
+BY_NAME = {setting.name: setting for setting in ACCOUNT_SETTINGS}
+NAMES = tuple(BY_NAME)
+DEFAULTS: dict[str, Any] = {setting.name: setting.default for setting in ACCOUNT_SETTINGS}
+# Whole numbers past this are refused whatever the setting: they are stored as text and read
+# back as Python ints, but a client in another language may not hold them.
+_LARGEST = 2**53
+
+
+def problems_of(changes: dict[str, Any]) -> dict[str, str]:
+    """Why each named setting cannot take its value: an unknown name, a wrong type, a value out
+    of bounds. Empty when every change may be made."""
+    problems = {}
+    for name, value in changes.items():
+        setting = BY_NAME.get(name)
+        if setting is None:
+            problems[name] = "is not a setting"
+        elif value is None:
+            if not setting.nullable:
+                problems[name] = setting.rule
+        elif not setting.accepts(value) or (_is_int(value) and value > _LARGEST):
+            problems[name] = setting.rule
+    return problems
+
+
+def encode(name: str, value: Any) -> str | None:
+    """A checked value as stored; None for the setting's default (nothing is stored)."""
+    if value is None or value is BY_NAME[name].default:  # the defaults are None and True
+        return None
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def decode(stored: dict[str, str]) -> dict[str, Any]:
+    """Every setting's value from what is stored (``None`` from the store: ``ValueError``)."""
+    values = dict(DEFAULTS)
+    for name, raw in stored.items():
+        setting = BY_NAME.get(name)
+        if setting is None:
+            continue  # a field a later release wrote: not this release's to show
+        if isinstance(setting.default, bool):
+            if raw not in ("0", "1"):
+                raise ValueError(name)
+            values[name] = raw == "1"
+        elif name == "default_folder_id":
+            if not is_valid_id(raw, "fld"):
+                raise ValueError(name)
+            values[name] = raw
+        else:
+            if not raw.isascii() or not raw.isdigit():
+                raise ValueError(name)
+            values[name] = int(raw)
+    return values
