@@ -17,7 +17,7 @@ from service.domain.credentials import is_valid_id
 # longest one a key may be given: the default setting is bounded by it too, since a default may
 # not make a key an explicit value could not.
 KEY_EXPIRES_DAYS_DEFAULT = 90
-KEY_EXPIRES_DAYS_MAX = 365
+KEY_EXPIRES_DAYS_MAX = 3650
 MIN_ALIAS_SECONDS = 60
 
 

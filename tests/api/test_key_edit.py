@@ -339,7 +339,7 @@ async def test_with_limits_off_a_key_rate_of_its_own_limits_nothing(make_api: An
         ({"permissions": ["files.delete"]}, {"permissions"}),
         ({"permissions": None}, {"permissions"}),
         ({"expires_days": 0}, {"expires_days"}),
-        ({"expires_days": 366}, {"expires_days"}),
+        ({"expires_days": 3651}, {"expires_days"}),
         ({"expires_days": 30.0}, {"expires_days"}),
         ({"expires_days": None}, {"expires_days"}),
         ({"enabled": "false"}, {"enabled"}),
