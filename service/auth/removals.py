@@ -4,9 +4,9 @@ removed files and folders, and the rest of a detached subtree, removed in bounde
 The store's side, and why it is done in steps, is ``service.store.folder_removal``. Here:
 ``purge`` is the one place where a removed record's leftovers go, for a file deleted on its own
 and for every file and folder of a deleted subtree alike: first whatever else names it (its
-aliases, once aliases exist: their removal belongs at the top of ``purge``), then a file's
-bytes, then the note that they were still to go. A leftover that fails (the disk, say) keeps its
-note and is tried again by the next ``finish``. ``finish`` runs at the end of a folder's
+aliases, ``Aliases.remove_targets``), then a file's bytes, then the note that they were still to
+go. A leftover that fails (the disk, the store) keeps its note and is tried again by the next
+``finish``. ``finish`` runs at the end of a folder's
 deletion, on the account's next folder change when a deletion was cut short, and for every
 listed account at start-up (``finish_all``).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from service.auth.aliases import Aliases
 from service.domain.credentials import is_valid_id
 from service.store.blobs import BlobStore
 from service.store.folder_removal import FolderRemovalStore
@@ -28,14 +29,20 @@ REMOVAL_BATCH = 256
 
 class Removals:
     def __init__(
-        self, store: FolderRemovalStore, blobs: BlobStore, batch: int = REMOVAL_BATCH
+        self,
+        store: FolderRemovalStore,
+        blobs: BlobStore,
+        aliases: Aliases,
+        batch: int = REMOVAL_BATCH,
     ) -> None:
         self._store = store
         self._blobs = blobs
+        self._aliases = aliases
         self._batch = batch
 
     async def purge(self, user_id: str, ids: list[str]) -> None:
         """Remove what is left of these removed files and folders (see the module)."""
+        await self._aliases.remove_targets(user_id, ids)
         done = []
         for removed_id in ids:
             if is_valid_id(removed_id, "fil"):

@@ -4,7 +4,8 @@ A session acts with every permission; an API key with exactly the set it was cre
 What each guards: ``files.*`` the files (``files.write`` their upload, rename, move and deletion),
 ``folders.*`` the folders (a recursive deletion, which deletes files too, needs ``files.write``
 as well), ``settings.*`` the account's settings, ``keys.*`` nothing a key may use (the key
-endpoints take a session only), ``aliases.*`` the vanity aliases (not yet served).
+endpoints take a session only), ``aliases.*`` the vanity aliases (making one also needs read
+permission on its target: ``files.read`` or ``folders.read``).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ PERMISSION_DESCRIPTIONS: dict[str, str] = {
     "files.write": "Upload, rename, move and delete files",
     "folders.read": "List and read folders",
     "folders.write": "Create, rename, move and delete folders",
-    "aliases.read": "List vanity aliases",
-    "aliases.write": "Create and delete aliases",
+    "aliases.read": "List vanity aliases and read their views",
+    "aliases.write": "Create, change, disable and delete aliases",
     "keys.read": "List API keys",
     "keys.write": "Create and revoke API keys",
     "settings.read": "Read the account's settings",

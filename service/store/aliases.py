@@ -452,6 +452,10 @@ class AliasStore:
         """The account's entries carry its setting."""
         await self._redis.srem(self.keys.alias_switches, user_id)
 
+    async def switch_pending(self, user_id: str) -> bool:
+        """Whether the account's entries may not carry its setting yet."""
+        return bool(await self._redis.sismember(self.keys.alias_switches, user_id))
+
     async def switching(self) -> list[str]:
         """The accounts whose entries may not carry their setting yet."""
         return sorted(await self._redis.smembers(self.keys.alias_switches))
