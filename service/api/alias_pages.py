@@ -71,6 +71,8 @@ def password_page(action: str, problem: str | None = None) -> bytes:
         "<p>Enter its password to open it.</p>\n"
         f"{alert}"
         f'<form method="post" action="{escape(action)}">\n'
+        # What a password manager files the password under: the link (never sent on).
+        f'<input name="link" autocomplete="username" value="{escape(action)}" readonly hidden>\n'
         '<label for="password">Password</label>\n'
         '<input id="password" name="password" type="password" required '
         'autocomplete="current-password" maxlength="1024">\n'
