@@ -118,7 +118,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         with redis_server(workdir) as (redis_url, client):
-            seed = seed_account(redis_url)
+            seed = seed_account(redis_url, data_dir=workdir / "data")
             run_versions = versions(client)
             measure = Measurer(
                 client,

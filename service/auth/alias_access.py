@@ -38,6 +38,8 @@ from service.store.keys import RedisKeys
 COOKIE_NAME = "fh_alias"
 COOKIE_SECONDS = 30 * 60
 _SLUG_SHAPE = re.compile(r"[A-Za-z0-9_-]{3,64}")
+# The most client addresses whose bucket a worker remembers before it forgets them all.
+_BUCKETS_KEPT = 10_000
 _COOKIE = re.compile(r"([0-9]{1,16})\.([0-9a-f]{16})\.([0-9a-f]{64})")
 
 
@@ -95,6 +97,7 @@ class AliasAccess:
         self._settings = settings
         rate = settings.rate
         self._rate = None if rate is None else (rate.interval_us, rate.tolerance_us)
+        self._buckets: dict[str | None, str | None] = {}
 
     async def open(
         self,
@@ -114,7 +117,7 @@ class AliasAccess:
             raise _not_found()
         key = slug_key(slug)
         now = self._clock.now_ms()
-        bucket = address_bucket(address)
+        bucket = self._bucket(address)
         view, wait = await self._views.view(
             key, now, count=count, address=bucket, rate=None if bucket is None else self._rate
         )
@@ -145,6 +148,19 @@ class AliasAccess:
         if again.status == PASSWORD:  # a new password since it was read
             raise ApiError(Code.ALIAS_PASSWORD_INVALID)
         return replace(opened, password_hash=checked, cookie=given)
+
+    def _bucket(self, address: str | None) -> str | None:
+        """The unit an address is counted in (``login_throttle.address_bucket``), remembered
+        for the addresses seen: a client sends many requests from one address, and parsing it
+        again for each is work the answer does not need."""
+        try:
+            return self._buckets[address]
+        except KeyError:
+            pass
+        if len(self._buckets) >= _BUCKETS_KEPT:
+            self._buckets.clear()
+        bucket = self._buckets[address] = address_bucket(address)
+        return bucket
 
     async def count(self, opened: Opened) -> bool:
         """Count the view of a request opened without it (a conditional one, whose answer was

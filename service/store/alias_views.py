@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, PipelinedRedis, ScriptCall
@@ -169,10 +170,43 @@ class AliasViews:
         if address is None or rate is None:
             return _view(await self._run_view(entry, args)), 0
         take_args = (b"%d" % (now_ms * 1000), b"%d" % rate[0], b"%d" % rate[1])
-        seen, wait = await asyncio.gather(
-            self._run_view(entry, args), self._run_take(self.keys.alias_rate(address), take_args)
-        )
+        bucket = self.keys.alias_rate(address)
+        # One node's connection takes both in one write; a cluster's may send them to two.
+        if isinstance(self._hot, PipelinedRedis):
+            seen, wait = await self._both(entry, args, bucket, take_args)
+        else:
+            seen, wait = await asyncio.gather(
+                self._run_view(entry, args), self._run_take(bucket, take_args)
+            )
         return _view(seen), int(wait)
+
+    async def _both(
+        self, entry: str, args: tuple[bytes, ...], bucket: str, take_args: tuple[bytes, ...]
+    ) -> tuple[Any, Any]:
+        """The view and the take on one connection, sent in the same write without a task of
+        their own: the connection hands back each reply's future at once. Every reply is
+        awaited before any failure is raised, so none is left unread."""
+        hot = self._hot
+        assert isinstance(hot, PipelinedRedis)
+        calls = ((self._hot_view, entry, args), (self._hot_take, bucket, take_args))
+        pending = [
+            hot.execute_packed(call.by_sha.pack(key.encode(), *more)) for call, key, more in calls
+        ]
+        replies = []
+        failed: BaseException | None = None
+        for (call, key, more), reply in zip(calls, pending, strict=True):
+            try:
+                replies.append(await reply)
+            except ResponseError as error:
+                if not str(error).startswith("NOSCRIPT"):
+                    failed = failed or error
+                    continue
+                replies.append(await hot.execute_packed(call.by_source.pack(key.encode(), *more)))
+            except BaseException as error:
+                failed = failed or error
+        if failed is not None:
+            raise failed
+        return replies[0], replies[1]
 
     async def give_back(self, slug_key: str, alias_id: str) -> None:
         """Take back a view counted for an answer that was not served."""

@@ -25,6 +25,7 @@ from service.domain.records import AliasRecord, FileRecord
 from service.store.alias_entries import entry_fields
 from service.store.alias_views import PASSWORD, UNUSABLE, USABLE
 from service.store.aliases import index_member
+from service.store.pipelined import PipelinedRedis
 from service.store.stores import Stores, open_stores
 
 NOW = 1_800_000_000_000
@@ -173,6 +174,34 @@ async def test_an_address_takes_from_its_own_bucket_alone(store: Stores) -> None
     other = await store.alias_views.view("rated", NOW, count=False, address="192.0.2.2", rate=rate)
     assert other[1] == 0
     assert not await store.redis.keys("fh:rate:{fh:key:*")  # no credential's bucket touched
+
+
+async def test_over_a_hot_connection_the_view_and_the_take_go_together_scripts_or_not(
+    redis_mode: str, redis_url: str
+) -> None:
+    if redis_mode == "cluster":
+        pytest.skip("a cluster's hot connections send the two keys' scripts to their own nodes")
+    client = Redis.from_url(redis_url, decode_responses=True)
+    hot = PipelinedRedis(redis_url, 1.0)
+    try:
+        store = open_stores(client, "fh", hot)
+        assert await store.users.add(USER, f"{USER}@example.com", "hash", NOW)
+        file = await a_file(store)
+        await made(store, USER, an_alias(file.id, "hot-rated", max_views=2))
+        rate = (1_000_000, 2_000_000)
+        await client.script_flush()  # the first sends find no script and send their source
+        seen = [
+            await store.alias_views.view(
+                "hot-rated", NOW, count=True, address="192.0.2.9", rate=rate
+            )
+            for _ in range(3)
+        ]
+        statuses = [(view.status, view.views) for view, _ in seen]
+        assert statuses == [(USABLE, 1), (USABLE, 2), (UNUSABLE, 0)]
+        assert [wait for _, wait in seen][:2] == [0, 0] and seen[2][1] > 0
+    finally:
+        await hot.aclose()
+        await client.aclose()
 
 
 # -- the index ---------------------------------------------------------------------------------
