@@ -450,7 +450,8 @@ async def test_an_edit_is_recorded_with_the_changed_fields_and_their_new_values(
         },
     )
     [event] = await audit_events(api, token, "key.edited")
-    assert event["target"] == {"key_id": key["id"]}
+    named = {"type": "api_key", "key_id": key["id"], "name": "ci", "key_prefix": key["key_prefix"]}
+    assert event["target"] == named
     assert event["actor"]["type"] == "session"
     assert event["ip"] == "127.0.0.1"
     assert event["changes"] == {
@@ -470,8 +471,17 @@ async def test_disabling_and_enabling_are_events_of_their_own(api: Api) -> None:
     await edited(api, token, key["id"], {"enabled": True})
     kinds = [event["type"] for event in await audit_events(api, token)]
     assert kinds[:3] == ["key.enabled", "key.disabled", "key.edited"]
+    # Each names the key as it was until then: the rename is a change of the edit.
+    names = [key["name"], key["name"], "paused"]
+    for event, name in zip((await audit_events(api, token))[2::-1], names, strict=True):
+        assert event["target"] == {
+            "type": "api_key",
+            "key_id": key["id"],
+            "name": name,
+            "key_prefix": key["key_prefix"],
+        }
     for event in (await audit_events(api, token))[:2]:
-        assert event["target"] == {"key_id": key["id"]} and event["changes"] is None
+        assert event["changes"] is None
 
 
 async def test_an_edit_that_changes_nothing_records_and_writes_nothing(

@@ -113,13 +113,13 @@ def test_a_raise_site_passes_only_what_varies() -> None:
 
 async def test_a_session_ended_during_its_request_is_refused_as_any_refused_token() -> None:
     class Ended:
-        async def public_id(self, token_digest: str) -> None:
+        async def identity(self, token_digest: str) -> None:
             return None
 
     sessions = Sessions(Ended(), None, None)  # type: ignore[arg-type]
     principal = Principal("usr_x", CredentialType.SESSION, 0, 0, None, "digest")
     with pytest.raises(ApiError) as refused:
-        await sessions.acting_session_id(principal)
+        await sessions.acting_session(principal)
     assert refused.value.code is Code.INVALID_SESSION
     assert refused.value.headers["WWW-Authenticate"] == Challenge.INVALID_TOKEN
 
