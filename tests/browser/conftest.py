@@ -26,7 +26,15 @@ from playwright.async_api import Browser, async_playwright
 from service.api._aiohttp import EnvelopeAppRunner
 from service.app import create_app
 from service.config import Settings
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, TIMEOUT_MS, Dashboard, Tab
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DESKTOP,
+    LOCALE,
+    TIMEOUT_MS,
+    Dashboard,
+    Tab,
+)
 from tests.support.clock import FakeClock
 from tests.support.redis import RedisServer
 
@@ -76,7 +84,7 @@ async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def tab(browser: Browser, dashboard: Dashboard) -> AsyncIterator[Tab]:
-    context = await browser.new_context(base_url=dashboard.base, viewport=DESKTOP)
+    context = await browser.new_context(base_url=dashboard.base, viewport=DESKTOP, locale=LOCALE)
     context.set_default_timeout(TIMEOUT_MS)
     context.set_default_navigation_timeout(TIMEOUT_MS)
     page = await context.new_page()

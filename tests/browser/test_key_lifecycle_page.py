@@ -17,9 +17,12 @@ from tests.support.browser import (
     Tab,
     create_key,
     key_row,
+    local_text,
     no_horizontal_scroll,
+    same_time_as,
     screenshot,
     sign_in,
+    utc_text,
     violations,
 )
 
@@ -104,13 +107,14 @@ async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: 
     # Roll with an hour's grace: no confirmation (nothing stops working), the new secret shown
     # once as at creation, copyable, with when the old one stops.
     rolled_at = dashboard.clock.now_ms()
+    await same_time_as(page, dashboard.clock)
     await roll(page, "deploy bot", "For 1 hour")
     second = await new_secret(page, "deploy bot")
     assert second != first
     grace_end = iso(rolled_at + HOUR * 1000)
     assert grace_end is not None
     await expect(page.locator("#new-secret-grace")).to_have_text(
-        f"The old secret keeps working until {grace_end[:10]} {grace_end[11:16]} UTC; "
+        f"The old secret keeps working until {local_text(grace_end)} (in 1 hour); "
         "then only this one works."
     )
     await page.get_by_role("button", name="Copy", exact=True).click()
@@ -124,10 +128,9 @@ async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: 
     assert record["key_prefix"] == second[:12] + "..."
     await expect(row.locator("td.key-prefix code")).to_have_text(second[:12] + "...")
     grace = row.locator("td.key-prefix p.grace")
-    await expect(grace).to_have_text(
-        f"Old secret works until {grace_end[:10]} {grace_end[11:16]} UTC"
-    )
+    await expect(grace).to_have_text(f"Old secret ends in 1 hour {local_text(grace_end)}")
     await expect(grace.locator("time")).to_have_attribute("datetime", grace_end)
+    await expect(grace.locator("time")).to_have_attribute("title", utc_text(grace_end))
 
     # Both secrets work through the API until the grace's last second; then only the new one.
     assert await files_status(dashboard, first) == (200, None)
@@ -193,6 +196,7 @@ async def test_rolling_during_a_grace_asks_first_since_it_ends_the_older_grace(
     await sign_in(page, user)
     first = await create_key(page, "mirror", ["files.read"])
     await dismiss_secret(page)
+    await same_time_as(page, dashboard.clock)
     await roll(page, "mirror", "For 1 hour")
     second = await new_secret(page, "mirror")
     grace_end = iso(dashboard.clock.now_ms() + HOUR * 1000)
@@ -205,7 +209,7 @@ async def test_rolling_during_a_grace_asks_first_since_it_ends_the_older_grace(
     await expect(confirm.locator("#confirm-list li")).to_have_text(
         [
             "The secret it replaced when it was last rolled, still working until "
-            f"{grace_end[:10]} {grace_end[11:16]} UTC, is refused from now on."
+            f"{local_text(grace_end)} (in 1 hour), is refused from now on."
         ]
     )
     await confirm.get_by_role("button", name="Cancel").click()
@@ -305,7 +309,12 @@ async def test_edit_permissions_name_expiry_and_rate_take_effect_on_the_next_req
     await page.get_by_label("New expiry, in days from now").fill("7")
     await page.get_by_role("button", name="Save changes").click()
     await expect(confirm.locator("#confirm-list li")).to_have_text(
-        [re.compile(r"^It expires 7 days from now \(until now \d{4}-\d\d-\d\d \d\d:\d\d UTC\)")]
+        [
+            re.compile(
+                r"^It expires 7 days from now, instead of \d{1,2} \w{3} \d{4}, \d\d:\d\d "
+                r"\(in \d+ days\); it is refused after that\.$"
+            )
+        ]
     )
     await confirm.get_by_role("button", name="Save changes").click()
     await expect(page.locator("#edit-panel")).to_be_hidden()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from playwright.async_api import expect
@@ -16,9 +16,12 @@ from tests.support.browser import (
     Tab,
     create_key,
     key_row,
+    local_text,
     publish_docs_screenshot,
+    same_time_as,
     screenshot,
     sign_in,
+    utc_text,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -54,6 +57,7 @@ async def test_sign_in_create_use_revoke_and_log_out(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
+    await same_time_as(page, dashboard.clock)  # "now" is the service's, which moves on command
     await page.goto("/")
     await screenshot(page, "login")
     await sign_in(page, user)
@@ -89,11 +93,18 @@ async def test_sign_in_create_use_revoke_and_log_out(
     await expect(row.locator("td.key-created time")).to_have_attribute(
         "datetime", record["created_at"]
     )
+    # How long ago, then the browser's local date and time; the exact UTC instant on hover.
     await expect(row.locator("td.key-created")).to_have_text(
-        created.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        f"now {local_text(record['created_at'])}"
+    )
+    await expect(row.locator("td.key-created time")).to_have_attribute(
+        "title", utc_text(record["created_at"])
     )
     await expect(row.locator("td.key-expires time")).to_have_attribute(
         "datetime", record["expires_at"]
+    )
+    await expect(row.locator("td.key-expires")).to_have_text(
+        f"in 30 days {local_text(record['expires_at'])}"
     )
     await expect(row.locator("td.key-last-used")).to_have_text("Never")
 
@@ -110,12 +121,13 @@ async def test_sign_in_create_use_revoke_and_log_out(
     assert await page.locator("#new-secret-value").input_value() == ""
     assert secret not in await tab.session_storage()
     await expect(row.locator("td.key-last-used time")).to_have_text(
-        re.compile(r"^\d{4}-\d\d-\d\d ")
+        re.compile(r"^now \d{1,2} \w{3} \d{4}, \d\d:\d\d$")
     )
 
     # A second key, a minute later (the test's clock stands still otherwise, and the list is
     # newest first), then the keys page as the README shows it.
     dashboard.clock.advance(seconds=60)
+    await same_time_as(page, dashboard.clock)
     await create_key(page, "CI deploys", ["files.read", "files.write", "aliases.read"], 365)
     await page.get_by_role("button", name="I've saved it, hide the secret").click()
     await expect(page.locator("#new-secret")).to_be_hidden()

@@ -1,8 +1,9 @@
 """The sessions page as a person uses it, in headless Chromium: the account's live sessions with
-"this device" marked and each User-Agent shown as text, ending one and ending every other behind a
-confirmation (the ended tokens refused by the API), a refusal reported as a failure, and the
-password change (a wrong current password, then the right one: the new password logs in, the old
-one doesn't). By keyboard alone, on a 375 px screen, with no CSP violation and a clean console."""
+"this device" marked and each device named ("Chrome on Linux", the User-Agent on hover, an
+unknown one as text), ending one and ending every other behind a confirmation (the ended tokens
+refused by the API), a refusal reported as a failure, and the password change (a wrong current
+password, then the right one: the new password logs in, the old one doesn't). By keyboard alone,
+on a 375 px screen, with no CSP violation and a clean console."""
 
 from __future__ import annotations
 
@@ -96,10 +97,14 @@ async def test_the_list_marks_this_device_and_ending_another_refuses_its_token(
     await expect(mine.locator(".this-device")).to_have_text("This device")
     await expect(theirs.locator(".this-device")).to_have_count(0)
     await expect(mine.get_by_role("button")).to_have_count(0)  # log out ends this one
-    await expect(mine.locator(".user-agent")).to_contain_text("HeadlessChrome")
+    # This browser by name, its User-Agent on hover.
+    agent = await page.evaluate("() => navigator.userAgent")
+    assert "HeadlessChrome/" in agent and "Linux" in agent
+    await expect(mine.locator(".device-name")).to_have_text("Headless Chrome on Linux")
+    await expect(mine.locator(".device-name")).to_have_attribute("title", agent)
 
-    # The User-Agent is text: shown character for character, never parsed as HTML.
-    await expect(theirs.locator(".user-agent")).to_have_text(HOSTILE_AGENT)
+    # One no browser sent is shown as it came, as text: never parsed as HTML.
+    await expect(theirs.locator(".device-name")).to_have_text(HOSTILE_AGENT)
     await expect(page.locator("#sessions-body img, #sessions-body b")).to_have_count(0)
     assert await page.evaluate("() => window.__pwned") is None
     await expect(theirs.locator("td.session-ip")).to_have_text(listed[0]["ip"])
@@ -142,6 +147,58 @@ async def test_the_list_marks_this_device_and_ending_another_refuses_its_token(
 
     assert await violations(page) == []
     assert clean_console(tab) == []
+
+
+# User-Agents as the common browsers send them, and what the page calls each.
+DEVICES = [
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/120.0.0.0 Safari/537.36",
+        "Chrome on Windows",
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0",
+        "Firefox on Linux",
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, "
+        "like Gecko) Version/17.1 Mobile/15E148 Safari/604.1",
+        "Safari on iOS",
+    ),
+    (
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91",
+        "Edge on macOS",
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/120.0.6099.144 Mobile Safari/537.36",
+        "Chrome on Android",
+    ),
+    ("curl/8.5.0", "curl/8.5.0"),  # no browser: as it came
+    ("ExampleBot/1.0 (+https://example.com/" + "x" * 60 + ")", None),  # long: shortened
+]
+
+
+async def test_devices_are_named_by_browser_and_system_with_the_user_agent_on_hover(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    for agent, _ in DEVICES:
+        await other_device(dashboard, user, agent)
+    await open_sessions_page(page, user)
+    rows = page.locator("#sessions-body tr:not(.is-current)")
+    await expect(rows).to_have_count(len(DEVICES))
+    for row, (agent, name) in zip(await rows.all(), reversed(DEVICES), strict=True):
+        device = row.locator(".device-name")
+        await expect(device).to_have_text(name or agent[:59] + "…")
+        await expect(device).to_have_attribute("title", agent)
+    # The confirmation and its outcome name the device the same way.
+    await page.get_by_role("button", name="End session on Edge on macOS").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("The session on Edge on macOS (address 127.0.0.1)")
+    await dialog.get_by_role("button", name="End session").click()
+    await expect(page.locator("#page-status")).to_have_text("Ended the session on Edge on macOS.")
 
 
 async def test_end_all_other_sessions_says_how_many(

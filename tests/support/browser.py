@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from playwright.async_api import BrowserContext, Page, expect
 
 from service.api.context import POLICY
 from tests.support.api import PASSWORD
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, parse_iso
 from tests.support.paths import REPO_ROOT
 
 ARTIFACTS = REPO_ROOT / "artifacts"
@@ -42,6 +43,8 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 10_000
 DESKTOP = {"width": 1280, "height": 800}
+# The browser's language: the pages write dates in its format ("27 Nov 2026, 07:24").
+LOCALE = "en-GB"
 SECRET_PATTERN = re.compile(r"^fhk_[0-9A-Za-z]{49}$")
 
 expect.set_options(timeout=TIMEOUT_MS)
@@ -98,6 +101,27 @@ class Tab:
         )
         assert token.startswith("fhs_"), "no session token in sessionStorage"
         return token
+
+
+# -- times as the pages show them --------------------------------------------------------------
+
+
+def local_text(iso: str, offset: timedelta = timedelta(0)) -> str:
+    """The local date and time a page shows for the instant ``iso``, in ``LOCALE`` and a time
+    zone ``offset`` from UTC: "27 Nov 2026, 07:24"."""
+    instant = parse_iso(iso) + offset
+    return f"{instant.day} {instant:%b %Y, %H:%M}"
+
+
+def utc_text(iso: str) -> str:
+    """The exact instant a page shows on hover: "2026-11-27 01:54:30 UTC"."""
+    return f"{parse_iso(iso):%Y-%m-%d %H:%M:%S} UTC"
+
+
+async def same_time_as(page: Page, clock: FakeClock) -> None:
+    """Stop the browser's clock at the service's, so that "3 minutes ago" is as of the service's
+    now (which moves only when a test says)."""
+    await page.clock.set_fixed_time(clock.now_ms() / 1000)
 
 
 def screenshot_path(name: str) -> Path:

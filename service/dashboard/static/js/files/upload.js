@@ -2,24 +2,9 @@
 // saying how it ended.
 
 import { describe, sendFile, sessionEnded } from "../api.js";
+import { size } from "../bytes.js";
 import { byId, el, hide } from "../dom.js";
 import { signedOut } from "../session.js";
-
-const UNITS = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-
-// 1536 -> "1.5 KiB": a file's size for people.
-export function size(bytes) {
-  if (!Number.isFinite(bytes) || bytes < 1024) {
-    return `${bytes} ${bytes === 1 ? "byte" : "bytes"}`;
-  }
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < UNITS.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${UNITS[unit]}`;
-}
 
 function uploadRefusal(file, failure) {
   if (failure.status === 0) {

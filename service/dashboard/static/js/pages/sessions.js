@@ -3,22 +3,21 @@
 // as they are sent.
 
 import { ApiError, failedText, sessionCaller } from "../api.js";
+import { deviceNode, deviceText } from "../devices.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
 
+// "Chrome on Linux", or the User-Agent itself when it is no browser's, shortened.
 function device(item) {
-  // The User-Agent as the browser sent it, shown as text only.
-  return typeof item.user_agent === "string" && item.user_agent ? item.user_agent : "Unknown device";
+  return deviceText(item.user_agent);
 }
 
 // `end(item)` opens the confirmation to end the session `item`.
 function sessionRow(item, end) {
-  const deviceBox = el("div", { className: "device" }, [
-    el("span", { className: "user-agent", text: device(item) }),
-  ]);
+  const deviceBox = el("div", { className: "device" }, [deviceNode(item.user_agent)]);
   let action;
   if (item.current) {
     deviceBox.prepend(el("strong", { className: "this-device", text: "This device" }));
