@@ -19,7 +19,10 @@ from posixpath import normpath
 import pytest
 from playwright.async_api import expect
 
+from service.api.validation import MAX_EXPIRES_DAYS, MAX_KEY_NAME_LENGTH, _check_name
+from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
 from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
+from service.domain.key_rules import MAX_ALLOWED_IPS, MAX_NETWORK_TEXT, canonical_network
 from service.domain.permissions import PERMISSION_DESCRIPTIONS, PERMISSIONS
 from tests.support.browser import Tab, create_key, sign_in
 from tests.support.pages import PAGE_SCRIPTS
@@ -177,3 +180,88 @@ async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab,
         "(boxes) => boxes.map((box) => box.value)"
     )
     assert checked == ["folders.write", "settings.read"]
+
+
+# Allow-list entries the service takes or refuses, each for a reason of Python's ipaddress.
+NETWORK_SAMPLES = [
+    "203.0.113.7",
+    "10.0.0.0/8",
+    "10.1.2.3/8",  # host bits set: taken, cleared
+    "0.0.0.0/0",
+    "10.0.0.0/08",  # a prefix with a leading zero
+    "10.0.0.0/255.0.0.0",  # a netmask
+    "10.0.0.0/0.0.0.255",  # a hostmask
+    "10.0.0.0/255.0.255.0",  # neither
+    "10.0.0.0/33",
+    "10.0.0.0/",
+    "10.0.0.0/8/8",
+    "010.0.0.1",  # a leading zero
+    "256.0.0.1",
+    "1.2.3",
+    "1.2.3.4.5",
+    "1.2.3.4 ",
+    "١.٢.٣.٤",  # digits, but not ASCII ones
+    "not-an-ip",
+    "",
+    "::",
+    "::1",
+    "1::",
+    "::/0",
+    "2001:db8::/32",
+    "2001:db8::1/128",
+    "2001:db8::1/129",
+    "2001:DB8:0:0:0:0:0:1",
+    "2001:db8:0:0:0:0:0:0:1",
+    "1:2:3:4:5:6:7::",
+    "1:2:3:4:5:6:7:8::",
+    ":1:2:3:4:5:6:7",
+    "1:2:3:4:5:6:7:",
+    "1::2::3",
+    ":::",
+    "12345::1",
+    "g::1",
+    "::ffff:192.0.2.1",
+    "::ffff:192.0.2.1/120",
+    "::ffff:192.0.02.1",
+    "1:2:3:4:5:6:1.2.3.4",
+    "1:2:3:4:5:6:7:1.2.3.4",
+    "fe80::1%eth0",
+    "2001:db8::/255.255.0.0",
+    "1" * 65,
+    "0:0:0:0:0:0:0:0/" + "0" * 60,
+]
+NAME_SAMPLES = ["", "  ", "ok", " padded ", "a\x00b", "x" * 100, "x" * 101, "🔑" * 100, "\x1fname"]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_key_forms_check_what_the_service_checks(tab: Tab) -> None:
+    """The bounds are the service's, and each allow-list entry and name is taken or refused as
+    the service takes or refuses it (its own functions, over the same inputs)."""
+    page = tab.page
+    await page.goto("/")
+    found = await page.evaluate(
+        """async ([networks, names]) => {
+            const rules = await import('/static/js/keys/rules.js');
+            return {
+                bounds: [rules.MAX_NAME_LENGTH, rules.MAX_EXPIRES_DAYS, rules.MAX_ALLOWED_IPS,
+                         rules.MAX_NETWORK_TEXT, rules.MAX_PER_SECOND, rules.MAX_BURST],
+                networks: networks.map((sample) => rules.isNetwork(sample)),
+                names: names.map((name) => rules.nameProblem(name)),
+            };
+        }""",
+        [NETWORK_SAMPLES, NAME_SAMPLES],
+    )
+    assert found["bounds"] == [
+        MAX_KEY_NAME_LENGTH,
+        MAX_EXPIRES_DAYS,
+        MAX_ALLOWED_IPS,
+        MAX_NETWORK_TEXT,
+        KEY_MAX_PER_SECOND,
+        KEY_MAX_BURST,
+    ]
+    taken = [canonical_network(sample) is not None for sample in NETWORK_SAMPLES]
+    assert dict(zip(NETWORK_SAMPLES, found["networks"], strict=True)) == dict(
+        zip(NETWORK_SAMPLES, taken, strict=True)
+    )
+    assert True in taken and False in taken
+    assert found["names"] == [_check_name(name)[1] for name in NAME_SAMPLES]
