@@ -21,17 +21,36 @@ PERMISSIONS: tuple[str, ...] = (
     "settings.write",
 )
 
+# What each permission lets an API key do, exactly as the service enforces it today: the one
+# list the dashboard describes them from (its js/permissions.js is compared with this by a test).
 PERMISSION_DESCRIPTIONS: dict[str, str] = {
-    "files.read": "List and download files",
-    "files.write": "Upload, update and delete files",
-    "folders.read": "List folders",
-    "folders.write": "Create, update and delete folders",
-    "aliases.read": "List vanity aliases",
-    "aliases.write": "Create and delete aliases",
-    "keys.read": "List API keys",
-    "keys.write": "Create and revoke API keys",
-    "settings.read": "Read platform settings",
-    "settings.write": "Modify platform settings",
+    "files.read": "List files, read their details and download them",
+    "files.write": "Upload and delete files",
+    "folders.read": "GET and HEAD of /api/v1/folders…, checked by a gateway",
+    "folders.write": "POST, PUT, PATCH, DELETE of /api/v1/folders…, checked by a gateway",
+    "aliases.read": "GET and HEAD of /api/v1/aliases…, checked by a gateway",
+    "aliases.write": "POST, PUT, PATCH, DELETE of /api/v1/aliases…, checked by a gateway",
+    "keys.read": "Nothing: only a signed-in session may list keys",
+    "keys.write": "Nothing: only a signed-in session may create, change or revoke keys",
+    "settings.read": "GET and HEAD of /api/v1/settings…, checked by a gateway",
+    "settings.write": "POST, PUT, PATCH, DELETE of /api/v1/settings…, checked by a gateway",
+}
+
+# Who enforces each permission today: ``service``, this service's own endpoints; ``gateway``,
+# only a gateway asking ``/auth/verify`` on behalf of another service, since no such resource is
+# hosted here yet; ``nothing``, since the key endpoints take a session only, whatever a key
+# holds (the spec's rule 1). tests/unit/test_permissions.py checks this against the routes.
+ENFORCED_BY: dict[str, str] = {
+    "files.read": "service",
+    "files.write": "service",
+    "folders.read": "gateway",
+    "folders.write": "gateway",
+    "aliases.read": "gateway",
+    "aliases.write": "gateway",
+    "keys.read": "nothing",
+    "keys.write": "nothing",
+    "settings.read": "gateway",
+    "settings.write": "gateway",
 }
 
 BIT: dict[str, int] = {name: 1 << position for position, name in enumerate(PERMISSIONS)}

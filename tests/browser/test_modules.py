@@ -23,8 +23,8 @@ from service.api.validation import MAX_EXPIRES_DAYS, MAX_KEY_NAME_LENGTH, _check
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
 from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
 from service.domain.key_rules import MAX_ALLOWED_IPS, MAX_NETWORK_TEXT, canonical_network
-from service.domain.permissions import PERMISSION_DESCRIPTIONS, PERMISSIONS
-from tests.support.browser import Tab, create_key, sign_in
+from service.domain.permissions import ENFORCED_BY, PERMISSION_DESCRIPTIONS, PERMISSIONS
+from tests.support.browser import LATER_PERMISSIONS, Tab, create_key, sign_in
 from tests.support.pages import PAGE_SCRIPTS
 from tests.support.paths import REPO_ROOT
 
@@ -142,13 +142,16 @@ def test_the_package_data_ships_every_served_file() -> None:
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_permission_list_is_the_services(tab: Tab) -> None:
+    """Names, what each grants and who enforces it, as service/domain/permissions.py says."""
     page = tab.page
     await page.goto("/")
     listed = await page.evaluate(
         """async () => (await import('/static/js/permissions.js')).PERMISSIONS
-            .map((permission) => [permission.name, permission.description])"""
+            .map((item) => [item.name, item.description, item.enforcedBy])"""
     )
-    assert listed == [[name, PERMISSION_DESCRIPTIONS[name]] for name in PERMISSIONS]
+    assert listed == [
+        [name, PERMISSION_DESCRIPTIONS[name], ENFORCED_BY[name]] for name in PERMISSIONS
+    ]
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -158,28 +161,50 @@ async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab,
     for grid, prefix in (("permissions", "perm-"), ("edit-permissions", "edit-perm-")):
         boxes = page.locator(f'input[type="checkbox"][name="{grid}"]')
         drawn = await boxes.evaluate_all(
-            "(boxes) => boxes.map((box) => [box.value, box.id, box.labels[0].textContent])"
+            """(boxes) => boxes.map((box) => [
+                box.value, box.id, box.labels[0].textContent, Boolean(box.closest("details"))
+            ])"""
         )
         assert drawn == [
             [
                 name,
                 prefix + name.replace(".", "-"),
                 f"{name.split('.')[1].capitalize()} {PERMISSION_DESCRIPTIONS[name]}",
+                ENFORCED_BY[name] != "service",  # behind the disclosure unless enforced here
             ]
-            for name in PERMISSIONS
+            for name in sorted(PERMISSIONS, key=lambda name: ENFORCED_BY[name] != "service")
         ], grid
     # The note on the API keys group describes that group, in each grid.
     for note in ("perm-keys-note", "edit-perm-keys-note"):
         group = page.locator(f'fieldset[aria-describedby="{note}"] legend')
         await expect(group).to_have_text("API keys")
 
-    # A key created with some is edited with exactly those checked.
+    # What the service enforces is offered first; the rest waits behind a disclosure that says
+    # why, closed until opened.
+    await page.locator("#create-open").click()
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await expect(dialog.get_by_role("checkbox", name="Read List files")).to_be_visible()
+    folders = dialog.get_by_role(
+        "checkbox", name=re.compile(r"^Read GET and HEAD of \/api\/v1\/folders")
+    )
+    await expect(folders).to_be_hidden()
+    await dialog.get_by_text(LATER_PERMISSIONS).click()
+    await expect(folders).to_be_visible()
+    await expect(dialog.locator("#perm-later-about")).to_contain_text("hosts files only")
+    await dialog.get_by_role("button", name="Cancel").click()
+
+    # A key created with some is edited with exactly those checked, the disclosure open when
+    # it holds one of those behind it, so nothing it holds is out of sight.
     await create_key(page, "drawn", ["folders.write", "settings.read"])
     await page.get_by_role("button", name="Edit key drawn").click()
-    checked = await page.locator('input[name="edit-permissions"]:checked').evaluate_all(
-        "(boxes) => boxes.map((box) => box.value)"
-    )
-    assert checked == ["folders.write", "settings.read"]
+    checked = page.locator('input[name="edit-permissions"]:checked')
+    assert await checked.evaluate_all("(boxes) => boxes.map((box) => box.value)") == [
+        "folders.write",
+        "settings.read",
+    ]
+    await expect(checked).to_have_count(2)
+    for box in await checked.all():
+        await expect(box).to_be_visible()
 
 
 # Allow-list entries the service takes or refuses, each for a reason of Python's ipaddress.

@@ -22,6 +22,7 @@ from aiohttp import web
 from playwright.async_api import BrowserContext, Page, expect
 
 from service.api.context import POLICY
+from service.domain.permissions import ENFORCED_BY
 from tests.support.api import PASSWORD
 from tests.support.clock import FakeClock, parse_iso
 from tests.support.paths import REPO_ROOT
@@ -152,13 +153,24 @@ async def sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
     await expect(page.locator("#account-email")).to_have_text(email)
 
 
+LATER_PERMISSIONS = "Also grant permissions for features not yet available"
+
+
 async def create_key(page: Page, name: str, permissions: list[str], expires_days: int = 90) -> str:
-    """Create a key through the form; returns the secret the page shows."""
-    await page.get_by_label("Name", exact=True).fill(name)
+    """Create a key through the "Create key" dialog; returns the secret the page shows. A
+    permission for a feature not yet available is chosen behind its disclosure, as a person
+    would."""
+    await page.locator("#create-open").click()
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await expect(dialog).to_be_visible()
+    await dialog.get_by_label("Name", exact=True).fill(name)
+    if any(ENFORCED_BY[permission] != "service" for permission in permissions):
+        await dialog.get_by_text(LATER_PERMISSIONS).click()
     for permission in permissions:
-        await page.locator(f'input[name="permissions"][value="{permission}"]').check()
-    await page.get_by_label("Expires after").select_option(str(expires_days))
-    await page.get_by_role("button", name="Create key").click()
+        await dialog.locator(f'input[name="permissions"][value="{permission}"]').check()
+    await dialog.get_by_label("Expires after").select_option(str(expires_days))
+    await dialog.get_by_role("button", name="Create key").click()
+    await expect(dialog).to_be_hidden()
     panel = page.locator("#new-secret")
     await expect(panel).to_be_visible()
     await expect(page.locator("#new-secret-name")).to_have_text(name)

@@ -6,7 +6,7 @@
 
 import { ApiError, problemText } from "../api.js";
 import { byId, hide, show } from "../dom.js";
-import { permissionGrid } from "../permissions.js";
+import { permissionGrid, revealChecked } from "../permissions.js";
 import { whenText } from "../time.js";
 import { editChanges } from "./changes.js";
 import {
@@ -39,6 +39,7 @@ function formFields() {
   // The same checkboxes as the create form's, with ids of their own.
   const grid = permissionGrid("edit-perm-", "edit-permissions");
   byId("edit-permissions").insertBefore(grid, byId("edit-permissions-problem"));
+  fields.grid = grid;
   fields.boxes = Array.from(grid.querySelectorAll('input[type="checkbox"]'));
   // Where the server's reason for each field of an edit is shown, and what gets the focus.
   fields.problems = {
@@ -161,6 +162,7 @@ function fill(fields, key) {
   fields.perSecond.value = rate ? String(rate.per_second) : "";
   fields.burst.value = rate ? String(rate.burst) : "";
   syncRate(fields);
+  revealChecked(fields.grid); // a permission the key holds is never hidden
 }
 
 // What the form holds, as editChanges reads it.
