@@ -4,13 +4,15 @@
 entry point in ``static/js/pages/``).
 
 The files are read from the package once, when the routes are added, and served from memory
-with exact content types. Only the files listed in ``PAGES`` and ``ASSETS`` are reachable: no
-directory is mapped to a URL, so every other path keeps the API's 404 envelope. ``ASSETS`` is
-the package's ``static/`` folder as it is when this module is imported, less anything that is
-not plainly one of ours: a file is listed only with a known extension and a plain name, and a
-hidden entry or a symbolic link is never followed. The headers every response gets (a strict
-Content-Security-Policy, ``frame-ancestors 'none'``, ``no-store``, ``nosniff``) come from
-``service.api.headers.standard_headers``.
+with exact content types. A page may hold ``{{name}}`` for one of the service's settings that
+the page needs to know before any request (the password's minimum length): written in then,
+from ``PAGE_VALUES``, never from anything a request carries. Only the files listed in ``PAGES``
+and ``ASSETS`` are reachable: no directory is mapped to a URL, so every other path keeps the
+API's 404 envelope. ``ASSETS`` is the package's ``static/`` folder as it is when this module is
+imported, less anything that is not plainly one of ours: a file is listed only with a known
+extension and a plain name, and a hidden entry or a symbolic link is never followed. The
+headers every response gets (a strict Content-Security-Policy, ``frame-ancestors 'none'``,
+``no-store``, ``nosniff``) come from ``service.api.headers.standard_headers``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from aiohttp import web
+
+from service.api.context import SETTINGS
+from service.config import Settings
 
 PAGES: dict[str, str] = {
     "/": "index.html",
@@ -38,6 +43,13 @@ CONTENT_TYPES: dict[str, str] = {
     ".svg": "image/svg+xml",
 }
 STATIC_PREFIX = "/static/"
+
+# ``{{name}}`` in a page -> its value, from the service's settings. Numbers only: nothing here
+# needs escaping, and no request can put anything in a page.
+PAGE_VALUES: dict[str, Callable[[Settings], int]] = {
+    "password_min_length": lambda settings: settings.password_min_length,
+}
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 # Lower-case letters, digits, "-" and "_", so that a name is its own URL path segment.
 _FOLDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -74,6 +86,13 @@ def _read(name: str) -> bytes:
     return _static().joinpath(*name.split("/")).read_bytes()
 
 
+def render(name: str, settings: Settings) -> bytes:
+    """The page ``name`` with each ``{{name}}`` written in from ``PAGE_VALUES`` (an unknown one
+    is a bug, found when the routes are added)."""
+    text = _read(name).decode("utf-8")
+    return _PLACEHOLDER.sub(lambda found: str(PAGE_VALUES[found[1]](settings)), text).encode()
+
+
 def _serve(body: bytes, content_type: str) -> Handler:
     async def handler(request: web.Request) -> web.Response:
         return web.Response(body=body, content_type=content_type, charset="utf-8")
@@ -82,7 +101,10 @@ def _serve(body: bytes, content_type: str) -> Handler:
 
 
 def add_dashboard_routes(app: web.Application) -> None:
-    routes = [web.get(path, _serve(_read(name), "text/html")) for path, name in PAGES.items()]
+    settings = app[SETTINGS]
+    routes = [
+        web.get(path, _serve(render(name, settings), "text/html")) for path, name in PAGES.items()
+    ]
     routes += [
         web.get(STATIC_PREFIX + name, _serve(_read(name), content_type))
         for name, content_type in ASSETS.items()

@@ -16,16 +16,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 import pytest_asyncio
-import redis as redis_sync
-from aiohttp import web
 from playwright.async_api import Browser, async_playwright
 
-from service.api._aiohttp import EnvelopeAppRunner
-from service.app import create_app
-from service.config import Settings
 from tests.support.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -34,8 +28,8 @@ from tests.support.browser import (
     TIMEOUT_MS,
     Dashboard,
     Tab,
+    serving,
 )
-from tests.support.clock import FakeClock
 from tests.support.redis import RedisServer
 
 
@@ -61,25 +55,8 @@ async def browser() -> AsyncIterator[Browser]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
-    if redis_server.process is None:  # another test stopped it and failed before restarting
-        redis_server.start()
-    client = redis_sync.Redis.from_url(redis_server.url)
-    client.flushall()
-    client.close()
-    clock = FakeClock()
-    settings = Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2)
-    app = create_app(settings, clock=clock)
-    runner = EnvelopeAppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-    try:
-        yield Dashboard(app, clock, f"http://127.0.0.1:{port}", http)
-    finally:
-        await http.close()
-        await runner.cleanup()
+    async with serving(redis_server) as running:
+        yield running
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -12,20 +12,27 @@ import itertools
 import os
 import re
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis as redis_sync
 from aiohttp import web
 from playwright.async_api import BrowserContext, Page, expect
 
+from service.api._aiohttp import EnvelopeAppRunner
 from service.api.context import POLICY
+from service.app import create_app
+from service.config import Settings
 from service.domain.permissions import ENFORCED_BY
 from tests.support.api import PASSWORD
 from tests.support.clock import FakeClock, parse_iso
 from tests.support.paths import REPO_ROOT
+from tests.support.redis import RedisServer
 
 ARTIFACTS = REPO_ROOT / "artifacts"
 DOCS_SCREENSHOT = REPO_ROOT / "docs" / "dashboard-keys.png"
@@ -79,6 +86,33 @@ class Dashboard:
             method, f"{self.base}/api/v1{path}", headers=headers
         ) as response:
             return response.status, await response.json()
+
+
+@asynccontextmanager
+async def serving(redis_server: RedisServer, **settings: Any) -> AsyncIterator[Dashboard]:
+    """The real service (``create_app``) on a free loopback port over ``redis_server``, emptied
+    first, with a ``FakeClock`` and ``settings`` beyond the tests' own (a cheap bcrypt cost)."""
+    if redis_server.process is None:  # another test stopped it and failed before restarting
+        redis_server.start()
+    client = redis_sync.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    clock = FakeClock()
+    app = create_app(
+        Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2, **settings),
+        clock=clock,
+    )
+    runner = EnvelopeAppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+    try:
+        yield Dashboard(app, clock, f"http://127.0.0.1:{port}", http)
+    finally:
+        await http.close()
+        await runner.cleanup()
 
 
 @dataclass

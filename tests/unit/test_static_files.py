@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from service.config import Settings
 from service.dashboard import routes
-from service.dashboard.routes import ASSETS
+from service.dashboard.routes import ASSETS, render
 from service.dashboard.routes import PAGES as ROUTES
 from tests.support.pages import PAGE_SCRIPTS, STATIC, parse
 
@@ -82,3 +83,12 @@ def test_only_plain_files_of_known_kinds_under_static_are_assets(tmp_path: Path)
         "js/pages/keys.js": "text/javascript",
         "style.css": "text/css",
     }
+
+
+def test_a_page_gets_the_services_own_settings_written_in_and_nothing_else() -> None:
+    """The sessions page is served with the password minimum the service enforces; every
+    ``{{name}}`` of every page is one the routes know (else adding them fails at start-up)."""
+    served = render("sessions.html", Settings(password_min_length=12)).decode()
+    assert 'minlength="12"' in served and "At least 12" in served
+    for name in PAGES:
+        assert "{{" not in render(name, Settings()).decode(), name
