@@ -7,8 +7,11 @@ The files are read from the package once, when the routes are added, and served 
 with exact content types. A page may hold ``{{name}}`` for one of the service's settings that
 the page needs to know before any request (the password's minimum length): written in then,
 from ``PAGE_VALUES``, never from anything a request carries. Only the files listed in ``PAGES``
-and ``ASSETS`` are reachable: no directory is mapped to a URL, so every other path keeps the
-API's 404 envelope. ``ASSETS`` is the package's ``static/`` folder as it is when this module is
+and ``ASSETS`` are reachable: no directory is mapped to a URL. A browser's GET for a page
+(``Accept`` naming ``text/html``) at any other path outside ``/api`` is answered with the "not
+found" page (``NOT_FOUND_PAGE``, status 404), which shows the dashboard's navigation; anything
+else unknown keeps the API's 404 envelope (a script, an asset, a scraper). ``ASSETS`` is the
+package's ``static/`` folder as it is when this module is
 imported, less anything that is not plainly one of ours: a file is listed only with a known
 extension and a plain name, and a hidden entry or a symbolic link is never followed. The
 headers every response gets (a strict Content-Security-Policy, ``frame-ancestors 'none'``,
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from service.api.context import NOT_FOUND_PAGE as NOT_FOUND_HANDLER
 from service.api.context import SETTINGS
 from service.config import Settings
 
@@ -43,6 +47,9 @@ CONTENT_TYPES: dict[str, str] = {
     ".svg": "image/svg+xml",
 }
 STATIC_PREFIX = "/static/"
+# Served, with status 404, for a browser's GET of any unknown page that is not the API's.
+NOT_FOUND_PAGE = "not-found.html"
+API_PREFIX = "/api"
 
 # ``{{name}}`` in a page -> its value, from the service's settings. Numbers only: nothing here
 # needs escaping, and no request can put anything in a page.
@@ -50,6 +57,7 @@ PAGE_VALUES: dict[str, Callable[[Settings], int]] = {
     "password_min_length": lambda settings: settings.password_min_length,
 }
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_QUALITY = re.compile(r"\bq\s*=\s*(0(?:\.\d{0,3})?|1(?:\.0{0,3})?)\s*$", re.IGNORECASE)
 
 # Lower-case letters, digits, "-" and "_", so that a name is its own URL path segment.
 _FOLDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -100,6 +108,35 @@ def _serve(body: bytes, content_type: str) -> Handler:
     return handler
 
 
+def _wants_a_page(accept: str) -> bool:
+    """Whether an ``Accept`` header names HTML (as a browser's navigation does), not refused
+    with ``q=0``; ``*/*`` alone (curl, scripts, a script or style sheet loading) does not."""
+    for item in accept.split(","):
+        media, _, parameters = item.partition(";")
+        if media.strip().lower() == "text/html":
+            quality = _QUALITY.search(parameters)
+            return quality is None or float(quality[1]) > 0
+    return False
+
+
+def _not_found(body: bytes) -> Callable[[web.Request], web.Response | None]:
+    """The answer to a request no route matched: the "not found" page for a browser's GET or
+    HEAD of a page outside the API; None (the envelope's 404) for the rest, so the API, and
+    anything that did not ask for HTML, always gets JSON."""
+
+    def page(request: web.Request) -> web.Response | None:
+        path = request.path
+        if request.method not in ("GET", "HEAD") or path == API_PREFIX:
+            return None
+        if path.startswith(API_PREFIX + "/") or not _wants_a_page(
+            request.headers.get("Accept", "")
+        ):
+            return None
+        return web.Response(body=body, status=404, content_type="text/html", charset="utf-8")
+
+    return page
+
+
 def add_dashboard_routes(app: web.Application) -> None:
     settings = app[SETTINGS]
     routes = [
@@ -110,3 +147,4 @@ def add_dashboard_routes(app: web.Application) -> None:
         for name, content_type in ASSETS.items()
     ]
     app.router.add_routes(routes)
+    app[NOT_FOUND_HANDLER] = _not_found(render(NOT_FOUND_PAGE, settings))

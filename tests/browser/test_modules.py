@@ -21,7 +21,7 @@ from playwright.async_api import expect
 
 from service.api.validation import MAX_EXPIRES_DAYS, MAX_KEY_NAME_LENGTH, _check_name
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
-from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
+from service.dashboard.routes import ASSETS, NOT_FOUND_PAGE, PAGES, STATIC_PREFIX
 from service.domain.key_rules import MAX_ALLOWED_IPS, MAX_NETWORK_TEXT, canonical_network
 from service.domain.permissions import ENFORCED_BY, PERMISSION_DESCRIPTIONS, PERMISSIONS
 from tests.support.browser import LATER_PERMISSIONS, Tab, create_key, sign_in
@@ -136,7 +136,7 @@ def test_the_package_data_ships_every_served_file() -> None:
     patterns = pyproject["tool"]["setuptools"]["package-data"]["service.dashboard"]
     package = Path(str(files("service.dashboard")))
     shipped = {found for pattern in patterns for found in glob.glob(pattern, root_dir=package)}
-    served = {f"static/{name}" for name in [*PAGES.values(), *ASSETS]}
+    served = {f"static/{name}" for name in [*PAGES.values(), NOT_FOUND_PAGE, *ASSETS]}
     assert served - shipped == set()
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from service.config import Settings
 from service.dashboard import routes
-from service.dashboard.routes import ASSETS, render
+from service.dashboard.routes import ASSETS, NOT_FOUND_PAGE, render
 from service.dashboard.routes import PAGES as ROUTES
 from tests.support.pages import PAGE_SCRIPTS, STATIC, parse
 
-PAGES = tuple(ROUTES.values())  # every page the dashboard serves
+PAGES = (*ROUTES.values(), NOT_FOUND_PAGE)  # every page the dashboard serves
 # Every script the pages can load, by its path under static/.
 SCRIPTS = tuple(name for name, content_type in ASSETS.items() if content_type == "text/javascript")
 

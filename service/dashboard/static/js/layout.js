@@ -6,7 +6,8 @@ import { failedText } from "./api.js";
 import { byId, el, hide, show } from "./dom.js";
 import { toLogin } from "./session.js";
 
-const PAGES = [
+// The signed-in pages, in the order the navigation lists them.
+export const PAGES = [
   { page: "keys", href: "/keys", text: "API keys" },
   { page: "files", href: "/files", text: "Files" },
   { page: "sessions", href: "/sessions", text: "Sessions" },
