@@ -15,9 +15,9 @@ export const PAGES = [
 ];
 
 function topbar(children) {
+  // The bar's content keeps to the page's width (style.css): one layout on every page.
   const header = el("header", { className: "topbar" }, [
-    el("p", { className: "brand", text: "filehost" }),
-    ...children,
+    el("div", { className: "bar" }, [el("p", { className: "brand", text: "filehost" }), ...children]),
   ]);
   document.body.insertBefore(header, byId("main"));
   return header;
