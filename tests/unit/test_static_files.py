@@ -92,3 +92,16 @@ def test_a_page_gets_the_services_own_settings_written_in_and_nothing_else() -> 
     assert 'minlength="12"' in served and "At least 12" in served
     for name in PAGES:
         assert "{{" not in render(name, Settings()).decode(), name
+
+
+def test_times_are_written_by_one_module() -> None:
+    """Every page shows a time the same way (how long ago, the local time, UTC on hover):
+    through js/time.js, the only module that formats one."""
+    formatting = ("DateTimeFormat", "RelativeTimeFormat", "toLocale", "getHours", "toISOString")
+    assert all(
+        word in STATIC.joinpath("js", "time.js").read_text("utf-8") for word in formatting[:2]
+    )
+    for name in SCRIPTS:
+        if name != "js/time.js":
+            source = STATIC.joinpath(*name.split("/")).read_text("utf-8")
+            assert not [word for word in formatting if word in source], name
