@@ -294,7 +294,8 @@ EDIT_KEY_FIELDS = ("name", "permissions", "expires_days", "enabled", "allowed_ip
 
 def _check_allowed_ips(value: Any) -> tuple[tuple[str, ...], str | None]:
     """(canonical networks, duplicates folded, in the order given; the problem or None). The
-    problem names the positions (from 0) of the items that are not addresses, never the items."""
+    problem names the positions of the items that are not addresses, never the items, counting
+    from 1 as a person counts the lines of a list they typed."""
     if value is None:
         return (), None
     if not isinstance(value, list):
@@ -305,11 +306,11 @@ def _check_allowed_ips(value: Any) -> tuple[tuple[str, ...], str | None]:
     if len(value) > MAX_ALLOWED_IPS:
         return (), f"must hold at most {MAX_ALLOWED_IPS} addresses or networks"
     networks = [canonical_network(item) if isinstance(item, str) else None for item in value]
-    bad = [str(index) for index, network in enumerate(networks) if network is None]
+    bad = [str(position) for position, network in enumerate(networks, 1) if network is None]
     if bad:
         return (), (
-            f"items at positions {', '.join(bad)} (from 0) are not IPv4/IPv6 addresses or "
-            "CIDR networks"
+            f"items at positions {', '.join(bad)} (counting from 1) are not IPv4/IPv6 addresses "
+            "or CIDR networks"
         )
     return tuple(dict.fromkeys(networks)), None  # type: ignore[arg-type]
 

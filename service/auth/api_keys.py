@@ -112,7 +112,7 @@ class ApiKeys:
                 audit.KEY_CREATED,
                 now,
                 origin,
-                target={"key_id": record.id},
+                target=audit.key_target(record.id, name, record.key_prefix),
                 changes={
                     "name": name,
                     "permissions": list(permissions),
@@ -175,9 +175,10 @@ class ApiKeys:
             sets_rate_limit=edit.sets_rate_limit,
             rate_limit=edit.rate_limit,
         )
-        target = {"key_id": key_id}
 
         def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch | None:
+            # Named as it was until this edit: a new name is among the changes.
+            target = audit.key_target(key_id, before.name, before.key_prefix)
             events = []
             edited = _edited_fields(before, after)
             if edited:
@@ -231,17 +232,19 @@ class ApiKeys:
         )
         now = self._clock.now_ms()
 
-        def events_for(record: KeyRecord) -> EventBatch:
+        def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch:
+            # Named by the prefix it had until this roll; the new one is among the changes.
             return self._trail.batch(
                 now,
                 audit.event(
                     audit.KEY_ROLLED,
                     now,
                     origin,
-                    target={"key_id": key_id},
+                    target=audit.key_target(key_id, before.name, before.key_prefix),
                     changes={
                         "grace_seconds": grace_seconds,
-                        "previous_secret_expires_at": record.previous_secret_expires_at,
+                        "previous_secret_expires_at": after.previous_secret_expires_at,
+                        "key_prefix": after.key_prefix,
                     },
                 ),
             )
@@ -270,12 +273,16 @@ class ApiKeys:
         """Revoke one of the user's keys; 404 for an unknown id or another account's key.
         Recorded as ``key.revoked`` once the key is found active, before it is removed."""
         now = self._clock.now_ms()
-        events = self._trail.batch(
-            now, audit.event(audit.KEY_REVOKED, now, origin, target={"key_id": key_id})
-        )
+
+        def events_for(record: KeyRecord) -> EventBatch:
+            target = audit.key_target(key_id, record.name, record.key_prefix)
+            return self._trail.batch(
+                now, audit.event(audit.KEY_REVOKED, now, origin, target=target)
+            )
+
         try:
             revoked = credentials.is_valid_id(key_id, "key") and await self._store.revoke(
-                user_id, key_id, now, events
+                user_id, key_id, now, events_for
             )
         except KeyChanged:
             raise ApiError(Code.KEY_BUSY) from None

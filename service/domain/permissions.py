@@ -25,17 +25,39 @@ PERMISSIONS: tuple[str, ...] = (
     "settings.write",
 )
 
+# What each permission lets an API key do, exactly as the service enforces it today: the one
+# list the dashboard describes them from (its js/permissions.js is compared with this by a test).
 PERMISSION_DESCRIPTIONS: dict[str, str] = {
-    "files.read": "List, read and download files",
-    "files.write": "Upload, rename, move and delete files",
-    "folders.read": "List and read folders",
-    "folders.write": "Create, rename, move and delete folders",
-    "aliases.read": "List vanity aliases",
-    "aliases.write": "Create and delete aliases",
-    "keys.read": "List API keys",
-    "keys.write": "Create and revoke API keys",
+    "files.read": "List files (all of them, or one folder's), read their details and download them",
+    "files.write": "Upload files (into a folder), rename, move and delete them",
+    "folders.read": "List a folder's folders and read a folder with its path",
+    "folders.write": (
+        "Create, rename, move and delete folders (deleting one with everything in it also "
+        "needs files.write)"
+    ),
+    "aliases.read": "GET and HEAD of /api/v1/aliases…, checked by a gateway",
+    "aliases.write": "POST, PUT, PATCH, DELETE of /api/v1/aliases…, checked by a gateway",
+    "keys.read": "Nothing: only a signed-in session may list keys",
+    "keys.write": "Nothing: only a signed-in session may create, change or revoke keys",
     "settings.read": "Read the account's settings",
     "settings.write": "Change the account's settings",
+}
+
+# Who enforces each permission today: ``service``, this service's own endpoints; ``gateway``,
+# only a gateway asking ``/auth/verify`` on behalf of another service, since no such resource is
+# hosted here yet; ``nothing``, since the key endpoints take a session only, whatever a key
+# holds (the spec's rule 1). tests/unit/test_permissions.py checks this against the routes.
+ENFORCED_BY: dict[str, str] = {
+    "files.read": "service",
+    "files.write": "service",
+    "folders.read": "service",
+    "folders.write": "service",
+    "aliases.read": "gateway",
+    "aliases.write": "gateway",
+    "keys.read": "nothing",
+    "keys.write": "nothing",
+    "settings.read": "service",
+    "settings.write": "service",
 }
 
 BIT: dict[str, int] = {name: 1 << position for position, name in enumerate(PERMISSIONS)}

@@ -318,15 +318,16 @@ class ApiKeyStore:
         key_prefix: str,
         previous_until: int,
         now: int,
-        events_for: Callable[[KeyRecord], EventBatch | None],
+        events_for: Callable[[KeyRecord, KeyRecord], EventBatch | None],
     ) -> KeyRecord | None:
         """Give one of the account's active keys a new secret (``secret_digest``); the current
         one keeps working until ``previous_until`` (ms; ``now`` for not at all), a secret still
         in the grace of an earlier roll is refused from now on. Everything else about the key
-        stays. None when the account has no active key of that id; raises ``AccountGone`` and
-        ``KeyChanged`` like ``edit_api_key`` (also when a roll overtook this one before it
-        finished: its secret was dropped). The new secret works once this returns, and only
-        then may it be shown (see "Changing a key" in ``service.store.key_entries``).
+        stays; ``events_for(before, after)`` gives the roll's audit events, recorded in the step
+        that makes it. None when the account has no active key of that id; raises
+        ``AccountGone`` and ``KeyChanged`` like ``edit_api_key`` (also when a roll overtook this
+        one before it finished: its secret was dropped). The new secret works once this returns,
+        and only then may it be shown (see "Changing a key" in ``service.store.key_entries``).
 
         The metadata says ``rolling`` from (a) until the roll has finished: a roll that failed
         part-way (a 503) never showed its secret, so the next roll drops that one and gives the
@@ -360,7 +361,9 @@ class ApiKeyStore:
                 "v": meta.get("v", 0) + 1,
             }
             record = key_record(key_id, rolled, last_used, now)
-            status = await self._entries.change(user_id, key_id, read, rolled, events_for(record))
+            before = key_record(key_id, meta, last_used, now)
+            events = events_for(before, record)
+            status = await self._entries.change(user_id, key_id, read, rolled, events)
             if status == 2:
                 continue
             if status == -1:
@@ -423,26 +426,26 @@ class ApiKeyStore:
         user_id: str,
         key_id: str,
         now: int,
-        events: EventBatch | None = None,
+        events_for: Callable[[KeyRecord], EventBatch] | None = None,
         reason: str = GONE_REVOKED,
     ) -> bool:
         """Revoke one of the account's keys; False when it has no active key of that id.
 
-        The revocation is recorded (``events``) once the key is found active and before
-        anything is removed: a failed record leaves the key as it was. The digest entries go
-        first: from the moment their DELs return, the secrets are refused everywhere. Only then
-        is the listing metadata removed, if it still names those entries, and they are deleted
-        once more (see "Changing a key" in ``service.store.key_entries``). Each entry of an
-        active key is remembered as revoked (``reason``: ``GONE_REVOKED``, or ``GONE_LEAKED``
-        for a key reported leaked) in the step that deletes it.
+        The revocation is recorded (``events_for``, given the key as listed) once the key is
+        found active and before anything is removed: a failed record leaves the key as it was.
+        The digest entries go first: from the moment their DELs return, the secrets are refused
+        everywhere. Only then is the listing metadata removed, if it still names those entries,
+        and they are deleted once more (see "Changing a key" in ``service.store.key_entries``).
+        Each entry of an active key is remembered as revoked (``reason``: ``GONE_REVOKED``, or
+        ``GONE_LEAKED`` for a key reported leaked) in the step that deletes it.
         """
         read = await self.redis.hget(self.keys.account_keys(user_id), key_id)
         if read is None:
             return False
         meta = decode_key_metadata(read)
         active = meta["e"] > now
-        if events is not None and active:  # an expired key's removal is no event
-            await self._audit.record(user_id, events)
+        if events_for is not None and active:  # an expired key's removal is no event
+            await self._audit.record(user_id, events_for(key_record(key_id, meta, None, now)))
         revoked = reason if active else None
         account = [
             self.keys.account_keys(user_id),
