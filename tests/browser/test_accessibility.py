@@ -79,12 +79,19 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await assert_focus_is_visible(page)
     await page.keyboard.press("Space")
     stops = await tab_to(page, "summary")  # the permissions for features not yet available
-    assert stops == ["#perm-files-write", "summary"], stops
+    assert stops == [
+        "#perm-files-write",
+        "#perm-folders-read",
+        "#perm-folders-write",
+        "#perm-settings-read",
+        "#perm-settings-write",
+        "summary",
+    ], stops
     await page.keyboard.press("Enter")  # open them
-    await tab_to(page, "#perm-folders-read")
+    await tab_to(page, "#perm-aliases-read")
     await page.keyboard.press("Space")
     stops = await tab_to(page, "#key-expiry")
-    assert stops[-2] == "#perm-settings-write", stops  # every checkbox in order, then expiry
+    assert stops[-2] == "#perm-keys-write", stops  # every checkbox in order, then expiry
     await assert_focus_is_visible(page)
     await page.keyboard.press("ArrowDown")  # 90 days -> 180 days, without opening the list
     await expect(page.get_by_label("Expires after")).to_have_value("180")
@@ -108,7 +115,7 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await expect(page.locator("#new-secret")).to_be_hidden()
     await expect(page.get_by_role("button", name="Create key")).to_be_focused()
     row = key_row(page, "keyboard key")
-    await expect(row.locator("td.key-permissions li")).to_have_text(["files.read", "folders.read"])
+    await expect(row.locator("td.key-permissions li")).to_have_text(["files.read", "aliases.read"])
     status, _ = await dashboard.api("GET", "/files", key=secret)
     assert status == 200
 

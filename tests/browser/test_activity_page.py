@@ -22,9 +22,11 @@ from service.api.context import POLICY, STORE
 from service.domain.audit_events import (
     EVENT_TYPES,
     FILE_DELETED,
+    FOLDER_CREATED,
     KEY_EDITED,
     KEY_REVOKED,
     SESSION_ENDED,
+    SETTINGS_CHANGED,
     Origin,
     api_key_actor,
     event,
@@ -358,8 +360,16 @@ async def test_files_are_named_and_events_recorded_before_names_fall_back_to_ids
             now,
             origin,
             actor={"type": "robot", "serial": 7},
-            target={"type": "folder", "folder_id": "fld_1"},
+            target={"type": "shelf", "shelf_id": "shf_1"},
         ),
+        event(
+            FOLDER_CREATED,
+            now,
+            origin,
+            actor={"type": "session", "session_id": old_session},
+            target={"type": "folder", "folder_id": new_id("fld"), "name": "reports"},
+        ),
+        event(SETTINGS_CHANGED, now, origin, target={"type": "settings"}),
     ]
     await dashboard.app[POLICY].audit.record(user_id, now, *old)
 
@@ -375,7 +385,9 @@ async def test_files_are_named_and_events_recorded_before_names_fall_back_to_ids
         (old[0], f"Session {old_session}", f"Key {old_key}"),
         (old[1], f"Session {old_session}", f"Session {other}"),
         (old[2], f"Key {old_key}", "File “gone.txt” (3 bytes)"),
-        (old[3], "robot", "type folder, folder_id fld_1"),
+        (old[3], "robot", "type shelf, shelf_id shf_1"),
+        (old[4], f"Session {old_session}", "Folder “reports”"),
+        (old[5], "Not signed in", "The account's settings"),
     ]
     for recorded, actor, target in expectations:
         row = shown[recorded["id"]]

@@ -184,23 +184,26 @@ async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab,
     await page.locator("#create-open").click()
     dialog = page.get_by_role("dialog", name="Create a key")
     await expect(dialog.get_by_role("checkbox", name="Read List files")).to_be_visible()
-    folders = dialog.get_by_role(
-        "checkbox", name=re.compile(r"^Read GET and HEAD of \/api\/v1\/folders")
+    await expect(dialog.get_by_role("checkbox", name="Read List a folder's")).to_be_visible()
+    aliases = dialog.get_by_role(
+        "checkbox", name=re.compile(r"^Read GET and HEAD of \/api\/v1\/aliases")
     )
-    await expect(folders).to_be_hidden()
+    await expect(aliases).to_be_hidden()
     await dialog.get_by_text(LATER_PERMISSIONS).click()
-    await expect(folders).to_be_visible()
-    await expect(dialog.locator("#perm-later-about")).to_contain_text("hosts files only")
+    await expect(aliases).to_be_visible()
+    await expect(dialog.locator("#perm-later-about")).to_contain_text(
+        "Aliases are not hosted here yet"
+    )
     await dialog.get_by_role("button", name="Cancel").click()
 
     # A key created with some is edited with exactly those checked, the disclosure open when
     # it holds one of those behind it, so nothing it holds is out of sight.
-    await create_key(page, "drawn", ["folders.write", "settings.read"])
+    await create_key(page, "drawn", ["aliases.write", "settings.read"])
     await page.get_by_role("button", name="Edit key drawn").click()
     checked = page.locator('input[name="edit-permissions"]:checked')
     assert await checked.evaluate_all("(boxes) => boxes.map((box) => box.value)") == [
-        "folders.write",
-        "settings.read",
+        "settings.read",  # what the service enforces first, as the grid draws them
+        "aliases.write",
     ]
     await expect(checked).to_have_count(2)
     for box in await checked.all():

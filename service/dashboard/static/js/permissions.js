@@ -69,9 +69,9 @@ const ACTIONS = { read: "Read", write: "Write" };
 // says why, so nobody grants them thinking they do something here.
 const LATER_SUMMARY = "Also grant permissions for features not yet available";
 const LATER_ABOUT =
-  "This service hosts files only. Folders, aliases and settings are not hosted here yet: a " +
-  "gateway in front of another service can require these permissions of a key (forward-auth), " +
-  "and nothing else checks them. The API key permissions grant nothing.";
+  "Aliases are not hosted here yet: a gateway in front of another service can require these " +
+  "permissions of a key (forward-auth), and nothing else checks them. The API key " +
+  "permissions grant nothing.";
 
 function checkbox(permission, idPrefix, name) {
   const [resource, action] = permission.name.split(".");

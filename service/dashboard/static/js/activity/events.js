@@ -1,5 +1,5 @@
 // One audit event as a row of the activity table: when, what, by whom, from where, about
-// what, and what changed. Keys, sessions and files are named as the event recorded them (a
+// what, and what changed. Keys, sessions, files and folders are named as the event recorded them (a
 // key's name and prefix, a session's device, a file's name), by their type; an event recorded
 // before names were kept, or of a shape this page does not know, falls back to its ids. Whatever
 // shape a field comes in, it is shown as text.
@@ -57,7 +57,12 @@ function fileNodes(file) {
   return nodes;
 }
 
-// A key, session or file, by its type, or by the id it carries (older events have no type).
+function folderNodes(folder) {
+  return text(folder.name) ? ["Folder ", quoted(folder.name)] : byId("Folder", folder.folder_id);
+}
+
+// A key, session, file, folder or the settings, by its type, or by the id it carries (older
+// events have no type).
 function subjectNodes(subject) {
   if (subject.type === "api_key" || (!subject.type && subject.key_id)) {
     return keyNodes(subject);
@@ -67,6 +72,12 @@ function subjectNodes(subject) {
   }
   if (subject.type === "file" || (!subject.type && subject.file_id)) {
     return fileNodes(subject);
+  }
+  if (subject.type === "folder") {
+    return folderNodes(subject);
+  }
+  if (subject.type === "settings") {
+    return ["The account's settings"];
   }
   return null;
 }

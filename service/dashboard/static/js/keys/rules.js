@@ -4,7 +4,7 @@
 // uses it); a test compares the bounds and runs both over the same inputs.
 
 export const MAX_NAME_LENGTH = 100;
-export const MAX_EXPIRES_DAYS = 365;
+export const MAX_EXPIRES_DAYS = 3650;
 export const MAX_ALLOWED_IPS = 100;
 export const MAX_NETWORK_TEXT = 64;
 export const MAX_PER_SECOND = 10000;
