@@ -34,6 +34,7 @@ from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain.credentials import new_id
 from service.domain.files import display_name, media_type
+from service.domain.permissions import BOUND_TO_FOLDERS
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
@@ -218,7 +219,7 @@ class Files:
     async def page(self, principal: Principal, limit: int, after: str | None) -> FilePage:
         """A page of every file the principal reaches: on the gateway's path, one command (a
         key bound to folders: one script, ``Reach.files_page``)."""
-        if principal.bound:
+        if principal.permissions & BOUND_TO_FOLDERS:  # the bit itself: the gateway's path
             return await self._reach.files_page(principal, limit, after)
         return await self._store.list_page(self._reach.account(principal), limit, after)
 

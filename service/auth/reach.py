@@ -24,6 +24,8 @@ key's does, or one more where the operation reads nothing of its own (``listing`
 - ``listing``: the folder listed inside them; ``top_folders``: a bound key's top level (its
   folders that none of its others holds);
 - ``account`` / ``files_page``: a listing of the whole account, narrowed to them;
+- ``inside``: which of a batch of files and folders (the targets of a page of aliases) they
+  hold, in one read;
 - ``whole_account``: what belongs to the account as a whole (its settings), refused to them;
   ``reaches_something``: whether a bound key reaches anything at all.
 """
@@ -214,6 +216,21 @@ class Reach:
         )
         _reaches_something(status)
         return page
+
+    async def inside(self, principal: Principal, targets: list[tuple[str, str]]) -> list[bool]:
+        """Whether each of a batch of files and folders (``(kind, id)``, kind ``file`` or
+        ``folder``: say, the targets of a page of aliases) is one the principal reaches. All
+        of them for a principal that is not bound (no read, and no check that they exist);
+        for a bound key one read, however many."""
+        if not principal.bound:
+            return [True] * len(targets)
+        status, inside = await self._bindings.targets(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            targets,
+        )
+        _reaches_something(status)
+        return inside
 
     async def _bound_file(self, principal: Principal, file_id: str) -> tuple[str, FileRecord]:
         status, stored = await self._bindings.file(

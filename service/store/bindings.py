@@ -242,6 +242,33 @@ return found
 """
 )
 
+# Which of a batch of files and folders (say, the targets of a page of aliases) lie inside:
+# {status, 1 or 0 per target, in order}. KEYS: files, folders, keys. ARGV: key id, then a kind
+# ('file' or 'folder') and an id per target.
+_TARGETS = (
+    BINDINGS_LUA
+    + """
+local bound = bound_folders(KEYS[3], ARGV[1])
+if not bound then
+  return {-1}
+end
+local memo, found = {}, {1}
+for i = 2, #ARGV - 1, 2 do
+  local folder = ARGV[i + 1]
+  if ARGV[i] ~= 'folder' then
+    local member = redis.call('HGET', KEYS[1], ARGV[i + 1])
+    folder = member and file_folder(member)
+  end
+  if folder and within(KEYS[2], bound, memo, folder) then
+    found[#found + 1] = 1
+  else
+    found[#found + 1] = 0
+  end
+end
+return found
+"""
+)
+
 # Members of the account's order one page of a bound key's files examines at least.
 SCAN_BOUND = 1000
 _POSITION_LENGTH = 13 + 1 + 26  # ``<created ms, 13 digits>:<file id>``
@@ -280,6 +307,7 @@ class BindingsStore:
         self._place = _Script(redis, hot, _PLACE, 2, 2)
         self._tops = _Script(redis, hot, _TOPS, 2, 1)
         self._files_page = _Script(redis, hot, _FILES_PAGE, 3, 5)
+        self._targets = redis.register_script(_TARGETS)  # never on the gateway's path
 
     async def file(self, user_id: str, key_id: str, file_id: str) -> tuple[int, str | None]:
         """(status, the file's member as stored when inside). One round trip."""
@@ -357,3 +385,21 @@ class BindingsStore:
         else:
             next_cursor = None
         return status, FilePage(files, next_cursor)
+
+    async def targets(
+        self, user_id: str, key_id: str, targets: list[tuple[str, str]]
+    ) -> tuple[int, list[bool]]:
+        """(status, whether each of ``targets``, ``(kind, id)`` with kind ``file`` or
+        ``folder``, lies inside the key's folders). One round trip however many."""
+        args: list[str] = [key_id]
+        for kind, target_id in targets:
+            args += (kind, target_id)
+        found = await self._targets(
+            keys=[
+                self.keys.account_files(user_id),
+                self.keys.account_folders(user_id),
+                self.keys.account_keys(user_id),
+            ],
+            args=args,
+        )
+        return int(found[0]), [bool(inside) for inside in found[1:]]

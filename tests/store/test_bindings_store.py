@@ -223,3 +223,26 @@ async def test_binding_a_folder_that_is_not_live_writes_nothing(store: Stores) -
         with pytest.raises(FolderNotLive):
             await bind(store, folder_ids, key_id=new_id("key"))
     assert await store.api_keys.list(USER, NOW) == []
+
+
+async def test_which_of_a_batch_of_targets_lie_inside(store: Stores) -> None:
+    inside = await make(store, "Inside")
+    below = await make(store, "Below", inside)
+    outside = await make(store, "Outside")
+    doomed = await make(store, "Doomed", inside)
+    files = [await make_file(store, folder, NOW) for folder in (below, outside, None, doomed)]
+    await detach(store, doomed)
+    await bind(store, [inside.id])
+    targets = [
+        ("folder", inside.id),
+        ("folder", below.id),
+        ("folder", outside.id),
+        ("folder", doomed.id),
+        ("folder", new_id("fld")),
+        *(("file", f.id) for f in files),
+        ("file", new_id("fil")),
+    ]
+    status, found = await store.bindings.targets(USER, KEY, targets)
+    assert status == 1
+    assert found == [True, True, False, False, False, True, False, False, False, False]
+    assert await store.bindings.targets(USER, KEY, []) == (1, [])
