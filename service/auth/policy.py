@@ -38,6 +38,7 @@ class Policy:
     folders: Folders
     settings: AccountSettings
     removals: Removals
+    reach: Reach
 
 
 def make_policy(
@@ -55,8 +56,11 @@ def make_policy(
     sessions = Sessions(stores.sessions, clock, trail)
     blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
-    reach = Reach(stores.files, stores.folders)
-    removals = Removals(stores.folder_removal, blobs)
+    reach = Reach(stores.files, stores.folders, stores.bindings)
+    api_keys = ApiKeys(
+        stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
+    )
+    removals = Removals(stores.folder_removal, blobs, unbind=api_keys.forget_folders)
     return Policy(
         users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
         login=Login(
@@ -70,9 +74,7 @@ def make_policy(
             login_outcomes,
         ),
         sessions=sessions,
-        api_keys=ApiKeys(
-            stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
-        ),
+        api_keys=api_keys,
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
         files=Files(
@@ -96,4 +98,5 @@ def make_policy(
         ),
         settings=account_settings,
         removals=removals,
+        reach=reach,
     )

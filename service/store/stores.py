@@ -1,7 +1,8 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
-``folders`` with ``folder_removal``, ``account_settings``), ``lookup`` is the per-request read
+``folders`` with ``folder_removal``, ``account_settings``, ``bindings``: what a key bound to
+folders reaches), ``lookup`` is the per-request read
 of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
 ``backup`` the copy of every record a backup takes. All
 share one map of key names (``service.store.keys``).
@@ -19,6 +20,7 @@ from service.store.account_settings import AccountSettingsStore
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
 from service.store.backup import BackupStore
+from service.store.bindings import BindingsStore
 from service.store.counters import CounterStore
 from service.store.files import FilesStore
 from service.store.folder_removal import FolderRemovalStore
@@ -45,6 +47,7 @@ class Stores:
     folders: FoldersStore
     folder_removal: FolderRemovalStore
     account_settings: AccountSettingsStore
+    bindings: BindingsStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -75,4 +78,5 @@ def open_stores(
         folders=FoldersStore(redis, keys),
         folder_removal=FolderRemovalStore(redis, keys),
         account_settings=AccountSettingsStore(redis, keys),
+        bindings=BindingsStore(redis, keys, hot),
     )
