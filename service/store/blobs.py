@@ -67,6 +67,11 @@ class Blob(Protocol):
 
     def chunks(self, start: int, length: int) -> AsyncIterator[bytes]: ...
 
+    def fileno(self) -> int | None:
+        """The open file's descriptor, for sending it with ``sendfile``; None when the blob is
+        not a file of this machine (it is then read as chunks)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -108,6 +113,9 @@ class _FileBlob:
                 raise OSError("blob ended early")
             left -= len(data)
             yield data
+
+    def fileno(self) -> int:
+        return self._handle.fileno()  # type: ignore[attr-defined]
 
     async def close(self) -> None:
         await asyncio.to_thread(self._handle.close)  # type: ignore[attr-defined]
