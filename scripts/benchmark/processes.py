@@ -209,7 +209,7 @@ http {{
     client_body_temp_path {directory}/body-temp;
     client_max_body_size 0;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port} reuseport;
         root {directory}/www;
         location /put/ {{
             dav_methods PUT DELETE;

@@ -14,7 +14,7 @@ from pathlib import Path
 import redis
 
 from benchmark.scenarios import FLOORS, GATEWAY_P99_MS, LABELS, TARGETS
-from benchmark.transfers import MANY, SEQUENTIAL, Row
+from benchmark.transfers import MANY, RUN_SECONDS, Row
 
 # A row below the table's line: a label, what was measured, the Redis commands per request and
 # its ratio cells as they are shown.
@@ -266,12 +266,13 @@ def transfer_section(
         "serving the same file, uploads (multipart, the service hashing and fsyncing them) "
         "beside nginx storing the same body with `PUT`, and beside the same `PUT` followed by "
         "an fsync of the stored file and its directory by the client, since nginx has no "
-        "setting to fsync a body itself. One at a time is "
-        f"{SEQUENTIAL} transfers in a row; at once, {MANY} together, each on a connection of its "
-        "own. The client (`scripts/benchmark/transfer_client.py`) is a thread per connection "
-        "that sends files with `sendfile` and reads answers into one reused buffer; the table "
-        "shows how many cores it kept busy during the runs (its CPU seconds per second, "
-        "median), beside the service's runs and nginx's. Each run sits beside a run of "
+        "setting to fsync a body itself. A run is one transfer at a time, or "
+        f"{MANY} at once each on a connection of its own, one after another until it has lasted "
+        f"{RUN_SECONDS:g} s. The client (`scripts/benchmark/transfer_client.py`) is a thread per "
+        "connection that sends files with `sendfile` and splices answers into /dev/null, so "
+        "no byte is copied into it; the table shows how many cores it kept busy during the "
+        "runs (its CPU seconds per second, median), beside the service's runs and nginx's. Each "
+        "run sits beside a run of "
         f"each floor, {rounds} rounds (floors first in odd rounds, last in even ones); ratios "
         "are taken within a round, the table shows medians and their range, MiB/s the "
         "median payload throughput and CPU the servers' user + system time per 100 MiB moved "

@@ -1,9 +1,10 @@
 """The transfers' load generator: one blocking socket per transfer in a thread of its own, so a
 transfer costs the client little more than the kernel's work.
 
-A download reads the answer into one reused buffer (``recv_into``, no hashing, no copies in
-Python); an upload sends the file with ``os.sendfile`` from the page cache, between the few bytes
-of multipart framing the service needs (nginx's ``PUT`` takes the bare body). Each transfer opens
+A download's body is spliced from the socket into a pipe and on into /dev/null, never copied into
+the process (Linux; elsewhere read into one reused buffer), and not hashed; an upload sends the
+file with ``os.sendfile`` from the page cache, between the few bytes of multipart framing the
+service needs (nginx's ``PUT`` takes the bare body). Each transfer opens
 its own connection (``Connection: close``), as a browser or curl fetching one big file does, and
 is checked: the expected status, and for a download every byte of the announced length.
 
@@ -13,6 +14,8 @@ client kept a core busy, and so may have held the transfer back, shows it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import resource
 import socket
@@ -26,6 +29,7 @@ from urllib.parse import urlsplit
 RECEIVE_BUFFER = 1024 * 1024
 BOUNDARY = "benchTransferBoundary7f3a"
 HEAD_LIMIT = 64 * 1024
+PIPE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,8 @@ def _read_answer(sock: socket.socket, outcome: Outcome, buffer: memoryview) -> N
     length = int(fields["content-length"]) if "content-length" in fields else None
     received = len(rest)
     short = [rest] if length is not None and length <= HEAD_LIMIT else None
+    if short is None and length is not None and hasattr(os, "splice"):
+        received += _discard(sock, length - received)
     while length is None or received < length:
         count = sock.recv_into(buffer)
         if count == 0:
@@ -130,6 +136,30 @@ def _read_answer(sock: socket.socket, outcome: Outcome, buffer: memoryview) -> N
         outcome.body = b"".join(short)
     if length is not None and received != length:
         raise OSError(f"the answer ended after {received} of {length} bytes")
+
+
+_sinks = threading.local()
+
+
+def _discard(sock: socket.socket, count: int) -> int:
+    """Read and drop ``count`` bytes of a body without copying them into this process: spliced
+    from the socket into a pipe and from the pipe into /dev/null (Linux). How many arrived."""
+    if not hasattr(_sinks, "pipe"):
+        _sinks.pipe = os.pipe()
+        with contextlib.suppress(OSError):  # a larger pipe: fewer calls per MiB
+            fcntl.fcntl(_sinks.pipe[1], fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        _sinks.null = os.open(os.devnull, os.O_WRONLY)
+    readable, writable = _sinks.pipe
+    sock.settimeout(None)  # blocking: splice waits for the bytes
+    received = 0
+    while received < count:
+        moved = os.splice(sock.fileno(), writable, min(count - received, PIPE_BYTES))
+        if moved == 0:
+            break
+        received += moved
+        while moved:
+            moved -= os.splice(readable, _sinks.null, moved)
+    return received
 
 
 def transfer(request: Request, buffer: memoryview) -> Outcome:
@@ -154,16 +184,20 @@ def transfer(request: Request, buffer: memoryview) -> Outcome:
     return outcome
 
 
-def run(requests: list[list[Request]]) -> RunResult:
+def run(requests: list[list[Request]], seconds: float = 0.0) -> RunResult:
     """Every list of ``requests`` in a thread of its own, all started together; each thread
-    sends its list one transfer after another."""
+    sends its list one transfer after another, and starts no other once ``seconds`` have passed
+    (its first transfer always runs)."""
     outcomes: list[list[Outcome]] = [[] for _ in requests]
     start = threading.Barrier(len(requests) + 1)
+    deadline = 0.0
 
     def worker(index: int) -> None:
         buffer = memoryview(bytearray(RECEIVE_BUFFER))
         start.wait()
         for request in requests[index]:
+            if outcomes[index] and time.perf_counter() >= deadline:
+                return
             outcomes[index].append(transfer(request, buffer))
 
     threads = [
@@ -173,15 +207,16 @@ def run(requests: list[list[Request]]) -> RunResult:
         thread.start()
     before = resource.getrusage(resource.RUSAGE_SELF)
     began = time.perf_counter()
+    deadline = began + seconds
     start.wait()
     for thread in threads:
         thread.join()
-    seconds = time.perf_counter() - began
+    took = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     done = [outcome for per_thread in outcomes for outcome in per_thread]
     return RunResult(
-        seconds=seconds,
+        seconds=took,
         transfers=len(done),
         payload_bytes=sum(outcome.sent or outcome.received for outcome in done),
         client_cpu_seconds=cpu,

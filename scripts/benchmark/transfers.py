@@ -9,7 +9,7 @@ a public alias ``GET /a/{slug}``, is one more entry: a ``setup`` that creates th
 the API (``Seeded.api``) and keeps its slug in ``Seeded.values``, and a URL builder that reads
 it.
 
-Each scenario runs one transfer at a time (``SEQUENTIAL`` in a row) and ``MANY`` at once; every
+Each scenario runs one transfer at a time and ``MANY`` at once, in a row for ``RUN_SECONDS``; every
 run sits beside a run of its floor (the floor first in odd rounds, last in even ones), and each
 ratio is taken within that pair. Uploads are removed after each run (the service's through its
 API, nginx's from its directory), so no run leaves writeback for the next.
@@ -40,7 +40,11 @@ from benchmark.transfer_client import HEAD_LIMIT, Request, RunResult, run, trans
 MIB = 1024 * 1024
 FILE_BYTES = 100 * MIB
 MEMORY_FILE_BYTES = 1024 * MIB
-SEQUENTIAL = 4  # transfers in a row in a one-at-a-time run
+# A run sends transfers in a row (one at a time) or waves of them (many at once) until it has
+# lasted this long: a shared machine's noise comes in bursts that a 0.05 s transfer would
+# catch whole or miss.
+RUN_SECONDS = 1.0
+MOST_IN_A_ROW = 64
 MANY = 16
 MEMORY_LIMIT = 32 * MIB  # the most a 1 GiB transfer may grow a worker by
 
@@ -221,12 +225,11 @@ class Measured:
 
 
 def measure(transfer: Transfer, seeded: Seeded, pid: int, at_once: int) -> Measured:
-    """``at_once`` transfers together (one: ``SEQUENTIAL`` in a row) against the server whose
-    master is ``pid``; what an upload stored is removed afterwards."""
-    in_a_row = SEQUENTIAL if at_once == 1 else 1
-    requests = [transfer.requests(seeded, in_a_row) for _ in range(at_once)]
+    """``at_once`` transfers together, one after another on each connection for ``RUN_SECONDS``,
+    against the server whose master is ``pid``; what an upload stored is removed afterwards."""
+    requests = [transfer.requests(seeded, MOST_IN_A_ROW // at_once or 1) for _ in range(at_once)]
     before = processes.cpu_seconds(pid)
-    result = run(requests)
+    result = run(requests, RUN_SECONDS)
     server = processes.cpu_seconds(pid) - before
     if transfer.cleanup is not None:
         transfer.cleanup(seeded, result)
