@@ -32,6 +32,7 @@ PASSWORD = "bench password 1234"
 # The bench alias's slug: scenario a asks for /a/<it> (benchmark.scenarios.ALIAS_PATH).
 ALIAS_SLUG = "bench-alias"
 EMAIL = "bench@example.com"
+TRANSFER_EMAIL = "transfers@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
 
@@ -99,6 +100,32 @@ async def _alias_of_a_file(accounts: Any, user_id: str) -> None:
 
     record = await accounts.files.upload(owner, chunks(), "bench.txt", "text/plain", no_more_fields)
     await accounts.aliases.create(owner, "file", record.id, "file_id", slug=ALIAS_SLUG)
+
+
+def seed_transfer_key(redis_url: str) -> str:
+    """A second user, apart from the bench account (whose file list scenario b reads), with a key
+    that may upload and download: the transfers' credential."""
+    from service.auth.passwords import PasswordHasher
+    from service.auth.policy import make_policy
+    from service.clock import SystemClock
+    from service.config import Settings
+    from service.store.stores import open_stores
+    from service.store.topology import connect_client
+
+    async def run() -> str:
+        settings = Settings(redis_url=redis_url, bcrypt_cost=12, redis_timeout_seconds=2.0)
+        client, close = connect_client(settings, redis_url)
+        passwords = PasswordHasher(12, 1, 0)
+        accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
+        user = await accounts.users.create_user(TRANSFER_EMAIL, PASSWORD)
+        key = await accounts.api_keys.create_key(
+            user.id, "bench transfers", ["files.read", "files.write"], 30
+        )
+        passwords.close()
+        await close()
+        return key.secret
+
+    return asyncio.run(run())
 
 
 def key_entry(seed: dict[str, str]) -> str:

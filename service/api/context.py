@@ -37,6 +37,12 @@ REMOVALS_AT_START = web.AppKey("removals_at_start", asyncio.Task)  # type: ignor
 REQUEST_HANDLING = web.AppKey("request_handling", Callable[[Handler], Handler])  # type: ignore[arg-type]
 # The gateway lane (``api.gateway.GatewayLane``), made when the application starts.
 GATEWAY_LANE = web.AppKey("gateway_lane", Any)  # type: ignore[arg-type]
+# The answer to a request no route matched, when it is not the API's: the dashboard's "not
+# found" page (``service.dashboard.routes``), or None for the envelope's 404.
+NOT_FOUND_PAGE = web.AppKey(
+    "not_found_page",
+    Callable[[web.Request], web.StreamResponse | None],  # type: ignore[arg-type]
+)
 # The envelope answer to a request refused before the application saw it: a status the HTTP
 # parser refused it with, or an ``HTTPException`` aiohttp raised ahead of the routing.
 LOW_LEVEL_REFUSAL = web.AppKey(

@@ -113,10 +113,12 @@ async def acting_with(
 async def acting(request: web.Request, principal: Principal) -> Origin:
     """Where a session's request comes from, for the audit trail: the session's public id, the
     client's address (worked out as for login throttling) and its User-Agent (cut to 256
-    characters). One Redis read; never on the gateway's path."""
-    session_id = await request.app[POLICY].sessions.acting_session_id(principal)
+    characters), and the session's device (its User-Agent at login). One Redis read; never on
+    the gateway's path."""
+    session_id, device = await request.app[POLICY].sessions.acting_session(principal)
     return Origin(
         session_id,
         client_address(request, request.app[SETTINGS].trusted_proxies),
         user_agent(request),
+        device,
     )

@@ -15,6 +15,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from service.api._aiohttp import PlainRoutes, use_route
 from service.api.client_address import ClientAddresses
+from service.api.context import NOT_FOUND_PAGE
 from service.api.envelope import error_response, refusal
 from service.api.headers import REQUEST_ID, standard_headers
 from service.auth.rate_limits import RateLimitFields
@@ -42,8 +43,10 @@ def request_handling(
     In: the request's trace (id, client address) for the access log, the metrics and the log
     records made while it is handled. Out: every refusal as the error envelope (``ApiError``,
     aiohttp's routing errors, Redis failures as 503, anything else as a 500 whose traceback goes
-    to the log only), the headers every answer gets (the security headers, ``X-Request-ID``, and
-    an accepted credential's ``RateLimit-Policy`` and ``RateLimit``), and the request's metrics.
+    to the log only; a browser's GET of an unknown page outside the API gets the dashboard's "not
+    found" page instead, ``NOT_FOUND_PAGE``), the headers every answer gets (the security
+    headers, ``X-Request-ID``, and an accepted credential's ``RateLimit-Policy`` and
+    ``RateLimit``), and the request's metrics.
 
     Not an aiohttp middleware: an application with one gets a second, aiohttp's own, and each
     costs a coroutine per request on the gateway's path (together about as much as the Redis
@@ -81,7 +84,9 @@ def request_handling(
                     standard_headers(exc, trace, rate_fields)
                     record_answer(metrics, request.method, exc.status, trace)
                     raise
-                response = error_response(refusal(exc, trace, method, request.path))
+                response = _not_found_page(request, exc) or error_response(
+                    refusal(exc, trace, method, request.path)
+                )
             except Exception as exc:
                 response = error_response(refusal(exc, trace, method, request.path))
             finally:
@@ -101,6 +106,15 @@ def request_handling(
         return handle
 
     return wrap
+
+
+def _not_found_page(request: web.Request, exc: web.HTTPException) -> web.StreamResponse | None:
+    """The page for a path no route matched, when the application has one for it (the
+    dashboard's, outside ``/api``); None for the envelope's answer."""
+    if not isinstance(exc, web.HTTPNotFound):
+        return None
+    page = request.app.get(NOT_FOUND_PAGE)
+    return page(request) if page is not None else None
 
 
 def _route(request: web.Request, trace: RequestTrace) -> None:

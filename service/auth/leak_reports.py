@@ -10,8 +10,10 @@ from service.auth.login_throttle import address_bucket
 from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain import credentials
+from service.domain.records import KeyRecord
 from service.errors import ApiError, Code
 from service.store.api_keys import ApiKeyStore
+from service.store.audit import EventBatch
 from service.store.counters import CounterStore
 from service.store.fields import GONE_LEAKED
 from service.store.keys import RedisKeys
@@ -59,19 +61,22 @@ class LeakReports:
         origin = audit.Origin(
             None, client_address, user_agent[: audit.MAX_USER_AGENT_LENGTH] if user_agent else None
         )
-        for user_id, key_id in dict.fromkeys(await self._api_keys.find_live(digests, now)):
-            events = self._trail.batch(
+
+        def events_for(record: KeyRecord) -> EventBatch:
+            return self._trail.batch(
                 now,
                 audit.event(
                     audit.KEY_REVOKED_AS_LEAKED,
                     now,
                     origin,
                     actor=audit.leak_report_actor(client_address),
-                    target={"key_id": key_id},
+                    target=audit.key_target(record.id, record.name, record.key_prefix),
                     changes={"revoked_reason": "reported_leaked"},
                 ),
             )
-            await self._api_keys.revoke(user_id, key_id, now, events, GONE_LEAKED)
+
+        for user_id, key_id in dict.fromkeys(await self._api_keys.find_live(digests, now)):
+            await self._api_keys.revoke(user_id, key_id, now, events_for, GONE_LEAKED)
         return len(secrets)
 
     async def _count_leak_report(self, client_address: str | None) -> None:

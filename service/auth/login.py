@@ -112,16 +112,10 @@ class Login:
         idle = min(now + self._idle_ms, absolute)
         token = credentials.generate_session_token()
         public_id = credentials.new_id("ses")
-        opened = {"session_id": public_id}
+        opened = audit.session_ref(public_id, user_agent)
         events = self._trail.batch(
             now,
-            audit.event(
-                audit.LOGIN_SUCCEEDED,
-                now,
-                origin,
-                actor={"type": "session", **opened},
-                target=opened,
-            ),
+            audit.event(audit.LOGIN_SUCCEEDED, now, origin, actor=opened, target=opened),
         )
         try:
             await self._sessions.add(

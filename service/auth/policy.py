@@ -41,6 +41,7 @@ class Policy:
     folders: Folders
     settings: AccountSettings
     removals: Removals
+    reach: Reach
     aliases: Aliases
     alias_access: AliasAccess
 
@@ -62,7 +63,7 @@ def make_policy(
     sessions = Sessions(stores.sessions, clock, trail)
     blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
-    reach = Reach(stores.files, stores.folders)
+    reach = Reach(stores.files, stores.folders, stores.bindings)
     alias_passwords = alias_passwords or passwords
     aliases = Aliases(
         stores.aliases,
@@ -74,7 +75,10 @@ def make_policy(
         settings.max_aliases_per_account,
     )
     account_settings.aliases = aliases
-    removals = Removals(stores.folder_removal, blobs, aliases)
+    api_keys = ApiKeys(
+        stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
+    )
+    removals = Removals(stores.folder_removal, blobs, aliases, unbind=api_keys.forget_folders)
     rate = settings.alias_rate_per_second
     alias_access = AliasAccess(
         stores.alias_views,
@@ -103,9 +107,7 @@ def make_policy(
             login_outcomes,
         ),
         sessions=sessions,
-        api_keys=ApiKeys(
-            stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
-        ),
+        api_keys=api_keys,
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
         files=Files(
@@ -129,6 +131,7 @@ def make_policy(
         ),
         settings=account_settings,
         removals=removals,
+        reach=reach,
         aliases=aliases,
         alias_access=alias_access,
     )

@@ -20,19 +20,20 @@ class Sessions:
         self._clock = clock
         self._trail = trail
 
-    async def acting_session_id(self, principal: Principal) -> str:
-        """The public id of the principal's session (401 ``invalid_session`` if it has ended)."""
+    async def acting_session(self, principal: Principal) -> tuple[str, str | None]:
+        """The public id of the principal's session and its device (the User-Agent stored at
+        login, None when none); 401 ``invalid_session`` if it has ended."""
         assert principal.token_digest is not None
-        session_id = await self._store.public_id(principal.token_digest)
-        if session_id is None:
+        identity = await self._store.identity(principal.token_digest)
+        if identity is None:
             raise ApiError(Code.INVALID_SESSION, "The session is not valid.")
-        return session_id
+        return identity
 
     async def logout(self, principal: Principal, origin: audit.Origin = audit.NO_ORIGIN) -> int:
         """End the caller's session, recorded first as ``logout``."""
         assert principal.token_digest is not None
         now = self._clock.now_ms()
-        target = {"session_id": origin.session_id} if origin.session_id else None
+        target = audit.session_ref(origin.session_id, origin.device) if origin.session_id else None
         await self._trail.record(
             principal.user_id, now, audit.event(audit.LOGOUT, now, origin, target=target)
         )
@@ -56,7 +57,10 @@ class Sessions:
                         user_id,
                         now,
                         audit.event(
-                            audit.SESSION_ENDED, now, origin, target={"session_id": session_id}
+                            audit.SESSION_ENDED,
+                            now,
+                            origin,
+                            target=audit.session_ref(session_id, record.user_agent),
                         ),
                     )
                     if await self._store.remove(record.token_digest, user_id):
@@ -87,7 +91,12 @@ class Sessions:
                 principal.user_id,
                 now,
                 *(
-                    audit.event(audit.SESSION_ENDED, now, origin, target={"session_id": record.id})
+                    audit.event(
+                        audit.SESSION_ENDED,
+                        now,
+                        origin,
+                        target=audit.session_ref(record.id, record.user_agent),
+                    )
                     for record in others
                 ),
             )

@@ -72,16 +72,25 @@ MAX_USER_AGENT_LENGTH = 256
 
 class Origin(NamedTuple):
     """Where a request came from: the acting session's public id, the client's address (as
-    login throttling works it out) and its User-Agent (cut to 256 characters)."""
+    login throttling works it out) and its User-Agent (cut to 256 characters); ``device``, the
+    acting session's User-Agent as stored with it at login (None: it sent none)."""
 
     session_id: str | None
     ip: str | None
     user_agent: str | None
+    device: str | None = None
 
     def actor(self) -> dict[str, Any] | None:
         if self.session_id is None:
             return None
-        return {"type": "session", "session_id": self.session_id}
+        return session_ref(self.session_id, self.device)
+
+
+def session_ref(session_id: str, device: str | None) -> dict[str, Any]:
+    """A session as an actor or a target: its public id and its device, the User-Agent stored
+    with it at login, as it was then (it can't change; None when it sent none). Events recorded
+    before the device was named have no ``device``."""
+    return {"type": "session", "session_id": session_id, "device": device}
 
 
 # Where a change comes from when its caller names nothing (the command line, the tests).
@@ -103,6 +112,13 @@ def api_key_actor(key_id: str, name: str | None, key_prefix: str | None) -> dict
     """Who acted with an API key: the key, with its name and prefix as they were then (it may be
     renamed, rolled or revoked later); both None when the key was revoked meanwhile."""
     return {"type": "api_key", "key_id": key_id, "name": name, "key_prefix": key_prefix}
+
+
+def key_target(key_id: str, name: str, key_prefix: str) -> dict[str, Any]:
+    """An API key acted on, in the shape of ``api_key_actor``: its id, and its name and prefix
+    as they were when the event happened, so the trail still names it once it is renamed,
+    rolled or revoked. Events recorded before names were kept have only ``key_id``."""
+    return api_key_actor(key_id, name, key_prefix)
 
 
 def file_target(file_id: str, name: str, size: int) -> dict[str, Any]:

@@ -26,21 +26,57 @@ PERMISSIONS: tuple[str, ...] = (
     "settings.write",
 )
 
+# What each permission lets an API key do, exactly as the service enforces it today: the one
+# list the dashboard describes them from (its js/permissions.js is compared with this by a test).
 PERMISSION_DESCRIPTIONS: dict[str, str] = {
-    "files.read": "List, read and download files",
-    "files.write": "Upload, rename, move and delete files",
-    "folders.read": "List and read folders",
-    "folders.write": "Create, rename, move and delete folders",
-    "aliases.read": "List vanity aliases and read their views",
-    "aliases.write": "Create, change, disable and delete aliases",
-    "keys.read": "List API keys",
-    "keys.write": "Create and revoke API keys",
+    "files.read": "List files (all of them, or one folder's), read their details and download them",
+    "files.write": "Upload files (into a folder), rename, move and delete them",
+    "folders.read": "List a folder's folders and read a folder with its path",
+    "folders.write": (
+        "Create, rename, move and delete folders (deleting one with everything in it also "
+        "needs files.write)"
+    ),
+    "aliases.read": "List vanity aliases and read one with its views",
+    "aliases.write": (
+        "Create, change, disable and delete vanity aliases of what the key may read, and ask "
+        "for one with an upload"
+    ),
+    "keys.read": "Nothing: only a signed-in session may list keys",
+    "keys.write": "Nothing: only a signed-in session may create, change or revoke keys",
     "settings.read": "Read the account's settings",
     "settings.write": "Change the account's settings",
 }
 
+# Who enforces each permission today: ``service``, this service's own endpoints; ``gateway``,
+# only a gateway asking ``/auth/verify`` on behalf of another service, since no such resource is
+# hosted here yet; ``nothing``, since the key endpoints take a session only, whatever a key
+# holds (the spec's rule 1). tests/unit/test_permissions.py checks this against the routes.
+ENFORCED_BY: dict[str, str] = {
+    "files.read": "service",
+    "files.write": "service",
+    "folders.read": "service",
+    "folders.write": "service",
+    "aliases.read": "service",
+    "aliases.write": "service",
+    "keys.read": "nothing",
+    "keys.write": "nothing",
+    "settings.read": "service",
+    "settings.write": "service",
+}
+
 BIT: dict[str, int] = {name: 1 << position for position, name in enumerate(PERMISSIONS)}
 ALL_PERMISSIONS_MASK: int = (1 << len(PERMISSIONS)) - 1
+
+# Never a permission: the mark, in a key's digest entry beside its permission bits, of a key
+# bound to folders. The per-request lookup already reads and checks that mask, so an unbound key
+# pays nothing for binding, and a worker that predates binding refuses a bound key's entry as
+# damaged (its mask is out of range) rather than letting it reach the whole account.
+BOUND_TO_FOLDERS: int = 1 << 15
+# The largest mask a key's digest entry may hold: anything above it is a damaged entry.
+ENTRY_MASK_LIMIT: int = ALL_PERMISSIONS_MASK | BOUND_TO_FOLDERS
+# How many folders one key may be bound to (GitHub's fine-grained tokens take up to 50
+# repositories): every binding check of a bound key reads the list whole.
+MAX_KEY_FOLDERS = 50
 
 
 def to_mask(names: Iterable[str]) -> int:

@@ -17,31 +17,41 @@ from redis.asyncio import Redis
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, AuditStore, EventBatch
-from service.store.errors import AccountGone, KeyChanged
+from service.store.errors import AccountGone, FolderNotLive, KeyChanged
 from service.store.fields import (
     GONE_REVOKED,
     KEY_EXPIRED_GRACE_MS,
     apply_changes,
     decode_key_metadata,
+    entry_mask,
     int_field,
     key_record,
     named_digests,
     new_key_metadata,
 )
+from service.store.folders import FOLDERS_LUA
 from service.store.key_entries import CHANGE_ATTEMPTS, KeyEntries
 from service.store.keys import RedisKeys
 from service.store.slots import key_slot
 
 # Step (a) of creating a key (see "Creating a credential" below): adds the key's listing
-# metadata, which names its digest, unless the user record is gone or the account already has the
-# maximum of active keys. Returns 1 added, 0 at the limit, -1 no such user. Keys past their
-# expiry never count; those past it by more than the grace (their digest entries are gone) are
-# pruned. All keys share the account's slot.
-# KEYS: user, listing, expiry index, last use. ARGV: now, max active, key id, metadata, expiry,
-# prune before.
-_ADD_KEY_METADATA = """
+# metadata, which names its digest, unless the user record is gone, the account already has the
+# maximum of active keys or a folder the key is bound to is not live (checked in this step, as
+# a change of a key does: ``service.store.key_entries``). Returns 1 added, 0 at the limit, -1
+# no such user, -2 a folder not live. Keys past their expiry never count; those past it by more
+# than the grace (their digest entries are gone) are pruned. All keys share the account's slot.
+# KEYS: user, listing, expiry index, last use, folders. ARGV: now, max active, key id, metadata,
+# expiry, prune before, the folders it is bound to...
+_ADD_KEY_METADATA = (
+    FOLDERS_LUA
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
+end
+for i = 7, #ARGV do
+  if not lineage(KEYS[5], ARGV[i]) then
+    return -2
+  end
 end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[6])
 for _, key_id in ipairs(gone) do
@@ -56,6 +66,7 @@ redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
 return 1
 """
+)
 
 # Step (c) of creating a key: 1 while the user record exists (and the key's creation is recorded
 # in the audit trail when one is named, in this same step); else the listing written in step (a)
@@ -147,23 +158,25 @@ class ApiKeyStore:
         expires_at: int,
         max_active: int,
         events: EventBatch | None = None,
+        folder_ids: tuple[str, ...] | None = None,
     ) -> bool:
-        """Store a new key; False when the account already holds ``max_active`` active keys.
-        Raises ``AccountGone`` when the user record is gone, or went while the key was written.
+        """Store a new key, bound to ``folder_ids`` (None: the whole account); False when the
+        account already holds ``max_active`` active keys. Raises ``AccountGone`` when the user
+        record is gone, or went while the key was written, ``FolderNotLive`` when one of the
+        folders is not a live folder of the account.
 
         Steps (a)-(c) of "Creating a credential": the listing (which names the digest),
         then the digest entry, then the check that the user still exists. The secret only works
         once the entry exists, and it is returned to the client only after all three succeeded.
         """
-        metadata = orjson.dumps(
-            new_key_metadata(
-                name=name,
-                key_prefix=key_prefix,
-                permissions=permissions,
-                created_at=created_at,
-                expires_at=expires_at,
-                secret_digest=secret_digest,
-            )
+        meta = new_key_metadata(
+            name=name,
+            key_prefix=key_prefix,
+            permissions=permissions,
+            created_at=created_at,
+            expires_at=expires_at,
+            secret_digest=secret_digest,
+            folder_ids=folder_ids,
         )
         account = [
             self.keys.user(user_id),
@@ -172,26 +185,28 @@ class ApiKeyStore:
             self.keys.account_key_last_used(user_id),
         ]
         added = await self._add_key_metadata(
-            keys=account,
+            keys=[*account, self.keys.account_folders(user_id)],
             args=[
                 created_at,
                 max_active,
                 key_id,
-                metadata,
+                orjson.dumps(meta),
                 expires_at,
                 created_at - KEY_EXPIRED_GRACE_MS,
+                *(folder_ids or ()),
             ],
         )
         if added == -1:
             raise AccountGone()
+        if added == -2:
+            raise FolderNotLive()
         if not added:
             return False
         entry = self.keys.key_entry(secret_digest)
+        mask = entry_mask(meta)
         try:
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    entry, mapping={"u": user_id, "k": key_id, "p": permissions, "e": expires_at}
-                )
+                pipe.hset(entry, mapping={"u": user_id, "k": key_id, "p": mask, "e": expires_at})
                 pipe.pexpireat(entry, expires_at + KEY_EXPIRED_GRACE_MS)
                 await pipe.execute()
             if events is None:
@@ -246,7 +261,8 @@ class ApiKeyStore:
         ``service.store.key_entries``); None when it has no active key of that id.
         ``events_for(before, after)`` gives the change's audit events, recorded in the step that
         makes it. A change that changes nothing writes nothing. Raises ``AccountGone`` when the
-        user record is gone, ``KeyChanged`` when other changes kept overtaking this one."""
+        user record is gone, ``FolderNotLive`` when a folder it binds the key to is not live,
+        ``KeyChanged`` when other changes kept overtaking this one."""
         for _ in range(CHANGE_ATTEMPTS):
             found = await self._entries.read(user_id, key_id)
             if found is None:
@@ -263,18 +279,58 @@ class ApiKeyStore:
                 # (an entry that holds it already is not written).
                 await self._entries.write(user_id, key_id, meta, now)
                 return before
+            binds = [f for f in edited.get("f", ()) if f not in meta.get("f", ())]
             status = await self._entries.change(
-                user_id, key_id, read, edited, events_for(before, after)
+                user_id, key_id, read, edited, events_for(before, after), binds
             )
             if status == 2:
                 continue
             if status == -1:
                 raise AccountGone()
+            if status == -2:
+                raise FolderNotLive()
             if status == 0:
                 return None
             await self._entries.write(user_id, key_id, edited, now)
             return after
         raise KeyChanged()
+
+    async def unbind(
+        self,
+        user_id: str,
+        folder_ids: set[str],
+        now: int,
+        events_for: Callable[[str, KeyRecord, KeyRecord], EventBatch | None],
+    ) -> None:
+        """Take the folders ``folder_ids`` (deleted) out of the folders of every key of the
+        account bound to them, each a change of its key ("Changing a key" in
+        ``service.store.key_entries``; ``events_for(key id, before, after)`` its events). A key
+        left bound to none stays bound, to nothing. Raises ``KeyChanged`` when other changes
+        kept overtaking one (the deletion's removal is then tried again later)."""
+        listing = await self.redis.hgetall(self.keys.account_keys(user_id))
+        for key_id, raw in listing.items():
+            if folder_ids.isdisjoint(decode_key_metadata(raw).get("f", ())):
+                continue
+            for _ in range(CHANGE_ATTEMPTS):
+                found = await self._entries.read(user_id, key_id)
+                if found is None:
+                    break
+                read, meta, last_used = found
+                kept = [f for f in meta.get("f", ()) if f not in folder_ids]
+                if "f" not in meta or len(kept) == len(meta["f"]):
+                    break
+                edited = {**meta, "f": kept, "v": meta.get("v", 0) + 1}
+                before = key_record(key_id, meta, last_used, now)
+                after = key_record(key_id, edited, last_used, now)
+                events = events_for(key_id, before, after) if meta["e"] > now else None
+                status = await self._entries.change(user_id, key_id, read, edited, events)
+                if status == 2:
+                    continue
+                if status == 1:
+                    await self._entries.write(user_id, key_id, edited, now)
+                break
+            else:
+                raise KeyChanged()
 
     def entry_slot(self, secret_digest: str) -> int:
         """The Redis Cluster slot of a secret's digest entry (and of its rate bucket)."""
@@ -318,15 +374,16 @@ class ApiKeyStore:
         key_prefix: str,
         previous_until: int,
         now: int,
-        events_for: Callable[[KeyRecord], EventBatch | None],
+        events_for: Callable[[KeyRecord, KeyRecord], EventBatch | None],
     ) -> KeyRecord | None:
         """Give one of the account's active keys a new secret (``secret_digest``); the current
         one keeps working until ``previous_until`` (ms; ``now`` for not at all), a secret still
         in the grace of an earlier roll is refused from now on. Everything else about the key
-        stays. None when the account has no active key of that id; raises ``AccountGone`` and
-        ``KeyChanged`` like ``edit_api_key`` (also when a roll overtook this one before it
-        finished: its secret was dropped). The new secret works once this returns, and only
-        then may it be shown (see "Changing a key" in ``service.store.key_entries``).
+        stays; ``events_for(before, after)`` gives the roll's audit events, recorded in the step
+        that makes it. None when the account has no active key of that id; raises
+        ``AccountGone`` and ``KeyChanged`` like ``edit_api_key`` (also when a roll overtook this
+        one before it finished: its secret was dropped). The new secret works once this returns,
+        and only then may it be shown (see "Changing a key" in ``service.store.key_entries``).
 
         The metadata says ``rolling`` from (a) until the roll has finished: a roll that failed
         part-way (a 503) never showed its secret, so the next roll drops that one and gives the
@@ -360,7 +417,9 @@ class ApiKeyStore:
                 "v": meta.get("v", 0) + 1,
             }
             record = key_record(key_id, rolled, last_used, now)
-            status = await self._entries.change(user_id, key_id, read, rolled, events_for(record))
+            before = key_record(key_id, meta, last_used, now)
+            events = events_for(before, record)
+            status = await self._entries.change(user_id, key_id, read, rolled, events)
             if status == 2:
                 continue
             if status == -1:
@@ -423,26 +482,26 @@ class ApiKeyStore:
         user_id: str,
         key_id: str,
         now: int,
-        events: EventBatch | None = None,
+        events_for: Callable[[KeyRecord], EventBatch] | None = None,
         reason: str = GONE_REVOKED,
     ) -> bool:
         """Revoke one of the account's keys; False when it has no active key of that id.
 
-        The revocation is recorded (``events``) once the key is found active and before
-        anything is removed: a failed record leaves the key as it was. The digest entries go
-        first: from the moment their DELs return, the secrets are refused everywhere. Only then
-        is the listing metadata removed, if it still names those entries, and they are deleted
-        once more (see "Changing a key" in ``service.store.key_entries``). Each entry of an
-        active key is remembered as revoked (``reason``: ``GONE_REVOKED``, or ``GONE_LEAKED``
-        for a key reported leaked) in the step that deletes it.
+        The revocation is recorded (``events_for``, given the key as listed) once the key is
+        found active and before anything is removed: a failed record leaves the key as it was.
+        The digest entries go first: from the moment their DELs return, the secrets are refused
+        everywhere. Only then is the listing metadata removed, if it still names those entries,
+        and they are deleted once more (see "Changing a key" in ``service.store.key_entries``).
+        Each entry of an active key is remembered as revoked (``reason``: ``GONE_REVOKED``, or
+        ``GONE_LEAKED`` for a key reported leaked) in the step that deletes it.
         """
         read = await self.redis.hget(self.keys.account_keys(user_id), key_id)
         if read is None:
             return False
         meta = decode_key_metadata(read)
         active = meta["e"] > now
-        if events is not None and active:  # an expired key's removal is no event
-            await self._audit.record(user_id, events)
+        if events_for is not None and active:  # an expired key's removal is no event
+            await self._audit.record(user_id, events_for(key_record(key_id, meta, None, now)))
         revoked = reason if active else None
         account = [
             self.keys.account_keys(user_id),

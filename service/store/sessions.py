@@ -91,15 +91,16 @@ redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 return 1
 """
 
-# Gives a session opened before sessions had public ids one, the first time it is listed (never
-# creates an entry that is gone). Returns the session's public id, or nil when it is gone.
+# Gives a session opened before sessions had public ids one, the first time it is listed or acts
+# (never creates an entry that is gone). Returns the session's public id and its User-Agent at
+# login (nil when none), or nil when it is gone.
 # KEYS: entry. ARGV: a new public id.
 _ASSIGN_SESSION_ID = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
-return redis.call('HGET', KEYS[1], 'id')
+return redis.call('HMGET', KEYS[1], 'id', 'ua')
 """
 
 
@@ -189,12 +190,16 @@ class SessionStore:
             args=[idle_deadline, expire_at + SESSION_EXPIRED_GRACE_MS, self._clock.now_ms()],
         )
 
-    async def public_id(self, token_digest: str) -> str | None:
-        """The session's public id (given one now if it was opened before sessions had them);
-        None when the session is gone."""
-        return await self._assign_session_id(
+    async def identity(self, token_digest: str) -> tuple[str, str | None] | None:
+        """The session's public id (given one now if it was opened before sessions had them)
+        and its User-Agent at login (None when it sent none); None when the session is gone."""
+        found = await self._assign_session_id(
             keys=[self.keys.session_entry(token_digest)], args=[new_id("ses")]
         )
+        if not found:
+            return None
+        public_id, agent = found
+        return public_id, agent
 
     async def remove(self, token_digest: str, user_id: str) -> bool:
         """End a session: its entry goes first (refused from then on, on every worker), then
@@ -232,11 +237,10 @@ class SessionStore:
             if absolute_at <= now or idle_at <= now:
                 continue
             if public_id is None:
-                public_id = await self._assign_session_id(
-                    keys=[self.keys.session_entry(digest)], args=[new_id("ses")]
-                )
-                if public_id is None:
+                identity = await self.identity(digest)
+                if identity is None:
                     continue  # ended meanwhile
+                public_id = identity[0]
             records.append(
                 SessionRecord(
                     id=public_id,

@@ -2,10 +2,10 @@
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
 ``folders`` with ``folder_removal``, ``account_settings``, ``aliases`` with ``alias_views``, the
-public side's), ``lookup`` is the per-request read
-of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
-``backup`` the copy of every record a backup takes. All
-share one map of key names (``service.store.keys``).
+public side's, ``bindings``: what a key bound to folders reaches), ``lookup`` is the per-request
+read of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
+``backup`` the copy of every record a backup takes. All share one map of key names
+(``service.store.keys``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from service.store.aliases import AliasStore
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
 from service.store.backup import BackupStore
+from service.store.bindings import BindingsStore
 from service.store.counters import CounterStore
 from service.store.files import FilesStore
 from service.store.folder_removal import FolderRemovalStore
@@ -50,6 +51,7 @@ class Stores:
     account_settings: AccountSettingsStore
     aliases: AliasStore
     alias_views: AliasViews
+    bindings: BindingsStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -83,4 +85,5 @@ def open_stores(
         account_settings=AccountSettingsStore(redis, keys),
         aliases=aliases,
         alias_views=AliasViews(redis, keys, hot),
+        bindings=BindingsStore(redis, keys, hot),
     )

@@ -71,6 +71,11 @@ async def my_session_id(api: Api, token: str) -> str:
     return next(v["id"] for v in (await response.json())["data"]["sessions"] if v["current"])
 
 
+def session(session_id: str, device: str | None = UA) -> dict[str, Any]:
+    """A session as an event names it: its public id and the User-Agent it signed in with."""
+    return {"type": "session", "session_id": session_id, "device": device}
+
+
 def audit_keys(redis_client: redis_sync.Redis) -> list[str]:
     return list(redis_client.scan_iter("fh:*:audit"))
 
@@ -87,8 +92,7 @@ async def test_a_login_is_recorded_with_the_session_it_opened(api: Api, clock: F
 
     assert event["type"] == "login.succeeded"
     assert parse_iso(event["at"]) == at(clock)
-    assert event["actor"] == {"type": "session", "session_id": session_id}
-    assert event["target"] == {"session_id": session_id}
+    assert event["actor"] == event["target"] == session(session_id)
     assert event["ip"] == "127.0.0.1"
     assert event["user_agent"] == UA
     assert event["changes"] is None
@@ -128,8 +132,7 @@ async def test_logout_is_recorded_for_the_session_that_ended(api: Api) -> None:
     event = (await events(api, watcher))[0]
 
     assert event["type"] == "logout"
-    assert event["actor"] == {"type": "session", "session_id": leaving_id}
-    assert event["target"] == {"session_id": leaving_id}
+    assert event["actor"] == event["target"] == session(leaving_id)
     assert event["user_agent"] == UA and event["ip"] == "127.0.0.1"
 
 
@@ -144,9 +147,34 @@ async def test_ending_one_session_is_recorded_with_who_ended_which(api: Api) -> 
     event = (await events(api, mine))[0]
 
     assert event["type"] == "session.ended"
-    assert event["actor"] == {"type": "session", "session_id": mine_id}
-    assert event["target"] == {"session_id": other_id}
+    assert event["actor"] == session(mine_id)
+    assert event["target"] == session(other_id)
     assert event["changes"] is None
+
+
+async def test_sessions_are_named_by_the_device_they_signed_in_with(api: Api) -> None:
+    """The acting session by the User-Agent stored at its login, whatever the request sends; the
+    ended one by its own; the request's User-Agent stays the event's ``user_agent``."""
+    await api.create_user(EMAIL)
+    devices = {}
+    for device in ("laptop/1.0", "phone/2.0"):
+        response = await api.client.post(
+            LOGIN, json={"email": EMAIL, "password": PASSWORD}, headers={"User-Agent": device}
+        )
+        devices[device] = (await response.json())["data"]["token"]
+    laptop, phone = devices["laptop/1.0"], devices["phone/2.0"]
+    phone_id = await my_session_id(api, phone)
+    response = await api.client.delete(
+        f"{SESSIONS}/{phone_id}", headers={**bearer(laptop), "User-Agent": "curl/8.5.0"}
+    )
+    assert response.status == 200
+
+    event = (await events(api, laptop))[0]
+
+    assert event["type"] == "session.ended"
+    assert event["actor"] == session(await my_session_id(api, laptop), "laptop/1.0")
+    assert event["target"] == session(phone_id, "phone/2.0")
+    assert event["user_agent"] == "curl/8.5.0"
 
 
 async def test_ending_every_other_session_records_one_event_per_ended_session(api: Api) -> None:
@@ -162,7 +190,8 @@ async def test_ending_every_other_session_records_one_event_per_ended_session(ap
     assert {event["target"]["session_id"] for event in ended} == other_ids
     assert len(ended) == 3
     mine_id = await my_session_id(api, mine)
-    assert all(e["actor"] == {"type": "session", "session_id": mine_id} for e in ended)
+    assert all(e["actor"] == session(mine_id) for e in ended)
+    assert all(e["target"]["device"] == UA for e in ended)
     nothing = await api.client.delete(SESSIONS, headers=headers(mine))
     assert (await nothing.json())["data"] == {"ended": 0}
     assert len(await events(api, mine, type="session.ended")) == 3  # nothing ended, nothing new
@@ -184,7 +213,7 @@ async def test_a_password_change_is_one_event_and_its_ended_sessions_are_part_of
     event = (await events(api, mine))[0]
 
     assert event["type"] == "password.changed"
-    assert event["actor"] == {"type": "session", "session_id": await my_session_id(api, mine)}
+    assert event["actor"] == session(await my_session_id(api, mine))
     assert event["target"] is None and event["changes"] is None
     assert await events(api, mine, type="session.ended") == []
 
@@ -209,15 +238,21 @@ async def test_keys_created_and_revoked_are_recorded_but_an_expired_key_is_not_a
     revoke_event, create_event = (await events(api, token))[1:3]
 
     assert create_event["type"] == "key.created"
-    assert create_event["actor"] == {"type": "session", "session_id": session_id}
-    assert create_event["target"] == {"key_id": key["id"]}
+    assert create_event["actor"] == session(session_id)
+    named = {
+        "type": "api_key",
+        "key_id": key["id"],
+        "name": "backup",
+        "key_prefix": key["key_prefix"],
+    }
+    assert create_event["target"] == named
     assert create_event["changes"] == {
         "name": "backup",
         "permissions": ["files.read", "files.write"],
         "expires_at": key["expires_at"],
     }
     assert revoke_event["type"] == "key.revoked"
-    assert revoke_event["target"] == {"key_id": key["id"]}
+    assert revoke_event["target"] == named
     assert revoke_event["user_agent"] == UA
 
     clock.advance(days=1, seconds=1)  # the short key has expired: not an event

@@ -69,6 +69,42 @@ async def test_unknown_routes_get_route_not_found(api: Api, path: str) -> None:
     await assert_envelope(response, 404, "route_not_found")
 
 
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+@pytest.mark.parametrize("path", ["/nope", "/keys/", "/static/nope.js", "/files/a/b"])
+async def test_a_browser_asking_for_an_unknown_page_gets_the_dashboards_not_found_page(
+    api: Api, path: str
+) -> None:
+    response = await api.client.get(path, headers={"Accept": BROWSER_ACCEPT})
+    assert response.status == 404
+    assert response.content_type == "text/html"
+    assert "<title>Page not found · filehost</title>" in await response.text()
+    assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert response.headers["X-Frame-Options"] == "DENY"
+    assert_common_headers(response)
+    head = await api.client.head(path, headers={"Accept": BROWSER_ACCEPT})
+    assert head.status == 404 and head.content_type == "text/html"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "accept"),
+    [
+        ("GET", "/api/v1/nope", BROWSER_ACCEPT),  # the API's, whoever asks
+        ("GET", "/api", BROWSER_ACCEPT),
+        ("GET", "/nope", "*/*"),  # not asking for a page: a script, an asset
+        ("GET", "/nope", "application/json"),
+        ("GET", "/nope", "text/html;q=0"),
+        ("DELETE", "/nope", BROWSER_ACCEPT),
+    ],
+)
+async def test_anything_but_a_browsers_page_gets_the_envelope_for_an_unknown_path(
+    api: Api, method: str, path: str, accept: str
+) -> None:
+    response = await api.client.request(method, path, headers={"Accept": accept})
+    await assert_envelope(response, 404, "route_not_found")
+
+
 async def test_unknown_routes_get_route_not_found_even_with_a_valid_session(api: Api) -> None:
     token = await api.user_with_session(EMAIL)
     response = await api.client.get("/api/v1/reports", headers=bearer(token))

@@ -41,10 +41,12 @@ async def file_events(api: Api, token: str) -> list[dict[str, Any]]:
     return found
 
 
-async def my_session_id(api: Api, token: str) -> str:
+async def my_session(api: Api, token: str) -> dict[str, Any]:
+    """The session as an event names it: its public id and the User-Agent it signed in with."""
     response = await api.client.get("/api/v1/auth/sessions", headers=bearer(token))
     sessions = (await response.json())["data"]["sessions"]
-    return next(session["id"] for session in sessions if session["current"])
+    mine = next(session for session in sessions if session["current"])
+    return {"type": "session", "session_id": mine["id"], "device": mine["user_agent"]}
 
 
 async def test_a_key_that_uploads_and_deletes_is_named_with_its_name_and_prefix(
@@ -90,7 +92,7 @@ async def test_a_session_that_uploads_and_deletes_is_named_by_its_public_id(api:
     deleted = await api.client.delete(f"{FILES_URL}/{created['id']}", headers=bearer(token))
     assert deleted.status == 200
 
-    session = {"type": "session", "session_id": await my_session_id(api, token)}
+    session = await my_session(api, token)
     events = await file_events(api, token)
     assert [event["type"] for event in events] == ["file.deleted", "file.uploaded"]
     for event in events:

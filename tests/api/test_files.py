@@ -292,7 +292,9 @@ async def test_the_size_limit_is_exact_and_a_larger_file_is_refused_without_read
     error = await assert_error(response, 413, "payload_too_large")
     assert error["details"] == {"max_bytes": MIB}
     assert response.headers["Connection"] == "close"
-    assert sent < 8 * MIB, f"the server read {sent} bytes of a refused upload"
+    # What the client got to send before the answer closed the connection: what aiohttp read and
+    # discarded meanwhile, which a busy machine lengthens; a server reading on would take it all.
+    assert sent < total // 4, f"the client sent {sent} bytes of a refused upload"
 
     # A declared Content-Length past the limit is refused before the body is read at all.
     body, headers = multipart(b"c" * (MIB + 128 * 1024))

@@ -374,12 +374,17 @@ async def test_bad_edits_are_refused_per_field_and_change_nothing(
     assert (await api.files(key=key["secret_key"])).status == 200
 
 
-async def test_the_bad_items_of_an_allow_list_are_named_by_position_not_echoed(api: Api) -> None:
+async def test_the_bad_items_of_an_allow_list_are_named_by_position_from_1_not_echoed(
+    api: Api,
+) -> None:
+    """Positions count from 1, as a person counts the lines of the list they typed."""
     token, key = await key_and_session(api)
     body = {"allowed_ips": ["10.0.0.1", "nonsense-value", "192.0.2.0/24", "300.1.1.1"]}
     error = await assert_error(await edit(api, token, key["id"], body), 400, "validation_failed")
     problem = error["details"]["allowed_ips"]
-    assert "1, 3" in problem
+    assert problem == (
+        "items at positions 2, 4 (counting from 1) are not IPv4/IPv6 addresses or CIDR networks"
+    )
     assert "nonsense-value" not in problem and "300.1.1.1" not in problem
 
 
@@ -450,7 +455,8 @@ async def test_an_edit_is_recorded_with_the_changed_fields_and_their_new_values(
         },
     )
     [event] = await audit_events(api, token, "key.edited")
-    assert event["target"] == {"key_id": key["id"]}
+    named = {"type": "api_key", "key_id": key["id"], "name": "ci", "key_prefix": key["key_prefix"]}
+    assert event["target"] == named
     assert event["actor"]["type"] == "session"
     assert event["ip"] == "127.0.0.1"
     assert event["changes"] == {
@@ -470,8 +476,17 @@ async def test_disabling_and_enabling_are_events_of_their_own(api: Api) -> None:
     await edited(api, token, key["id"], {"enabled": True})
     kinds = [event["type"] for event in await audit_events(api, token)]
     assert kinds[:3] == ["key.enabled", "key.disabled", "key.edited"]
+    # Each names the key as it was until then: the rename is a change of the edit.
+    names = [key["name"], key["name"], "paused"]
+    for event, name in zip((await audit_events(api, token))[2::-1], names, strict=True):
+        assert event["target"] == {
+            "type": "api_key",
+            "key_id": key["id"],
+            "name": name,
+            "key_prefix": key["key_prefix"],
+        }
     for event in (await audit_events(api, token))[:2]:
-        assert event["target"] == {"key_id": key["id"]} and event["changes"] is None
+        assert event["changes"] is None
 
 
 async def test_an_edit_that_changes_nothing_records_and_writes_nothing(

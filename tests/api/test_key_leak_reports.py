@@ -104,7 +104,12 @@ async def test_the_owner_sees_the_revocation_and_why_in_the_audit_trail(api: Api
     [event] = await audit_events(api, token, "key.revoked_as_leaked")
     assert event["actor"] == {"type": "leak_report", "ip": "127.0.0.1"}
     assert (event["ip"], event["user_agent"]) == ("127.0.0.1", UA)
-    assert event["target"] == {"key_id": key["id"]}
+    assert event["target"] == {
+        "type": "api_key",
+        "key_id": key["id"],
+        "name": key["name"],
+        "key_prefix": key["key_prefix"],
+    }
     assert event["changes"] == {"revoked_reason": "reported_leaked"}
     assert await audit_events(api, token, "key.revoked") == []
     assert key["secret_key"] not in str(await audit_events(api, token))

@@ -249,12 +249,20 @@ async def test_a_roll_is_recorded_with_its_grace_and_never_a_secret(
     token, key = await key_and_session(api)
     data = await rolled(api, token, key["id"], grace=90)
     [event] = await audit_events(api, token, "key.rolled")
-    assert event["target"] == {"key_id": key["id"]}
+    # Named by the prefix it had until the roll; the new one is among the changes.
+    assert event["target"] == {
+        "type": "api_key",
+        "key_id": key["id"],
+        "name": key["name"],
+        "key_prefix": key["key_prefix"],
+    }
     assert event["actor"]["type"] == "session"
     assert event["changes"] == {
         "grace_seconds": 90,
         "previous_secret_expires_at": iso(clock.now_ms() + 90_000),
+        "key_prefix": data["key_prefix"],
     }
+    assert data["key_prefix"] != key["key_prefix"]
     stored = str(redis_client.zrange(next(redis_client.scan_iter("fh:*:audit")), 0, -1))
     for secret in (key["secret_key"], data["secret_key"]):
         for text in (stored, str(await audit_events(api, token))):

@@ -16,18 +16,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 import pytest_asyncio
-import redis as redis_sync
-from aiohttp import web
 from playwright.async_api import Browser, async_playwright
 
-from service.api._aiohttp import EnvelopeAppRunner
-from service.app import create_app
-from service.config import Settings
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, TIMEOUT_MS, Dashboard, Tab
-from tests.support.clock import FakeClock
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DESKTOP,
+    LOCALE,
+    TIMEOUT_MS,
+    Dashboard,
+    Tab,
+    serving,
+)
 from tests.support.redis import RedisServer
 
 
@@ -53,30 +55,13 @@ async def browser() -> AsyncIterator[Browser]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
-    if redis_server.process is None:  # another test stopped it and failed before restarting
-        redis_server.start()
-    client = redis_sync.Redis.from_url(redis_server.url)
-    client.flushall()
-    client.close()
-    clock = FakeClock()
-    settings = Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2)
-    app = create_app(settings, clock=clock)
-    runner = EnvelopeAppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-    try:
-        yield Dashboard(app, clock, f"http://127.0.0.1:{port}", http)
-    finally:
-        await http.close()
-        await runner.cleanup()
+    async with serving(redis_server) as running:
+        yield running
 
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def tab(browser: Browser, dashboard: Dashboard) -> AsyncIterator[Tab]:
-    context = await browser.new_context(base_url=dashboard.base, viewport=DESKTOP)
+    context = await browser.new_context(base_url=dashboard.base, viewport=DESKTOP, locale=LOCALE)
     context.set_default_timeout(TIMEOUT_MS)
     context.set_default_navigation_timeout(TIMEOUT_MS)
     page = await context.new_page()

@@ -56,8 +56,8 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await page.wait_for_url("**/keys")
     await expect(page.locator("#keys-empty")).to_be_visible()
 
-    # The focus order follows the page: skip link, the pages, log out, then the form from the top.
-    stops = await tab_to(page, "#key-name")
+    # The focus order follows the page: skip link, the pages, log out, then "Create key".
+    stops = await tab_to(page, "#create-open")
     assert stops == [
         "a",
         "#nav-keys",
@@ -65,24 +65,42 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
         "#nav-sessions",
         "#nav-activity",
         "#logout",
-        "#key-name",
+        "#create-open",
     ], stops
     await assert_focus_is_visible(page)
+    # It opens the dialog on the name; the form from the top, then Cancel and Create key.
+    await page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await expect(dialog).to_be_visible()
+    await expect(page.get_by_label("Name", exact=True)).to_be_focused()
     await page.keyboard.type("keyboard key")
     stops = await tab_to(page, "#perm-files-read")
     assert stops == ["#perm-files-read"]
     await assert_focus_is_visible(page)
     await page.keyboard.press("Space")
-    await tab_to(page, "#perm-folders-read")
+    stops = await tab_to(page, "summary")  # the permissions for features not yet available
+    assert stops == [
+        "#perm-files-write",
+        "#perm-folders-read",
+        "#perm-folders-write",
+        "#perm-aliases-read",
+        "#perm-aliases-write",
+        "#perm-settings-read",
+        "#perm-settings-write",
+        "summary",
+    ], stops
+    await page.keyboard.press("Enter")  # open them
+    await tab_to(page, "#perm-keys-read")
     await page.keyboard.press("Space")
     stops = await tab_to(page, "#key-expiry")
-    assert stops[-2] == "#perm-settings-write", stops  # every checkbox in order, then expiry
+    assert stops[-2] == "#perm-keys-write", stops  # every checkbox in order, then expiry
     await assert_focus_is_visible(page)
     await page.keyboard.press("ArrowDown")  # 90 days -> 180 days, without opening the list
     await expect(page.get_by_label("Expires after")).to_have_value("180")
-    await tab_to(page, "#create-submit")
+    assert await tab_to(page, "#create-submit") == ["#create-cancel", "#create-submit"]
     await assert_focus_is_visible(page)
     await page.keyboard.press("Enter")
+    await expect(dialog).to_be_hidden()
 
     # The secret panel takes the focus, and its buttons are the next stops.
     await expect(page.locator("#new-secret")).to_be_visible()
@@ -92,15 +110,25 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     assert await tab_to(page, "#dismiss-secret") == [
         "#new-secret-value",
         "#copy-secret",
+        "#copy-usage",
         "#dismiss-secret",
     ]
     await page.keyboard.press("Enter")
     await expect(page.locator("#new-secret")).to_be_hidden()
-    await expect(page.get_by_label("Name", exact=True)).to_be_focused()
+    await expect(page.get_by_role("button", name="Create key")).to_be_focused()
     row = key_row(page, "keyboard key")
-    await expect(row.locator("td.key-permissions li")).to_have_text(["files.read", "folders.read"])
+    await expect(row.locator("td.key-permissions li")).to_have_text(["files.read", "keys.read"])
     status, _ = await dashboard.api("GET", "/files", key=secret)
     assert status == 200
+
+    # Escape leaves the dialog with nothing created, the focus back on "Create key".
+    await page.keyboard.press("Enter")
+    await expect(dialog).to_be_visible()
+    await page.keyboard.type("never made")
+    await page.keyboard.press("Escape")
+    await expect(dialog).to_be_hidden()
+    await expect(page.get_by_role("button", name="Create key")).to_be_focused()
+    await expect(page.locator("#keys-body tr")).to_have_count(1)
 
     # Back up to the key's Revoke button; the dialog opens on Cancel, and Escape closes it.
     key_id = await row.get_attribute("data-key-id")
@@ -144,6 +172,8 @@ async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user:
     await sign_in(page, user)
     await create_key(page, "labelled", ["files.read"])
     assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
+    await page.get_by_role("button", name="Create key").click()  # the dialog's controls too
     assert await page.evaluate(nameless) == []
     # Each Revoke button names its key, so a screen reader's list of buttons is unambiguous.
     await expect(page.get_by_role("button", name="Revoke key labelled")).to_have_count(1)

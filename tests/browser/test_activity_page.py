@@ -11,15 +11,27 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.async_api import Page, Route, expect
 
-from service.api.context import STORE
-from service.domain.audit_events import EVENT_TYPES
+from service.api.context import POLICY, STORE
+from service.domain.audit_events import (
+    EVENT_TYPES,
+    FILE_DELETED,
+    FOLDER_CREATED,
+    KEY_EDITED,
+    KEY_REVOKED,
+    SESSION_ENDED,
+    SETTINGS_CHANGED,
+    Origin,
+    api_key_actor,
+    event,
+)
+from service.domain.credentials import new_id
 from tests.support.api import PASSWORD
 from tests.support.browser import (
     PAGE_CSP,
@@ -29,11 +41,16 @@ from tests.support.browser import (
     assert_focus_is_visible,
     directives,
     focused,
+    local_text,
     no_horizontal_scroll,
+    same_time_as,
     screenshot,
     sign_in,
+    utc_text,
     violations,
 )
+from tests.support.clock import parse_iso
+from tests.support.files import FILES_URL, multipart
 from tests.support.pages import parse
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -123,9 +140,14 @@ async def trail(dashboard: Dashboard, token: str, query: str = "limit=1000") -> 
 
 
 def local(iso: str) -> str:
-    """How the page should show an instant in TIMEZONE."""
-    instant = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    return (instant + OFFSET).strftime("%Y-%m-%d %H:%M:%S") + " UTC+05:30"
+    """The local date and time the page shows for an instant, in TIMEZONE."""
+    return local_text(iso, OFFSET)
+
+
+def minutes_ago(iso: str, now_ms: int) -> str:
+    """How long ago the page says ``iso`` was, as of ``now_ms``, for times minutes apart."""
+    minutes = round((now_ms - parse_iso(iso).timestamp() * 1000) / 60_000)
+    return "now" if minutes == 0 else f"{minutes} minute{'s' if minutes > 1 else ''} ago"
 
 
 async def in_timezone(page: Page) -> None:
@@ -210,31 +232,28 @@ async def test_real_actions_are_shown_newest_first_with_who_where_and_what(
     status, _ = await call(dashboard, "POST", "/auth/logout", token=tablet, agent="tablet/2.0")
     assert status == 200
 
+    await same_time_as(page, dashboard.clock)
     await open_activity(page)
     listed = (await trail(dashboard, mine))["events"]
+    browser = await page.evaluate("() => navigator.userAgent")
+    # Sessions by the device they signed in from, keys by name and prefix: no bare ids.
+    tablet, phone = "Session from tablet/2.0", "Session from phone/1.0"
+    laptop, this_browser = f"Session from {HOSTILE_AGENT}", "Session from Headless Chrome on Linux"
+    named_key = f"Key “{HOSTILE_NAME}” {key['key_prefix']}"
     # type, actor, device, target, in the order the page must show them: newest first.
     expected = [
-        ("logout", f"Session {tablet_session}", "tablet/2.0", f"Session {tablet_session}"),
-        ("login.succeeded", f"Session {tablet_session}", "tablet/2.0", f"Session {tablet_session}"),
-        ("password.changed", f"Session {my_session}", SCRIPT_AGENT, "—"),
-        (
-            "session.ended",
-            f"Session {laptop_session}",
-            HOSTILE_AGENT,
-            f"Session {phone_session}",
-        ),
-        ("login.succeeded", f"Session {phone_session}", "phone/1.0", f"Session {phone_session}"),
-        ("key.revoked", f"Session {laptop_session}", HOSTILE_AGENT, f"Key {key['id']}"),
-        ("key.created", f"Session {laptop_session}", HOSTILE_AGENT, f"Key {key['id']}"),
-        (
-            "login.succeeded",
-            f"Session {laptop_session}",
-            HOSTILE_AGENT,
-            f"Session {laptop_session}",
-        ),
+        ("logout", tablet, "tablet/2.0", tablet),
+        ("login.succeeded", tablet, "tablet/2.0", tablet),
+        ("password.changed", this_browser, SCRIPT_AGENT, "—"),
+        ("session.ended", laptop, HOSTILE_AGENT, phone),
+        ("login.succeeded", phone, "phone/1.0", phone),
+        ("key.revoked", laptop, HOSTILE_AGENT, named_key),  # named though it is gone
+        ("key.created", laptop, HOSTILE_AGENT, named_key),
+        ("login.succeeded", laptop, HOSTILE_AGENT, laptop),
         ("login.failed", "Not signed in", SCRIPT_AGENT, "—"),
-        ("login.succeeded", f"Session {my_session}", None, f"Session {my_session}"),
+        ("login.succeeded", this_browser, "Headless Chrome on Linux", this_browser),
     ]
+    ids = {tablet_session, phone_session, laptop_session, my_session, key["id"]}
     assert [event["type"] for event in listed] == [row[0] for row in expected]
     rows = rows_of(page)
     await expect(rows).to_have_count(len(expected))
@@ -250,17 +269,23 @@ async def test_real_actions_are_shown_newest_first_with_who_where_and_what(
     }
     for index, (kind, actor, agent, target) in enumerate(expected):
         row, event = rows.nth(index), listed[index]
-        await expect(row.locator("td.event-when time")).to_have_attribute("datetime", event["at"])
-        await expect(row.locator("td.event-when")).to_have_text(local(event["at"]))
+        when = row.locator("td.event-when time")
+        await expect(when).to_have_attribute("datetime", event["at"])
+        await expect(when).to_have_attribute("title", utc_text(event["at"]))
+        await expect(row.locator("td.event-when")).to_have_text(
+            f"{minutes_ago(event['at'], dashboard.clock.now_ms())} {local(event['at'])}"
+        )
         await expect(row.locator(".event-label")).to_have_text(labels[kind])
         await expect(row.locator("td.event-type code")).to_have_text(kind)
         await expect(row.locator("td.event-actor")).to_have_text(actor)
         await expect(row.locator("td.event-ip")).to_have_text("127.0.0.1")
         await expect(row.locator("td.event-target")).to_have_text(target)
-        if agent is None:  # the browser's own sign-in
-            await expect(row.locator(".user-agent")).to_contain_text("HeadlessChrome")
-        else:
-            await expect(row.locator(".user-agent")).to_have_text(agent)
+        await expect(row.locator("td.event-agent")).to_have_text(agent)
+        await expect(row.locator("td.event-agent .device-name")).to_have_attribute(
+            "title", browser if agent.startswith("Headless") else agent
+        )
+        for shown in await row.locator("td.event-actor, td.event-target").all_text_contents():
+            assert not any(name in shown for name in ids), shown
     # Minutes apart, in the order of recording.
     times = [event["at"] for event in listed]
     assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
@@ -269,7 +294,7 @@ async def test_real_actions_are_shown_newest_first_with_who_where_and_what(
     created = rows.nth(6).locator("dl.changes")
     await expect(created.locator("dt")).to_have_text(["name", "permissions", "expires_at"])
     await expect(created.locator("dd")).to_have_text(
-        [HOSTILE_NAME, "files.read, files.write", local(key["expires_at"])]
+        [HOSTILE_NAME, "files.read, files.write", f"in 30 days {local(key['expires_at'])}"]
     )
     await expect(rows.nth(0).locator("td.event-changes")).to_have_text("—")
 
@@ -281,6 +306,105 @@ async def test_real_actions_are_shown_newest_first_with_who_where_and_what(
     await screenshot(page, "activity-page")
     assert await violations(page) == []
     assert clean_console(tab) == []
+
+
+async def test_files_are_named_and_events_recorded_before_names_fall_back_to_ids(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    token = await tab.stored_token()
+    # A key that uploads a file and deletes it, as a script would.
+    key = await create_key(dashboard, token, "deploy bot")
+    body, headers = multipart(b"twelve bytes", filename="notes.txt")
+    as_key = {**headers, "X-API-Key": key["secret_key"], "User-Agent": SCRIPT_AGENT}
+    async with dashboard.http.post(dashboard.base + FILES_URL, data=body, headers=as_key) as sent:
+        assert sent.status == 201
+        uploaded = (await sent.json())["data"]
+    async with dashboard.http.delete(
+        f"{dashboard.base}{FILES_URL}/{uploaded['id']}", headers=as_key
+    ) as deleted:
+        assert deleted.status == 200
+
+    # Events as they were recorded before keys and sessions were named (ids alone), an actor
+    # key revoked before its event was written, and shapes this page does not know.
+    user_id = await dashboard.app[STORE].users.find_id(user)
+    assert user_id is not None
+    old_session, old_key, other = new_id("ses"), new_id("key"), new_id("ses")
+    now = dashboard.clock.now_ms()
+    origin = Origin(None, "198.51.100.7", SCRIPT_AGENT)
+    old = [
+        event(
+            KEY_REVOKED,
+            now,
+            origin,
+            actor={"type": "session", "session_id": old_session},
+            target={"key_id": old_key},
+        ),
+        event(
+            SESSION_ENDED,
+            now,
+            origin,
+            actor={"type": "session", "session_id": old_session},
+            target={"session_id": other},
+        ),
+        event(
+            FILE_DELETED,
+            now,
+            origin,
+            actor=api_key_actor(old_key, None, None),
+            target={"type": "file", "file_id": uploaded["id"], "name": "gone.txt", "size": 3},
+        ),
+        event(
+            KEY_EDITED,
+            now,
+            origin,
+            actor={"type": "robot", "serial": 7},
+            target={"type": "shelf", "shelf_id": "shf_1"},
+        ),
+        event(
+            FOLDER_CREATED,
+            now,
+            origin,
+            actor={"type": "session", "session_id": old_session},
+            target={"type": "folder", "folder_id": new_id("fld"), "name": "reports"},
+        ),
+        event(SETTINGS_CHANGED, now, origin, target={"type": "settings"}),
+    ]
+    await dashboard.app[POLICY].audit.record(user_id, now, *old)
+
+    await open_activity(page)
+    shown = {await row.get_attribute("data-event-id"): row for row in await rows_of(page).all()}
+    named_key = f"Key “deploy bot” {key['key_prefix']}"
+    uploads = page.locator("#activity-body tr[data-event-type='file.uploaded']")
+    await expect(uploads).to_have_count(1)
+    await expect(uploads.locator("td.event-actor")).to_have_text(named_key)
+    await expect(uploads.locator("td.event-target")).to_have_text("File “notes.txt” (12 bytes)")
+    await expect(uploads.locator(".event-label")).to_have_text("File uploaded")
+    expectations = [
+        (old[0], f"Session {old_session}", f"Key {old_key}"),
+        (old[1], f"Session {old_session}", f"Session {other}"),
+        (old[2], f"Key {old_key}", "File “gone.txt” (3 bytes)"),
+        (old[3], "robot", "type shelf, shelf_id shf_1"),
+        (old[4], f"Session {old_session}", "Folder “reports”"),
+        (old[5], "Not signed in", "The account's settings"),
+    ]
+    for recorded, actor, target in expectations:
+        row = shown[recorded["id"]]
+        await expect(row.locator("td.event-actor")).to_have_text(actor)
+        await expect(row.locator("td.event-target")).to_have_text(target)
+    # The real deletion, named like the upload.
+    deletions = [
+        row
+        for event_id, row in shown.items()
+        if event_id not in {recorded["id"] for recorded in old}
+        and await row.get_attribute("data-event-type") == "file.deleted"
+    ]
+    assert len(deletions) == 1
+    await expect(deletions[0].locator("td.event-actor")).to_have_text(named_key)
+    await expect(deletions[0].locator("td.event-target")).to_have_text(
+        "File “notes.txt” (12 bytes)"
+    )
 
 
 async def test_the_type_filter_shows_only_that_type_and_restarts_from_the_first_page(

@@ -8,10 +8,11 @@ directory and small limits, so the refusals are quick to reach.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -27,6 +28,7 @@ from service.config import Settings
 from service.store.blobs import DirectoryBlobs
 from tests.support.browser import (
     RECORD_VIOLATIONS,
+    TIMEOUT_MS,
     Dashboard,
     Tab,
     no_horizontal_scroll,
@@ -116,16 +118,23 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
     await open_files_page(page, user)
     await expect(page.locator("#files-empty")).to_be_visible()
 
-    # Record every value the progress bar takes, to see it move and end full.
+    # Record every value the progress bar takes, to see it move and end full, and every line
+    # the tray says on the way.
     await page.evaluate(
         """() => {
             window.__progress = [];
+            window.__said = [];
             new MutationObserver((changes) => {
                 for (const change of changes) {
                     const bar = change.target;
                     if (bar.tagName === 'PROGRESS') window.__progress.push(bar.value);
                 }
-            }).observe(document.getElementById('uploads'), {attributes: true, subtree: true});
+                for (const line of document.querySelectorAll('#uploads .upload-status')) {
+                    window.__said.push(line.textContent);
+                }
+            }).observe(document.getElementById('uploads'), {
+                attributes: true, subtree: true, childList: true, characterData: true,
+            });
         }"""
     )
     # Uploads slowed to about 1 MiB/s, so the bar has time to move.
@@ -148,6 +157,10 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
     progress = await page.evaluate("() => window.__progress")
     assert progress[-1] == 100 and progress == sorted(progress), progress
     assert any(0 < value < 99 for value in progress), progress  # it moved on the way
+    # On the way it said the bytes sent, the speed and the time left.
+    said = await page.evaluate("() => window.__said")
+    going = re.compile(r"^\d+(\.\d)? KiB of 900 KiB · \d+(\.\d)? (KiB|MiB)/s · about \d+ s left$")
+    assert any(going.match(line) for line in said), said
     await cdp.detach()
     row = file_row(page, name)
     await expect(row).to_be_visible()
@@ -188,6 +201,73 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
 
     assert await violations(page) == []
     assert [line for line in tab.console if not line.startswith("debug")] == []
+
+
+async def test_an_upload_cancelled_half_way_leaves_nothing_and_the_tray_clears(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    await page.set_input_files(
+        "#file-picker",
+        files=[{"name": "kept.txt", "mimeType": "text/plain", "buffer": b"kept"}],
+    )
+    await expect(upload_item(page, "kept.txt")).to_have_class(re.compile("is-done"))
+    await expect(file_row(page, "kept.txt")).to_be_visible()
+    kept = blob_names(dashboard)
+    assert len(kept) == 1
+
+    # A slow upload (64 KiB/s): it is on its way, the service writing it, when cancelled.
+    cdp = await tab.context.new_cdp_session(page)
+    await cdp.send("Network.enable")
+    await cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 1 << 16},
+    )
+    name = "half way.bin"
+    data = os.urandom(900 << 10)
+    await page.set_input_files(
+        "#file-picker",
+        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}],
+    )
+    item = upload_item(page, name)
+    await expect(item.locator(".upload-status")).to_have_text(
+        re.compile(r"^\d+(\.\d)? KiB of 900 KiB · .+/s · about \d+ s left$")
+    )
+    await until(lambda: len(blob_names(dashboard)) == 2, "the upload never reached storage")
+    await item.get_by_role("button", name=f"Cancel upload of {name}").click()
+    await expect(item.locator(".upload-status")).to_have_text(
+        f"Cancelled: {name} was not uploaded."
+    )
+    await expect(item).to_have_class(re.compile("is-cancelled"))
+    await expect(item.get_by_role("button")).to_have_count(0)  # nothing left to cancel
+    await cdp.detach()
+
+    # Nothing of it is kept: not listed, and its bytes gone from storage.
+    await expect(page.locator("#files-body tr")).to_have_count(1)
+    await expect(file_row(page, "kept.txt")).to_be_visible()
+    token = await tab.stored_token()
+    _, body = await dashboard.api("GET", "/files", token=token)
+    assert [listed["name"] for listed in body["data"]["files"]] == ["kept.txt"]
+    await until(lambda: blob_names(dashboard) == kept, "the cancelled upload left bytes behind")
+    await screenshot(page, "files-cancelled-upload")
+
+    # "Clear finished" takes both lines away, and itself; the focus goes back to the picker.
+    clear = page.get_by_role("button", name="Clear finished")
+    await clear.click()
+    await expect(page.locator("#uploads li")).to_have_count(0)
+    await expect(clear).to_be_hidden()
+    await expect(page.locator("#file-picker")).to_be_focused()
+    assert await violations(page) == []
+
+
+async def until(condition: Callable[[], bool], failure: str) -> None:
+    """Wait (bounded) for something of the service's own, which no page shows, to come true."""
+    deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, failure
+        await asyncio.sleep(0.02)
 
 
 async def test_drag_and_drop_uploads_too(tab: Tab, user: str, dashboard: Dashboard) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime, timedelta
+import shlex
+from datetime import datetime, timedelta
 
 import pytest
 from playwright.async_api import expect
@@ -16,10 +17,14 @@ from tests.support.browser import (
     Tab,
     create_key,
     key_row,
+    local_text,
     publish_docs_screenshot,
+    same_time_as,
     screenshot,
     sign_in,
+    utc_text,
 )
+from tests.support.files import multipart
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -54,6 +59,7 @@ async def test_sign_in_create_use_revoke_and_log_out(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
+    await same_time_as(page, dashboard.clock)  # "now" is the service's, which moves on command
     await page.goto("/")
     await screenshot(page, "login")
     await sign_in(page, user)
@@ -89,11 +95,18 @@ async def test_sign_in_create_use_revoke_and_log_out(
     await expect(row.locator("td.key-created time")).to_have_attribute(
         "datetime", record["created_at"]
     )
+    # How long ago, then the browser's local date and time; the exact UTC instant on hover.
     await expect(row.locator("td.key-created")).to_have_text(
-        created.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        f"now {local_text(record['created_at'])}"
+    )
+    await expect(row.locator("td.key-created time")).to_have_attribute(
+        "title", utc_text(record["created_at"])
     )
     await expect(row.locator("td.key-expires time")).to_have_attribute(
         "datetime", record["expires_at"]
+    )
+    await expect(row.locator("td.key-expires")).to_have_text(
+        f"in 30 days {local_text(record['expires_at'])}"
     )
     await expect(row.locator("td.key-last-used")).to_have_text("Never")
 
@@ -110,16 +123,17 @@ async def test_sign_in_create_use_revoke_and_log_out(
     assert await page.locator("#new-secret-value").input_value() == ""
     assert secret not in await tab.session_storage()
     await expect(row.locator("td.key-last-used time")).to_have_text(
-        re.compile(r"^\d{4}-\d\d-\d\d ")
+        re.compile(r"^now \d{1,2} \w{3} \d{4}, \d\d:\d\d$")
     )
 
     # A second key, a minute later (the test's clock stands still otherwise, and the list is
     # newest first), then the keys page as the README shows it.
     dashboard.clock.advance(seconds=60)
+    await same_time_as(page, dashboard.clock)
     await create_key(page, "CI deploys", ["files.read", "files.write", "aliases.read"], 365)
     await page.get_by_role("button", name="I've saved it, hide the secret").click()
     await expect(page.locator("#new-secret")).to_be_hidden()
-    await expect(page.get_by_label("Name", exact=True)).to_be_focused()
+    await expect(page.get_by_role("button", name="Create key")).to_be_focused()
     await expect(page.locator("#keys-body tr")).to_have_count(2)
     await expect(page.locator("#keys-body tr td.key-name")).to_have_text(
         ["CI deploys", "backup script"]
@@ -192,9 +206,11 @@ async def test_an_expired_session_returns_to_sign_in_with_a_message(
 
     # The session idles out (24 h by default) while the page is open; the next action notices.
     dashboard.clock.advance(hours=25)
-    await page.get_by_label("Name", exact=True).fill("too late")
-    await page.locator('#create-form input[value="files.read"]').check()
     await page.get_by_role("button", name="Create key").click()
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await dialog.get_by_label("Name", exact=True).fill("too late")
+    await dialog.locator('input[value="files.read"]').check()
+    await dialog.get_by_role("button", name="Create key").click()
 
     await page.wait_for_url(re.compile(r"/$"))
     notice = page.get_by_role("alert")
@@ -231,3 +247,77 @@ async def test_a_session_ended_elsewhere_returns_to_sign_in_on_reload(
     # The message is shown once, not again on the next visit.
     await page.reload()
     await expect(page.locator("#notice")).to_be_hidden()
+
+
+async def run_as_curl(dashboard: Dashboard, command: str) -> tuple[int, dict[str, str]]:
+    """Send the request a ``curl`` command line of the page's says, as curl would: its
+    headers, its one multipart file (read as empty, the name as given), to its URL. Anything
+    else in the line fails the test. Returns the status and the answer's headers."""
+    words = shlex.split(command)
+    assert words[0] == "curl", command
+    headers: dict[str, str] = {}
+    upload = None
+    rest = iter(words[1:])
+    url = None
+    for word in rest:
+        if word == "-H":
+            name, _, value = next(rest).partition(": ")
+            headers[name] = value
+        elif word == "-F":
+            field, _, source = next(rest).partition("=@")
+            assert field == "file", command
+            upload = source.rsplit("/", 1)[-1]
+        elif word == "-i":
+            continue
+        else:
+            assert url is None and word.startswith(dashboard.base + "/api/v1/"), command
+            url = word
+    assert url is not None, command
+    if upload is None:
+        async with dashboard.http.get(url, headers=headers) as response:
+            return response.status, dict(response.headers)
+    body, form = multipart(b"", filename=upload)
+    async with dashboard.http.post(url, data=body, headers={**headers, **form}) as response:
+        return response.status, dict(response.headers)
+
+
+async def test_a_new_keys_panel_shows_a_command_that_works_as_pasted(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.grant_permissions(
+        ["clipboard-read", "clipboard-write"], origin=dashboard.base
+    )
+    await sign_in(page, user)
+    usage = page.locator("#new-secret-usage")
+
+    # A key that may list files: the command lists them, at this page's own origin.
+    secret = await create_key(page, "reader", ["files.read"])
+    command = f"curl -H 'X-API-Key: {secret}' '{dashboard.base}/api/v1/files'"
+    await expect(usage).to_have_text(command)
+    await expect(page.locator("#new-secret-usage-what")).to_have_text(
+        "list your files with this key."
+    )
+    assert (await run_as_curl(dashboard, command))[0] == 200
+    await page.get_by_role("button", name="Copy command").click()
+    await expect(page.locator("#copy-status")).to_have_text("Copied the command to the clipboard.")
+    assert await page.evaluate("() => navigator.clipboard.readText()") == command
+
+    # One that may only upload: the command uploads a file.
+    secret = await create_key(page, "writer", ["files.write"])
+    await expect(page.locator("#new-secret-usage-what")).to_have_text(
+        "upload a file with this key."
+    )
+    status, _ = await run_as_curl(dashboard, await usage.text_content() or "")
+    assert status == 201
+    assert secret in (await usage.text_content() or "")
+
+    # One for a service behind a gateway: the check the gateway makes, which it passes.
+    await create_key(page, "folders", ["folders.read"])
+    status, headers = await run_as_curl(dashboard, await usage.text_content() or "")
+    assert (status, headers["X-Auth-Permissions"]) == (200, "folders.read")
+
+    # Gone with the secret once it is saved.
+    await page.get_by_role("button", name="I've saved it, hide the secret").click()
+    await expect(usage).to_have_text("")
+    assert secret not in await page.content()

@@ -19,9 +19,12 @@ from posixpath import normpath
 import pytest
 from playwright.async_api import expect
 
-from service.dashboard.routes import ASSETS, PAGES, STATIC_PREFIX
-from service.domain.permissions import PERMISSION_DESCRIPTIONS, PERMISSIONS
-from tests.support.browser import Tab, create_key, sign_in
+from service.api.validation import MAX_EXPIRES_DAYS, MAX_KEY_NAME_LENGTH, _check_name
+from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
+from service.dashboard.routes import ASSETS, NOT_FOUND_PAGE, PAGES, STATIC_PREFIX
+from service.domain.key_rules import MAX_ALLOWED_IPS, MAX_NETWORK_TEXT, canonical_network
+from service.domain.permissions import ENFORCED_BY, PERMISSION_DESCRIPTIONS, PERMISSIONS
+from tests.support.browser import LATER_PERMISSIONS, Tab, create_key, sign_in
 from tests.support.pages import PAGE_SCRIPTS
 from tests.support.paths import REPO_ROOT
 
@@ -133,19 +136,22 @@ def test_the_package_data_ships_every_served_file() -> None:
     patterns = pyproject["tool"]["setuptools"]["package-data"]["service.dashboard"]
     package = Path(str(files("service.dashboard")))
     shipped = {found for pattern in patterns for found in glob.glob(pattern, root_dir=package)}
-    served = {f"static/{name}" for name in [*PAGES.values(), *ASSETS]}
+    served = {f"static/{name}" for name in [*PAGES.values(), NOT_FOUND_PAGE, *ASSETS]}
     assert served - shipped == set()
 
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_permission_list_is_the_services(tab: Tab) -> None:
+    """Names, what each grants and who enforces it, as service/domain/permissions.py says."""
     page = tab.page
     await page.goto("/")
     listed = await page.evaluate(
         """async () => (await import('/static/js/permissions.js')).PERMISSIONS
-            .map((permission) => [permission.name, permission.description])"""
+            .map((item) => [item.name, item.description, item.enforcedBy])"""
     )
-    assert listed == [[name, PERMISSION_DESCRIPTIONS[name]] for name in PERMISSIONS]
+    assert listed == [
+        [name, PERMISSION_DESCRIPTIONS[name], ENFORCED_BY[name]] for name in PERMISSIONS
+    ]
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -155,25 +161,134 @@ async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab,
     for grid, prefix in (("permissions", "perm-"), ("edit-permissions", "edit-perm-")):
         boxes = page.locator(f'input[type="checkbox"][name="{grid}"]')
         drawn = await boxes.evaluate_all(
-            "(boxes) => boxes.map((box) => [box.value, box.id, box.labels[0].textContent])"
+            """(boxes) => boxes.map((box) => [
+                box.value, box.id, box.labels[0].textContent, Boolean(box.closest("details"))
+            ])"""
         )
         assert drawn == [
             [
                 name,
                 prefix + name.replace(".", "-"),
                 f"{name.split('.')[1].capitalize()} {PERMISSION_DESCRIPTIONS[name]}",
+                ENFORCED_BY[name] != "service",  # behind the disclosure unless enforced here
             ]
-            for name in PERMISSIONS
+            for name in sorted(PERMISSIONS, key=lambda name: ENFORCED_BY[name] != "service")
         ], grid
     # The note on the API keys group describes that group, in each grid.
     for note in ("perm-keys-note", "edit-perm-keys-note"):
         group = page.locator(f'fieldset[aria-describedby="{note}"] legend')
         await expect(group).to_have_text("API keys")
 
-    # A key created with some is edited with exactly those checked.
-    await create_key(page, "drawn", ["folders.write", "settings.read"])
-    await page.get_by_role("button", name="Edit key drawn").click()
-    checked = await page.locator('input[name="edit-permissions"]:checked').evaluate_all(
-        "(boxes) => boxes.map((box) => box.value)"
+    # What the service enforces is offered first; the rest waits behind a disclosure that says
+    # why, closed until opened.
+    await page.locator("#create-open").click()
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await expect(dialog.get_by_role("checkbox", name="Read List files")).to_be_visible()
+    await expect(dialog.get_by_role("checkbox", name="Read List a folder's")).to_be_visible()
+    await expect(dialog.get_by_role("checkbox", name="Read List vanity aliases")).to_be_visible()
+    keys = dialog.get_by_role("checkbox", name=re.compile(r"^Read Nothing: only a signed-in"))
+    await expect(keys).to_be_hidden()
+    await dialog.get_by_text(LATER_PERMISSIONS).click()
+    await expect(keys).to_be_visible()
+    await expect(dialog.locator("#perm-later-about")).to_contain_text(
+        "The API key permissions grant nothing here"
     )
-    assert checked == ["folders.write", "settings.read"]
+    await dialog.get_by_role("button", name="Cancel").click()
+
+    # A key created with some is edited with exactly those checked, the disclosure open when
+    # it holds one of those behind it, so nothing it holds is out of sight.
+    await create_key(page, "drawn", ["keys.read", "settings.read"])
+    await page.get_by_role("button", name="Edit key drawn").click()
+    checked = page.locator('input[name="edit-permissions"]:checked')
+    assert await checked.evaluate_all("(boxes) => boxes.map((box) => box.value)") == [
+        "settings.read",  # what the service enforces first, as the grid draws them
+        "keys.read",
+    ]
+    await expect(checked).to_have_count(2)
+    for box in await checked.all():
+        await expect(box).to_be_visible()
+
+
+# Allow-list entries the service takes or refuses, each for a reason of Python's ipaddress.
+NETWORK_SAMPLES = [
+    "203.0.113.7",
+    "10.0.0.0/8",
+    "10.1.2.3/8",  # host bits set: taken, cleared
+    "0.0.0.0/0",
+    "10.0.0.0/08",  # a prefix with a leading zero
+    "10.0.0.0/255.0.0.0",  # a netmask
+    "10.0.0.0/0.0.0.255",  # a hostmask
+    "10.0.0.0/255.0.255.0",  # neither
+    "10.0.0.0/33",
+    "10.0.0.0/",
+    "10.0.0.0/8/8",
+    "010.0.0.1",  # a leading zero
+    "256.0.0.1",
+    "1.2.3",
+    "1.2.3.4.5",
+    "1.2.3.4 ",
+    "١.٢.٣.٤",  # digits, but not ASCII ones
+    "not-an-ip",
+    "",
+    "::",
+    "::1",
+    "1::",
+    "::/0",
+    "2001:db8::/32",
+    "2001:db8::1/128",
+    "2001:db8::1/129",
+    "2001:DB8:0:0:0:0:0:1",
+    "2001:db8:0:0:0:0:0:0:1",
+    "1:2:3:4:5:6:7::",
+    "1:2:3:4:5:6:7:8::",
+    ":1:2:3:4:5:6:7",
+    "1:2:3:4:5:6:7:",
+    "1::2::3",
+    ":::",
+    "12345::1",
+    "g::1",
+    "::ffff:192.0.2.1",
+    "::ffff:192.0.2.1/120",
+    "::ffff:192.0.02.1",
+    "1:2:3:4:5:6:1.2.3.4",
+    "1:2:3:4:5:6:7:1.2.3.4",
+    "fe80::1%eth0",
+    "2001:db8::/255.255.0.0",
+    "1" * 65,
+    "0:0:0:0:0:0:0:0/" + "0" * 60,
+]
+NAME_SAMPLES = ["", "  ", "ok", " padded ", "a\x00b", "x" * 100, "x" * 101, "🔑" * 100, "\x1fname"]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_key_forms_check_what_the_service_checks(tab: Tab) -> None:
+    """The bounds are the service's, and each allow-list entry and name is taken or refused as
+    the service takes or refuses it (its own functions, over the same inputs)."""
+    page = tab.page
+    await page.goto("/")
+    found = await page.evaluate(
+        """async ([networks, names]) => {
+            const rules = await import('/static/js/keys/rules.js');
+            return {
+                bounds: [rules.MAX_NAME_LENGTH, rules.MAX_EXPIRES_DAYS, rules.MAX_ALLOWED_IPS,
+                         rules.MAX_NETWORK_TEXT, rules.MAX_PER_SECOND, rules.MAX_BURST],
+                networks: networks.map((sample) => rules.isNetwork(sample)),
+                names: names.map((name) => rules.nameProblem(name)),
+            };
+        }""",
+        [NETWORK_SAMPLES, NAME_SAMPLES],
+    )
+    assert found["bounds"] == [
+        MAX_KEY_NAME_LENGTH,
+        MAX_EXPIRES_DAYS,
+        MAX_ALLOWED_IPS,
+        MAX_NETWORK_TEXT,
+        KEY_MAX_PER_SECOND,
+        KEY_MAX_BURST,
+    ]
+    taken = [canonical_network(sample) is not None for sample in NETWORK_SAMPLES]
+    assert dict(zip(NETWORK_SAMPLES, found["networks"], strict=True)) == dict(
+        zip(NETWORK_SAMPLES, taken, strict=True)
+    )
+    assert True in taken and False in taken
+    assert found["names"] == [_check_name(name)[1] for name in NAME_SAMPLES]

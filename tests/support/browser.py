@@ -12,18 +12,27 @@ import itertools
 import os
 import re
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis as redis_sync
 from aiohttp import web
 from playwright.async_api import BrowserContext, Page, expect
 
+from service.api._aiohttp import EnvelopeAppRunner
 from service.api.context import POLICY
+from service.app import create_app
+from service.config import Settings
+from service.domain.permissions import ENFORCED_BY
 from tests.support.api import PASSWORD
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, parse_iso
 from tests.support.paths import REPO_ROOT
+from tests.support.redis import RedisServer
 
 ARTIFACTS = REPO_ROOT / "artifacts"
 DOCS_SCREENSHOT = REPO_ROOT / "docs" / "dashboard-keys.png"
@@ -42,6 +51,8 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 10_000
 DESKTOP = {"width": 1280, "height": 800}
+# The browser's language: the pages write dates in its format ("27 Nov 2026, 07:24").
+LOCALE = "en-GB"
 SECRET_PATTERN = re.compile(r"^fhk_[0-9A-Za-z]{49}$")
 
 expect.set_options(timeout=TIMEOUT_MS)
@@ -77,6 +88,33 @@ class Dashboard:
             return response.status, await response.json()
 
 
+@asynccontextmanager
+async def serving(redis_server: RedisServer, **settings: Any) -> AsyncIterator[Dashboard]:
+    """The real service (``create_app``) on a free loopback port over ``redis_server``, emptied
+    first, with a ``FakeClock`` and ``settings`` beyond the tests' own (a cheap bcrypt cost)."""
+    if redis_server.process is None:  # another test stopped it and failed before restarting
+        redis_server.start()
+    client = redis_sync.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    clock = FakeClock()
+    app = create_app(
+        Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2, **settings),
+        clock=clock,
+    )
+    runner = EnvelopeAppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+    try:
+        yield Dashboard(app, clock, f"http://127.0.0.1:{port}", http)
+    finally:
+        await http.close()
+        await runner.cleanup()
+
+
 @dataclass
 class Tab:
     """One page in its own browser context, with everything it reported collected."""
@@ -98,6 +136,27 @@ class Tab:
         )
         assert token.startswith("fhs_"), "no session token in sessionStorage"
         return token
+
+
+# -- times as the pages show them --------------------------------------------------------------
+
+
+def local_text(iso: str, offset: timedelta = timedelta(0)) -> str:
+    """The local date and time a page shows for the instant ``iso``, in ``LOCALE`` and a time
+    zone ``offset`` from UTC: "27 Nov 2026, 07:24"."""
+    instant = parse_iso(iso) + offset
+    return f"{instant.day} {instant:%b %Y, %H:%M}"
+
+
+def utc_text(iso: str) -> str:
+    """The exact instant a page shows on hover: "2026-11-27 01:54:30 UTC"."""
+    return f"{parse_iso(iso):%Y-%m-%d %H:%M:%S} UTC"
+
+
+async def same_time_as(page: Page, clock: FakeClock) -> None:
+    """Stop the browser's clock at the service's, so that "3 minutes ago" is as of the service's
+    now (which moves only when a test says)."""
+    await page.clock.set_fixed_time(clock.now_ms() / 1000)
 
 
 def screenshot_path(name: str) -> Path:
@@ -128,13 +187,24 @@ async def sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
     await expect(page.locator("#account-email")).to_have_text(email)
 
 
+LATER_PERMISSIONS = "Also grant permissions for features not yet available"
+
+
 async def create_key(page: Page, name: str, permissions: list[str], expires_days: int = 90) -> str:
-    """Create a key through the form; returns the secret the page shows."""
-    await page.get_by_label("Name", exact=True).fill(name)
+    """Create a key through the "Create key" dialog; returns the secret the page shows. A
+    permission for a feature not yet available is chosen behind its disclosure, as a person
+    would."""
+    await page.locator("#create-open").click()
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await expect(dialog).to_be_visible()
+    await dialog.get_by_label("Name", exact=True).fill(name)
+    if any(ENFORCED_BY[permission] != "service" for permission in permissions):
+        await dialog.get_by_text(LATER_PERMISSIONS).click()
     for permission in permissions:
-        await page.locator(f'input[name="permissions"][value="{permission}"]').check()
-    await page.get_by_label("Expires after").select_option(str(expires_days))
-    await page.get_by_role("button", name="Create key").click()
+        await dialog.locator(f'input[name="permissions"][value="{permission}"]').check()
+    await dialog.get_by_label("Expires after").select_option(str(expires_days))
+    await dialog.get_by_role("button", name="Create key").click()
+    await expect(dialog).to_be_hidden()
     panel = page.locator("#new-secret")
     await expect(panel).to_be_visible()
     await expect(page.locator("#new-secret-name")).to_have_text(name)

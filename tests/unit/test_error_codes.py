@@ -41,8 +41,8 @@ SENT = {code.value: code.status for code in Code if code.sent}
 # the refusals of the CLI's user commands.
 NOT_SENT = {Code.CLIENT_CLOSED_REQUEST, Code.EMAIL_TAKEN, Code.USER_NOT_FOUND}
 # Snake-case strings in the dashboard's JavaScript that are not the API's codes: the codes it
-# gives failures of its own (no answer, or one without the envelope) and an audit actor type.
-DASHBOARD_NOT_CODES = {"network_error", "unexpected_response", "leak_report"}
+# gives failures of its own (no answer, or one without the envelope) and audit actor types.
+DASHBOARD_NOT_CODES = {"network_error", "unexpected_response", "leak_report", "api_key"}
 # The codes the example proxies answer with of their own (docs/gateway.md, docs/operating.md):
 # the forward-auth gateway's fallback when the service sent no X-Auth-Error, the service
 # unreachable, and a 400 it cannot pass on; and a proxy's own failures in front of the service.
@@ -113,13 +113,13 @@ def test_a_raise_site_passes_only_what_varies() -> None:
 
 async def test_a_session_ended_during_its_request_is_refused_as_any_refused_token() -> None:
     class Ended:
-        async def public_id(self, token_digest: str) -> None:
+        async def identity(self, token_digest: str) -> None:
             return None
 
     sessions = Sessions(Ended(), None, None)  # type: ignore[arg-type]
     principal = Principal("usr_x", CredentialType.SESSION, 0, 0, None, "digest")
     with pytest.raises(ApiError) as refused:
-        await sessions.acting_session_id(principal)
+        await sessions.acting_session(principal)
     assert refused.value.code is Code.INVALID_SESSION
     assert refused.value.headers["WWW-Authenticate"] == Challenge.INVALID_TOKEN
 

@@ -1,7 +1,15 @@
-"""The ten permission names and their stored bit mask."""
+"""The ten permission names and their stored bit mask, and what each is said to grant."""
 
+from pathlib import Path
+
+from service.api.context import PREFIX
+from service.api.routes.forward_auth import ROUTE_PERMISSIONS, SESSION_ONLY_RESOURCES
+from service.app import create_app
+from service.config import Settings
 from service.domain.permissions import (
     ALL_PERMISSIONS_MASK,
+    ENFORCED_BY,
+    PERMISSION_DESCRIPTIONS,
     PERMISSIONS,
     to_mask,
     to_names,
@@ -38,3 +46,28 @@ def test_a_principal_may_only_what_its_mask_holds() -> None:
     principal = Principal("usr_x", CredentialType.API_KEY, to_mask(["folders.read"]), 0)
     assert principal.may("folders.read")
     assert not principal.may("files.read")
+
+
+def test_each_permission_is_said_to_be_enforced_where_it_is(tmp_path: Path) -> None:
+    """``service``: a resource this service hosts, which a key reaches; ``gateway``: one only a
+    gateway's forward-auth checks, hosted nowhere here; ``nothing``: the session-only keys."""
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1", data_dir=tmp_path))  # not started
+    hosted = {
+        resource.canonical.removeprefix(f"{PREFIX}/").split("/")[0]
+        for resource in app.router.resources()
+        if resource.canonical.startswith(f"{PREFIX}/")
+    }
+    assert set(ENFORCED_BY) == set(PERMISSION_DESCRIPTIONS) == set(PERMISSIONS)
+    for name, enforced in ENFORCED_BY.items():
+        resource = name.split(".")[0]
+        assert name in ROUTE_PERMISSIONS[resource], name  # forward-auth knows every one
+        if enforced == "service":
+            assert resource in hosted and resource not in SESSION_ONLY_RESOURCES, name
+        elif enforced == "gateway":
+            assert resource not in hosted, name
+            assert PERMISSION_DESCRIPTIONS[name].endswith("checked by a gateway"), name
+        else:
+            assert enforced == "nothing" and resource in SESSION_ONLY_RESOURCES, name
+            assert PERMISSION_DESCRIPTIONS[name].startswith("Nothing:"), name
+    # No description promises an action the service does not have (files are never updated).
+    assert "update" not in " ".join(PERMISSION_DESCRIPTIONS.values()).lower()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from service.config import Settings
 from service.dashboard import routes
-from service.dashboard.routes import ASSETS
+from service.dashboard.routes import ASSETS, NOT_FOUND_PAGE, render
 from service.dashboard.routes import PAGES as ROUTES
 from tests.support.pages import PAGE_SCRIPTS, STATIC, parse
 
-PAGES = tuple(ROUTES.values())  # every page the dashboard serves
+PAGES = (*ROUTES.values(), NOT_FOUND_PAGE)  # every page the dashboard serves
 # Every script the pages can load, by its path under static/.
 SCRIPTS = tuple(name for name, content_type in ASSETS.items() if content_type == "text/javascript")
 
@@ -82,3 +83,25 @@ def test_only_plain_files_of_known_kinds_under_static_are_assets(tmp_path: Path)
         "js/pages/keys.js": "text/javascript",
         "style.css": "text/css",
     }
+
+
+def test_a_page_gets_the_services_own_settings_written_in_and_nothing_else() -> None:
+    """The sessions page is served with the password minimum the service enforces; every
+    ``{{name}}`` of every page is one the routes know (else adding them fails at start-up)."""
+    served = render("sessions.html", Settings(password_min_length=12)).decode()
+    assert 'minlength="12"' in served and "At least 12" in served
+    for name in PAGES:
+        assert "{{" not in render(name, Settings()).decode(), name
+
+
+def test_times_are_written_by_one_module() -> None:
+    """Every page shows a time the same way (how long ago, the local time, UTC on hover):
+    through js/time.js, the only module that formats one."""
+    formatting = ("DateTimeFormat", "RelativeTimeFormat", "toLocale", "getHours", "toISOString")
+    assert all(
+        word in STATIC.joinpath("js", "time.js").read_text("utf-8") for word in formatting[:2]
+    )
+    for name in SCRIPTS:
+        if name != "js/time.js":
+            source = STATIC.joinpath(*name.split("/")).read_text("utf-8")
+            assert not [word for word in formatting if word in source], name

@@ -40,6 +40,7 @@ from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.envelope import as_api_error, error_response
 from service.api.folder_requests import DEFAULT_LIMIT, folder_query, page_size, parse_edit_file
 from service.api.headers import prepare_streamed
+from service.api.sendfile import send_blob
 from service.api.validation import read_json_object, readable
 from service.api.views import alias_url, file_view, ok, ok_reply
 from service.auth.authenticator import require
@@ -480,10 +481,10 @@ async def send_file(
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
         await prepare_streamed(request, response)
-        if request.method != hdrs.METH_HEAD:
-            async for data in blob.chunks(start, length):
-                await response.write(data)
-        await response.write_eof()
+        if request.method == hdrs.METH_HEAD:
+            await response.write_eof()
+        else:
+            await send_blob(request, response, blob, start, length)
         return response
     finally:
         await blob.close()

@@ -1,7 +1,8 @@
 """Revocation and logout under concurrency, across two worker processes.
 
-200 requests with one credential are spread over about half a second while the key is revoked
-(or the session logged out) in the middle. Each request's start (taken before it is sent) and
+Requests with one credential start at random intervals (about 200 in half a second) while the
+key is revoked (or the session logged out) once 50 of them were served, and go on until a third
+of them started after that. Each request's start (taken before it is sent) and
 the revocation's return (taken after its answer arrived) are on the same monotonic clock, so a
 2xx for a request that started after the revocation returned is a real violation: not one is
 allowed. Requests that overlap the revocation may go either way. Both workers must have served
@@ -23,29 +24,46 @@ from tests.support.redis import free_port
 
 EMAIL = "race@example.com"
 REQUESTS = 200
-SPREAD = 0.5  # seconds over which the requests start
+SPREAD = 0.5  # seconds over which about REQUESTS requests start
+MAX_REQUESTS = 2000
 ROUNDS = 3
 
 
 async def _round(
     rec: Recorder, credential: dict[str, str], revoke: tuple[str, str, dict[str, str]]
 ) -> tuple[list[Outcome], Outcome]:
-    """Start REQUESTS requests with ``credential`` over SPREAD seconds and send ``revoke`` a
-    third of the way in; the requests' outcomes and the revocation's."""
+    """Start requests with ``credential`` at random intervals (about REQUESTS over SPREAD
+    seconds), send ``revoke`` once a quarter of REQUESTS were served, and go on until at least
+    REQUESTS have started, a third of them after the revocation returned (at most
+    MAX_REQUESTS); the requests' outcomes and the revocation's. Waiting on what happened, not
+    on the clock, keeps a busy machine from making the round vacuous."""
     rng = random.Random(REQUESTS)
-    offsets = sorted(rng.uniform(0, SPREAD) for _ in range(REQUESTS))
+    served, returned = asyncio.Event(), asyncio.Event()
+    served_count = 0
 
-    async def one(offset: float) -> Outcome:
-        await asyncio.sleep(offset)
-        return await rec.send("use", "GET", "/files", headers=credential)
+    async def one() -> Outcome:
+        nonlocal served_count
+        outcome = await rec.send("use", "GET", "/files", headers=credential)
+        served_count += outcome.ok
+        if served_count >= REQUESTS // 4:
+            served.set()
+        return outcome
 
     async def revocation() -> Outcome:
-        await asyncio.sleep(SPREAD / 3)
+        await served.wait()
         method, path, headers = revoke
-        return await rec.send("revoke", method, path, headers=headers)
+        outcome = await rec.send("revoke", method, path, headers=headers)
+        returned.set()
+        return outcome
 
-    *uses, revoked = await asyncio.gather(*(one(o) for o in offsets), revocation())
-    return uses, revoked
+    revoking = asyncio.create_task(revocation())
+    uses: list[asyncio.Task[Outcome]] = []
+    started_after = 0
+    while len(uses) < MAX_REQUESTS and (len(uses) < REQUESTS or started_after < REQUESTS // 3):
+        started_after += returned.is_set()
+        uses.append(asyncio.create_task(one()))
+        await asyncio.sleep(rng.uniform(0, 2 * SPREAD / REQUESTS))
+    return list(await asyncio.gather(*uses)), await revoking
 
 
 def _check_round(uses: list[Outcome], revoked: Outcome, refusal: str) -> tuple[int, int]:

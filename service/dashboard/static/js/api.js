@@ -100,9 +100,11 @@ export async function fetchBlob(path, token) {
 }
 
 // One file as a multipart upload that must answer 201. By XMLHttpRequest, for its upload
-// progress (fetch has none): `progress(fraction)` is told as the bytes go. Settles with the
-// created file's data, or an ApiError (status 0 when the connection failed).
-export function sendFile(path, token, file, progress) {
+// progress (fetch has none): `progress(loaded, total)` is told the bytes of the request body
+// sent so far as they go. Aborting `signal` stops the upload where it is (the server keeps
+// nothing of a body cut short). Settles with the created file's data, or an ApiError (status
+// 0 when the connection failed; code "cancelled" when `signal` stopped it).
+export function sendFile(path, token, file, progress, signal) {
   return new Promise((resolve, reject) => {
     const form = new FormData();
     form.append("file", file, file.name);
@@ -113,7 +115,7 @@ export function sendFile(path, token, file, progress) {
     }
     request.upload.addEventListener("progress", (event) => {
       if (event.lengthComputable && event.total > 0) {
-        progress(event.loaded / event.total);
+        progress(event.loaded, event.total);
       }
     });
     request.addEventListener("load", () => {
@@ -130,6 +132,12 @@ export function sendFile(path, token, file, progress) {
       reject(refusal(request.status, payload, request.getResponseHeader("Retry-After")));
     });
     request.addEventListener("error", () => reject(unreachable()));
+    request.addEventListener("abort", () =>
+      reject(new ApiError(0, "cancelled", "The upload was cancelled.")),
+    );
+    if (signal) {
+      signal.addEventListener("abort", () => request.abort(), { once: true });
+    }
     request.send(form);
   });
 }

@@ -6,7 +6,8 @@ import { failedText } from "./api.js";
 import { byId, el, hide, show } from "./dom.js";
 import { toLogin } from "./session.js";
 
-const PAGES = [
+// The signed-in pages, in the order the navigation lists them.
+export const PAGES = [
   { page: "keys", href: "/keys", text: "API keys" },
   { page: "files", href: "/files", text: "Files" },
   { page: "sessions", href: "/sessions", text: "Sessions" },
@@ -14,9 +15,9 @@ const PAGES = [
 ];
 
 function topbar(children) {
+  // The bar's content keeps to the page's width (style.css): one layout on every page.
   const header = el("header", { className: "topbar" }, [
-    el("p", { className: "brand", text: "filehost" }),
-    ...children,
+    el("div", { className: "bar" }, [el("p", { className: "brand", text: "filehost" }), ...children]),
   ]);
   document.body.insertBefore(header, byId("main"));
   return header;

@@ -1,21 +1,96 @@
 // One audit event as a row of the activity table: when, what, by whom, from where, about
-// what, and what changed. Whatever shape a field comes in, it is shown as text.
+// what, and what changed. Keys, sessions, files and folders are named as the event recorded them (a
+// key's name and prefix, a session's device, a file's name), by their type; an event recorded
+// before names were kept, or of a shape this page does not know, falls back to its ids. Whatever
+// shape a field comes in, it is shown as text.
 
+import { size } from "../bytes.js";
+import { deviceNode } from "../devices.js";
 import { el } from "../dom.js";
 import { cell } from "../table.js";
-import { localTime } from "../time.js";
+import { when } from "../time.js";
 
-// A "Session ses_…" or "Key key_…" kind of reference: a word and the id as code.
-function reference(word, id) {
+const text = (value) => typeof value === "string" && value !== "";
+
+// "Key " and the id as code: what names a key, a session or a file that has no name here.
+function byId(word, id) {
   return [`${word} `, el("code", { className: "id", text: String(id) })];
+}
+
+// A name as the event recorded it, in quotes.
+function quoted(name) {
+  return el("span", { className: "name", text: `“${name}”` });
+}
+
+// A key: “backup script” and its prefix; its id when the event has no name for it (recorded
+// before names were kept, or an actor revoked before its event was written).
+function keyNodes(key) {
+  if (!text(key.name)) {
+    return byId("Key", key.key_id);
+  }
+  const nodes = ["Key ", quoted(key.name)];
+  if (text(key.key_prefix)) {
+    nodes.push(" ", el("code", { text: key.key_prefix }));
+  }
+  return nodes;
+}
+
+// A session: the device it signed in from ("Chrome on Linux", the User-Agent on hover).
+function sessionNodes(session) {
+  if (!("device" in session)) {
+    return byId("Session", session.session_id); // recorded before sessions were named
+  }
+  if (!text(session.device)) {
+    return ["A session from an unknown device"];
+  }
+  return ["Session from ", deviceNode(session.device)];
+}
+
+function fileNodes(file) {
+  if (!text(file.name)) {
+    return byId("File", file.file_id);
+  }
+  const nodes = ["File ", quoted(file.name)];
+  if (Number.isFinite(file.size)) {
+    nodes.push(` (${size(file.size)})`);
+  }
+  return nodes;
+}
+
+function folderNodes(folder) {
+  return text(folder.name) ? ["Folder ", quoted(folder.name)] : byId("Folder", folder.folder_id);
+}
+
+// A key, session, file, folder or the settings, by its type, or by the id it carries (older
+// events have no type).
+function subjectNodes(subject) {
+  if (subject.type === "api_key" || (!subject.type && subject.key_id)) {
+    return keyNodes(subject);
+  }
+  if (subject.type === "session" || (!subject.type && subject.session_id)) {
+    return sessionNodes(subject);
+  }
+  if (subject.type === "file" || (!subject.type && subject.file_id)) {
+    return fileNodes(subject);
+  }
+  if (subject.type === "folder") {
+    return folderNodes(subject);
+  }
+  if (subject.type === "settings") {
+    return ["The account's settings"];
+  }
+  return null;
+}
+
+// Whatever else an object holds, field by field.
+function fieldsText(value) {
+  const entries = Object.entries(value);
+  return entries.length ? entries.map(([name, item]) => `${name} ${changeText(item)}`).join(", ") : "—";
 }
 
 function actorNodes(actor) {
   if (!actor || typeof actor !== "object") {
     return ["Not signed in"]; // a failed login: nobody was authenticated
-  }
-  if (actor.type === "session" && actor.session_id) {
-    return reference("Session", actor.session_id);
   }
   if (actor.type === "cli") {
     return ["An operator (command line)"];
@@ -23,21 +98,14 @@ function actorNodes(actor) {
   if (actor.type === "leak_report") {
     return [`A leak report from ${actor.ip || "an unknown address"}`];
   }
-  return [typeof actor.type === "string" ? actor.type : "Unknown"];
+  return subjectNodes(actor) || [text(actor.type) ? actor.type : fieldsText(actor)];
 }
 
 function targetNodes(target) {
   if (!target || typeof target !== "object") {
     return ["—"];
   }
-  if (target.key_id) {
-    return reference("Key", target.key_id);
-  }
-  if (target.session_id) {
-    return reference("Session", target.session_id);
-  }
-  const entries = Object.entries(target);
-  return entries.length ? [entries.map(([name, value]) => `${name} ${changeText(value)}`).join(", ")] : ["—"];
+  return subjectNodes(target) || [fieldsText(target)];
 }
 
 // One changed field's new value, as text whatever its shape.
@@ -52,7 +120,7 @@ function changeText(value) {
 }
 
 // What changed, field by field, whatever the fields are: a list of names and new values (a
-// time, a field named *_at, in local time like the event's own).
+// time, a field named *_at, shown like the event's own).
 function changesNode(changes) {
   if (!changes || typeof changes !== "object" || Array.isArray(changes)) {
     return document.createTextNode("—");
@@ -66,7 +134,7 @@ function changesNode(changes) {
     { className: "changes" },
     entries.flatMap(([name, value]) => [
       el("dt", { text: name }),
-      el("dd", {}, [name.endsWith("_at") && typeof value === "string" ? localTime(value) : changeText(value)]),
+      el("dd", {}, [name.endsWith("_at") && typeof value === "string" ? when(value) : changeText(value)]),
     ]),
   );
 }
@@ -75,17 +143,16 @@ function changesNode(changes) {
 export function eventRow(item, labels) {
   // One element per cell: on a narrow screen a cell is a grid of its label and its value.
   const box = (label, className, content) => cell(label, className, el("div", {}, content));
-  const agent = typeof item.user_agent === "string" && item.user_agent ? item.user_agent : "Unknown device";
   const row = el("tr", { attrs: { tabindex: "-1" } }, [
-    box("When", "event-when", [localTime(item.at)]),
+    box("When", "event-when", [when(item.at)]),
     box("Event", "event-type", [
       el("span", { className: "event-label", text: labels.get(item.type) || String(item.type) }),
       el("code", { text: String(item.type) }),
     ]),
     box("By", "event-actor", actorNodes(item.actor)),
     box("Address", "event-ip", [el("code", { text: item.ip || "unknown" })]),
-    // The User-Agent as the client sent it, shown as text only.
-    box("Device", "event-agent", [el("span", { className: "user-agent", text: agent })]),
+    // The User-Agent the request came with, by name, the whole string on hover.
+    box("Device", "event-agent", [deviceNode(item.user_agent)]),
     box("Target", "event-target", targetNodes(item.target)),
     box("Changes", "event-changes", [changesNode(item.changes)]),
   ]);

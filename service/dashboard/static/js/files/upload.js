@@ -1,25 +1,15 @@
-// Uploads: every file chosen or dropped goes up on its own, with a progress bar and a line
-// saying how it ended.
+// Uploads: every file chosen or dropped goes up on its own, as a line of the tray with its
+// progress bar, the bytes sent, the speed and the time left, a Cancel button while it goes, and
+// a line saying how it ended. "Clear finished" takes the ended ones away.
 
 import { describe, sendFile, sessionEnded } from "../api.js";
+import { duration, size, speed } from "../bytes.js";
 import { byId, el, hide } from "../dom.js";
 import { signedOut } from "../session.js";
 
-const UNITS = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-
-// 1536 -> "1.5 KiB": a file's size for people.
-export function size(bytes) {
-  if (!Number.isFinite(bytes) || bytes < 1024) {
-    return `${bytes} ${bytes === 1 ? "byte" : "bytes"}`;
-  }
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < UNITS.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${UNITS[unit]}`;
-}
+// The speed is the average over the last few seconds, so it follows the connection's changes
+// without jumping with every progress event.
+const WINDOW_MS = 3000;
 
 function uploadRefusal(file, failure) {
   if (failure.status === 0) {
@@ -40,35 +30,79 @@ function uploadRefusal(file, failure) {
   return `Upload failed: ${describe(failure)}`;
 }
 
-// `uploaded()` runs after each file that went up, to show the list as it now is.
-export function uploads(token, pageStatus, uploaded) {
+// "300 KiB of 900 KiB · 100 KiB/s · about 6 s left" from the progress so far. `samples`: the
+// [time, bytes] of the last few seconds' progress events.
+function progressText(file, sent, samples) {
+  const [firstAt, firstSent] = samples[0];
+  const [lastAt, lastSent] = samples[samples.length - 1];
+  const parts = [`${size(sent)} of ${size(file.size)}`];
+  if (lastAt > firstAt && lastSent > firstSent) {
+    const rate = ((lastSent - firstSent) * 1000) / (lastAt - firstAt);
+    parts.push(speed(rate), `about ${duration((file.size - sent) / rate)} left`);
+  }
+  return parts.join(" · ");
+}
+
+// `changed()` runs after each upload that ended in a way that may have changed the list (went
+// up, or was cancelled), to show the list as it now is.
+export function uploads(token, pageStatus, changed) {
   const picker = byId("file-picker");
   const dropZone = byId("drop-zone");
   const list = byId("uploads");
+  const clear = byId("clear-uploads");
+
+  function syncClear() {
+    clear.hidden = !list.querySelector("li:not(.is-active)");
+  }
 
   async function upload(file) {
     const bar = el("progress", { attrs: { max: "100", value: "0", "aria-label": `Upload of ${file.name}` } });
     const status = el("p", { className: "upload-status", text: "Starting…", attrs: { role: "status" } });
+    const stopper = new AbortController();
+    const cancel = el("button", { text: "Cancel", className: "secondary", attrs: { type: "button" } }, [
+      el("span", { text: ` upload of ${file.name}`, className: "visually-hidden" }),
+    ]);
+    cancel.addEventListener("click", () => stopper.abort());
     const item = el("li", { className: "is-active" }, [
       el("span", { className: "upload-name", text: file.name }),
       bar,
+      cancel,
       status,
     ]);
     list.prepend(item);
     const finish = (kind, text) => {
       item.className = kind;
       status.textContent = text;
+      cancel.remove();
+      syncClear();
     };
+    const samples = [];
     let created;
     try {
-      created = await sendFile("/files", token, file, (fraction) => {
-        const percent = Math.min(99, Math.floor(fraction * 100));
-        bar.value = percent;
-        status.textContent = `Uploading… ${percent}%`;
-      });
+      created = await sendFile(
+        "/files",
+        token,
+        file,
+        (loaded, total) => {
+          const now = performance.now();
+          const sent = Math.min(file.size, Math.round((loaded / total) * file.size));
+          samples.push([now, sent]);
+          while (samples.length > 2 && now - samples[0][0] > WINDOW_MS) {
+            samples.shift();
+          }
+          bar.value = Math.min(99, Math.floor((loaded / total) * 100));
+          status.textContent = progressText(file, sent, samples);
+        },
+        stopper.signal,
+      );
     } catch (failure) {
       if (sessionEnded(failure)) {
         signedOut(failure);
+        return;
+      }
+      if (failure.code === "cancelled") {
+        finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
+        changed(); // whatever the server had of it is gone: the list says so
         return;
       }
       finish("is-error", uploadRefusal(file, failure));
@@ -76,7 +110,7 @@ export function uploads(token, pageStatus, uploaded) {
     }
     bar.value = 100;
     finish("is-done", `Uploaded ${file.name} (${size(created.size)}).`);
-    uploaded();
+    changed();
   }
 
   function uploadAll(fileList) {
@@ -85,6 +119,14 @@ export function uploads(token, pageStatus, uploaded) {
       upload(file);
     }
   }
+
+  clear.addEventListener("click", () => {
+    for (const item of list.querySelectorAll("li:not(.is-active)")) {
+      item.remove();
+    }
+    syncClear();
+    picker.focus(); // the button is gone: the focus goes to where the next upload starts
+  });
 
   picker.addEventListener("change", () => {
     uploadAll(picker.files);

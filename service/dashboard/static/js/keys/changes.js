@@ -60,8 +60,8 @@ function expiryChanges(key, typed, body, cuts) {
   if (typeof body.expires_days === "number") {
     const days = body.expires_days;
     cuts.push(
-      `It expires ${days} ${days === 1 ? "day" : "days"} from now ` +
-        `(${key.expires_at ? `until now ${whenText(key.expires_at)}` : "it never expired"}); ` +
+      `It expires ${days} ${days === 1 ? "day" : "days"} from now, ` +
+        `${key.expires_at ? `instead of ${whenText(key.expires_at)}` : "where it never expired"}; ` +
         "it is refused after that.",
     );
   }

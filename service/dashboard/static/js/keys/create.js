@@ -1,46 +1,72 @@
-// The form that creates a key: a name, the permissions (drawn from permissions.js) and an
-// expiry. The new key's secret goes to the secret panel.
+// Creating a key, in a dialog opened by "Create key": a name, the permissions (drawn from
+// permissions.js) and an expiry. The new key's secret goes to the secret panel once the dialog
+// has closed; a refusal stays in the dialog with what was typed.
 
 import { ApiError, describe } from "../api.js";
-import { byId, hide, show } from "../dom.js";
-import { permissionGrid } from "../permissions.js";
+import { byId, hide, show, whenClosed } from "../dom.js";
+import { permissionGrid, revealChecked } from "../permissions.js";
+import { nameProblem } from "./rules.js";
 
 // `keys`: {call, pageStatus, secret, list}.
-export function createForm(keys) {
+export function createDialog(keys) {
+  const dialog = byId("create-dialog");
+  const opener = byId("create-open");
   const form = byId("create-form");
   const error = byId("create-error");
   const submit = byId("create-submit");
   const nameInput = byId("key-name");
   const expiry = byId("key-expiry");
-  byId("create-permissions").append(permissionGrid("perm-", "permissions"));
+  const grid = permissionGrid("perm-", "permissions");
+  byId("create-permissions").append(grid);
+
+  function refuse(text, field) {
+    show(error, text);
+    field.focus();
+  }
+
+  opener.addEventListener("click", () => {
+    form.reset();
+    revealChecked(grid); // a fresh form: nothing chosen, the later permissions folded away
+    hide(error);
+    hide(keys.pageStatus);
+    submit.disabled = false;
+    dialog.returnValue = "";
+    dialog.showModal();
+    nameInput.focus();
+  });
+  byId("create-cancel").addEventListener("click", () => dialog.close("cancel"));
+  // Closed by Cancel or Escape: back to the button that opened it. Created: the secret panel
+  // takes the focus instead.
+  whenClosed(dialog, () => {
+    if (dialog.returnValue !== "created") {
+      opener.focus();
+    }
+  });
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     hide(error);
-    hide(keys.pageStatus);
-    const name = nameInput.value.trim();
+    const problem = nameProblem(nameInput.value);
     const permissions = Array.from(
       form.querySelectorAll('input[name="permissions"]:checked'),
       (box) => box.value,
     );
-    if (!name) {
-      show(error, "Give the key a name.");
-      nameInput.focus();
+    if (problem) {
+      refuse(`The name ${problem}.`, nameInput);
       return;
     }
     if (permissions.length === 0) {
-      show(error, "Choose at least one permission.");
-      form.querySelector('input[name="permissions"]').focus();
+      refuse("Choose at least one permission.", form.querySelector('input[name="permissions"]'));
       return;
     }
     submit.disabled = true;
     try {
       const created = await keys.call("POST", "/keys", {
-        name,
+        name: nameInput.value.trim(),
         permissions,
         expires_days: Number(expiry.value),
       });
-      form.reset();
+      dialog.close("created");
       keys.secret.show(created, false);
       await keys.list.refresh();
     } catch (failure) {
@@ -51,5 +77,5 @@ export function createForm(keys) {
     }
   });
 
-  return { focus: () => nameInput.focus() };
+  return { dialog, focus: () => opener.focus() };
 }

@@ -1,12 +1,22 @@
 // The panel that edits a key: its name, permissions, expiry, allowed addresses and rate
-// limit. Only what differs from the key as listed is sent; a change that refuses requests that
-// work now is confirmed first. The server's reason for each refused field is shown by it.
+// limit. Every field is checked by the service's own rules first (rules.js), so nothing the
+// server would refuse is sent or confirmed; only what differs from the key as listed is sent,
+// and a change that refuses requests that work now is confirmed first. A reason the server
+// still gives for a field is shown by it.
 
 import { ApiError, problemText } from "../api.js";
 import { byId, hide, show } from "../dom.js";
-import { permissionGrid } from "../permissions.js";
+import { permissionGrid, revealChecked } from "../permissions.js";
 import { whenText } from "../time.js";
 import { editChanges } from "./changes.js";
+import {
+  MAX_BURST,
+  MAX_EXPIRES_DAYS,
+  MAX_PER_SECOND,
+  allowList,
+  nameProblem,
+  wholeNumber,
+} from "./rules.js";
 
 function formFields() {
   const fields = {
@@ -29,6 +39,7 @@ function formFields() {
   // The same checkboxes as the create form's, with ids of their own.
   const grid = permissionGrid("edit-perm-", "edit-permissions");
   byId("edit-permissions").insertBefore(grid, byId("edit-permissions-problem"));
+  fields.grid = grid;
   fields.boxes = Array.from(grid.querySelectorAll('input[type="checkbox"]'));
   // Where the server's reason for each field of an edit is shown, and what gets the focus.
   fields.problems = {
@@ -52,6 +63,55 @@ function clearProblems(fields) {
   }
 }
 
+// What is wrong with the form as typed, by the API's field names, in sentences: the service's
+// own rules, so that what it would refuse is neither confirmed nor sent.
+function problemsOf(fields) {
+  const problems = {};
+  const name = nameProblem(fields.name.value);
+  if (name) {
+    problems.name = `The name ${name}.`;
+  }
+  if (!fields.boxes.some((box) => box.checked)) {
+    problems.permissions = "Choose at least one permission.";
+  }
+  if (fields.expiry.value.trim() !== "" && wholeNumber(fields.expiry.value, 1, MAX_EXPIRES_DAYS) === null) {
+    problems.expires_days = `The new expiry must be a whole number of days from 1 to ${MAX_EXPIRES_DAYS}.`;
+  }
+  const addresses = allowList(fields.ips.value).problems;
+  if (addresses.length) {
+    problems.allowed_ips = addresses.join(" ");
+  }
+  if (fields.rateOwn.checked) {
+    const bad = [];
+    if (wholeNumber(fields.perSecond.value, 1, MAX_PER_SECOND) === null) {
+      bad.push([fields.perSecond, `Requests per second must be a whole number from 1 to ${MAX_PER_SECOND}.`]);
+    }
+    if (wholeNumber(fields.burst.value, 1, MAX_BURST) === null) {
+      bad.push([fields.burst, `Burst must be a whole number from 1 to ${MAX_BURST}.`]);
+    }
+    if (bad.length) {
+      problems.rate_limit = { text: bad.map(([, text]) => text).join(" "), controls: bad.map(([control]) => control) };
+    }
+  }
+  return problems;
+}
+
+// Each field's problem next to it, marked invalid (a problem may name the very controls it is
+// about, {text, controls}); the first such control gets the focus.
+function markProblems(fields, problems) {
+  let first = null;
+  for (const [field, problem] of Object.entries(problems)) {
+    const place = fields.problems[field];
+    const { text, controls } = typeof problem === "string" ? { text: problem, controls: place.controls } : problem;
+    show(place.box, text);
+    for (const control of controls) {
+      control.setAttribute("aria-invalid", "true");
+    }
+    first = first || controls.find((control) => !control.disabled) || null;
+  }
+  return first;
+}
+
 // Each field's reason from a 400, next to the field; the first such field gets the focus.
 // What has no field here goes with the form's error.
 function showProblems(fields, failure) {
@@ -60,20 +120,16 @@ function showProblems(fields, failure) {
       ? failure.details
       : {};
   const elsewhere = [];
-  let first = null;
+  const placed = {};
   for (const [field, why] of Object.entries(details)) {
-    const place = fields.problems[field];
     const text = problemText(why);
-    if (!place || !text) {
+    if (!fields.problems[field] || !text) {
       elsewhere.push(text ? `${field} ${text}` : field);
       continue;
     }
-    show(place.box, `${text.charAt(0).toUpperCase()}${text.slice(1)}.`);
-    for (const control of place.controls) {
-      control.setAttribute("aria-invalid", "true");
-    }
-    first = first || place.controls.find((control) => !control.disabled) || null;
+    placed[field] = `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
   }
+  const first = markProblems(fields, placed);
   const extra = elsewhere.length ? ` ${elsewhere.join("; ")}.` : "";
   show(fields.error, `Saving the changes failed: ${failure.message}${extra}`);
   (first || fields.error).scrollIntoView({ block: "nearest" });
@@ -106,6 +162,7 @@ function fill(fields, key) {
   fields.perSecond.value = rate ? String(rate.per_second) : "";
   fields.burst.value = rate ? String(rate.burst) : "";
   syncRate(fields);
+  revealChecked(fields.grid); // a permission the key holds is never hidden
 }
 
 // What the form holds, as editChanges reads it.
@@ -181,15 +238,20 @@ export function editPanel(keys) {
     }
     clearProblems(fields);
     hide(keys.pageStatus);
+    const problems = problemsOf(fields);
+    if (Object.keys(problems).length) {
+      const count = Object.keys(problems).length;
+      show(fields.error, `Nothing was saved: ${count === 1 ? "one field needs" : `${count} fields need`} correcting.`);
+      const first = markProblems(fields, problems);
+      (first || fields.error).scrollIntoView({ block: "nearest" });
+      if (first) {
+        first.focus();
+      }
+      return;
+    }
     const { body, cuts } = editChanges(key, typed(fields));
     if (Object.keys(body).length === 0) {
       show(fields.status, "Nothing to save: the form is as the key is.");
-      return;
-    }
-    if (body.permissions && body.permissions.length === 0) {
-      show(fields.error, "Saving the changes failed: choose at least one permission.");
-      show(fields.problems.permissions.box, "Choose at least one permission.");
-      fields.boxes[0].focus();
       return;
     }
     if (cuts.length === 0) {

@@ -32,10 +32,7 @@ function prefixNodes(key) {
   const prefix = [el("code", { text: key.key_prefix })];
   if (key.previous_secret_expires_at) {
     prefix.push(
-      el("p", { className: "grace" }, [
-        "Old secret works until ",
-        when(key.previous_secret_expires_at, "—"),
-      ]),
+      el("p", { className: "grace" }, ["Old secret ends ", when(key.previous_secret_expires_at, "—")]),
     );
   }
   return prefix;

@@ -3,7 +3,8 @@
 
 import { ApiError, describe, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
-import { size, uploads } from "../files/upload.js";
+import { size } from "../bytes.js";
+import { uploads } from "../files/upload.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession, signedOut } from "../session.js";
 import { cell, rowButton } from "../table.js";

@@ -3,7 +3,7 @@
 
 import { ApiError, describe, sessionCaller } from "../api.js";
 import { byId, confirmation, el, show } from "../dom.js";
-import { createForm } from "../keys/create.js";
+import { createDialog } from "../keys/create.js";
 import { editPanel } from "../keys/edit.js";
 import { enabling } from "../keys/enabling.js";
 import { keyList } from "../keys/list.js";
@@ -74,7 +74,7 @@ function start(session) {
     toggle: (key, button) => keys.enabling.toggle(key, button),
     revoke: (key) => keys.revoke.open(key),
   });
-  const create = createForm(keys);
+  const create = createDialog(keys);
   keys.secret = secretPanel(() => create.focus());
   keys.edit = editPanel(keys);
   keys.roll = rollDialog(keys);
@@ -82,7 +82,7 @@ function start(session) {
   keys.enabling = enabling(keys);
 
   keys.closeDialogs = () => {
-    for (const open of [keys.roll.dialog, confirmDialog, keys.revoke.dialog]) {
+    for (const open of [create.dialog, keys.roll.dialog, confirmDialog, keys.revoke.dialog]) {
       if (open.open) {
         open.close("done");
       }

@@ -1,24 +1,23 @@
 // The sessions page (/sessions): every place the account is signed in, to end one or all the
-// others, and the password change. The passwords live only in their fields, emptied as soon
-// as they are sent.
+// others, and the password change. The passwords live only in their fields, emptied once the
+// change is made.
 
 import { ApiError, failedText, sessionCaller } from "../api.js";
+import { deviceNode, deviceText } from "../devices.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
 
+// "Chrome on Linux", or the User-Agent itself when it is no browser's, shortened.
 function device(item) {
-  // The User-Agent as the browser sent it, shown as text only.
-  return typeof item.user_agent === "string" && item.user_agent ? item.user_agent : "Unknown device";
+  return deviceText(item.user_agent);
 }
 
 // `end(item)` opens the confirmation to end the session `item`.
 function sessionRow(item, end) {
-  const deviceBox = el("div", { className: "device" }, [
-    el("span", { className: "user-agent", text: device(item) }),
-  ]);
+  const deviceBox = el("div", { className: "device" }, [deviceNode(item.user_agent)]);
   let action;
   if (item.current) {
     deviceBox.prepend(el("strong", { className: "this-device", text: "This device" }));
@@ -93,7 +92,9 @@ function endDialog(call, pageStatus, afterwards) {
   };
 }
 
-// The password change: the two values leave the fields only for the request's body.
+// The password change: the two values leave the fields only for the request's body, and stay
+// in them until the change is made, so a refusal can be corrected and tried again. The new
+// password's minimum is the service's own, which the page was served with (its minlength).
 // `afterwards()` shows the sessions as they now are (the others were ended).
 function passwordForm(call, afterwards) {
   const form = byId("password-form");
@@ -102,28 +103,51 @@ function passwordForm(call, afterwards) {
   const submit = byId("password-submit");
   const status = byId("password-status");
   const error = byId("password-error");
+  const minimum = next.minLength > 0 ? next.minLength : 1;
+
+  function refuse(text, field) {
+    show(error, text);
+    field.setAttribute("aria-invalid", "true");
+    field.focus();
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     hide(status);
     hide(error);
-    if (!current.value || !next.value) {
-      show(error, "Enter your current password and a new one.");
-      (current.value ? next : current).focus();
+    current.removeAttribute("aria-invalid");
+    next.removeAttribute("aria-invalid");
+    if (!current.value) {
+      refuse("Enter your current password.", current);
       return;
     }
-    const body = { current_password: current.value, new_password: next.value };
-    current.value = "";
-    next.value = "";
+    // Counted as the service counts: characters, not UTF-16 units.
+    const length = [...next.value].length;
+    if (length < minimum) {
+      refuse(
+        length === 0
+          ? `Enter a new password of at least ${minimum} characters.`
+          : `The new password is too short: it has ${length} ${length === 1 ? "character" : "characters"}, ` +
+              `and the service asks for at least ${minimum}.`,
+        next,
+      );
+      return;
+    }
     submit.disabled = true;
     try {
-      const data = await call("POST", "/auth/password", body);
+      const data = await call("POST", "/auth/password", {
+        current_password: current.value,
+        new_password: next.value,
+      });
+      current.value = "";
+      next.value = "";
       const count = Number.isInteger(data.sessions_ended) ? data.sessions_ended : 0;
       show(status, `Your password was changed. Other sessions were ended: ${count}.`);
       await afterwards();
     } catch (failure) {
       show(error, failedText("Changing the password", failure));
       current.focus();
+      current.select();
     } finally {
       submit.disabled = false;
     }
