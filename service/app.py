@@ -37,6 +37,7 @@ from service.api.routes.ops import add_ops
 from service.api.routes.public_aliases import add_public_alias_routes
 from service.api.routes.sessions import add_session_routes
 from service.api.routes.settings import add_settings_routes
+from service.api.routes.uploaders import add_uploader_routes
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
@@ -157,6 +158,7 @@ def create_app(
     add_ops(app, metrics)
     add_auth_routes(app)
     add_key_routes(app)
+    add_uploader_routes(app)
     add_openapi_route(app)
     add_session_routes(app)
     add_audit_routes(app)

@@ -28,6 +28,20 @@ def ok_reply(data: dict[str, Any]) -> Reply:
     return Reply(200, orjson.dumps({"success": True, "data": data}))
 
 
+def created_key_view(record: KeyRecord, secret: str) -> dict[str, Any]:
+    """A key as ``POST /keys`` (and ``POST /uploaders``) answer it: with its secret, this once."""
+    return {
+        "id": record.id,
+        "name": record.name,
+        "key_prefix": record.key_prefix,
+        "secret_key": secret,
+        "permissions": to_names(record.permissions),
+        "created_at": iso(record.created_at),
+        "expires_at": iso(record.expires_at),
+        "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
+    }
+
+
 def key_view(record: KeyRecord) -> dict[str, Any]:
     """A key as its owner sees it (the list, an edit's and a roll's answer); never a secret."""
     rate_limit = record.rate_limit

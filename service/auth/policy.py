@@ -21,6 +21,7 @@ from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
 from service.auth.removals import Removals
 from service.auth.sessions import Sessions
+from service.auth.uploaders import Uploaders
 from service.auth.users import Users
 from service.clock import Clock
 from service.config import Settings
@@ -44,6 +45,7 @@ class Policy:
     reach: Reach
     aliases: Aliases
     alias_access: AliasAccess
+    uploaders: Uploaders
 
 
 def make_policy(
@@ -134,4 +136,5 @@ def make_policy(
         reach=reach,
         aliases=aliases,
         alias_access=alias_access,
+        uploaders=Uploaders(api_keys, reach),
     )

@@ -243,9 +243,10 @@ SETTINGS: tuple[Setting, ...] = (
         PublicUrl(),
         None,
         "The address people reach the service at, e.g. `https://files.example.com`: an "
-        "alias's `url` is made from it ([api.md](api.md#vanity-aliases))",
-        "unset: the origin of the request that reads the alias (`X-Forwarded-Proto` from a "
-        "trusted proxy)",
+        "alias's `url` and the address an uploader configuration sends to are made from it "
+        "([api.md](api.md#vanity-aliases))",
+        "unset: the origin of the request that reads the alias or makes the uploader "
+        "(`X-Forwarded-Proto` from a trusted proxy)",
     ),
     Setting(
         "alias_rate_per_second",

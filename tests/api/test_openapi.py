@@ -204,6 +204,12 @@ BODY_PATHS = {
         "folder_ids": None,
     },
     ("POST", "/api/v1/keys/{key_id}/roll"): {"grace_seconds": 60},
+    ("POST", "/api/v1/uploaders"): {
+        "kind": "sharex",
+        "name": "laptop",
+        "folder_id": None,
+        "alias": True,
+    },
     ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},
     ("PATCH", "/api/v1/folders/{folder_id}"): {"name": "Receipts", "parent_id": None},
     ("PATCH", "/api/v1/files/{file_id}"): {"name": "report.pdf", "folder_id": None},
