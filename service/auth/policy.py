@@ -15,8 +15,10 @@ from service.auth.folders import Folders
 from service.auth.leak_reports import LeakReports
 from service.auth.login import Login
 from service.auth.login_throttle import LoginThrottle
+from service.auth.mfa import Factors
 from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
+from service.auth.reauthentication import Reauthentication
 from service.auth.removals import Removals
 from service.auth.sessions import Sessions
 from service.auth.users import Users
@@ -38,6 +40,8 @@ class Policy:
     folders: Folders
     settings: AccountSettings
     removals: Removals
+    factors: Factors
+    reauthentication: Reauthentication
 
 
 def make_policy(
@@ -52,13 +56,15 @@ def make_policy(
     given); ``login_outcomes`` is told how each login ended (the metrics)."""
     trail = AuditTrail(stores.audit, clock, settings.audit)
     throttle = LoginThrottle(stores, settings.login)
-    sessions = Sessions(stores.sessions, clock, trail)
+    sessions = Sessions(stores.sessions, clock, trail, settings.reauth_seconds)
+    factors = Factors(stores.mfa, sessions, trail, clock, settings.mfa)
+    users = Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login)
     blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
     reach = Reach(stores.files, stores.folders)
     removals = Removals(stores.folder_removal, blobs)
     return Policy(
-        users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
+        users=users,
         login=Login(
             stores.users,
             stores.sessions,
@@ -67,6 +73,8 @@ def make_policy(
             trail,
             clock,
             settings.sessions,
+            factors,
+            stores.mfa_answers,
             login_outcomes,
         ),
         sessions=sessions,
@@ -96,4 +104,18 @@ def make_policy(
         ),
         settings=account_settings,
         removals=removals,
+        factors=factors,
+        reauthentication=Reauthentication(
+            users,
+            sessions,
+            stores.sessions,
+            factors,
+            stores.mfa,
+            stores.mfa_answers,
+            passwords,
+            throttle,
+            trail,
+            clock,
+            settings.sessions,
+        ),
     )

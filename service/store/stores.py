@@ -1,9 +1,9 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
-``folders`` with ``folder_removal``, ``account_settings``), ``lookup`` is the per-request read
-of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
-``backup`` the copy of every record a backup takes. All
+``folders`` with ``folder_removal``, ``account_settings``, ``mfa`` with ``mfa_answers``: the second
+factors), ``lookup`` is the per-request read of a credential, ``counters`` the windowed counts of
+login attempts and leak reports, and ``backup`` the copy of every record a backup takes. All
 share one map of key names (``service.store.keys``).
 """
 
@@ -25,6 +25,8 @@ from service.store.folder_removal import FolderRemovalStore
 from service.store.folders import FoldersStore
 from service.store.keys import RedisKeys
 from service.store.lookup import CredentialLookup
+from service.store.mfa import MfaStore
+from service.store.mfa_answers import MfaAnswerStore
 from service.store.pipelined import PipelinedRedis
 from service.store.sessions import SessionStore
 from service.store.users import UserStore
@@ -45,6 +47,8 @@ class Stores:
     folders: FoldersStore
     folder_removal: FolderRemovalStore
     account_settings: AccountSettingsStore
+    mfa: MfaStore
+    mfa_answers: MfaAnswerStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -75,4 +79,6 @@ def open_stores(
         folders=FoldersStore(redis, keys),
         folder_removal=FolderRemovalStore(redis, keys),
         account_settings=AccountSettingsStore(redis, keys),
+        mfa=MfaStore(redis, keys),
+        mfa_answers=MfaAnswerStore(redis, keys),
     )

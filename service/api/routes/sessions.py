@@ -41,6 +41,8 @@ def _session_view(record: SessionRecord, principal: Principal) -> dict[str, Any]
         "ip": record.ip,
         "user_agent": record.user_agent,
         "current": record.token_digest == principal.token_digest,
+        "aal": record.aal,
+        "authenticated_at": iso(record.authenticated_at),
     }
 
 
