@@ -185,3 +185,11 @@ async def add_passkey(
     )
     assert response.status == 201, await response.text()
     return (await response.json())["data"]
+
+
+async def reauthenticated(api: Api, token: str, **answer: Any) -> str:
+    """The new token of a reauthentication with the password (and ``answer``): what a client
+    does after ``reauthentication_required``."""
+    response = await reauthenticate(api, token, **answer)
+    assert response.status == 200, await response.text()
+    return (await response.json())["data"]["token"]
