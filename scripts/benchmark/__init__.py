@@ -1,4 +1,5 @@
-"""Gateway benchmark: what authentication costs, as ratios to a floor measured in the same run.
+"""Gateway and transfer benchmark: what authentication costs, and what moving big files through
+the service costs, as ratios to floors measured in the same run.
 
 Starts its own Redis-compatible server and the service (workers = cores), loads it with wrk from
 a separate process on loopback only, and prints one table. Every run is bounded in time; every
@@ -16,6 +17,13 @@ Scenarios, ``GET /api/v1/files`` (g, h, p: ``GET /api/v1/auth/verify``) at the s
 login storm, g on a Redis Cluster, and b and c again with 1,000,000 keys and 1,000,000 sessions
 loaded.
 
+Transfers (``benchmark.transfers``), 100 MiB files one at a time and 16 at once, each run beside
+nginx on the same machine moving the same bytes (``sendfile on``; WebDAV ``PUT``, also followed by
+an fsync by the client since nginx cannot fsync a body itself):
+  r  download, GET /api/v1/files/{id}/content   w  upload, POST /api/v1/files (multipart)
+then a 1 GiB upload and download through a one-worker service and how much each grew it.
+``--only rw`` runs only these, ``--only gb`` only gateway scenarios.
+
 wrk runs without a Lua script: a ``response`` callback makes wrk build a table of every answer's
 headers, which costs wrk (sharing the cores) more for the server sending more headers. Statuses
 are checked without it: wrk counts the answers of 400 and above, and every access line the service
@@ -29,8 +37,9 @@ the same number), for comparing two versions of the code on a machine whose req/
 
 # The modules (this docstring is also the --help text): __main__ the options and the run's order;
 # runs each part of a run, the servers it starts and what it measures; processes starting and
-# stopping the store, the service and the floors; seeding; load (wrk, the login storm, the status
-# checks, the instruction counts); scenarios; report; floors.
+# stopping the store, the service, the floors and nginx; seeding; load (wrk, the login storm, the
+# status checks, the instruction counts); scenarios; report; floors; transfers (the transfer
+# scenarios, their runs and the memory runs) and transfer_client (their load generator).
 
 from __future__ import annotations
 

@@ -12,20 +12,27 @@ import time
 from pathlib import Path
 
 import orjson
+import redis
 
 import benchmark
 from benchmark import ROOT, runs
 from benchmark.load import Measurer, count_instructions, login_storm
 from benchmark.processes import redis_server
 from benchmark.report import (
+    main_section,
+    nginx_version,
     print_report,
     report_table,
     target_verdicts,
+    transfer_section,
+    transfer_table,
+    transfer_verdicts,
     versions,
     write_markdown,
 )
 from benchmark.scenarios import SCENARIOS, scenario_headers
 from benchmark.seeding import key_entry, seed_account
+from benchmark.transfers import TRANSFERS, transfer_part
 
 
 def parse_args() -> argparse.Namespace:
@@ -48,10 +55,19 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    everything = "".join(SCENARIOS) + "".join(TRANSFERS)
     parser.add_argument(
         "--only",
-        default="".join(SCENARIOS),
-        help=f"the scenarios to run in the rounds, e.g. 'gb' (default all: {''.join(SCENARIOS)})",
+        default=everything,
+        help="the scenarios to run, e.g. 'gb' (default all: "
+        f"{everything}); the gateway part runs when it names one of {''.join(SCENARIOS)}, "
+        f"the transfer part when it names one of {''.join(TRANSFERS)}",
+    )
+    parser.add_argument(
+        "--transfer-rounds",
+        type=int,
+        default=5,
+        help="rounds of the transfer scenarios, each run beside its nginx runs",
     )
     parser.add_argument(
         "--large",
@@ -94,15 +110,16 @@ def parse_args() -> argparse.Namespace:
         "(callgrind.<scenario>.1, for callgrind_annotate --inclusive=yes)",
     )
     args = parser.parse_args()
-    unknown = sorted(set(args.only) - set(SCENARIOS))
+    unknown = sorted(set(args.only) - set(everything))
     if unknown:
-        parser.error(f"--only: no scenario {', '.join(unknown)} (there are {''.join(SCENARIOS)})")
+        parser.error(f"--only: no scenario {', '.join(unknown)} (there are {everything})")
     return args
 
 
 def main() -> int:
     args = parse_args()
     scenarios = tuple(name for name in SCENARIOS if name in args.only)
+    transfers = "".join(name for name in TRANSFERS if name in args.only)
     if args.login_storm:
         url, clients, seconds = args.login_storm
         counts = asyncio.run(login_storm(url, int(clients), float(seconds)))
@@ -110,62 +127,105 @@ def main() -> int:
         return 0
     if args.instructions:
         return count_instructions(args.instructions, scenarios, args.profiles)
-    if shutil.which("wrk") is None:
+    if scenarios and shutil.which("wrk") is None:
         print("wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
+    if transfers and not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        print("nginx is not installed (Debian: apt-get install nginx)", file=sys.stderr)
+        return 2
 
-    started = time.monotonic()
+    gateway_text = transfer_text = None
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         with redis_server(workdir) as (redis_url, client):
-            seed = seed_account(redis_url)
-            run_versions = versions(client)
-            measure = Measurer(
-                client,
-                workdir / "service.log",
-                scenario_headers(seed),
-                args.seconds,
-                args.connections,
-            )
-            bench = runs.Bench(
-                args, scenarios, workdir, redis_url, client, key_entry(seed), measure
-            )
             print(
-                f"benchmark: {args.workers} workers, {args.connections} connections, "
-                f"{args.seconds}s per run, {args.rounds} rounds, {os.cpu_count()} cores",
+                f"benchmark: {args.workers} workers, {os.cpu_count()} cores; "
+                f"scenarios {''.join(scenarios) or 'none'}, transfers {transfers or 'none'}",
                 flush=True,
             )
-            runs.rounds(bench)
-            runs.limits_off(bench)
-            runs.login_storm(bench)
-            if args.cluster:
-                runs.cluster(bench)
-            if args.large:
-                runs.scale(bench)
-            log_lines = bench.service_log.read_bytes().count(b"\n")
-            bench.notes.append(
-                f"the service wrote {log_lines:,} log lines in this run, one per request "
-                "answered (access log at INFO, its production default)"
-            )
+            if scenarios:
+                gateway_text = gateway_part(args, scenarios, workdir, redis_url, client)
+            if transfers:
+                transfer_text = transfer_report(args, transfers, workdir, redis_url)
+    if str(args.output) != "-":
+        write_markdown(args.output, gateway_text, transfer_text)
+        print(f"wrote {args.output}")
+    return 0
 
+
+def gateway_part(
+    args: argparse.Namespace,
+    scenarios: tuple[str, ...],
+    workdir: Path,
+    redis_url: str,
+    client: redis.Redis,
+) -> str:
+    """The wrk scenarios in rounds beside F0 and F1, then the single runs; prints the table and
+    answers the gateway part of ``docs/benchmarks.md``."""
+    started = time.monotonic()
+    seed = seed_account(redis_url)
+    run_versions = versions(client)
+    measure = Measurer(
+        client,
+        workdir / "service.log",
+        scenario_headers(seed),
+        args.seconds,
+        args.connections,
+    )
+    bench = runs.Bench(args, scenarios, workdir, redis_url, client, key_entry(seed), measure)
+    print(
+        f"gateway: {args.connections} connections, {args.seconds}s per run, {args.rounds} rounds",
+        flush=True,
+    )
+    runs.rounds(bench)
+    runs.limits_off(bench)
+    runs.login_storm(bench)
+    if args.cluster:
+        runs.cluster(bench)
+    if args.large:
+        runs.scale(bench)
+    log_lines = bench.service_log.read_bytes().count(b"\n")
+    bench.notes.append(
+        f"the service wrote {log_lines:,} log lines in this run, one per request "
+        "answered (access log at INFO, its production default)"
+    )
     elapsed = time.monotonic() - started
     table = report_table(bench.rows, bench.commands, bench.extra_rows)
     notes = [*target_verdicts(bench.rows, args.connections), *bench.notes]
     print_report(table, notes, elapsed)
-    if str(args.output) != "-":
-        write_markdown(
-            args.output,
-            table,
-            notes,
-            elapsed,
-            run_versions,
-            connections=args.connections,
-            seconds=args.seconds,
-            workers=args.workers,
-            rounds=args.rounds,
-        )
-        print(f"wrote {args.output}")
-    return 0
+    return main_section(
+        table,
+        notes,
+        elapsed,
+        run_versions,
+        connections=args.connections,
+        seconds=args.seconds,
+        workers=args.workers,
+        rounds=args.rounds,
+    )
+
+
+def transfer_report(args: argparse.Namespace, transfers: str, workdir: Path, redis_url: str) -> str:
+    """The transfer scenarios beside nginx and the memory runs; prints the table and answers
+    the transfer section of ``docs/benchmarks.md``."""
+    started = time.monotonic()
+    rows, notes = transfer_part(workdir, redis_url, args.workers, transfers, args.transfer_rounds)
+    elapsed = time.monotonic() - started
+    table = transfer_table(rows)
+    notes = [*transfer_verdicts(rows), *notes]
+    print()
+    print(table)
+    print()
+    for note in notes:
+        print(f"- {note}")
+    return transfer_section(
+        table,
+        notes,
+        elapsed,
+        workers=args.workers,
+        rounds=args.transfer_rounds,
+        nginx=nginx_version(),
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ free loopback port, each stopped by pid; and the CPU time of a server's process 
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import signal
 import socket
 import subprocess
@@ -95,10 +97,11 @@ def service_command(
     rate_limits: bool = True,
     mode: str = "single",
     lane: bool = True,
+    extra: dict[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The service's command line and environment: its production defaults (access log at
     INFO, metrics on, rate limits on, the gateway lane on unless ``lane`` is False), stated so
-    that the caller's environment cannot change them."""
+    that the caller's environment cannot change them; then ``extra``."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -113,6 +116,7 @@ def service_command(
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
         "FILEHOST_REDIS_MODE": mode,
         "FILEHOST_GATEWAY_LANE": "on" if lane else "off",
+        **(extra or {}),
     }
     return [sys.executable, "-m", "service", "serve"], env
 
@@ -150,9 +154,10 @@ def service(
     rate_limits: bool = True,
     mode: str = "single",
     lane: bool = True,
+    extra: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, int]]:
     port = free_port()
-    command, env = service_command(redis_url, port, workers, rate_limits, mode, lane)
+    command, env = service_command(redis_url, port, workers, rate_limits, mode, lane, extra)
     with server(command, env, port, log) as running:
         yield running
 
@@ -188,3 +193,57 @@ def cpu_seconds(pid: int) -> float:
     for member in tree:
         total += stats.get(member, (0, 0.0))[1]
     return total
+
+
+NGINX_CONFIG = """\
+worker_processes {workers};
+{user}pid {directory}/nginx.pid;
+error_log {directory}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {directory}/access.log combined buffer=32k flush=1s;
+    sendfile on;
+    tcp_nopush on;
+    # Request bodies are written here, then renamed into place by PUT: the same filesystem as
+    # the files, so the rename is a rename and not a copy.
+    client_body_temp_path {directory}/body-temp;
+    client_max_body_size 0;
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        root {directory}/www;
+        location /put/ {{
+            dav_methods PUT DELETE;
+            dav_access user:rw;
+        }}
+    }}
+}}
+"""
+
+
+@contextmanager
+def nginx(directory: Path, workers: int) -> Iterator[tuple[str, int, Path]]:
+    """Debian's nginx on a free loopback port with a configuration of its own in ``directory``:
+    static files from ``<directory>/www`` with ``sendfile``, and WebDAV ``PUT`` under ``/put/``
+    (bodies through ``<directory>/body-temp``, on the same filesystem). Yields its URL, its
+    master's pid and the ``www`` directory."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    port = free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    www = directory / "www"
+    (www / "put").mkdir(parents=True, exist_ok=True)
+    (directory / "body-temp").mkdir(exist_ok=True)
+    # Run as root, nginx's workers would switch to nobody, who may not write our directories.
+    user = f"user {pwd.getpwuid(os.getuid()).pw_name};\n" if os.getuid() == 0 else ""
+    config = directory / "nginx.conf"
+    config.write_text(
+        NGINX_CONFIG.format(workers=workers, user=user, directory=directory, port=port)
+    )
+    command = [binary, "-p", str(directory), "-c", str(config), "-e", str(directory / "error.log")]
+    process = subprocess.Popen(
+        [*command, "-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}", process.pid, www
+    finally:
+        stop(process)

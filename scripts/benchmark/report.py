@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from pathlib import Path
 import redis
 
 from benchmark.scenarios import FLOORS, GATEWAY_P99_MS, LABELS, TARGETS
+from benchmark.transfers import MANY, RUN_SECONDS, Row
 
 # A row below the table's line: a label, what was measured, the Redis commands per request and
 # its ratio cells as they are shown.
@@ -130,8 +132,24 @@ def print_report(table: str, notes: list[str], elapsed: float) -> None:
     print(f"- total benchmark time {elapsed:.0f} s")
 
 
-def write_markdown(
-    output: Path,
+TRANSFERS_HEADING = "## Transfers"
+
+
+def write_markdown(output: Path, main: str | None, transfers: str | None) -> None:
+    """``docs/benchmarks.md``: the gateway part (``main``) and the transfer section; a run that
+    made only one of them keeps the other as the file has it."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    old_main, old_transfers = "", ""
+    if output.exists():
+        text = output.read_text()
+        at = text.find(f"\n{TRANSFERS_HEADING}\n")
+        old_main, old_transfers = (text, "") if at < 0 else (text[: at + 1], text[at + 1 :])
+    main = main if main is not None else old_main
+    transfers = transfers if transfers is not None else old_transfers
+    output.write_text(main + (f"\n{transfers}" if transfers and main else transfers))
+
+
+def main_section(
     table: str,
     notes: list[str],
     elapsed: float,
@@ -141,11 +159,10 @@ def write_markdown(
     seconds: int,
     workers: int,
     rounds: int,
-) -> None:
-    """``docs/benchmarks.md``: how the figures were made, then the table and the notes."""
-    output.parent.mkdir(parents=True, exist_ok=True)
+) -> str:
+    """How the gateway figures were made, then their table and notes."""
     versions_line = ", ".join(f"{name} {value}" for name, value in run_versions.items())
-    output.write_text(
+    return (
         "# Benchmarks\n\n"
         "Produced by `scripts/bench` (no arguments); rerun it to refresh this file. Every "
         "scenario but g, h and p is `GET /api/v1/files` (g, h and p are the forward-auth "
@@ -176,3 +193,101 @@ def write_markdown(
         + "".join(f"- {note}\n" for note in notes)
         + f"- total benchmark time {elapsed:.0f} s\n"
     )
+
+
+# -- the transfer section -----------------------------------------------------------------------
+
+
+def _spread(values: list[float], digits: int = 2) -> str:
+    return (
+        f"{statistics.median(values):.{digits}f} "
+        f"({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
+
+
+def transfer_table(rows: list[Row]) -> str:
+    lines = [
+        "| transfer | at once | MiB/s | nginx MiB/s (min-max) | × nginx (min-max) | "
+        "× nginx + fsync (min-max) | server CPU s per 100 MiB | nginx CPU s per 100 MiB | "
+        "client's cores busy | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        nginx = row.floors["nginx"]
+        durable = _spread(row.ratios("nginx+fsync")) if "nginx+fsync" in row.floors else "–"
+        floor_runs = [run for runs in row.floors.values() for run in runs]
+        lines.append(
+            f"| {row.transfer.label} | {row.at_once} | "
+            f"{statistics.median(r.mib_per_second for r in row.runs):,.0f} | "
+            f"{_spread([r.mib_per_second for r in nginx], 0)} | "
+            f"{_spread(row.ratios('nginx'))} | {durable} | "
+            f"{statistics.median(r.server_cpu for r in row.runs):.3f} | "
+            f"{statistics.median(r.server_cpu for r in nginx):.3f} | "
+            f"{statistics.median(r.client_cores for r in row.runs):.2f} / "
+            f"{statistics.median(r.client_cores for r in nginx):.2f} | "
+            f"{sum(len(r.errors) for r in row.runs + floor_runs)} |"
+        )
+    return "\n".join(lines)
+
+
+def transfer_verdicts(rows: list[Row]) -> list[str]:
+    """One line per transfer target: met or not, by the median ratio to nginx."""
+    verdicts = []
+    for row in rows:
+        least = row.transfer.least
+        if least is None:
+            continue
+        median = statistics.median(row.ratios("nginx"))
+        line = (
+            f"target {row.transfer.label}, {row.at_once} at once ≥ {least:.2f} × nginx: "
+            f"{median:.2f}, {'met' if median >= least else 'NOT met'}"
+        )
+        if "nginx+fsync" in row.floors:
+            line += (
+                f" (× nginx followed by an fsync of what it stored: "
+                f"{statistics.median(row.ratios('nginx+fsync')):.2f})"
+            )
+        verdicts.append(line)
+    return verdicts
+
+
+def transfer_section(
+    table: str, notes: list[str], elapsed: float, *, workers: int, rounds: int, nginx: str
+) -> str:
+    """The transfer section of ``docs/benchmarks.md``: how its figures were made, its table and
+    notes."""
+    return (
+        f"{TRANSFERS_HEADING}\n\n"
+        "Produced by `scripts/bench` too (`scripts/bench --only rw` for this section alone). "
+        "100 MiB files on loopback through the service (the same "
+        f"{workers} workers, production defaults, files in the bench's temporary directory) and "
+        f"through nginx on the same machine ({workers} worker processes, `sendfile on`, WebDAV "
+        "`PUT` with its request bodies written on the same filesystem): downloads beside nginx "
+        "serving the same file, uploads (multipart, the service hashing and fsyncing them) "
+        "beside nginx storing the same body with `PUT`, and beside the same `PUT` followed by "
+        "an fsync of the stored file and its directory by the client, since nginx has no "
+        "setting to fsync a body itself. A run is one transfer at a time, or "
+        f"{MANY} at once each on a connection of its own, one after another until it has lasted "
+        f"{RUN_SECONDS:g} s. The client (`scripts/benchmark/transfer_client.py`) is a thread per "
+        "connection that sends files with `sendfile` and splices answers into /dev/null, so "
+        "no byte is copied into it; the table shows how many cores it kept busy during the "
+        "runs (its CPU seconds per second, median), beside the service's runs and nginx's. Each "
+        "run sits beside a run of "
+        f"each floor, {rounds} rounds (floors first in odd rounds, last in even ones); ratios "
+        "are taken within a round, the table shows medians and their range, MiB/s the "
+        "median payload throughput and CPU the servers' user + system time per 100 MiB moved "
+        "(every process). Uploads are deleted after each run, so no run leaves writeback for "
+        "the next.\n\n"
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}; "
+        f"{nginx}\n\n"
+        f"{table}\n\n"
+        + "".join(f"- {note}\n" for note in notes)
+        + f"- transfer section time {elapsed:.0f} s\n"
+    )
+
+
+def nginx_version() -> str:
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    output = subprocess.run([binary, "-v"], capture_output=True, text=True).stderr.strip()
+    return output.replace("nginx version: ", "") or "nginx"

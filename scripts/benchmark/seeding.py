@@ -29,6 +29,7 @@ from service.store.keys import RedisKeys
 
 PASSWORD = "bench password 1234"
 EMAIL = "bench@example.com"
+TRANSFER_EMAIL = "transfers@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
 
@@ -66,6 +67,32 @@ def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
             "unknown_key": credentials.generate_api_key(),
             "malformed_key": good[:-1] + ("A" if good[-1] != "A" else "B"),
         }
+
+    return asyncio.run(run())
+
+
+def seed_transfer_key(redis_url: str) -> str:
+    """A second user, apart from the bench account (whose file list scenario b reads), with a key
+    that may upload and download: the transfers' credential."""
+    from service.auth.passwords import PasswordHasher
+    from service.auth.policy import make_policy
+    from service.clock import SystemClock
+    from service.config import Settings
+    from service.store.stores import open_stores
+    from service.store.topology import connect_client
+
+    async def run() -> str:
+        settings = Settings(redis_url=redis_url, bcrypt_cost=12, redis_timeout_seconds=2.0)
+        client, close = connect_client(settings, redis_url)
+        passwords = PasswordHasher(12, 1, 0)
+        accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
+        user = await accounts.users.create_user(TRANSFER_EMAIL, PASSWORD)
+        key = await accounts.api_keys.create_key(
+            user.id, "bench transfers", ["files.read", "files.write"], 30
+        )
+        passwords.close()
+        await close()
+        return key.secret
 
     return asyncio.run(run())
 

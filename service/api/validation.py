@@ -23,7 +23,7 @@ from service.auth.users import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH
 from service.domain.account_settings import KEY_EXPIRES_DAYS_MAX
 from service.domain.audit_events import MAX_USER_AGENT_LENGTH
 from service.domain.key_rules import MAX_ALLOWED_IPS, canonical_network
-from service.domain.permissions import PERMISSIONS, unknown_names
+from service.domain.permissions import MAX_KEY_FOLDERS, PERMISSIONS, unknown_names
 from service.errors import ApiError, Code
 
 MAX_KEY_NAME_LENGTH = 100
@@ -228,6 +228,7 @@ class CreateKeyRequest:
     name: str
     permissions: list[str]  # known names, duplicates folded, in the spec's order
     expires_days: int | None  # None: the account's default_key_expires_days setting
+    folder_ids: tuple[str, ...] | None = None  # None: the whole account
 
 
 def _check_name(value: Any) -> tuple[str | None, str | None]:
@@ -265,9 +266,26 @@ def _expires_days_problem(expires_days: Any) -> str | None:
     return None
 
 
+def _check_folder_ids(value: Any) -> tuple[tuple[str, ...] | None, str | None]:
+    """(the folder ids, duplicates folded, in the order given, or None for the whole account;
+    the problem or None). Whether each is one of the account's live folders is the policy's
+    to say (404 ``folder_not_found``)."""
+    if value is None:
+        return None, None
+    rule = f"must be an array of 1 to {MAX_KEY_FOLDERS} folder ids, or null (the whole account)"
+    if not isinstance(value, list) or not value:
+        return None, rule
+    if len(value) > MAX_KEY_FOLDERS:
+        return None, f"must hold at most {MAX_KEY_FOLDERS} folder ids"
+    bad = [str(index) for index, item in enumerate(value) if not isinstance(item, str)]
+    if bad:
+        return None, f"items at positions {', '.join(bad)} (from 0) are not strings"
+    return tuple(dict.fromkeys(value)), None
+
+
 def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
     problems: dict[str, Any] = {}
-    _refuse_unknown_fields(body, ("name", "permissions", "expires_days"), problems)
+    _refuse_unknown_fields(body, ("name", "permissions", "expires_days", "folder_ids"), problems)
 
     name, problem = _check_name(body.get("name"))
     if problem:
@@ -283,13 +301,25 @@ def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
         if problem:
             problems["expires_days"] = problem
 
+    folder_ids, problem = _check_folder_ids(body.get("folder_ids"))
+    if problem:
+        problems["folder_ids"] = problem
+
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert name is not None
-    return CreateKeyRequest(name, chosen, expires_days)
+    return CreateKeyRequest(name, chosen, expires_days, folder_ids)
 
 
-EDIT_KEY_FIELDS = ("name", "permissions", "expires_days", "enabled", "allowed_ips", "rate_limit")
+EDIT_KEY_FIELDS = (
+    "name",
+    "permissions",
+    "expires_days",
+    "enabled",
+    "allowed_ips",
+    "rate_limit",
+    "folder_ids",
+)
 
 
 def _check_allowed_ips(value: Any) -> tuple[tuple[str, ...], str | None]:
@@ -364,6 +394,11 @@ def parse_edit_key(body: dict[str, Any]) -> KeyEdit:
         rate_limit, problem = _check_rate_limit(body["rate_limit"])
         if problem:
             problems["rate_limit"] = problem
+    folder_ids = None
+    if "folder_ids" in body:
+        folder_ids, problem = _check_folder_ids(body["folder_ids"])
+        if problem:
+            problems["folder_ids"] = problem
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     return KeyEdit(
@@ -374,6 +409,8 @@ def parse_edit_key(body: dict[str, Any]) -> KeyEdit:
         allowed_ips=allowed_ips,
         sets_rate_limit="rate_limit" in body,
         rate_limit=rate_limit,
+        sets_folder_ids="folder_ids" in body,
+        folder_ids=folder_ids,
     )
 
 

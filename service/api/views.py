@@ -45,6 +45,7 @@ def key_view(record: KeyRecord) -> dict[str, Any]:
             None if rate_limit is None else {"per_second": rate_limit[0], "burst": rate_limit[1]}
         ),
         "previous_secret_expires_at": iso(record.previous_secret_expires_at),
+        "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
     }
 
 

@@ -1,7 +1,12 @@
 """API keys as policy sees them: creating one (its secret generated here and returned once),
 listing, editing, rolling to a new secret with a grace for the old one, and revoking. Each change
 is recorded in the account's audit trail in the step that makes it (revocation: just before).
-Secrets reach the store only as digests."""
+Secrets reach the store only as digests.
+
+A key may be bound to folders (``folder_ids``): what that lets it reach is decided by
+``service.auth.reach``; here, only that every folder it is bound to is a live folder of the
+account when it is bound (checked in the step that writes the key), and that deleting a folder
+takes it out of its keys' folders (``forget_folders``, run by the deletion's removal)."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from service.domain.records import KeyChanges, KeyRecord
 from service.errors import ApiError, Code
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import EventBatch
-from service.store.errors import AccountGone, KeyChanged
+from service.store.errors import AccountGone, FolderNotLive, KeyChanged
 
 MAX_GRACE_SECONDS = 7 * 24 * 3600
 
@@ -35,7 +40,8 @@ class CreatedKey:
 class KeyEdit:
     """What ``PATCH /keys/{id}`` asks to change (validated in shape); None leaves a field as it
     is. ``allowed_ips`` holds canonical networks, empty for anywhere; ``rate_limit`` (per second,
-    burst) is set when ``sets_rate_limit``, None for the deployment's."""
+    burst) is set when ``sets_rate_limit``, None for the deployment's; ``folder_ids`` when
+    ``sets_folder_ids``, None for the whole account."""
 
     name: str | None = None
     permissions: list[str] | None = None
@@ -44,6 +50,22 @@ class KeyEdit:
     allowed_ips: tuple[str, ...] | None = None
     sets_rate_limit: bool = False
     rate_limit: tuple[int, int] | None = None
+    sets_folder_ids: bool = False
+    folder_ids: tuple[str, ...] | None = None  # set when ``sets_folder_ids``; None: the account
+
+
+def _no_folder() -> ApiError:
+    """A folder a key was to be bound to is not one of the account's live folders."""
+    return ApiError(Code.FOLDER_NOT_FOUND, details={"field": "folder_ids"})
+
+
+def _check_folders(folder_ids: tuple[str, ...] | None) -> None:
+    """404 for an id that cannot be a folder's; whether each is one of the account's live
+    folders is checked in the step that binds the key to it."""
+    if folder_ids is not None and not all(
+        credentials.is_valid_id(folder_id, "fld") for folder_id in folder_ids
+    ):
+        raise _no_folder()
 
 
 def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
@@ -64,6 +86,8 @@ def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
             if after.rate_limit is None
             else {"per_second": after.rate_limit[0], "burst": after.rate_limit[1]}
         )
+    if after.folder_ids != before.folder_ids:
+        edited["folder_ids"] = None if after.folder_ids is None else list(after.folder_ids)
     return edited
 
 
@@ -89,10 +113,14 @@ class ApiKeys:
         permissions: list[str],
         expires_days: int | None = None,
         origin: audit.Origin = audit.NO_ORIGIN,
+        folder_ids: tuple[str, ...] | None = None,
     ) -> CreatedKey:
         """Create a key living ``expires_days`` (None: the account's
-        ``default_key_expires_days``, else 90); recorded as ``key.created`` (its name,
-        permissions and expiry) in the step that confirms it."""
+        ``default_key_expires_days``, else 90), bound to ``folder_ids`` (None: the whole
+        account; 404 ``folder_not_found`` naming the field when one is not a live folder of
+        the account); recorded as ``key.created`` (its name, permissions and expiry, and its
+        folders when bound) in the step that confirms it."""
+        _check_folders(folder_ids)
         if expires_days is None:
             expires_days = await self._settings.default_key_expires_days(user_id)
         secret = credentials.generate_api_key()
@@ -105,8 +133,16 @@ class ApiKeys:
             created_at=now,
             expires_at=now + expires_days * DAY_MS,
             last_used_at=None,
+            folder_ids=folder_ids,
         )
         limit = self._max_keys
+        created: dict[str, Any] = {
+            "name": name,
+            "permissions": list(permissions),
+            "expires_at": record.expires_at,
+        }
+        if folder_ids is not None:
+            created["folder_ids"] = list(folder_ids)
         events = self._trail.batch(
             now,
             audit.event(
@@ -114,11 +150,7 @@ class ApiKeys:
                 now,
                 origin,
                 target=audit.key_target(record.id, name, record.key_prefix),
-                changes={
-                    "name": name,
-                    "permissions": list(permissions),
-                    "expires_at": record.expires_at,
-                },
+                changes=created,
             ),
         )
         try:
@@ -133,10 +165,13 @@ class ApiKeys:
                 expires_at=record.expires_at,
                 max_active=limit,
                 events=events,
+                folder_ids=folder_ids,
             )
         except AccountGone:
             # The session was checked, then its user deleted before the key was made.
             raise ApiError(Code.ACCOUNT_GONE) from None
+        except FolderNotLive:
+            raise _no_folder() from None
         if not added:
             raise ApiError(
                 Code.KEY_LIMIT_REACHED,
@@ -167,11 +202,14 @@ class ApiKeys:
         """Change one of the user's active keys; 404 for an unknown id or another account's
         key. In force from the next request on every worker (``ApiKeyStore.edit``).
         Recorded in the step that makes it: ``key.edited`` with the changed fields and their
-        new values, ``key.disabled`` / ``key.enabled`` when that changed; nothing when nothing
-        changed. An edit that widens the key (``key_widening``) calls ``require_recent`` first,
-        against the key as it is when written, which raises to refuse it (the step-up)."""
+        new values (``folder_ids`` included), ``key.disabled`` / ``key.enabled`` when that
+        changed; nothing when nothing changed. A folder it binds the key to that is not a live
+        folder of the account is 404 ``folder_not_found`` naming ``folder_ids``. An edit that
+        widens the key (``key_widening``) calls ``require_recent`` first, against the key as it
+        is when written, which raises to refuse it (the step-up)."""
         if not credentials.is_valid_id(key_id, "key"):
             raise ApiError(Code.KEY_NOT_FOUND)
+        _check_folders(edit.folder_ids)
         now = self._clock.now_ms()
         changes = KeyChanges(
             name=edit.name,
@@ -181,6 +219,8 @@ class ApiKeys:
             allowed_ips=edit.allowed_ips,
             sets_rate_limit=edit.sets_rate_limit,
             rate_limit=edit.rate_limit,
+            sets_folder_ids=edit.sets_folder_ids,
+            folder_ids=edit.folder_ids,
         )
 
         def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch | None:
@@ -203,11 +243,35 @@ class ApiKeys:
             record = await self._store.edit(user_id, key_id, now, changes, events_for)
         except AccountGone:
             raise ApiError(Code.ACCOUNT_GONE) from None
+        except FolderNotLive:
+            raise _no_folder() from None
         except KeyChanged:
             raise ApiError(Code.KEY_BUSY) from None
         if record is None:
             raise ApiError(Code.KEY_NOT_FOUND)
         return record
+
+    async def forget_folders(self, user_id: str, folder_ids: list[str]) -> None:
+        """Take these deleted folders out of the folders of every key of the account bound to
+        them (in force from the next request, like any change of a key); each such key's
+        change recorded as ``key.edited`` with its ``folder_ids`` as they now are. A key left
+        bound to none is refused everything rather than widened (``service.auth.reach``)."""
+        now = self._clock.now_ms()
+
+        def events_for(key_id: str, before: KeyRecord, after: KeyRecord) -> EventBatch | None:
+            edited = _edited_fields(before, after)
+            return self._trail.batch(
+                now,
+                audit.event(
+                    audit.KEY_EDITED,
+                    now,
+                    audit.NO_ORIGIN,
+                    target={"key_id": key_id},
+                    changes=edited,
+                ),
+            )
+
+        await self._store.unbind(user_id, set(folder_ids), now, events_for)
 
     async def roll_key(
         self,

@@ -5,7 +5,8 @@ Every operation receives the caller's ``Principal`` and asks ``service.auth.reac
 or folder it reaches, so what a credential may reach is decided in that one place.
 
 An upload's bytes are stored first (under a new file id), then its record is written, in the
-folder the request named, else the account's default folder, else the top level; any failure on
+folder the request named, else the account's default folder, else the top level (for a key bound
+to folders: the default folder only when inside them, else the first of them); any failure on
 the way removes what was written, so a file is either listed with all its bytes or not there at
 all. A deletion removes the record first (the file is neither listed nor served from then on),
 then the bytes (``service.auth.removals``); should that fail, the store still notes them, and
@@ -33,6 +34,7 @@ from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain.credentials import new_id
 from service.domain.files import display_name, media_type
+from service.domain.permissions import BOUND_TO_FOLDERS
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
@@ -136,11 +138,17 @@ class Files:
         record = events = None
         try:
             folder = await before_record()
-            defaulted = isinstance(folder, Unset)
+            # A bound key's upload never lands at the top level, whatever happens to its
+            # folder meanwhile: it is refused instead.
+            defaulted = isinstance(folder, Unset) and not principal.bound
             if isinstance(folder, Unset):
                 # The account's own setting, checked with the write (a folder deleted since
-                # it was read puts the file at the top, as the deletion reset the setting).
-                folder = await self._settings.default_folder(user_id)
+                # it was read puts the file at the top, as the deletion reset the setting);
+                # for a key bound to folders, the setting only when inside them, else the
+                # first of them (``Reach.default_place``).
+                folder = await self._reach.default_place(
+                    principal, await self._settings.default_folder(user_id)
+                )
             else:
                 folder = await self._reach.place(principal, folder, "folder_id")
             now = self._clock.now_ms()
@@ -209,14 +217,17 @@ class Files:
         return await self._store.count(user_id)
 
     async def page(self, principal: Principal, limit: int, after: str | None) -> FilePage:
-        """A page of every file the principal reaches: on the gateway's path, one command."""
+        """A page of every file the principal reaches: on the gateway's path, one command (a
+        key bound to folders: one script, ``Reach.files_page``)."""
+        if principal.permissions & BOUND_TO_FOLDERS:  # the bit itself: the gateway's path
+            return await self._reach.files_page(principal, limit, after)
         return await self._store.list_page(self._reach.account(principal), limit, after)
 
     async def folder_page(
         self, principal: Principal, folder_id: str | None, limit: int, after: str | None
     ) -> FilePage:
         """A page of one folder's files (None: the top level); 404 ``folder_not_found``."""
-        folder_id = self._reach.listing(principal, folder_id, "folder_id")
+        folder_id = await self._reach.listing(principal, folder_id, "folder_id")
         page = await self._store.folder_page(principal.user_id, folder_id, limit, after)
         if page is None:
             raise ApiError(Code.FOLDER_NOT_FOUND, details={"field": "folder_id"})

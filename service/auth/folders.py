@@ -162,9 +162,12 @@ class Folders:
     async def page(
         self, principal: Principal, parent_id: str | None, limit: int, after: str | None
     ) -> FolderPage:
-        """A page of the folders in ``parent_id`` (None: the top level), by name; 404
+        """A page of the folders in ``parent_id`` (None: the top level; for a key bound to
+        folders, those of its folders that none of its others holds), by name; 404
         ``folder_not_found`` when the parent is not one of the principal's folders."""
-        parent_id = self._reach.listing(principal, parent_id, "parent_id")
+        if parent_id is None and principal.bound:  # a bound key's top level: its folders
+            return await self._reach.top_folders(principal, limit, after)
+        parent_id = await self._reach.listing(principal, parent_id, "parent_id")
         page = await self._store.children_page(principal.user_id, parent_id, limit, after)
         if page is None:
             raise ApiError(Code.FOLDER_NOT_FOUND, details={"field": "parent_id"})

@@ -42,6 +42,7 @@ class Policy:
     removals: Removals
     factors: Factors
     reauthentication: Reauthentication
+    reach: Reach
 
 
 def make_policy(
@@ -61,8 +62,11 @@ def make_policy(
     users = Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login)
     blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
-    reach = Reach(stores.files, stores.folders)
-    removals = Removals(stores.folder_removal, blobs)
+    reach = Reach(stores.files, stores.folders, stores.bindings)
+    api_keys = ApiKeys(
+        stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
+    )
+    removals = Removals(stores.folder_removal, blobs, unbind=api_keys.forget_folders)
     return Policy(
         users=users,
         login=Login(
@@ -78,9 +82,7 @@ def make_policy(
             login_outcomes,
         ),
         sessions=sessions,
-        api_keys=ApiKeys(
-            stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
-        ),
+        api_keys=api_keys,
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
         files=Files(
@@ -118,4 +120,5 @@ def make_policy(
             clock,
             settings.sessions,
         ),
+        reach=reach,
     )

@@ -1,29 +1,48 @@
 """Which of an account's files and folders a principal may act on: the one place every file and
 folder operation asks before it reads, lists, changes or puts anything.
 
-Today a principal reaches the whole of its account: another account's file or folder, a folder
-being deleted and an id of the wrong shape all answer exactly like an unknown id (404
-``file_not_found`` / ``folder_not_found``), and nothing here costs a round trip beyond the read
-the operation needs anyway. A key bound to folders reaches only their subtrees: its checks
-belong in these methods (each receives the ``Principal``) and nowhere else, so that every route
-of ``service.auth.files`` and ``service.auth.folders`` obeys them:
+A session, and an API key without folders, reach the whole of their account: another account's
+file or folder, a folder being deleted and an id of the wrong shape all answer exactly like an
+unknown id (404 ``file_not_found`` / ``folder_not_found``), and nothing here costs a round trip
+beyond the read the operation needs anyway.
+
+An API key bound to folders (``Principal.bound``) reaches only their subtrees
+(``service.store.bindings`` says exactly what is inside), and its checks are in these methods
+and nowhere else, so that every route of ``service.auth.files`` and ``service.auth.folders``
+(and whatever else asks here) obeys them. What lies outside answers exactly like an unknown id;
+the top level is outside; a key whose folders were all deleted is refused everything (403
+``insufficient_permission``), never widened. Each check reads the key's folders in the same
+script as what the operation reads, so a bound key's request costs the round trips an unbound
+key's does, or one more where the operation reads nothing of its own (``listing``, ``place``,
+``default_place``):
 
 - ``file`` / ``stored_file``: the file's folder inside the key's folders;
-- ``folder`` / ``stored_folder``: the folder inside them;
-- ``place``: where something is created, uploaded or moved to, inside them (the top level
-  not at all);
-- ``listing``: the folder listed inside them;
-- ``account``: a listing of the whole account, narrowed to them.
+- ``folder`` / ``stored_folder``: the folder inside them (its lineage, hence its ``path``, ends
+  at the key's outermost folder above it: nothing outside is named);
+- ``place``: where something is created, uploaded or moved to, inside them (the top level not
+  at all); ``default_place``: where an upload without a folder goes;
+- ``listing``: the folder listed inside them; ``top_folders``: a bound key's top level (its
+  folders that none of its others holds);
+- ``account`` / ``files_page``: a listing of the whole account, narrowed to them;
+- ``inside``: which of a batch of files and folders (the targets of a page of aliases) they
+  hold, in one read;
+- ``whole_account``: what belongs to the account as a whole (its settings), refused to them;
+  ``reaches_something``: whether a bound key reaches anything at all.
 """
 
 from __future__ import annotations
 
 from service.domain.credentials import is_valid_id
 from service.domain.principal import Principal
-from service.domain.records import FileRecord, FolderRecord
+from service.domain.records import FilePage, FileRecord, FolderPage, FolderRecord
 from service.errors import ApiError, Code
-from service.store.files import FilesStore
-from service.store.folders import FoldersStore, folder_record
+from service.store.bindings import BindingsStore
+from service.store.files import FilesStore, file_record
+from service.store.folders import FoldersStore, child_member, encode_cursor, folder_record
+
+# A bound key's check answers (``service.store.bindings``).
+_INSIDE = 1
+_NOTHING = -1
 
 
 def _no_folder(field: str | None) -> ApiError:
@@ -31,17 +50,54 @@ def _no_folder(field: str | None) -> ApiError:
     return ApiError(Code.FOLDER_NOT_FOUND, details=None if field is None else {"field": field})
 
 
+def _reaches_something(status: int) -> None:
+    """403 for a bound key that reaches nothing: its folders were all deleted."""
+    if status == _NOTHING:
+        raise ApiError(
+            Code.INSUFFICIENT_PERMISSION,
+            "This API key is bound to folders that no longer exist: it reaches nothing. Bind "
+            "it to a folder again, or make another key.",
+            details={"bound_to_folders": True, "folder_ids": []},
+        )
+
+
 class Reach:
-    def __init__(self, files: FilesStore, folders: FoldersStore) -> None:
+    def __init__(self, files: FilesStore, folders: FoldersStore, bindings: BindingsStore) -> None:
         self._files = files
         self._folders = folders
+        self._bindings = bindings
 
     def account(self, principal: Principal) -> str:
-        """The account whose files a whole-account listing (``GET /files``) shows."""
+        """The account whose files a whole-account listing (``GET /files``) shows, for a
+        principal that is not bound (a bound key's is ``files_page``)."""
         return principal.user_id
+
+    def whole_account(self, principal: Principal) -> None:
+        """403 ``insufficient_permission`` for a key bound to folders: what belongs to the
+        whole account (its settings) is inside none of them. No read."""
+        if principal.bound:
+            raise ApiError(
+                Code.INSUFFICIENT_PERMISSION,
+                "This API key is bound to folders: it may not act on the account as a whole.",
+                details={"bound_to_folders": True},
+            )
+
+    async def reaches_something(self, principal: Principal) -> None:
+        """403 ``insufficient_permission`` for a key bound to folders none of which is live
+        (one read; forward-auth asks it where a request names nothing of the account's);
+        nothing for any other principal."""
+        if principal.bound:
+            status, chosen = await self._bindings.place(
+                principal.user_id,
+                principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+                None,
+            )
+            _reaches_something(_NOTHING if chosen is None else status)
 
     async def file(self, principal: Principal, file_id: str) -> FileRecord:
         """The principal's file (one read, on the hot connection); 404 for any other id."""
+        if principal.bound:
+            return (await self._bound_file(principal, file_id))[1]
         record = None
         if is_valid_id(file_id, "fil"):
             record = await self._files.get(principal.user_id, file_id)
@@ -52,6 +108,8 @@ class Reach:
     async def stored_file(self, principal: Principal, file_id: str) -> tuple[str, FileRecord]:
         """The principal's file as stored, for a change made compare-and-set on it (which
         itself checks, in its script, that the file's folder is live); 404 for any other id."""
+        if principal.bound:
+            return await self._bound_file(principal, file_id)
         found = None
         if is_valid_id(file_id, "fil"):
             found = await self._files.read(principal.user_id, file_id)
@@ -62,8 +120,12 @@ class Reach:
     async def folder(
         self, principal: Principal, folder_id: str, field: str | None = None
     ) -> list[FolderRecord]:
-        """A live folder of the principal's and its parents up to the top (the folder first):
-        one round trip; 404 for any other id. ``field`` names where the id came from."""
+        """A live folder of the principal's and its parents up to the top (for a bound key, up
+        to its outermost folder above it), the folder first: one round trip; 404 for any other
+        id. ``field`` names where the id came from."""
+        if principal.bound:
+            found = await self._bound_folder(principal, folder_id, field)
+            return [folder_record(found_id, stored) for found_id, stored in found]
         lineage = None
         if is_valid_id(folder_id, "fld"):
             lineage = await self._folders.lineage(principal.user_id, folder_id)
@@ -74,6 +136,9 @@ class Reach:
     async def stored_folder(self, principal: Principal, folder_id: str) -> tuple[str, FolderRecord]:
         """The principal's folder as stored, for a change made compare-and-set on it (whose
         script checks it is live); 404 for any other id."""
+        if principal.bound:
+            read = (await self._bound_folder(principal, folder_id, None))[0][1]
+            return read, folder_record(folder_id, read)
         read = None
         if is_valid_id(folder_id, "fld"):
             read = await self._folders.read(principal.user_id, folder_id)
@@ -84,15 +149,111 @@ class Reach:
     async def place(self, principal: Principal, folder_id: str | None, field: str) -> str | None:
         """Where the principal may create, upload or move something: the top level (None) or
         a live folder of its (checked here, and again by the write's own script); 404 for any
-        other id, naming ``field``."""
+        other id, naming ``field``. A bound key's place is inside its folders, never the top
+        level (one read)."""
+        if principal.bound:
+            await self._bound_folder(principal, folder_id or "", field)
+            return folder_id
         if folder_id is None:
             return None
         await self.folder(principal, folder_id, field)
         return folder_id
 
-    def listing(self, principal: Principal, folder_id: str | None, field: str) -> str | None:
+    async def default_place(self, principal: Principal, default: str | None) -> str | None:
+        """Where an upload that names no folder goes, given the account's ``default`` folder
+        (None: the top level). For a bound key, the default folder when it is inside its
+        folders, else the first of them that is live (one read); 404 when none is."""
+        if not principal.bound:
+            return default
+        status, chosen = await self._bindings.place(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            default,
+        )
+        _reaches_something(status)
+        if chosen is None:
+            raise _no_folder("folder_id")
+        return chosen
+
+    async def listing(self, principal: Principal, folder_id: str | None, field: str) -> str | None:
         """The folder whose contents the principal lists (None: the top level). The listing's
-        own script checks the folder is live; an id of the wrong shape is 404 here."""
+        own script checks the folder is live; an id of the wrong shape is 404 here. A bound
+        key's folder is checked inside its folders first (one read); its top level is
+        ``top_folders``, so None is 404 here."""
+        if principal.bound:
+            await self._bound_folder(principal, folder_id or "", field)
+            return folder_id
         if folder_id is not None and not is_valid_id(folder_id, "fld"):
             raise _no_folder(field)
         return folder_id
+
+    async def top_folders(self, principal: Principal, limit: int, after: str | None) -> FolderPage:
+        """A bound key's top level: its live folders that none of its others holds, by name
+        like any folder's children, after the child member ``after``. One round trip (a key
+        has at most ``MAX_KEY_FOLDERS`` folders, read whole)."""
+        status, records = await self._bindings.tops(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+        )
+        _reaches_something(status)
+        members = sorted((child_member(record), record) for record in records)
+        if after is not None:
+            members = [(member, record) for member, record in members if member > after]
+        page = members[:limit]
+        more = len(members) > limit
+        return FolderPage(
+            [record for _, record in page], encode_cursor(page[-1][0]) if more else None
+        )
+
+    async def files_page(self, principal: Principal, limit: int, after: str | None) -> FilePage:
+        """A page of a bound key's files, across its folders, newest first: one round trip,
+        which may hold fewer than ``limit`` files (``service.store.bindings``)."""
+        status, page = await self._bindings.files_page(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            limit,
+            after,
+        )
+        _reaches_something(status)
+        return page
+
+    async def inside(self, principal: Principal, targets: list[tuple[str, str]]) -> list[bool]:
+        """Whether each of a batch of files and folders (``(kind, id)``, kind ``file`` or
+        ``folder``: say, the targets of a page of aliases) is one the principal reaches. All
+        of them for a principal that is not bound (no read, and no check that they exist);
+        for a bound key one read, however many."""
+        if not principal.bound:
+            return [True] * len(targets)
+        status, inside = await self._bindings.targets(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            targets,
+        )
+        _reaches_something(status)
+        return inside
+
+    async def _bound_file(self, principal: Principal, file_id: str) -> tuple[str, FileRecord]:
+        status, stored = await self._bindings.file(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            file_id,
+        )
+        _reaches_something(status)
+        if status != _INSIDE or stored is None:
+            raise ApiError(Code.FILE_NOT_FOUND)
+        return stored, file_record(stored)
+
+    async def _bound_folder(
+        self, principal: Principal, folder_id: str, field: str | None
+    ) -> list[tuple[str, str]]:
+        """The folder's lineage up to the key's outermost folder above it, as stored; the top
+        level ('') is never inside."""
+        status, lineage = await self._bindings.folder(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            folder_id,
+        )
+        _reaches_something(status)
+        if status != _INSIDE or not lineage:
+            raise _no_folder(field)
+        return lineage

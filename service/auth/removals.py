@@ -4,8 +4,9 @@ removed files and folders, and the rest of a detached subtree, removed in bounde
 The store's side, and why it is done in steps, is ``service.store.folder_removal``. Here:
 ``purge`` is the one place where a removed record's leftovers go, for a file deleted on its own
 and for every file and folder of a deleted subtree alike: first whatever else names it (its
-aliases, once aliases exist: their removal belongs at the top of ``purge``), then a file's
-bytes, then the note that they were still to go. A leftover that fails (the disk, say) keeps its
+aliases, once aliases exist: their removal belongs at the top of ``purge``; a folder's place
+among the folders of the keys bound to it, ``unbind``), then a file's bytes, then the note that
+they were still to go. A leftover that fails (the disk, say) keeps its
 note and is tried again by the next ``finish``. ``finish`` runs at the end of a folder's
 deletion, on the account's next folder change when a deletion was cut short, and for every
 listed account at start-up (``finish_all``).
@@ -14,6 +15,7 @@ listed account at start-up (``finish_all``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from service.domain.credentials import is_valid_id
 from service.store.blobs import BlobStore
@@ -26,16 +28,30 @@ log = logging.getLogger("service.auth.removals")
 REMOVAL_BATCH = 256
 
 
+# Takes removed folders out of the folders of the account's keys bound to them
+# (``ApiKeys.forget_folders``): the user id, the folders' ids.
+Unbind = Callable[[str, list[str]], Awaitable[None]]
+
+
 class Removals:
     def __init__(
-        self, store: FolderRemovalStore, blobs: BlobStore, batch: int = REMOVAL_BATCH
+        self,
+        store: FolderRemovalStore,
+        blobs: BlobStore,
+        batch: int = REMOVAL_BATCH,
+        unbind: Unbind | None = None,
     ) -> None:
         self._store = store
         self._blobs = blobs
         self._batch = batch
+        self._unbind = unbind
 
     async def purge(self, user_id: str, ids: list[str]) -> None:
-        """Remove what is left of these removed files and folders (see the module)."""
+        """Remove what is left of these removed files and folders (see the module). Should
+        unbinding the folders fail, nothing is noted done: the next ``finish`` tries again."""
+        folders = [removed_id for removed_id in ids if is_valid_id(removed_id, "fld")]
+        if folders and self._unbind is not None:
+            await self._unbind(user_id, folders)
         done = []
         for removed_id in ids:
             if is_valid_id(removed_id, "fil"):

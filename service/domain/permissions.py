@@ -63,6 +63,17 @@ ENFORCED_BY: dict[str, str] = {
 BIT: dict[str, int] = {name: 1 << position for position, name in enumerate(PERMISSIONS)}
 ALL_PERMISSIONS_MASK: int = (1 << len(PERMISSIONS)) - 1
 
+# Never a permission: the mark, in a key's digest entry beside its permission bits, of a key
+# bound to folders. The per-request lookup already reads and checks that mask, so an unbound key
+# pays nothing for binding, and a worker that predates binding refuses a bound key's entry as
+# damaged (its mask is out of range) rather than letting it reach the whole account.
+BOUND_TO_FOLDERS: int = 1 << 15
+# The largest mask a key's digest entry may hold: anything above it is a damaged entry.
+ENTRY_MASK_LIMIT: int = ALL_PERMISSIONS_MASK | BOUND_TO_FOLDERS
+# How many folders one key may be bound to (GitHub's fine-grained tokens take up to 50
+# repositories): every binding check of a bound key reads the list whole.
+MAX_KEY_FOLDERS = 50
+
 
 def to_mask(names: Iterable[str]) -> int:
     """The bit mask of known permission names (callers validate names first)."""

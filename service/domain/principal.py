@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
-from service.domain.permissions import BIT
+from service.domain.permissions import BIT, BOUND_TO_FOLDERS
 from service.domain.records import RateVerdict
 
 
@@ -20,7 +20,7 @@ class Principal(NamedTuple):
 
     user_id: str
     credential: CredentialType
-    permissions: int  # bit mask, see auth.permissions
+    permissions: int  # bit mask, see domain.permissions (a bound key's has BOUND_TO_FOLDERS)
     expires_at: int  # ms; for a session, the idle deadline as of this request
     key_id: str | None = None  # API keys only
     token_digest: str | None = None  # sessions only; lets logout end exactly this session
@@ -28,3 +28,8 @@ class Principal(NamedTuple):
 
     def may(self, permission: str) -> bool:
         return bool(self.permissions & BIT[permission])
+
+    @property
+    def bound(self) -> bool:
+        """Whether this is an API key bound to folders (``service.auth.reach``)."""
+        return bool(self.permissions & BOUND_TO_FOLDERS)

@@ -96,12 +96,14 @@ class KeyRecord:
     allowed_ips: tuple[str, ...] = ()  # canonical networks; empty: from anywhere
     rate_limit: tuple[int, int] | None = None  # (per second, burst); None: the deployment's
     previous_secret_expires_at: int | None = None  # a rolled-out secret's grace, while it lasts
+    folder_ids: tuple[str, ...] | None = None  # the folders it is bound to; None: the account
 
 
 @dataclass(frozen=True, slots=True)
 class KeyChanges:
     """What an edit sets; None leaves a field as it is (``rate_limit`` is set when
-    ``sets_rate_limit``, to None for the deployment's)."""
+    ``sets_rate_limit``, to None for the deployment's; ``folder_ids`` when ``sets_folder_ids``,
+    to None for the whole account)."""
 
     name: str | None = None
     permissions: int | None = None
@@ -110,6 +112,8 @@ class KeyChanges:
     allowed_ips: tuple[str, ...] | None = None
     sets_rate_limit: bool = False
     rate_limit: tuple[int, int] | None = None
+    sets_folder_ids: bool = False
+    folder_ids: tuple[str, ...] | None = None  # set when ``sets_folder_ids``; None: the account
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,31 +17,41 @@ from redis.asyncio import Redis
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, AuditStore, EventBatch
-from service.store.errors import AccountGone, KeyChanged
+from service.store.errors import AccountGone, FolderNotLive, KeyChanged
 from service.store.fields import (
     GONE_REVOKED,
     KEY_EXPIRED_GRACE_MS,
     apply_changes,
     decode_key_metadata,
+    entry_mask,
     int_field,
     key_record,
     named_digests,
     new_key_metadata,
 )
+from service.store.folders import FOLDERS_LUA
 from service.store.key_entries import CHANGE_ATTEMPTS, KeyEntries
 from service.store.keys import RedisKeys
 from service.store.slots import key_slot
 
 # Step (a) of creating a key (see "Creating a credential" below): adds the key's listing
-# metadata, which names its digest, unless the user record is gone or the account already has the
-# maximum of active keys. Returns 1 added, 0 at the limit, -1 no such user. Keys past their
-# expiry never count; those past it by more than the grace (their digest entries are gone) are
-# pruned. All keys share the account's slot.
-# KEYS: user, listing, expiry index, last use. ARGV: now, max active, key id, metadata, expiry,
-# prune before.
-_ADD_KEY_METADATA = """
+# metadata, which names its digest, unless the user record is gone, the account already has the
+# maximum of active keys or a folder the key is bound to is not live (checked in this step, as
+# a change of a key does: ``service.store.key_entries``). Returns 1 added, 0 at the limit, -1
+# no such user, -2 a folder not live. Keys past their expiry never count; those past it by more
+# than the grace (their digest entries are gone) are pruned. All keys share the account's slot.
+# KEYS: user, listing, expiry index, last use, folders. ARGV: now, max active, key id, metadata,
+# expiry, prune before, the folders it is bound to...
+_ADD_KEY_METADATA = (
+    FOLDERS_LUA
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
+end
+for i = 7, #ARGV do
+  if not lineage(KEYS[5], ARGV[i]) then
+    return -2
+  end
 end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[6])
 for _, key_id in ipairs(gone) do
@@ -56,6 +66,7 @@ redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
 return 1
 """
+)
 
 # Step (c) of creating a key: 1 while the user record exists (and the key's creation is recorded
 # in the audit trail when one is named, in this same step); else the listing written in step (a)
@@ -147,23 +158,25 @@ class ApiKeyStore:
         expires_at: int,
         max_active: int,
         events: EventBatch | None = None,
+        folder_ids: tuple[str, ...] | None = None,
     ) -> bool:
-        """Store a new key; False when the account already holds ``max_active`` active keys.
-        Raises ``AccountGone`` when the user record is gone, or went while the key was written.
+        """Store a new key, bound to ``folder_ids`` (None: the whole account); False when the
+        account already holds ``max_active`` active keys. Raises ``AccountGone`` when the user
+        record is gone, or went while the key was written, ``FolderNotLive`` when one of the
+        folders is not a live folder of the account.
 
         Steps (a)-(c) of "Creating a credential": the listing (which names the digest),
         then the digest entry, then the check that the user still exists. The secret only works
         once the entry exists, and it is returned to the client only after all three succeeded.
         """
-        metadata = orjson.dumps(
-            new_key_metadata(
-                name=name,
-                key_prefix=key_prefix,
-                permissions=permissions,
-                created_at=created_at,
-                expires_at=expires_at,
-                secret_digest=secret_digest,
-            )
+        meta = new_key_metadata(
+            name=name,
+            key_prefix=key_prefix,
+            permissions=permissions,
+            created_at=created_at,
+            expires_at=expires_at,
+            secret_digest=secret_digest,
+            folder_ids=folder_ids,
         )
         account = [
             self.keys.user(user_id),
@@ -172,26 +185,28 @@ class ApiKeyStore:
             self.keys.account_key_last_used(user_id),
         ]
         added = await self._add_key_metadata(
-            keys=account,
+            keys=[*account, self.keys.account_folders(user_id)],
             args=[
                 created_at,
                 max_active,
                 key_id,
-                metadata,
+                orjson.dumps(meta),
                 expires_at,
                 created_at - KEY_EXPIRED_GRACE_MS,
+                *(folder_ids or ()),
             ],
         )
         if added == -1:
             raise AccountGone()
+        if added == -2:
+            raise FolderNotLive()
         if not added:
             return False
         entry = self.keys.key_entry(secret_digest)
+        mask = entry_mask(meta)
         try:
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    entry, mapping={"u": user_id, "k": key_id, "p": permissions, "e": expires_at}
-                )
+                pipe.hset(entry, mapping={"u": user_id, "k": key_id, "p": mask, "e": expires_at})
                 pipe.pexpireat(entry, expires_at + KEY_EXPIRED_GRACE_MS)
                 await pipe.execute()
             if events is None:
@@ -246,7 +261,8 @@ class ApiKeyStore:
         ``service.store.key_entries``); None when it has no active key of that id.
         ``events_for(before, after)`` gives the change's audit events, recorded in the step that
         makes it. A change that changes nothing writes nothing. Raises ``AccountGone`` when the
-        user record is gone, ``KeyChanged`` when other changes kept overtaking this one."""
+        user record is gone, ``FolderNotLive`` when a folder it binds the key to is not live,
+        ``KeyChanged`` when other changes kept overtaking this one."""
         for _ in range(CHANGE_ATTEMPTS):
             found = await self._entries.read(user_id, key_id)
             if found is None:
@@ -263,18 +279,58 @@ class ApiKeyStore:
                 # (an entry that holds it already is not written).
                 await self._entries.write(user_id, key_id, meta, now)
                 return before
+            binds = [f for f in edited.get("f", ()) if f not in meta.get("f", ())]
             status = await self._entries.change(
-                user_id, key_id, read, edited, events_for(before, after)
+                user_id, key_id, read, edited, events_for(before, after), binds
             )
             if status == 2:
                 continue
             if status == -1:
                 raise AccountGone()
+            if status == -2:
+                raise FolderNotLive()
             if status == 0:
                 return None
             await self._entries.write(user_id, key_id, edited, now)
             return after
         raise KeyChanged()
+
+    async def unbind(
+        self,
+        user_id: str,
+        folder_ids: set[str],
+        now: int,
+        events_for: Callable[[str, KeyRecord, KeyRecord], EventBatch | None],
+    ) -> None:
+        """Take the folders ``folder_ids`` (deleted) out of the folders of every key of the
+        account bound to them, each a change of its key ("Changing a key" in
+        ``service.store.key_entries``; ``events_for(key id, before, after)`` its events). A key
+        left bound to none stays bound, to nothing. Raises ``KeyChanged`` when other changes
+        kept overtaking one (the deletion's removal is then tried again later)."""
+        listing = await self.redis.hgetall(self.keys.account_keys(user_id))
+        for key_id, raw in listing.items():
+            if folder_ids.isdisjoint(decode_key_metadata(raw).get("f", ())):
+                continue
+            for _ in range(CHANGE_ATTEMPTS):
+                found = await self._entries.read(user_id, key_id)
+                if found is None:
+                    break
+                read, meta, last_used = found
+                kept = [f for f in meta.get("f", ()) if f not in folder_ids]
+                if "f" not in meta or len(kept) == len(meta["f"]):
+                    break
+                edited = {**meta, "f": kept, "v": meta.get("v", 0) + 1}
+                before = key_record(key_id, meta, last_used, now)
+                after = key_record(key_id, edited, last_used, now)
+                events = events_for(key_id, before, after) if meta["e"] > now else None
+                status = await self._entries.change(user_id, key_id, read, edited, events)
+                if status == 2:
+                    continue
+                if status == 1:
+                    await self._entries.write(user_id, key_id, edited, now)
+                break
+            else:
+                raise KeyChanged()
 
     def entry_slot(self, secret_digest: str) -> int:
         """The Redis Cluster slot of a secret's digest entry (and of its rate bucket)."""

@@ -7,7 +7,10 @@ base62 characters), never by anything a client wrote, so no client input ever re
 same directory (``.tmp-<random>``) and renames it into place only once every byte is written and
 fsynced; whatever stops it before that (the client gone, the size limit, any error, a
 cancellation) removes the temporary file, so a blob is either whole or absent. Disk work runs in
-the default thread pool, never on the event loop; memory held per upload is one chunk.
+threads, never on the event loop: an upload's bytes are gathered into batches of about a MiB,
+each hashed and written by a thread of the uploads' own pool while the next is gathered, with
+one fsync at the end (then the rename, then the directory's fsync); memory held per upload is
+two batches.
 
 A blob is never changed once in place, only removed: so a hard link to it (``pin``, in a
 ``.backup-<random>`` directory inside the root, on the same filesystem) holds its bytes as they
@@ -23,16 +26,22 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 # What a blob may be called: the file ids ``service.domain.credentials.new_id("fil")`` makes.
 _BLOB_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
 _TEMPORARY_PREFIX = ".tmp-"
 _PINNED_PREFIX = ".backup-"
 READ_CHUNK = 256 * 1024
+# How many bytes an upload gathers before they go to a thread to be hashed and written: a thread
+# hop per batch rather than per chunk the network delivers.
+WRITE_BATCH = 1024 * 1024
+# Uploads written at once per process, each at most one batch at a time.
+WRITING_THREADS = 16
 
 
 # The directory under FILEHOST_DATA_DIR that holds the files' bytes.
@@ -57,6 +66,11 @@ class Blob(Protocol):
     size: int
 
     def chunks(self, start: int, length: int) -> AsyncIterator[bytes]: ...
+
+    def fileno(self) -> int | None:
+        """The open file's descriptor, for sending it with ``sendfile``; None when the blob is
+        not a file of this machine (it is then read as chunks)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -100,6 +114,9 @@ class _FileBlob:
             left -= len(data)
             yield data
 
+    def fileno(self) -> int:
+        return self._handle.fileno()  # type: ignore[attr-defined]
+
     async def close(self) -> None:
         await asyncio.to_thread(self._handle.close)  # type: ignore[attr-defined]
 
@@ -110,6 +127,7 @@ class DirectoryBlobs:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._made = False
+        self._pool: ThreadPoolExecutor | None = None
 
     def path(self, blob_id: str) -> Path:
         return self.root / _checked(blob_id)
@@ -123,29 +141,31 @@ class DirectoryBlobs:
         final = self.path(blob_id)
         await asyncio.to_thread(self._make_root)
         temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
-        handle = await asyncio.to_thread(open, temporary, "xb")
-        digest = hashlib.sha256()
-        size = 0
-
-        def write(data: bytes) -> None:
-            handle.write(data)
-            digest.update(data)  # releases the GIL for large buffers
-
+        fd = await asyncio.to_thread(
+            os.open, temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+        )
+        writer = _Writer(fd, self._writing())
         try:
             try:
                 async for data in chunks:
-                    size += len(data)
-                    await asyncio.to_thread(write, data)
-                await asyncio.to_thread(_flush_and_sync, handle)
+                    await writer.add(data)
+                await writer.finish()
             finally:
-                await asyncio.to_thread(handle.close)
+                writer.close()
             await asyncio.to_thread(_rename_durably, temporary, final)
         except BaseException:
             # Shielded: a cancelled upload (the client went away) must still clean up.
             with contextlib.suppress(Exception):
                 await asyncio.shield(asyncio.to_thread(_unlink, temporary))
             raise
-        return Written(size, digest.hexdigest())
+        return Written(writer.size, writer.digest.hexdigest())
+
+    def _writing(self) -> ThreadPoolExecutor:
+        """The threads that hash and write uploads: their own, so that fsyncs waiting on the
+        disk never hold up the default pool's other work (opening blobs, backups)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(WRITING_THREADS, thread_name_prefix="blob-writer")
+        return self._pool
 
     async def open(self, blob_id: str) -> Blob:
         path = self.path(blob_id)
@@ -199,9 +219,61 @@ class DirectoryBlobs:
         return sorted(p.name for p in self.root.iterdir() if p.name.startswith(_TEMPORARY_PREFIX))
 
 
-def _flush_and_sync(handle: object) -> None:
-    handle.flush()  # type: ignore[attr-defined]
-    os.fsync(handle.fileno())  # type: ignore[attr-defined]
+class _Writer:
+    """An upload's bytes on their way to its file: gathered into batches, each hashed and
+    written by a thread while the event loop gathers the next. One batch is written at a time,
+    in order, so memory held is two batches at most."""
+
+    def __init__(self, fd: int, pool: ThreadPoolExecutor) -> None:
+        self._fd = fd
+        self._pool = pool
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self._batch: list[bytes] = []
+        self._batched = 0
+        self._in_flight: Future[None] | None = None
+
+    async def add(self, data: bytes) -> None:
+        self.size += len(data)
+        self._batch.append(data)
+        self._batched += len(data)
+        if self._batched >= WRITE_BATCH:
+            await self._send(_write)
+
+    async def finish(self) -> None:
+        """Write what is left, then fsync: every byte is on disk when this returns."""
+        await self._send(_write_and_sync)
+        await asyncio.wrap_future(self._in_flight)  # type: ignore[arg-type]
+
+    async def _send(self, work: Callable[..., None]) -> None:
+        if self._in_flight is not None:
+            await asyncio.wrap_future(self._in_flight)
+        batch, self._batch, self._batched = self._batch, [], 0
+        self._in_flight = self._pool.submit(work, self._fd, self.digest, batch)
+
+    def close(self) -> None:
+        """Close the file now, or, while a thread still writes to it (the upload was cancelled
+        or failed meanwhile), once that thread is done: a descriptor is never closed under a
+        write, which could then land in whatever file reused its number."""
+        in_flight = self._in_flight
+        if in_flight is not None and not in_flight.done():
+            in_flight.add_done_callback(lambda _: os.close(self._fd))
+        else:
+            os.close(self._fd)
+
+
+def _write(fd: int, digest: Any, pieces: list[bytes]) -> None:
+    """Hash and append ``pieces`` (hashlib releases the GIL for buffers this large)."""
+    for piece in pieces:
+        digest.update(piece)
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def _write_and_sync(fd: int, digest: Any, pieces: list[bytes]) -> None:
+    _write(fd, digest, pieces)
+    os.fsync(fd)
 
 
 def _rename_durably(source: Path, target: Path) -> None:

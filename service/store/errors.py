@@ -23,3 +23,8 @@ class KeyGone(Exception):
     def __init__(self, reason: str, at: int) -> None:
         self.reason = reason
         self.at = at
+
+
+class FolderNotLive(Exception):
+    """A key could not be bound to its folders: one of them is not a live folder of the account
+    (unknown, another account's, or being deleted). Nothing of the change was made."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import orjson
 
 from service.domain.key_rules import address_ranges
+from service.domain.permissions import BOUND_TO_FOLDERS
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import CorruptRecord
 
@@ -30,7 +31,8 @@ GONE_LEAKED = "leaked"
 GONE_REPLACED = "replaced"
 GONE_REASONS = (GONE_REVOKED, GONE_LEAKED, GONE_REPLACED)
 
-# The per-request lookup of a key reads these: user, key id, permission mask, expiry; and, present
+# The per-request lookup of a key reads these: user, key id, permission mask (with
+# ``BOUND_TO_FOLDERS`` beside the permissions for a key bound to folders), expiry; and, present
 # only when set, disabled ``x``, allowed networks ``n`` (as the authenticator checks them) and
 # ``a`` (the same as address ranges, as the lookup script checks them), own rate ``r``, on a
 # rolled-out secret's entry the end of its grace ``g``, and on a rolled key's entries ``b``, the
@@ -79,6 +81,11 @@ def apply_changes(meta: dict, changes: KeyChanges) -> dict:
             edited["rl"] = list(changes.rate_limit)
         else:
             edited.pop("rl", None)
+    if changes.sets_folder_ids:
+        if changes.folder_ids is not None:
+            edited["f"] = list(changes.folder_ids)
+        else:
+            edited.pop("f", None)
     edited["v"] = meta.get("v", 0) + 1
     return edited
 
@@ -99,6 +106,7 @@ def key_record(key_id: str, meta: dict, last_used: str | None, now: int) -> KeyR
         previous_secret_expires_at=(
             previous_until if previous_until is not None and previous_until > now else None
         ),
+        folder_ids=tuple(meta["f"]) if "f" in meta else None,
     )
 
 
@@ -108,7 +116,8 @@ def decode_key_metadata(raw: str) -> dict:
     (allowed networks), ``rl`` ([per second, burst]); after a roll, ``pd`` and ``pe`` (the
     previous secret's digest and the end of its grace), ``rolling`` until the roll has
     finished, and ``b`` (the digest whose bucket the key's secrets share; none: the
-    secret's own). Anything else refuses it whole."""
+    secret's own); when bound to folders, ``f`` (their ids: a list, empty once every one of
+    them was deleted). Anything else refuses it whole."""
     try:
         meta = orjson.loads(raw)
         for field in ("name", "prefix", "d"):
@@ -131,6 +140,9 @@ def decode_key_metadata(raw: str) -> dict:
             raise CorruptRecord()
         if not is_int(meta.get("pe", 0)) or not isinstance(meta.get("b", ""), str):
             raise CorruptRecord()
+        folders = meta.get("f", [])
+        if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+            raise CorruptRecord()
     except (orjson.JSONDecodeError, KeyError, TypeError):
         raise CorruptRecord() from None
     return meta
@@ -144,9 +156,10 @@ def new_key_metadata(
     created_at: int,
     expires_at: int,
     secret_digest: str,
+    folder_ids: tuple[str, ...] | None = None,
 ) -> dict:
     """A new key's listing metadata (its fields as ``decode_key_metadata`` tells them)."""
-    return {
+    meta = {
         "name": name,
         "prefix": key_prefix,
         "p": permissions,
@@ -154,6 +167,15 @@ def new_key_metadata(
         "e": expires_at,
         "d": secret_digest,
     }
+    if folder_ids is not None:
+        meta["f"] = list(folder_ids)
+    return meta
+
+
+def entry_mask(meta: dict) -> int:
+    """The mask a digest entry of the key holds: its permissions, marked when it is bound to
+    folders (whose ids stay in the metadata, read only for such a key's requests)."""
+    return meta["p"] | BOUND_TO_FOLDERS if "f" in meta else meta["p"]
 
 
 def named_digests(meta: dict) -> list[str]:
@@ -163,7 +185,7 @@ def named_digests(meta: dict) -> list[str]:
 
 def key_entry_fields(user_id: str, key_id: str, meta: dict) -> list[str | int]:
     """The fields of a digest entry of the key the metadata describes (version apart)."""
-    fields: list[str | int] = ["u", user_id, "k", key_id, "p", meta["p"], "e", meta["e"]]
+    fields: list[str | int] = ["u", user_id, "k", key_id, "p", entry_mask(meta), "e", meta["e"]]
     if "off" in meta:
         fields += ("x", "1")
     if "ips" in meta:

@@ -19,6 +19,7 @@ from service.store.fields import (
     int_field,
     key_entry_fields,
 )
+from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
 
 # Changing a key: edit, roll, revoke. A key's listing metadata (in the account's slot) is the
@@ -100,13 +101,17 @@ CHANGE_ATTEMPTS = 8
 
 # Changing a key (see "Changing a key" below), step (a): replaces the key's listing metadata with
 # the new one only while the user record exists and the listing is still exactly the one the
-# change was computed from (another change meanwhile: the caller reads again and retries). The
-# change's events are recorded in this same step, before its writes.
-# KEYS: user, listing, expiry index[, audit trail]. ARGV: key id, metadata read, new metadata,
-# new expiry[, events (store.audit)]. Returns 1 changed, 2 changed meanwhile, 0 no such key,
-# -1 no such user.
+# change was computed from (another change meanwhile: the caller reads again and retries), and
+# while each folder the change binds the key to is live, checked in this step so that a folder
+# deleted meanwhile is never left named by the key (its deletion unbinds the keys listed by
+# then: ``service.auth.removals``). The change's events are recorded in this same step, before
+# its writes.
+# KEYS: user, listing, expiry index, folders[, audit trail]. ARGV: key id, metadata read, new
+# metadata, new expiry, n, the n folders newly bound[, events (store.audit)]. Returns 1
+# changed, 2 changed meanwhile, 0 no such key, -1 no such user, -2 a folder not live.
 _CHANGE_KEY = (
     RECORD_EVENTS
+    + FOLDERS_LUA
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
@@ -118,8 +123,14 @@ end
 if current ~= ARGV[2] then
   return 2
 end
-if KEYS[4] then
-  record_events(KEYS[4], 5)
+local bound = tonumber(ARGV[5])
+for i = 6, 5 + bound do
+  if not lineage(KEYS[4], ARGV[i]) then
+    return -2
+  end
+end
+if KEYS[5] then
+  record_events(KEYS[5], 6 + bound)
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
@@ -220,15 +231,24 @@ class KeyEntries:
         return raw, decode_key_metadata(raw), last_used
 
     async def change(
-        self, user_id: str, key_id: str, read: str, meta: dict, events: EventBatch | None
+        self,
+        user_id: str,
+        key_id: str,
+        read: str,
+        meta: dict,
+        events: EventBatch | None,
+        binds: list[str] | tuple[str, ...] = (),
     ) -> int:
-        """Step (a) of "Changing a key": 1 changed, 2 changed meanwhile, 0 gone, -1 no user."""
+        """Step (a) of "Changing a key": 1 changed, 2 changed meanwhile, 0 gone, -1 no user,
+        -2 one of the folders ``binds`` names (newly bound) is not live."""
         keys = [
             self.keys.user(user_id),
             self.keys.account_keys(user_id),
             self.keys.account_key_expiry(user_id),
+            self.keys.account_folders(user_id),
         ]
         args: list[str | int | bytes] = [key_id, read, orjson.dumps(meta), meta["e"]]
+        args += [len(binds), *binds]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
             args.extend(events.args())

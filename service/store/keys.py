@@ -6,7 +6,9 @@ Layout (``P`` is the per-deployment prefix, ``U`` a user id such as ``usr_…``)
 key                                    type    holds
 =====================================  ======  ===============================================
 ``P:key:<sha256 hex of secret>``        hash    the hot-path entry of one API key secret: user
-                                               id ``u``, key id ``k``, permission mask ``p``,
+                                               id ``u``, key id ``k``, permission mask ``p``
+                                               (with ``BOUND_TO_FOLDERS`` beside the
+                                               permissions for a key bound to folders),
                                                expiry ``e``; only when set: disabled ``x``,
                                                allowed networks ``n`` ("net,net,…"), its own
                                                rate ``r`` ("<per second>:<burst>"), and on a
@@ -49,10 +51,12 @@ key                                    type    holds
                                                revoking and deleting the user: the truth the
                                                digest entries copy (name, prefix, permissions,
                                                created, expiry, disabled, allowed networks,
-                                               own rate, version), naming the secret's digest
-                                               and, during a roll's grace, the previous one's
-                                               and the grace's end; kept until the entry's
-                                               grace has passed
+                                               own rate, the folders it is bound to, version),
+                                               naming the secret's digest and, during a roll's
+                                               grace, the previous one's and the grace's end;
+                                               kept until the entry's grace has passed. A bound
+                                               key's requests read its folders from here
+                                               (``service.store.bindings``)
 ``P:{U}:key-expiry``                    zset    key id scored by expiry (active-key count, pruning)
 ``P:{U}:key-last-used``                 hash    key id -> last use (ms), written at most once a
                                                minute per key and worker

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from service.domain.permissions import ALL_PERMISSIONS_MASK
+from service.domain.permissions import ENTRY_MASK_LIMIT
 from service.domain.records import ApiKeyEntry, KeyRules, RateLimit, RateVerdict, SessionEntry
 from service.errors import CorruptRecord
 from service.store.errors import KeyGone
@@ -164,6 +164,8 @@ return take(
 )
 
 _SHARED_BUCKETS_LIMIT = 100_000
+# The bits no digest entry's mask may hold: a negative number holds them all.
+_NOT_IN_A_MASK = ~ENTRY_MASK_LIMIT
 
 
 def key_gone(record: object) -> KeyGone:
@@ -387,7 +389,7 @@ class CredentialLookup:
                 until = int(until)
         except (TypeError, ValueError):  # a field missing (None) or not a number
             raise CorruptRecord() from None
-        if not 0 <= mask <= ALL_PERMISSIONS_MASK:  # a damaged mask must never widen access
+        if mask & _NOT_IN_A_MASK:  # a damaged mask (or a negative one) must never widen access
             raise CorruptRecord()
         rules = None
         if disabled is not None or networks is not None or until is not None:

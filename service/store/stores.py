@@ -1,9 +1,10 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
-``folders`` with ``folder_removal``, ``account_settings``, ``mfa`` with ``mfa_answers``: the second
-factors), ``lookup`` is the per-request read of a credential, ``counters`` the windowed counts of
-login attempts and leak reports, and ``backup`` the copy of every record a backup takes. All
+``folders`` with ``folder_removal``, ``account_settings``, ``bindings``: what a key bound to
+folders reaches, ``mfa`` with ``mfa_answers``: the second factors), ``lookup`` is the per-request
+read of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
+``backup`` the copy of every record a backup takes. All
 share one map of key names (``service.store.keys``).
 """
 
@@ -19,6 +20,7 @@ from service.store.account_settings import AccountSettingsStore
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
 from service.store.backup import BackupStore
+from service.store.bindings import BindingsStore
 from service.store.counters import CounterStore
 from service.store.files import FilesStore
 from service.store.folder_removal import FolderRemovalStore
@@ -49,6 +51,7 @@ class Stores:
     account_settings: AccountSettingsStore
     mfa: MfaStore
     mfa_answers: MfaAnswerStore
+    bindings: BindingsStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -81,4 +84,5 @@ def open_stores(
         account_settings=AccountSettingsStore(redis, keys),
         mfa=MfaStore(redis, keys),
         mfa_answers=MfaAnswerStore(redis, keys),
+        bindings=BindingsStore(redis, keys, hot),
     )

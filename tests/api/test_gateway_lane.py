@@ -24,6 +24,7 @@ from service.app import create_app
 from service.observability.log_lines import LineBuffer
 from tests.support.api import Api, EnvelopeTestServer, bearer
 from tests.support.files import uploaded
+from tests.support.folders import folder
 from tests.support.metrics import value
 
 VERIFY = "/api/v1/auth/verify"
@@ -123,6 +124,21 @@ async def credentials(both: tuple[Api, Api], clock: Any) -> dict[str, str]:
     clock.advance(days=1, seconds=1)
     token = await api.login("lane@example.com")  # the first session's day is over too
     await uploaded(api, b"hello", token=token, filename="a.txt")
+    # Keys bound to folders: one to a folder holding a file, one whose folder was deleted.
+    inside = await folder(api, "Inside", token=token)
+    outside = await folder(api, "Outside", token=token)
+    gone = await folder(api, "Gone", token=token)
+    inside_file = await uploaded(api, b"in", token=token, folder_id=inside["id"])
+    outside_file = await uploaded(api, b"out", token=token, folder_id=outside["id"])
+    reading = ["files.read", "folders.read", "aliases.read"]
+    bound = await api.create_key(
+        token, name="bound", permissions=reading, folder_ids=[inside["id"]]
+    )
+    emptied = await api.create_key(
+        token, name="emptied", permissions=reading, folder_ids=[gone["id"]]
+    )
+    deleted = await api.client.delete(f"/api/v1/folders/{gone['id']}", headers=bearer(token))
+    assert deleted.status == 200
     return {
         "token": token,
         "reader": reader["secret_key"],
@@ -131,6 +147,11 @@ async def credentials(both: tuple[Api, Api], clock: Any) -> dict[str, str]:
         "revoked": revoked["secret_key"],
         "leaked": leaked["secret_key"],
         "rolled": rolled["secret_key"],
+        "bound": bound["secret_key"],
+        "emptied": emptied["secret_key"],
+        "inside_file": inside_file["id"],
+        "outside_file": outside_file["id"],
+        "outside_folder": outside["id"],
     }
 
 
@@ -218,7 +239,57 @@ CASES = {
         VERIFY,
         {"X-API-Key": "{rolled}", "X-Required-Permission": "files.read"},
     ),
+    "verify, bound key, a file inside": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/files/{inside_file}/content",
+        },
+    ),
+    "verify, bound key, a file outside": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/files/{outside_file}",
+        },
+    ),
+    "verify, bound key, a folder outside, Traefik's way": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Forwarded-Method": "GET",
+            "X-Forwarded-Uri": "/api/v1/folders/{outside_folder}",
+        },
+    ),
+    "verify, bound key, a listing of a folder outside": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/files?folder_id={outside_folder}",
+        },
+    ),
+    "verify, bound key, an alias": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/aliases/als_0a1B2c3D4e5F6g7H8i9J0k",
+        },
+    ),
+    "verify, bound key, a permission named": (
+        VERIFY,
+        {"Authorization": "Bearer {bound}", "X-Required-Permission": "files.read"},
+    ),
+    "verify, key whose folders were deleted": (
+        VERIFY,
+        {"X-API-Key": "{emptied}", "X-Required-Permission": "files.read"},
+    ),
     "files, key": (FILES, {"X-API-Key": "{reader}"}),
+    "files, bound key": (FILES, {"X-API-Key": "{bound}"}),
+    "files, key whose folders were deleted": (FILES, {"X-API-Key": "{emptied}"}),
     "files, revoked key": (FILES, {"X-API-Key": "{revoked}"}),
     "files, expired key as a Bearer token": (FILES, {"Authorization": "Bearer {expired}"}),
     "files, key as a Bearer token": (FILES, {"Authorization": "Bearer {reader}"}),

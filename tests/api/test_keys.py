@@ -30,6 +30,7 @@ CREATE_FIELDS = {
     "permissions",
     "created_at",
     "expires_at",
+    "folder_ids",
 }
 EMAIL = "alice@example.com"
 VALID_BODY: dict[str, Any] = {"name": "ci", "permissions": ["files.read"]}
@@ -95,6 +96,7 @@ async def test_create_returns_201_with_exactly_the_documented_fields(api: Api) -
     assert set(data) == CREATE_FIELDS
     assert data["name"] == "ci"
     assert data["permissions"] == ["files.read"]
+    assert data["folder_ids"] is None  # the whole account
     assert data["id"].startswith("key_")
 
 

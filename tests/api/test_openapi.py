@@ -188,7 +188,12 @@ BODY_PATHS = {
         "email": "alice@example.com",
         "password": "correct horse battery staple",
     },
-    ("POST", "/api/v1/keys"): {"name": "ci", "permissions": ["files.read"], "expires_days": 30},
+    ("POST", "/api/v1/keys"): {
+        "name": "ci",
+        "permissions": ["files.read"],
+        "expires_days": 30,
+        "folder_ids": None,
+    },
     ("POST", "/api/v1/keys/leaked"): {"secrets": ["fhk_found-somewhere"]},
     ("PATCH", "/api/v1/keys/{key_id}"): {
         "name": "ci",
@@ -197,6 +202,7 @@ BODY_PATHS = {
         "enabled": False,
         "allowed_ips": ["192.0.2.0/24"],
         "rate_limit": {"per_second": 5, "burst": 10},
+        "folder_ids": None,
     },
     ("POST", "/api/v1/keys/{key_id}/roll"): {"grace_seconds": 60},
     ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},

@@ -15,6 +15,7 @@ from service.config.readers import secret_keys
 from service.domain import credentials
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock
+from tests.support.folders import folder
 from tests.support.mfa import (
     PUBLIC_URL,
     SECRETS_KEY,
@@ -223,3 +224,20 @@ async def test_reauthentications_and_logouts_at_once_never_leave_a_session_after
         if reauth.status == 200:
             fresh = (await reauth.json())["data"]["token"]
             await mfa_api.client.post("/api/v1/auth/logout", headers=bearer(fresh))
+
+
+async def test_unbinding_a_key_from_its_folders_or_adding_one_needs_a_step_up(
+    mfa_api: Api, clock: FakeClock
+) -> None:
+    token = await mfa_api.user_with_session(EMAIL)
+    first, second, third = [
+        (await folder(mfa_api, name, token=token))["id"] for name in ("a", "b", "c")
+    ]
+    key = await mfa_api.create_key(token, permissions=["files.read"], folder_ids=[first, second])
+    clock.advance(seconds=STALE)
+    url = f"/api/v1/keys/{key['id']}"
+    for widening in ({"folder_ids": None}, {"folder_ids": [first, third]}):
+        response = await mfa_api.client.patch(url, json=widening, headers=bearer(token))
+        await assert_error(response, 403, "reauthentication_required")
+    narrowed = await mfa_api.client.patch(url, json={"folder_ids": [first]}, headers=bearer(token))
+    assert narrowed.status == 200, await narrowed.text()

@@ -66,6 +66,20 @@ async def wait_for_two_workers(http: aiohttp.ClientSession, server: Server) -> N
         assert time.monotonic() < deadline, "the second worker never answered"
 
 
+def request_pids(server: Server) -> dict[str, int]:
+    """The pid of the worker that answered each request, by its ``X-Request-ID``, from the
+    access lines the server wrote so far."""
+    found = {}
+    for line in server.stderr().splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if entry.get("logger") == "aiohttp.access" and entry.get("request_id"):
+            found[entry["request_id"]] = entry["pid"]
+    return found
+
+
 @dataclass
 class Outcome:
     kind: str

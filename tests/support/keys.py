@@ -25,6 +25,7 @@ LIST_FIELDS = {
     "allowed_ips",
     "rate_limit",
     "previous_secret_expires_at",
+    "folder_ids",
 }
 # What an edit answers: exactly a listed key's fields.
 VIEW_FIELDS = LIST_FIELDS

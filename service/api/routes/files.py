@@ -33,6 +33,7 @@ from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.envelope import as_api_error, error_response
 from service.api.folder_requests import DEFAULT_LIMIT, folder_query, page_size, parse_edit_file
 from service.api.headers import prepare_streamed
+from service.api.sendfile import send_blob
 from service.api.validation import read_json_object, readable
 from service.api.views import file_view, ok, ok_reply
 from service.auth.authenticator import require
@@ -402,9 +403,7 @@ async def download_file(request: web.Request) -> web.StreamResponse:
             headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{start + length - 1}/{size}"
         response.content_length = length
         await prepare_streamed(request, response)
-        async for data in blob.chunks(start, length):
-            await response.write(data)
-        await response.write_eof()
+        await send_blob(request, response, blob, start, length)
         return response
     finally:
         await blob.close()

@@ -21,7 +21,9 @@ When both are given, the credential must hold both permissions. Answers:
 - 403 ``insufficient_permission``, ``session_required`` (an API key on ``/api/v1/keys*``, as the
   service itself answers), or ``no_permission_mapping`` (an original request the table does not
   map, or whose path is not in plain form, see ``derive_permission``). Fail closed: what cannot be
-  classified is refused.
+  classified is refused. A key bound to folders is also refused (``insufficient_permission``)
+  an original request naming a file, folder or alias outside them
+  (``service.api.verify_binding``).
 - 400 for a misconfigured gateway: ``unknown_permission`` (not one of the ten names),
   ``permission_unspecified`` (neither header way used), ``incomplete_original_request`` (a method
   without a URI or the reverse), ``ambiguous_original_request`` (both nginx and Traefik headers),
@@ -48,8 +50,9 @@ from service.api._aiohttp import Answer, Reply
 from service.api.context import AUTHENTICATOR, PREFIX
 from service.api.credentials import check_credentials, single_header
 from service.api.envelope import as_api_error, note_store_error
+from service.api.verify_binding import check_bound_key
 from service.auth.authenticator import require
-from service.domain.permissions import BIT, to_names
+from service.domain.permissions import BIT, BOUND_TO_FOLDERS, to_names
 from service.domain.principal import CredentialType
 from service.errors import ApiError, Challenge, Code
 from service.observability.trace import RequestTrace, current_trace
@@ -228,6 +231,8 @@ async def verify_reply(
             require(principal, named)
         if derived is not None and derived != named:
             require(principal, derived)
+        if principal.permissions & BOUND_TO_FOLDERS:  # a key bound to folders: what it names
+            await check_bound_key(app, principal, (named, derived), _original_request(headers))
     except (ApiError, RedisError) as caught:  # anything else is the envelope's 500, as anywhere
         # Made by a function of its own: a local of this frame would hold the error that holds
         # the frame (its traceback), a cycle per refusal for the garbage collector.

@@ -31,6 +31,7 @@ async def create_key(request: web.Request) -> web.Response:
         fields.permissions,
         fields.expires_days,
         await acting_recently(request, principal),
+        fields.folder_ids,
     )
     record = created.record
     return ok(
@@ -42,6 +43,7 @@ async def create_key(request: web.Request) -> web.Response:
             "permissions": to_names(record.permissions),
             "created_at": iso(record.created_at),
             "expires_at": iso(record.expires_at),
+            "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
         },
         status=201,
     )

@@ -1,7 +1,8 @@
 """The account's platform settings under /api/v1/settings: ``GET`` (``settings.read``) answers
 every setting with its value, ``PATCH`` (``settings.write``) changes any of them, all or
-nothing. What each setting changes is ``service.domain.account_settings``; how a change is made
-and recorded, ``service.auth.account_settings``."""
+nothing; never for a key bound to folders (the settings are the whole account's). What each
+setting changes is ``service.domain.account_settings``; how a change is made and recorded,
+``service.auth.account_settings``."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ SETTINGS_PATH = f"{PREFIX}/settings"
 async def get_settings(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "settings.read")
+    request.app[POLICY].reach.whole_account(principal)
     return ok(await request.app[POLICY].settings.read(principal.user_id))
 
 
 async def change_settings(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "settings.write")
+    request.app[POLICY].reach.whole_account(principal)
     changes = parse_settings(await read_json_object(request))
     origin, actor = await acting_with(request, principal)
     values = await request.app[POLICY].settings.change(principal.user_id, changes, origin, actor)

@@ -1,0 +1,104 @@
+"""Forward-auth for an API key bound to folders: what ``GET /api/v1/auth/verify`` asks of such a
+key beyond its permissions, so that a gateway passes on only requests for what lies inside its
+folders (``service.auth.reach`` decides what that is, as for the API itself).
+
+Run only for a bound key (its mask says so, at no cost to any other credential), after the
+permission checks, with one read:
+
+- a settings permission (named or derived) is 403: the settings are the whole account's;
+- an original request naming a file (``/api/v1/files/{id}``, and anything below it), a folder
+  (``/api/v1/folders/{id}``) or a listing of one (``folder_id`` of ``/api/v1/files``,
+  ``parent_id`` of ``/api/v1/folders``, ``root`` included) outside the key's folders is 403
+  ``insufficient_permission``: to the gateway an unknown id and one outside are the same, so
+  it learns nothing it could not from the API;
+- an alias (``/api/v1/aliases/{id}``) is 403 until the aliases' store can say its target (then
+  its target is asked like a file's or folder's);
+- anything else: 403 when the key reaches nothing (its folders were all deleted).
+
+The path is read as ``forward_auth.derive_permission`` read it (decoded once, already checked to
+be in plain form); the query string only here, and a folder named twice in it is refused.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, unquote
+
+from aiohttp import web
+
+from service.api.context import POLICY, PREFIX
+from service.auth.reach import Reach
+from service.domain.folders import TOP
+from service.domain.principal import Principal
+from service.errors import ApiError, Code
+
+# The query field of a collection that names the folder it lists.
+_LISTED_FOLDER = {"files": "folder_id", "folders": "parent_id"}
+
+
+def _outside() -> ApiError:
+    return ApiError(
+        Code.INSUFFICIENT_PERMISSION,
+        "The original request names something outside the folders this API key is bound to.",
+        details={"bound_to_folders": True},
+    )
+
+
+def _named(uri: str) -> tuple[str, str | None, list[str] | None] | None:
+    """(resource, the id the path names or None, the folders the query names or None) for an
+    original request to the API's files, folders or aliases; None for anything else."""
+    path, _, query = uri.partition("?")
+    if "%" in path:
+        path = unquote(path)
+    if not path.startswith(PREFIX + "/"):
+        return None
+    resource, _, rest = path[len(PREFIX) + 1 :].partition("/")
+    if resource not in ("files", "folders", "aliases"):
+        return None
+    named_id = rest.partition("/")[0] or None
+    listed = None
+    field = _LISTED_FOLDER.get(resource)
+    if named_id is None and field is not None:
+        listed = parse_qs(query, keep_blank_values=True).get(field)
+    return resource, named_id, listed
+
+
+async def _check(reach: Reach, principal: Principal, uri: str | None) -> None:
+    named = _named(uri) if uri is not None else None
+    if named is None:
+        await reach.reaches_something(principal)
+        return
+    resource, named_id, listed = named
+    if named_id is not None:
+        if resource == "files":
+            await reach.file(principal, named_id)
+        elif resource == "folders":
+            await reach.folder(principal, named_id)
+        else:
+            # An alias's target cannot be read here yet: fail closed.
+            raise _outside()
+    elif listed is not None:
+        if len(listed) != 1:
+            raise _outside()
+        folder_id = listed[0]
+        await reach.listing(principal, None if folder_id == TOP else folder_id, "folder_id")
+    else:
+        await reach.reaches_something(principal)
+
+
+async def check_bound_key(
+    app: web.Application,
+    principal: Principal,
+    permissions: tuple[str | None, str | None],
+    original: tuple[str, str] | None,
+) -> None:
+    """Refuse (403) what a bound key may not pass with (see the module): ``permissions`` the
+    named and derived ones, ``original`` the original request (method, URI) when given."""
+    reach: Reach = app[POLICY].reach
+    if any(p is not None and p.startswith("settings.") for p in permissions):
+        reach.whole_account(principal)
+    try:
+        await _check(reach, principal, original[1] if original is not None else None)
+    except ApiError as error:
+        if error.status == 404:
+            raise _outside() from None
+        raise
