@@ -1,7 +1,7 @@
-"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files), ``/sessions``
-(sessions and the password change), ``/activity`` (the audit trail) and their assets under
-``/static/``: the style sheet, the icon and the JavaScript modules (``static/js/``, each page's
-entry point in ``static/js/pages/``).
+"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files and folders),
+``/sessions`` (sessions and the password change), ``/activity`` (the audit trail), ``/settings``
+(the account's settings) and their assets under ``/static/``: the style sheet, the icon and
+the JavaScript modules (``static/js/``, each page's entry point in ``static/js/pages/``).
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. A page may hold ``{{name}}`` for one of the service's settings that
@@ -38,6 +38,7 @@ PAGES: dict[str, str] = {
     "/files": "files.html",
     "/sessions": "sessions.html",
     "/activity": "activity.html",
+    "/settings": "settings.html",
 }
 # What a static asset may be, by its extension. The pages themselves are not assets: each is
 # served at its own path only.

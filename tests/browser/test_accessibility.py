@@ -64,6 +64,7 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
         "#nav-files",
         "#nav-sessions",
         "#nav-activity",
+        "#nav-settings",
         "#logout",
         "#create-open",
     ], stops

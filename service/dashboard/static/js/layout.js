@@ -12,6 +12,7 @@ export const PAGES = [
   { page: "files", href: "/files", text: "Files" },
   { page: "sessions", href: "/sessions", text: "Sessions" },
   { page: "activity", href: "/activity", text: "Activity" },
+  { page: "settings", href: "/settings", text: "Settings" },
 ];
 
 function topbar(children) {
