@@ -37,10 +37,7 @@ export async function childrenOf(call, parentId) {
   const found = [];
   let cursor = null;
   do {
-    const query = new URLSearchParams({ limit: "1000" });
-    if (parentId) {
-      query.set("parent_id", parentId);
-    }
+    const query = new URLSearchParams(parentId ? { limit: "1000", parent_id: parentId } : { limit: "1000" });
     if (cursor) {
       query.set("cursor", cursor);
     }
