@@ -44,8 +44,9 @@ function progressText(file, sent, samples) {
 }
 
 // `changed()` runs after each upload that ended in a way that may have changed the list (went
-// up, or was cancelled), to show the list as it now is.
-export function uploads(token, pageStatus, changed) {
+// up, or was cancelled), to show the list as it now is. `where()` is the folder open when the
+// file was chosen, {id (null: the top level), name}: the file goes there.
+export function uploads(token, pageStatus, changed, where) {
   const picker = byId("file-picker");
   const dropZone = byId("drop-zone");
   const list = byId("uploads");
@@ -56,6 +57,7 @@ export function uploads(token, pageStatus, changed) {
   }
 
   async function upload(file) {
+    const into = where();
     const bar = el("progress", { attrs: { max: "100", value: "0", "aria-label": `Upload of ${file.name}` } });
     const status = el("p", { className: "upload-status", text: "Starting…", attrs: { role: "status" } });
     const stopper = new AbortController();
@@ -94,6 +96,7 @@ export function uploads(token, pageStatus, changed) {
           status.textContent = progressText(file, sent, samples);
         },
         stopper.signal,
+        { folder_id: into.id || "root" },
       );
     } catch (failure) {
       if (sessionEnded(failure)) {
@@ -109,7 +112,7 @@ export function uploads(token, pageStatus, changed) {
       return;
     }
     bar.value = 100;
-    finish("is-done", `Uploaded ${file.name} (${size(created.size)}).`);
+    finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
     changed();
   }
 
