@@ -96,7 +96,12 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await assert_focus_is_visible(page)
     await page.keyboard.press("ArrowDown")  # 90 days -> 180 days, without opening the list
     await expect(page.get_by_label("Expires after")).to_have_value("180")
-    assert await tab_to(page, "#create-submit") == ["#create-cancel", "#create-submit"]
+    # Then the folders it reaches (one stop: the chosen radio button), Cancel and Create key.
+    assert await tab_to(page, "#create-submit") == [
+        "#create-folders-all",
+        "#create-cancel",
+        "#create-submit",
+    ]
     await assert_focus_is_visible(page)
     await page.keyboard.press("Enter")
     await expect(dialog).to_be_hidden()
