@@ -181,6 +181,24 @@ async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user:
     assert await page.evaluate(nameless) == []
     # Each Revoke button names its key, so a screen reader's list of buttons is unambiguous.
     await expect(page.get_by_role("button", name="Revoke key labelled")).to_have_count(1)
+    # The folder choice of the key form, listed.
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await dialog.get_by_label("Only the folders chosen").check()
+    assert await page.evaluate(unlabeled) == []
+    await dialog.get_by_role("button", name="Cancel").click()
+
+    # The settings page, and the files page with a folder and its dialogs.
+    await page.goto("/settings")
+    await expect(page.locator("#settings-form")).to_be_visible()
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
+    await page.goto("/files")
+    await page.get_by_role("button", name="New folder").click()
+    await page.get_by_role("dialog").get_by_label("Name").fill("labelled folder")
+    await page.get_by_role("dialog").get_by_role("button", name="Create folder").click()
+    await expect(page.get_by_role("button", name="Delete folder labelled folder")).to_have_count(1)
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
 
 
 async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) -> None:
