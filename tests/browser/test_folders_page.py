@@ -145,6 +145,14 @@ async def test_folders_open_by_address_and_breadcrumbs_and_uploads_go_into_the_o
     await expect(page.locator("#files-error")).to_contain_text("does not exist")
     await expect(crumbs(page)).to_have_text(["All files"])
 
+    # On a phone, the breadcrumbs and the rows wrap rather than widen the page.
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await page.goto(f"/files?folder={inner}")
+    await expect(file_row(page, "inside.txt")).to_have_count(1)
+    await no_horizontal_scroll(page)
+    await screenshot(page, "phone-folder")
+    await page.goto("/files")
+    await expect(folder_row(page, "Projects")).to_have_count(1)
     await no_horizontal_scroll(page)
     assert await violations(page) == []
     assert console_beyond_refusals(tab) == []
