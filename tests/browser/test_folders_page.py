@@ -154,6 +154,18 @@ async def test_folders_open_by_address_and_breadcrumbs_and_uploads_go_into_the_o
     await page.goto("/files")
     await expect(folder_row(page, "Projects")).to_have_count(1)
     await no_horizontal_scroll(page)
+
+    # The open folder deleted elsewhere: an upload into it is refused, saying so.
+    await page.goto(f"/files?folder={inner}")
+    await expect(file_row(page, "inside.txt")).to_have_count(1)
+    status, body = await dashboard.api("DELETE", f"/folders/{inner}?recursive=true", token=token)
+    assert status == 200, body
+    await page.set_input_files(
+        "#file-picker", files=[{"name": "late.txt", "mimeType": "text/plain", "buffer": b"x"}]
+    )
+    await expect(page.locator("#uploads li.is-error .upload-status")).to_have_text(
+        "Refused: the folder 2025 no longer exists (deleted or moved away meanwhile)."
+    )
     assert await violations(page) == []
     assert console_beyond_refusals(tab) == []
 

@@ -11,7 +11,7 @@ import { signedOut } from "../session.js";
 // without jumping with every progress event.
 const WINDOW_MS = 3000;
 
-function uploadRefusal(file, failure) {
+function uploadRefusal(file, failure, into) {
   if (failure.status === 0) {
     return "Upload failed: the service could not be reached, or closed the connection. Try again.";
   }
@@ -23,6 +23,9 @@ function uploadRefusal(file, failure) {
   if (failure.code === "file_limit_reached") {
     const limit = Number.isFinite(details.max_files) ? ` of ${details.max_files} files` : "";
     return `Refused: your account holds the maximum${limit}. Delete some before uploading more.`;
+  }
+  if (failure.code === "folder_not_found") {
+    return `Refused: the folder ${into.name} no longer exists (deleted or moved away meanwhile).`;
   }
   if (failure.code === "insufficient_permission") {
     return `Refused: ${failure.message}`;
@@ -108,7 +111,7 @@ export function uploads(token, pageStatus, changed, where) {
         changed(); // whatever the server had of it is gone: the list says so
         return;
       }
-      finish("is-error", uploadRefusal(file, failure));
+      finish("is-error", uploadRefusal(file, failure, into));
       return;
     }
     bar.value = 100;
