@@ -3,12 +3,13 @@
 # the tests of deploy/ (Traefik comes from a wheel of the test extra); docker-compose (when the
 # docker compose plugin is missing) renders and checks docker-compose.yml without an engine;
 # nodejs and npm generate, type-check and run the TypeScript client of the generated-clients test
-# (Debian 12's Node.js 18 or newer). Installed with apt only when missing (CI runs as root on a
-# clean machine).
+# (Debian 12's Node.js 18 or newer); curl runs the shell uploader POST /api/v1/uploaders writes.
+# Installed with apt only when missing (CI runs as root on a clean machine).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then

@@ -25,6 +25,7 @@ from service.api.envelope import low_level_refusal
 from service.api.gateway import GatewayLane
 from service.api.handling import as_middleware, request_handling
 from service.api.headers import RATE_FIELDS
+from service.api.routes.aliases import add_alias_routes
 from service.api.routes.audit import add_audit_routes
 from service.api.routes.auth import add_auth_routes
 from service.api.routes.files import FILES_PATH, add_file_routes, first_page_reply
@@ -33,17 +34,20 @@ from service.api.routes.forward_auth import VERIFY_PATH, add_forward_auth_routes
 from service.api.routes.keys import add_key_routes
 from service.api.routes.openapi import add_openapi_route
 from service.api.routes.ops import add_ops
+from service.api.routes.public_aliases import add_public_alias_routes
 from service.api.routes.sessions import add_session_routes
 from service.api.routes.settings import add_settings_routes
+from service.api.routes.uploaders import add_uploader_routes
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
-from service.auth.policy import make_policy
+from service.auth.policy import Policy, make_policy
 from service.auth.rate_limits import RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
 from service.dashboard import add_dashboard_routes
 from service.domain.records import RateLimit
+from service.errors import Code
 from service.observability.log_lines import LINES
 from service.observability.metrics import Metrics
 from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
@@ -51,6 +55,11 @@ from service.store.stores import open_stores
 from service.store.topology import connect_redis, connect_store
 
 __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the tests' client
+
+
+async def _finish_what_was_cut_short(policy: Policy) -> None:
+    await policy.removals.finish_all()
+    await policy.aliases.finish_all()
 
 
 def create_app(
@@ -98,6 +107,13 @@ def create_app(
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
         )
+        # Vanity aliases' passwords on a pool of their own: guessing at one never queues logins.
+        alias_passwords = PasswordHasher(
+            settings.bcrypt_cost,
+            settings.login_concurrency,
+            settings.login_queue_max,
+            busy=Code.ALIAS_PASSWORD_BUSY,
+        )
         app[STORE] = store
         app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background)
         app[POLICY] = make_policy(
@@ -107,11 +123,13 @@ def create_app(
             settings,
             app[BLOBS],
             login_outcomes=metrics.login if metrics is not None else None,
+            alias_passwords=alias_passwords,
         )
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
-        # Deletions cut short by a worker's end are finished by the next start, beside serving.
-        removals = asyncio.create_task(app[POLICY].removals.finish_all())
+        # Deletions (and aliases' kill switches) cut short by a worker's end are finished by the
+        # next start, beside serving.
+        removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY]))
         app[REMOVALS_AT_START] = removals
         yield
         LINES.stop_flushing()
@@ -119,6 +137,7 @@ def create_app(
         await asyncio.gather(removals, return_exceptions=True)
         await background.drain()
         passwords.close()
+        alias_passwords.close()
         if connections is not None:
             await connections.aclose()
 
@@ -139,12 +158,15 @@ def create_app(
     add_ops(app, metrics)
     add_auth_routes(app)
     add_key_routes(app)
+    add_uploader_routes(app)
     add_openapi_route(app)
     add_session_routes(app)
     add_audit_routes(app)
     add_file_routes(app)
     add_folder_routes(app)
     add_settings_routes(app)
+    add_alias_routes(app)
+    add_public_alias_routes(app)
     add_forward_auth_routes(app)
     add_dashboard_routes(app)
     return app

@@ -52,6 +52,8 @@ class Challenge(StrEnum):
     # A session token that was sent and refused (RFC 6750 section 3.1).
     INVALID_TOKEN = f'Bearer {_REALM}, error="invalid_token"'
     API_KEY = f"ApiKey {_REALM}"
+    # A vanity alias's password, sent in X-Alias-Password (or the form of its page).
+    ALIAS_PASSWORD = f"AliasPassword {_REALM}"
 
     def __new__(cls, value: str) -> Challenge:
         member = str.__new__(cls, value)
@@ -206,6 +208,20 @@ class Code(StrEnum):
         challenge=Challenge.BEARER,
     )
 
+    # A vanity alias with a password, asked for without it or with another.
+    ALIAS_PASSWORD_REQUIRED = _Row(
+        401,
+        code="alias_password_required",
+        message="This link needs its password: send it in X-Alias-Password.",
+        challenge=Challenge.ALIAS_PASSWORD,
+    )
+    ALIAS_PASSWORD_INVALID = _Row(
+        401,
+        code="alias_password_invalid",
+        message="The password of this link is not correct.",
+        challenge=Challenge.ALIAS_PASSWORD,
+    )
+
     # -- 403: the credential may not do this -------------------------------------------------
     INSUFFICIENT_PERMISSION = _Row(
         403,
@@ -239,6 +255,9 @@ class Code(StrEnum):
     FILE_NOT_FOUND = _Row(404, code="file_not_found", message="No such file.")
     # The same for folders: unknown, another account's, or being deleted.
     FOLDER_NOT_FOUND = _Row(404, code="folder_not_found", message="No such folder.")
+    # Every unusable vanity alias (unknown, expired, disabled, deleted, used up, switched off
+    # by its account) and an API's unknown or another account's alias id: never told apart.
+    ALIAS_NOT_FOUND = _Row(404, code="alias_not_found", message="No such alias.")
     USER_NOT_FOUND = _Row(404, code="user_not_found", message="No user has this email.", sent=False)
 
     # -- 405 to 417: how the request was sent ------------------------------------------------
@@ -318,6 +337,22 @@ class Code(StrEnum):
         code="settings_busy",
         message="Other requests are changing this account's settings at the same time. Retry.",
     )
+    ALIAS_TAKEN = _Row(
+        409,
+        code="alias_taken",
+        message="This slug, ignoring case, is already an alias's. Choose another.",
+    )
+    ALIAS_LIMIT_REACHED = _Row(
+        409,
+        code="alias_limit_reached",
+        message="This account holds the maximum number of aliases. Delete one before "
+        "creating another.",
+    )
+    ALIAS_BUSY = _Row(
+        409,
+        code="alias_busy",
+        message="Other requests are changing this alias at the same time. Retry.",
+    )
     EMAIL_TAKEN = _Row(
         409, code="email_taken", message="A user with this email already exists.", sent=False
     )
@@ -340,6 +375,13 @@ class Code(StrEnum):
         "Retry after the time in the Retry-After header.",
     )
 
+    ALIAS_PASSWORD_THROTTLED = _Row(
+        429,
+        code="alias_password_throttled",
+        message="Too many wrong passwords for this link or from this address. "
+        "Retry after the time in the Retry-After header.",
+    )
+
     # -- 499, 500, 503 -----------------------------------------------------------------------
     # nginx's 499: the client went away before its request was read. Never sent (nobody is
     # there to read it), but logged and counted so it is not mistaken for a server error.
@@ -357,6 +399,12 @@ class Code(StrEnum):
         503,
         code="store_unavailable",
         message="The credential store is unreachable. Retry shortly.",
+        retry_after=1,
+    )
+    ALIAS_PASSWORD_BUSY = _Row(
+        503,
+        code="alias_password_busy",
+        message="Too many link passwords are being checked. Retry shortly.",
         retry_after=1,
     )
     LOGIN_BUSY = _Row(

@@ -7,12 +7,14 @@ process it starts is stopped by pid. Run it as ``scripts/bench`` (no arguments n
 
 Floors, servers outside the service (``benchmark.floors``), measured beside every scenario:
   F0 bare aiohttp answering the same small envelope   F1 the same plus one pipelined HMGET
-Scenarios, ``GET /api/v1/files`` (g, h, p: ``GET /api/v1/auth/verify``) at the same concurrency:
+Scenarios, ``GET /api/v1/files`` (g, h, p: ``GET /api/v1/auth/verify``; a: ``GET /a/{slug}``) at
+the same concurrency:
   b  X-API-Key holding files.read          c  Authorization: Bearer session
   d  unknown key of valid format (401)      e  malformed key, bad checksum (401)
   f  key lacking files.read (403)           g  forward-auth sub-request, X-API-Key (200)
   h  forward-auth sub-request, Bearer (200)
   p  g against a second service with FILEHOST_GATEWAY_LANE=off: what the gateway lane buys
+  a  GET /a/{slug} of a 1 KiB file through a vanity alias, no credential (200)
 (``--only`` picks some of them, e.g. ``--only gb``); then b with rate limits off, b during a
 login storm, g on a Redis Cluster, and b and c again with 1,000,000 keys and 1,000,000 sessions
 loaded.

@@ -163,7 +163,7 @@ def gateway_part(
     """The wrk scenarios in rounds beside F0 and F1, then the single runs; prints the table and
     answers the gateway part of ``docs/benchmarks.md``."""
     started = time.monotonic()
-    seed = seed_account(redis_url)
+    seed = seed_account(redis_url, data_dir=workdir / "data")
     run_versions = versions(client)
     measure = Measurer(
         client,

@@ -98,10 +98,12 @@ def service_command(
     mode: str = "single",
     lane: bool = True,
     extra: dict[str, str] | None = None,
+    data_dir: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The service's command line and environment: its production defaults (access log at
     INFO, metrics on, rate limits on, the gateway lane on unless ``lane`` is False), stated so
-    that the caller's environment cannot change them; then ``extra``."""
+    that the caller's environment cannot change them; then ``extra``. ``data_dir`` holds the
+    files' bytes (the bench alias's file, written there by ``benchmark.seeding``)."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -114,10 +116,15 @@ def service_command(
         # burst keeps the bucket's tolerance at 1 s, far above the workers' clock differences.
         "FILEHOST_RATE_LIMIT_PER_SECOND": "1000000" if rate_limits else "0",
         "FILEHOST_RATE_LIMIT_BURST": "1000000",
+        # The same for the public alias pages' rate per client address (wrk is one address).
+        "FILEHOST_ALIAS_RATE_PER_SECOND": "1000000" if rate_limits else "0",
+        "FILEHOST_ALIAS_RATE_BURST": "1000000",
         "FILEHOST_REDIS_MODE": mode,
         "FILEHOST_GATEWAY_LANE": "on" if lane else "off",
-        **(extra or {}),
     }
+    if data_dir is not None:
+        env["FILEHOST_DATA_DIR"] = str(data_dir)
+    env.update(extra or {})
     return [sys.executable, "-m", "service", "serve"], env
 
 
@@ -155,9 +162,12 @@ def service(
     mode: str = "single",
     lane: bool = True,
     extra: dict[str, str] | None = None,
+    data_dir: Path | None = None,
 ) -> Iterator[tuple[str, int]]:
     port = free_port()
-    command, env = service_command(redis_url, port, workers, rate_limits, mode, lane, extra)
+    command, env = service_command(
+        redis_url, port, workers, rate_limits, mode, lane, extra, data_dir
+    )
     with server(command, env, port, log) as running:
         yield running
 

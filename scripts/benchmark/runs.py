@@ -76,6 +76,7 @@ class Bench:
             rate_limits=rate_limits,
             mode=mode,
             lane=lane,
+            data_dir=self.workdir / "data",
         )
 
 

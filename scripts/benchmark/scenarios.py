@@ -6,8 +6,10 @@ from __future__ import annotations
 FILES_PATH = "/api/v1/files"
 # The floors: servers outside the service (benchmark.floors), measured in the same run.
 FLOORS = {"F0": "bare", "F1": "lookup"}
-SCENARIOS = ("b", "c", "d", "e", "f", "g", "h", "p")
-PATHS = {name: "/api/v1/auth/verify" for name in ("g", "h", "p")}
+SCENARIOS = ("b", "c", "d", "e", "f", "g", "h", "p", "a")
+# The vanity alias the bench account's seeding makes, of a 1 KiB file (benchmark.seeding).
+ALIAS_PATH = "/a/bench-alias"
+PATHS = {name: "/api/v1/auth/verify" for name in ("g", "h", "p")} | {"a": ALIAS_PATH}
 # Scenarios sent to a second service started with FILEHOST_GATEWAY_LANE=off: beside g, what the
 # gateway lane buys.
 WITHOUT_LANE = ("p",)
@@ -22,9 +24,10 @@ LABELS = {
     "g": "g forward-auth verify, X-API-Key (200, no body)",
     "h": "h forward-auth verify, Bearer (200, no body)",
     "p": "p g with the gateway lane off (FILEHOST_GATEWAY_LANE=off)",
+    "a": "a GET /a/{slug} of a 1 KiB file, no credential",
 }
 EXPECTED = {"F0": 200, "F1": 200, "b": 200, "c": 200, "d": 401, "e": 401, "f": 403}
-EXPECTED |= {"g": 200, "h": 200, "p": 200}
+EXPECTED |= {"g": 200, "h": 200, "p": 200, "a": 200}
 # The targets the service keeps (docs/performance.md): scenario -> (floor, least ratio to it).
 TARGETS = {
     "g": (("F0", 0.70), ("F1", 0.85)),
@@ -54,4 +57,5 @@ def scenario_headers(seed: dict[str, str]) -> dict[str, str | None]:
         "g": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
         "h": f"Authorization: Bearer {seed['token']}\nX-Required-Permission: files.read",
         "p": f"X-API-Key: {seed['key']}\nX-Required-Permission: files.read",
+        "a": None,
     }

@@ -9,9 +9,10 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -28,18 +29,25 @@ from service.store.fields import (
 from service.store.keys import RedisKeys
 
 PASSWORD = "bench password 1234"
+# The bench alias's slug: scenario a asks for /a/<it> (benchmark.scenarios.ALIAS_PATH).
+ALIAS_SLUG = "bench-alias"
 EMAIL = "bench@example.com"
 TRANSFER_EMAIL = "transfers@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
 
 
-def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
-    """One user, its keys and a session, written through the service's own code paths."""
+def seed_account(
+    redis_url: str, mode: str = "single", data_dir: Path | None = None
+) -> dict[str, str]:
+    """One user, its keys and a session, written through the service's own code paths; with
+    ``data_dir`` (the service's ``FILEHOST_DATA_DIR``), also a 1 KiB file and a vanity alias of
+    it, ``ALIAS_SLUG``."""
     from service.auth.passwords import PasswordHasher
     from service.auth.policy import make_policy
     from service.clock import SystemClock
     from service.config import Settings
+    from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
     from service.store.stores import open_stores
     from service.store.topology import connect_client
 
@@ -49,13 +57,18 @@ def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
         )
         client, close = connect_client(settings, redis_url)
         passwords = PasswordHasher(12, 1, 0)
-        accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
+        blobs = DirectoryBlobs((data_dir or Path(".")) / FILES_DIRECTORY)
+        accounts = make_policy(
+            open_stores(client, PREFIX), passwords, SystemClock(), settings, blobs
+        )
         user = await accounts.users.create_user(EMAIL, PASSWORD)
         reader = await accounts.api_keys.create_key(user.id, "bench reader", ["files.read"], 30)
         other = await accounts.api_keys.create_key(user.id, "bench folders", ["folders.read"], 30)
         for n in range(8):
             await accounts.api_keys.create_key(user.id, f"filler {n}", ["files.read"], 30)
         session = await accounts.login.login(EMAIL, PASSWORD)
+        if data_dir is not None:
+            await _alias_of_a_file(accounts, user.id)
         passwords.close()
         await close()
         good = reader.secret
@@ -69,6 +82,24 @@ def seed_account(redis_url: str, mode: str = "single") -> dict[str, str]:
         }
 
     return asyncio.run(run())
+
+
+async def _alias_of_a_file(accounts: Any, user_id: str) -> None:
+    """A 1 KiB file, uploaded as the service stores one, and its alias ``ALIAS_SLUG``."""
+    from service.domain.permissions import ALL_PERMISSIONS_MASK
+    from service.domain.principal import CredentialType, Principal
+    from service.domain.records import UNSET
+
+    owner = Principal(user_id, CredentialType.SESSION, ALL_PERMISSIONS_MASK, 2**53)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield bytes(range(256)) * 4
+
+    async def no_more_fields() -> Any:
+        return UNSET
+
+    record = await accounts.files.upload(owner, chunks(), "bench.txt", "text/plain", no_more_fields)
+    await accounts.aliases.create(owner, "file", record.id, "file_id", slug=ALIAS_SLUG)
 
 
 def seed_transfer_key(redis_url: str) -> str:

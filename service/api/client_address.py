@@ -1,4 +1,5 @@
-"""Which address a request came from, for login throttling.
+"""Which address a request came from, for login throttling (and whether its peer is a trusted
+proxy, whose forwarded headers are believed).
 
 The peer address, unless the peer is one of the configured trusted proxies
 (``FILEHOST_TRUSTED_PROXIES``): then ``X-Forwarded-For`` is read from the right, past every
@@ -20,6 +21,17 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 def _trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, proxies: Sequence[Network]) -> bool:
     return any(ip in network for network in proxies)
+
+
+def is_trusted_proxy(remote: str | None, trusted_proxies: Sequence[Network]) -> bool:
+    """Whether the peer ``remote`` is one of the trusted proxies (whose forwarded headers are
+    believed)."""
+    if not trusted_proxies:
+        return False
+    try:
+        return _trusted(ipaddress.ip_address(remote or ""), trusted_proxies)
+    except ValueError:
+        return False
 
 
 def client_address(request: web.BaseRequest, trusted_proxies: Sequence[Network]) -> str | None:

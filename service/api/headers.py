@@ -1,6 +1,7 @@
 """The headers every answer gets: the security headers and Content-Security-Policy (one for the
-dashboard's pages, one for everything else), the request's ``X-Request-ID``, and an accepted
-credential's ``RateLimit-Policy`` and ``RateLimit``."""
+dashboard's pages, one for everything else; a page may set its own, as a vanity alias's do),
+the request's ``X-Request-ID``, and an accepted credential's ``RateLimit-Policy`` and
+``RateLimit``."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ _PAGE_HEADERS = (
     _OWN_SERVER,
 )
 _RESOURCE_PAIRS = (*RESOURCE_HEADERS.pairs, _OWN_SERVER)
+# For a page that sets a policy of its own (a vanity alias's public pages): all but the CSP.
+_PAGE_HEADERS_OWN_CSP = (
+    *((istr(name), value) for name, value in _SECURITY_HEADERS.items()),
+    _OWN_SERVER,
+)
+_CSP = istr("Content-Security-Policy")
 REQUEST_ID = istr(REQUEST_ID_HEADER)
 _RATE_LIMIT_POLICY = istr("RateLimit-Policy")
 _RATE_LIMIT = istr("RateLimit")
@@ -85,7 +92,11 @@ def standard_headers(
         response.block = RESOURCE_HEADERS
     else:
         html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
-        # No handler sets any of these, so they are added without looking for earlier values.
-        headers.extend(_PAGE_HEADERS if html else _RESOURCE_PAIRS)
+        # No handler sets any of these (but a page's own CSP), so they are added without looking
+        # for earlier values.
+        if html and _CSP in headers:
+            headers.extend(_PAGE_HEADERS_OWN_CSP)
+        else:
+            headers.extend(_PAGE_HEADERS if html else _RESOURCE_PAIRS)
     for name, value in trace_headers(trace, rate_fields):
         headers[name] = value

@@ -24,6 +24,7 @@ from service.domain.account_settings import KEY_EXPIRES_DAYS_MAX
 from service.domain.audit_events import MAX_USER_AGENT_LENGTH
 from service.domain.key_rules import MAX_ALLOWED_IPS, canonical_network
 from service.domain.permissions import MAX_KEY_FOLDERS, PERMISSIONS, unknown_names
+from service.domain.uploaders import KINDS
 from service.errors import ApiError, Code
 
 MAX_KEY_NAME_LENGTH = 100
@@ -309,6 +310,37 @@ def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert name is not None
     return CreateKeyRequest(name, chosen, expires_days, folder_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUploaderRequest:
+    kind: str  # one of uploaders.KINDS
+    name: str  # the key's name too
+    folder_id: str | None  # None: the whole account
+    alias: bool
+
+
+def parse_create_uploader(body: dict[str, Any]) -> CreateUploaderRequest:
+    """``POST /uploaders``'s body: ``kind`` and ``name`` required, ``folder_id`` (a string, or
+    null) and ``alias`` (a boolean) optional; each problem named under its field."""
+    problems: dict[str, Any] = {}
+    _refuse_unknown_fields(body, ("kind", "name", "folder_id", "alias"), problems)
+    kind = body.get("kind")
+    if kind not in KINDS:
+        problems["kind"] = f"is required and must be one of: {', '.join(KINDS)}"
+    name, problem = _check_name(body.get("name"))
+    if problem:
+        problems["name"] = problem
+    folder_id = body.get("folder_id")
+    if folder_id is not None and (not isinstance(folder_id, str) or not 1 <= len(folder_id) <= 64):
+        problems["folder_id"] = "must be a folder's id (a string of 1 to 64 characters) or null"
+    alias = body.get("alias", False)
+    if not isinstance(alias, bool):
+        problems["alias"] = "must be true or false"
+    if problems:
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
+    assert name is not None
+    return CreateUploaderRequest(kind, name, folder_id, alias)
 
 
 EDIT_KEY_FIELDS = (

@@ -12,7 +12,7 @@ from service.api._aiohttp import Answer, Reply
 from service.api.context import PREFIX
 from service.clock import iso
 from service.domain.permissions import to_names
-from service.domain.records import FileRecord, FolderRecord, KeyRecord
+from service.domain.records import AliasRecord, FileRecord, FolderRecord, KeyRecord
 
 # Where a file's content is: a path on this host, not an absolute URL, so it is right behind any
 # proxy without knowing the name and scheme the client used.
@@ -26,6 +26,20 @@ def ok(data: dict[str, Any], status: int = 200) -> Answer:
 def ok_reply(data: dict[str, Any]) -> Reply:
     """``ok(data)`` as a gateway route's ``Reply``."""
     return Reply(200, orjson.dumps({"success": True, "data": data}))
+
+
+def created_key_view(record: KeyRecord, secret: str) -> dict[str, Any]:
+    """A key as ``POST /keys`` (and ``POST /uploaders``) answer it: with its secret, this once."""
+    return {
+        "id": record.id,
+        "name": record.name,
+        "key_prefix": record.key_prefix,
+        "secret_key": secret,
+        "permissions": to_names(record.permissions),
+        "created_at": iso(record.created_at),
+        "expires_at": iso(record.expires_at),
+        "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
+    }
 
 
 def key_view(record: KeyRecord) -> dict[str, Any]:
@@ -79,4 +93,25 @@ def folder_path_view(lineage: list[FolderRecord]) -> dict[str, Any]:
     return {
         **folder_view(lineage[0]),
         "path": [{"id": record.id, "name": record.name} for record in reversed(lineage[1:])],
+    }
+
+
+def alias_url(origin: str, slug: str) -> str:
+    """An alias's public address: absolute, from where people reach the service."""
+    return f"{origin}/a/{slug}"
+
+
+def alias_view(record: AliasRecord, origin: str) -> dict[str, Any]:
+    """An alias as its owner sees it (listed, read, made, changed); never its password."""
+    return {
+        "id": record.id,
+        "slug": record.slug,
+        "url": alias_url(origin, record.slug),
+        "target": {"type": record.target_type, "id": record.target_id},
+        "created_at": iso(record.created_at),
+        "expires_at": iso(record.expires_at),
+        "max_views": record.max_views,
+        "views": record.views,
+        "password_protected": record.password_protected,
+        "enabled": record.enabled,
     }

@@ -3,11 +3,14 @@ nothing (an unknown name, a wrong type or a value out of bounds refuses the whol
 change recorded as ``settings.changed`` with what it changed, in the step that makes it; and
 the values other policies act on (``default_key_expires_days`` for ``POST /keys``,
 ``default_folder_id`` for uploads; the alias settings for aliases).
+
+A change of ``public_aliases_enabled`` is carried to every alias of the account before the
+answer (``service.auth.aliases``: the public path reads it from each alias's entry).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from service.auth.audit import AuditTrail
 from service.clock import Clock
@@ -29,11 +32,23 @@ def _values(stored: dict[str, str]) -> dict[str, Any]:
         raise CorruptRecord() from None
 
 
+class Switch(Protocol):
+    """What follows a change of ``public_aliases_enabled`` (``service.auth.aliases``): noted
+    before it is made, then carried to every alias of the account."""
+
+    async def expect_switch(self, user_id: str) -> None: ...
+
+    async def switch(self, user_id: str) -> None: ...
+
+    async def switch_if_pending(self, user_id: str) -> None: ...
+
+
 class AccountSettings:
     def __init__(self, store: AccountSettingsStore, clock: Clock, trail: AuditTrail) -> None:
         self._store = store
         self._clock = clock
         self._trail = trail
+        self.aliases: Switch | None = None  # set once the aliases' policy is made
 
     async def read(self, user_id: str) -> dict[str, Any]:
         """Every setting with its value (its default when never changed)."""
@@ -59,6 +74,9 @@ class AccountSettings:
             before = _values(stored)
             changed = {name: value for name, value in changes.items() if before[name] != value}
             if not changed:
+                if self.aliases is not None and "public_aliases_enabled" in changes:
+                    # The same value again: a change whose answer failed is finished now.
+                    await self.aliases.switch_if_pending(user_id)
                 return before
             now = self._clock.now_ms()
             events = self._trail.batch(
@@ -73,8 +91,13 @@ class AccountSettings:
                 ),
             )
             encoded = {name: table.encode(name, value) for name, value in changed.items()}
+            switching = self.aliases is not None and "public_aliases_enabled" in changed
+            if switching:
+                await self.aliases.expect_switch(user_id)  # type: ignore[union-attr]
             outcome = await self._store.change(user_id, stored, encoded, table.NAMES, events)
             if outcome == outcomes.DONE:
+                if switching:
+                    await self.aliases.switch(user_id)  # type: ignore[union-attr]
                 return {**before, **changed}
             if outcome == outcomes.ACCOUNT_GONE:
                 raise ApiError(Code.ACCOUNT_GONE)

@@ -113,12 +113,14 @@ class ApiKeys:
         expires_days: int | None = None,
         origin: audit.Origin = audit.NO_ORIGIN,
         folder_ids: tuple[str, ...] | None = None,
+        uploader: str | None = None,
     ) -> CreatedKey:
         """Create a key living ``expires_days`` (None: the account's
         ``default_key_expires_days``, else 90), bound to ``folder_ids`` (None: the whole
         account; 404 ``folder_not_found`` naming the field when one is not a live folder of
-        the account); recorded as ``key.created`` (its name, permissions and expiry, and its
-        folders when bound) in the step that confirms it."""
+        the account); recorded as ``key.created`` (its name, permissions and expiry, its
+        folders when bound, and the kind of ``uploader`` it was made for) in the step that
+        confirms it."""
         _check_folders(folder_ids)
         if expires_days is None:
             expires_days = await self._settings.default_key_expires_days(user_id)
@@ -142,6 +144,8 @@ class ApiKeys:
         }
         if folder_ids is not None:
             created["folder_ids"] = list(folder_ids)
+        if uploader is not None:
+            created["uploader"] = uploader
         events = self._trail.batch(
             now,
             audit.event(

@@ -49,8 +49,14 @@ def _lower_thread_priority() -> None:
 
 
 class PasswordHasher:
-    def __init__(self, cost: int, concurrency: int, queue_max: int) -> None:
+    """``busy``: the refusal when the queue is full (logins', or vanity aliases' passwords,
+    which have a hasher of their own so that guessing at one never queues logins)."""
+
+    def __init__(
+        self, cost: int, concurrency: int, queue_max: int, busy: Code = Code.LOGIN_BUSY
+    ) -> None:
         self._cost = cost
+        self._busy = busy
         self._executor = ThreadPoolExecutor(
             max_workers=concurrency, thread_name_prefix="bcrypt", initializer=_lower_thread_priority
         )
@@ -65,7 +71,7 @@ class PasswordHasher:
 
     async def _run(self, func, *args):  # type: ignore[no-untyped-def]
         if self._pending >= self._capacity:
-            raise ApiError(Code.LOGIN_BUSY)
+            raise ApiError(self._busy)
         self._pending += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)

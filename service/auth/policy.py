@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.auth.account_settings import AccountSettings
+from service.auth.alias_access import AccessSettings, AliasAccess
+from service.auth.aliases import Aliases
 from service.auth.api_keys import ApiKeys
 from service.auth.audit import AuditTrail
 from service.auth.files import Files
@@ -19,9 +21,11 @@ from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
 from service.auth.removals import Removals
 from service.auth.sessions import Sessions
+from service.auth.uploaders import Uploaders
 from service.auth.users import Users
 from service.clock import Clock
 from service.config import Settings
+from service.domain.records import RateLimit
 from service.store.blobs import FILES_DIRECTORY, BlobStore, DirectoryBlobs
 from service.store.stores import Stores
 
@@ -39,6 +43,9 @@ class Policy:
     settings: AccountSettings
     removals: Removals
     reach: Reach
+    aliases: Aliases
+    alias_access: AliasAccess
+    uploaders: Uploaders
 
 
 def make_policy(
@@ -48,19 +55,47 @@ def make_policy(
     settings: Settings,
     blobs: BlobStore | None = None,
     login_outcomes: Callable[[str], None] | None = None,
+    alias_passwords: PasswordHasher | None = None,
 ) -> Policy:
     """The policy over ``stores``; ``blobs`` holds uploaded bytes (the data dir's, unless
-    given); ``login_outcomes`` is told how each login ended (the metrics)."""
+    given); ``login_outcomes`` is told how each login ended (the metrics); ``alias_passwords``
+    checks the vanity aliases' passwords (``passwords``, unless given)."""
     trail = AuditTrail(stores.audit, clock, settings.audit)
     throttle = LoginThrottle(stores, settings.login)
     sessions = Sessions(stores.sessions, clock, trail)
     blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
     reach = Reach(stores.files, stores.folders, stores.bindings)
+    alias_passwords = alias_passwords or passwords
+    aliases = Aliases(
+        stores.aliases,
+        reach,
+        account_settings,
+        alias_passwords,
+        clock,
+        trail,
+        settings.max_aliases_per_account,
+    )
+    account_settings.aliases = aliases
     api_keys = ApiKeys(
         stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
     )
-    removals = Removals(stores.folder_removal, blobs, unbind=api_keys.forget_folders)
+    removals = Removals(stores.folder_removal, blobs, aliases, unbind=api_keys.forget_folders)
+    rate = settings.alias_rate_per_second
+    alias_access = AliasAccess(
+        stores.alias_views,
+        stores.counters,
+        stores.keys,
+        reach,
+        alias_passwords,
+        clock,
+        AccessSettings(
+            RateLimit(rate, settings.alias_rate_burst) if rate > 0 else None,
+            settings.alias_password_failures_per_alias,
+            settings.alias_password_failures_per_address,
+            settings.alias_password_window_seconds,
+        ),
+    )
     return Policy(
         users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
         login=Login(
@@ -99,4 +134,7 @@ def make_policy(
         settings=account_settings,
         removals=removals,
         reach=reach,
+        aliases=aliases,
+        alias_access=alias_access,
+        uploaders=Uploaders(api_keys, reach),
     )

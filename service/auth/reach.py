@@ -27,14 +27,21 @@ key's does, or one more where the operation reads nothing of its own (``listing`
 - ``inside``: which of a batch of files and folders (the targets of a page of aliases) they
   hold, in one read;
 - ``whole_account``: what belongs to the account as a whole (its settings), refused to them;
-  ``reaches_something``: whether a bound key reaches anything at all.
+  ``reaches_something``: whether a bound key reaches anything at all;
+- ``alias_target``: what an alias is made of, inside them;
+- ``alias`` / ``aliases``: an alias, and a page of the account's, whose target is inside them
+  (an alias outside answers 404 ``alias_not_found``, and a page leaves it out).
+
+What a vanity alias itself reaches, for whoever holds its link, is decided here too
+(``shared_file``, ``shared_folder``, ``shared_contents``): its target, and for a folder what
+lies in its subtree. No key is involved there: a link reaches what its alias names.
 """
 
 from __future__ import annotations
 
 from service.domain.credentials import is_valid_id
 from service.domain.principal import Principal
-from service.domain.records import FilePage, FileRecord, FolderPage, FolderRecord
+from service.domain.records import AliasRecord, FilePage, FileRecord, FolderPage, FolderRecord
 from service.errors import ApiError, Code
 from service.store.bindings import BindingsStore
 from service.store.files import FilesStore, file_record
@@ -231,6 +238,97 @@ class Reach:
         )
         _reaches_something(status)
         return inside
+
+    async def alias_target(
+        self, principal: Principal, kind: str, target_id: str, field: str
+    ) -> FileRecord | FolderRecord:
+        """A file (``kind`` ``file``) or a live folder (``folder``) of the principal's that an
+        alias may be made of (for a bound key, inside its folders); 404 ``file_not_found`` /
+        ``folder_not_found`` naming ``field`` for any other id. One read."""
+        if kind == "folder":
+            return (await self.folder(principal, target_id, field))[0]
+        record = None
+        if principal.bound:
+            status, stored = await self._bindings.file(
+                principal.user_id,
+                principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+                target_id,
+            )
+            _reaches_something(status)
+            if status == _INSIDE and stored is not None:
+                record = file_record(stored)
+        elif is_valid_id(target_id, "fil"):
+            record = await self._files.get(principal.user_id, target_id)
+        if record is None:
+            raise ApiError(Code.FILE_NOT_FOUND, details={"field": field})
+        return record
+
+    async def alias(self, principal: Principal, record: AliasRecord) -> AliasRecord:
+        """One of the account's aliases, read or changed by the principal; for a bound key
+        whose folders do not hold its target, 404 ``alias_not_found`` as for an unknown id
+        (one read; none for any other principal)."""
+        if principal.bound:
+            (inside,) = await self.inside(principal, [(record.target_type, record.target_id)])
+            if not inside:
+                raise ApiError(Code.ALIAS_NOT_FOUND)
+        return record
+
+    async def aliases(self, principal: Principal, records: list[AliasRecord]) -> list[AliasRecord]:
+        """The aliases of a page of the account's that the principal reaches: for a bound key
+        those whose target its folders hold (one read, so a page may hold fewer than asked);
+        every one for any other principal, with no read. A bound key that reaches nothing is
+        refused even an empty page, as everything else."""
+        if not principal.bound:
+            return records
+        inside = await self.inside(
+            principal, [(record.target_type, record.target_id) for record in records]
+        )
+        return [record for record, kept in zip(records, inside, strict=True) if kept]
+
+    async def shared_file(
+        self, user_id: str, file_id: str, within: str | None
+    ) -> FileRecord | None:
+        """A file reached through an alias: the account's file, and with ``within`` (the
+        aliased folder) one in that folder's subtree; None for anything else."""
+        if not is_valid_id(file_id, "fil"):
+            return None
+        record = await self._files.get(user_id, file_id)
+        if record is None or within is None:
+            return record
+        if record.folder_id is None or not await self._folders.inside(
+            user_id, record.folder_id, within
+        ):
+            return None
+        return record
+
+    async def shared_folder(
+        self, user_id: str, folder_id: str, within: str
+    ) -> list[FolderRecord] | None:
+        """A live folder reached through the alias of the folder ``within``: it or one in its
+        subtree, with its parents up to ``within`` (the folder first); None for any other."""
+        lineage = None
+        if is_valid_id(folder_id, "fld"):
+            lineage = await self._folders.lineage(user_id, folder_id)
+        if lineage is None:
+            return None
+        for depth, record in enumerate(lineage):
+            if record.id == within:
+                return lineage[: depth + 1]
+        return None
+
+    async def shared_contents(
+        self, user_id: str, folder_id: str, folder_limit: int, limit: int, after: str | None
+    ) -> tuple[FolderPage, FilePage] | None:
+        """What a folder reached through an alias lists: its first ``folder_limit`` folders by
+        name and a page of ``limit`` files, newest first (after the position ``after``); None
+        when it is no longer live."""
+        folders = await self._folders.children_page(user_id, folder_id, folder_limit, None)
+        if folders is None:
+            return None
+        files = await self._files.folder_page(user_id, folder_id, limit, after)
+        if files is None:
+            return None
+        return folders, files
 
     async def _bound_file(self, principal: Principal, file_id: str) -> tuple[str, FileRecord]:
         status, stored = await self._bindings.file(

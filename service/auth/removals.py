@@ -4,12 +4,11 @@ removed files and folders, and the rest of a detached subtree, removed in bounde
 The store's side, and why it is done in steps, is ``service.store.folder_removal``. Here:
 ``purge`` is the one place where a removed record's leftovers go, for a file deleted on its own
 and for every file and folder of a deleted subtree alike: first whatever else names it (its
-aliases, once aliases exist: their removal belongs at the top of ``purge``; a folder's place
-among the folders of the keys bound to it, ``unbind``), then a file's bytes, then the note that
-they were still to go. A leftover that fails (the disk, say) keeps its
-note and is tried again by the next ``finish``. ``finish`` runs at the end of a folder's
-deletion, on the account's next folder change when a deletion was cut short, and for every
-listed account at start-up (``finish_all``).
+aliases, ``Aliases.remove_targets``; a folder's place among the folders of the keys bound to it,
+``unbind``), then a file's bytes, then the note that they were still to go. A leftover that fails
+(the disk, the store) keeps its note and is tried again by the next ``finish``. ``finish`` runs
+at the end of a folder's deletion, on the account's next folder change when a deletion was cut
+short, and for every listed account at start-up (``finish_all``).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from service.auth.aliases import Aliases
 from service.domain.credentials import is_valid_id
 from service.store.blobs import BlobStore
 from service.store.folder_removal import FolderRemovalStore
@@ -38,17 +38,21 @@ class Removals:
         self,
         store: FolderRemovalStore,
         blobs: BlobStore,
+        aliases: Aliases,
         batch: int = REMOVAL_BATCH,
         unbind: Unbind | None = None,
     ) -> None:
         self._store = store
         self._blobs = blobs
+        self._aliases = aliases
         self._batch = batch
         self._unbind = unbind
 
     async def purge(self, user_id: str, ids: list[str]) -> None:
         """Remove what is left of these removed files and folders (see the module). Should
-        unbinding the folders fail, nothing is noted done: the next ``finish`` tries again."""
+        removing their aliases or unbinding the folders fail, nothing is noted done: the next
+        ``finish`` tries again."""
+        await self._aliases.remove_targets(user_id, ids)
         folders = [removed_id for removed_id in ids if is_valid_id(removed_id, "fld")]
         if folders and self._unbind is not None:
             await self._unbind(user_id, folders)

@@ -152,6 +152,36 @@ class RedisUrl:
 
 
 @dataclass(frozen=True)
+class PublicUrl:
+    """An absolute http(s) URL without query, fragment or credentials; kept without its
+    trailing slash, so that a path is appended to it as it is."""
+
+    kind: str = "URL"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        try:
+            parts = urlsplit(raw)
+            parts.port  # noqa: B018 - raises for a port that is not a number
+        except ValueError:
+            raise ConfigError(f"{name} must be an http:// or https:// URL, got {raw!r}") from None
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.username is not None
+            or parts.query
+            or parts.fragment
+            or any(char.isspace() for char in raw)
+        ):
+            raise ConfigError(
+                f"{name} must be an http:// or https:// URL with a host and no query, got {raw!r}"
+            )
+        return raw.rstrip("/")
+
+    def bounds(self) -> str:
+        return "`http://` or `https://`, a host, no query"
+
+
+@dataclass(frozen=True)
 class Workers:
     kind: str = "integer or `auto`"
 

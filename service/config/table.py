@@ -17,6 +17,7 @@ from service.config.readers import (
     Float,
     Int,
     Networks,
+    PublicUrl,
     RedisUrl,
     Switch,
     Text,
@@ -228,6 +229,62 @@ SETTINGS: tuple[Setting, ...] = (
         32,
         "Levels folders may nest (a top-level folder is level 1); a folder deeper, made or "
         "moved there, is 409 `folder_too_deep`",
+    ),
+    Setting(
+        "max_aliases_per_account",
+        "FILEHOST_MAX_ALIASES_PER_ACCOUNT",
+        Int(1, 1_000_000),
+        10_000,
+        "Vanity aliases per account; the next is 409 `alias_limit_reached`",
+    ),
+    Setting(
+        "public_url",
+        "FILEHOST_PUBLIC_URL",
+        PublicUrl(),
+        None,
+        "The address people reach the service at, e.g. `https://files.example.com`: an "
+        "alias's `url` and the address an uploader configuration sends to are made from it "
+        "([api.md](api.md#vanity-aliases))",
+        "unset: the origin of the request that reads the alias or makes the uploader "
+        "(`X-Forwarded-Proto` from a trusted proxy)",
+    ),
+    Setting(
+        "alias_rate_per_second",
+        "FILEHOST_ALIAS_RATE_PER_SECOND",
+        Float(0.0, 1e9),
+        20.0,
+        "Sustained requests per second per client address (IPv6: per /64) on the public "
+        "alias pages `/a/…`; `0` turns this limit off. Never a credential's rate",
+    ),
+    Setting(
+        "alias_rate_burst",
+        "FILEHOST_ALIAS_RATE_BURST",
+        Int(1, 1_000_000_000),
+        100,
+        "Requests a client address may send at once to `/a/…`",
+    ),
+    Setting(
+        "alias_password_failures_per_alias",
+        "FILEHOST_ALIAS_PASSWORD_FAILURES_PER_ALIAS",
+        Int(0, 1_000_000),
+        20,
+        "Wrong passwords per alias in the window before 429 `alias_password_throttled`; `0` "
+        "turns this bound off",
+    ),
+    Setting(
+        "alias_password_failures_per_address",
+        "FILEHOST_ALIAS_PASSWORD_FAILURES_PER_ADDRESS",
+        Int(0, 1_000_000),
+        20,
+        "Wrong alias passwords per client address (IPv6: per /64) in the window; `0` turns "
+        "this bound off",
+    ),
+    Setting(
+        "alias_password_window_seconds",
+        "FILEHOST_ALIAS_PASSWORD_WINDOW_SECONDS",
+        Int(1, _DAY),
+        15 * 60,
+        "The window of both alias password bounds, starting at the first wrong password",
     ),
     Setting(
         "login_concurrency",

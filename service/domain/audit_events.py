@@ -1,6 +1,6 @@
 """The audit trail's events: the one list of their types, and how one is made.
 
-An event says who (``actor``) did what (``type``) to which credential, file, folder or the
+An event says who (``actor``) did what (``type``) to which credential, file, folder, alias or the
 settings (``target``), when, from which address and User-Agent, and what changed; never a
 secret, a token, a digest or a password (``tests/api/test_audit_events.py`` searches every
 stored event of a full run for them). The store (``service.store.audit``) keeps them per
@@ -34,6 +34,9 @@ FOLDER_RENAMED = "folder.renamed"
 FOLDER_MOVED = "folder.moved"
 FOLDER_DELETED = "folder.deleted"
 SETTINGS_CHANGED = "settings.changed"
+ALIAS_CREATED = "alias.created"
+ALIAS_CHANGED = "alias.changed"
+ALIAS_DELETED = "alias.deleted"
 
 EVENT_TYPES = (
     LOGIN_SUCCEEDED,
@@ -57,6 +60,9 @@ EVENT_TYPES = (
     FOLDER_MOVED,
     FOLDER_DELETED,
     SETTINGS_CHANGED,
+    ALIAS_CREATED,
+    ALIAS_CHANGED,
+    ALIAS_DELETED,
 )
 
 
@@ -123,6 +129,12 @@ def file_target(file_id: str, name: str, size: int) -> dict[str, Any]:
 def folder_target(folder_id: str, name: str) -> dict[str, Any]:
     """A folder acted on: its id and name (its name before a rename)."""
     return {"type": "folder", "folder_id": folder_id, "name": name}
+
+
+def alias_target(alias_id: str | None, slug: str, target_id: str) -> dict[str, Any]:
+    """A vanity alias acted on: its id (None only for one whose entry a deletion cut short had
+    already removed), its slug (before a change of it) and what it is an alias of."""
+    return {"type": "alias", "alias_id": alias_id, "slug": slug, "target_id": target_id}
 
 
 def settings_target() -> dict[str, Any]:

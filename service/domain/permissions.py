@@ -4,7 +4,8 @@ A session acts with every permission; an API key with exactly the set it was cre
 What each guards: ``files.*`` the files (``files.write`` their upload, rename, move and deletion),
 ``folders.*`` the folders (a recursive deletion, which deletes files too, needs ``files.write``
 as well), ``settings.*`` the account's settings, ``keys.*`` nothing a key may use (the key
-endpoints take a session only), ``aliases.*`` the vanity aliases (not yet served).
+endpoints take a session only), ``aliases.*`` the vanity aliases (making one also needs read
+permission on its target: ``files.read`` or ``folders.read``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ PERMISSION_DESCRIPTIONS: dict[str, str] = {
         "Create, rename, move and delete folders (deleting one with everything in it also "
         "needs files.write)"
     ),
-    "aliases.read": "GET and HEAD of /api/v1/aliases…, checked by a gateway",
-    "aliases.write": "POST, PUT, PATCH, DELETE of /api/v1/aliases…, checked by a gateway",
+    "aliases.read": "List vanity aliases and read one with its views",
+    "aliases.write": (
+        "Create, change, disable and delete vanity aliases of what the key may read, and ask "
+        "for one with an upload"
+    ),
     "keys.read": "Nothing: only a signed-in session may list keys",
     "keys.write": "Nothing: only a signed-in session may create, change or revoke keys",
     "settings.read": "Read the account's settings",
@@ -52,8 +56,8 @@ ENFORCED_BY: dict[str, str] = {
     "files.write": "service",
     "folders.read": "service",
     "folders.write": "service",
-    "aliases.read": "gateway",
-    "aliases.write": "gateway",
+    "aliases.read": "service",
+    "aliases.write": "service",
     "keys.read": "nothing",
     "keys.write": "nothing",
     "settings.read": "service",

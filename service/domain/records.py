@@ -173,3 +173,29 @@ class FolderRecord:
 class FolderPage:
     folders: list[FolderRecord]
     next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AliasRecord:
+    """A vanity alias: a public address of one file or folder (``target_id``'s kind says which)
+    under ``slug``, as its owner sees it (never its password, only whether it has one)."""
+
+    id: str
+    slug: str  # as its owner spelled it; unique across the service ignoring case
+    target_id: str  # ``fil_…`` or ``fld_…``
+    created_at: int  # ms
+    expires_at: int | None = None  # ms; None: never
+    max_views: int | None = None  # None: unlimited
+    views: int = 0
+    password_protected: bool = False
+    enabled: bool = True
+
+    @property
+    def target_type(self) -> str:
+        return "folder" if self.target_id.startswith("fld_") else "file"
+
+
+@dataclass(frozen=True, slots=True)
+class AliasPage:
+    aliases: list[AliasRecord]
+    next_cursor: str | None

@@ -96,6 +96,35 @@ key                                    type    holds
                                                from their defaults
 ``P:folder-removals``                   set     user ids of accounts that may have a removal to
                                                finish, visited at start-up
+``P:alias:<slug, lower case>``          hash    one vanity alias, found by its slug alone (no
+                                               hash tag: the public path's one round trip):
+                                               user id ``u`` and alias id ``i`` (without
+                                               ``usr_``/``als_``), target ``t`` (``fil_…`` or
+                                               ``fld_…``); only when set: views ``v``, max
+                                               views ``m``, expiry ``e`` (ms), bcrypt hash
+                                               ``p``, disabled ``x``, and ``k`` while the
+                                               account's public aliases are switched off
+                                               (``service.store.aliases``)
+``P:{U}:aliases``                       zset    ``<target id>:<slug>`` per alias of the
+                                               account, scored by when it was made (ms, which
+                                               its id carries): newest first, an id's place,
+                                               a target's aliases; its size is the account's
+                                               alias count (the bound)
+``P:{U}:alias-pending``                 hash    ``<target id>:<slug>`` -> ms, for an index
+                                               member written ahead of its entry by a change
+                                               still under way (a creation, a new slug);
+                                               empty but for that moment
+``P:alias-switches``                    set     user ids of accounts whose aliases may not all
+                                               yet carry the account's public_aliases_enabled,
+                                               visited at start-up
+``P:alias-guesses:alias:<alias id>``    string  wrong passwords counted for one alias in the
+                                               window; expires with the window
+``P:alias-guesses:ip:<address>``        string  the same, for one client address (IPv6: its /64)
+``P:rate:{alias-ip:<address>}``         string  request-rate bucket of one client address on
+                                               the public alias pages; lives seconds
+``P:alias-cookie-secret``               string  the key that signs the cookie a folder alias's
+                                               password grants; made once, by the first worker
+                                               that needs it
 ``P:{U}:audit``                         zset    the account's audit trail: ``<type>:<JSON
                                                event>`` scored by a sequence number (at least
                                                the event's ms × 1000, above every earlier
@@ -135,6 +164,8 @@ from __future__ import annotations
 
 class RedisKeys:
     __slots__ = (
+        "_alias_entry",
+        "_alias_guesses",
         "_key_entry",
         "_key_gone_open",
         "_leak_reports",
@@ -142,6 +173,8 @@ class RedisKeys:
         "_prefix",
         "_rate_bucket",
         "_session_entry",
+        "alias_cookie_secret",
+        "alias_switches",
         "folder_removals",
         "replicated_marker",
         "restore_marker",
@@ -160,6 +193,10 @@ class RedisKeys:
         self.replicated_marker = f"{prefix}:replicated"
         self.restore_marker = f"{prefix}:restoring"
         self.folder_removals = f"{prefix}:folder-removals"
+        self._alias_entry = f"{prefix}:alias:"
+        self._alias_guesses = f"{prefix}:alias-guesses:"
+        self.alias_switches = f"{prefix}:alias-switches"
+        self.alias_cookie_secret = f"{prefix}:alias-cookie-secret"
 
     @property
     def prefix(self) -> str:
@@ -207,6 +244,24 @@ class RedisKeys:
 
     def leak_reports_by_address(self, address: str) -> str:
         return f"{self._leak_reports}ip:{address}"
+
+    def alias_entry(self, slug_key: str) -> str:
+        """A vanity alias's entry, by its slug in lower case (``domain.aliases.slug_key``)."""
+        return self._alias_entry + slug_key
+
+    def alias_entry_prefix(self) -> str:
+        """``alias_entry`` without its slug: scripts that name an entry from a slug use it."""
+        return self._alias_entry
+
+    def alias_guesses_by_alias(self, alias_id: str) -> str:
+        return f"{self._alias_guesses}alias:{alias_id}"
+
+    def alias_guesses_by_address(self, address: str) -> str:
+        return f"{self._alias_guesses}ip:{address}"
+
+    def alias_rate(self, address: str) -> str:
+        """The public alias pages' request-rate bucket of one client address (transient)."""
+        return f"{self._rate_bucket}{{alias-ip:{address}}}"
 
     def _account(self, user_id: str, name: str) -> str:
         return f"{self._prefix}:{{{user_id}}}:{name}"
@@ -269,3 +324,9 @@ class RedisKeys:
 
     def account_settings(self, user_id: str) -> str:
         return self._account(user_id, "settings")
+
+    def account_aliases(self, user_id: str) -> str:
+        return self._account(user_id, "aliases")
+
+    def account_alias_pending(self, user_id: str) -> str:
+        return self._account(user_id, "alias-pending")

@@ -1,11 +1,11 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
-``folders`` with ``folder_removal``, ``account_settings``, ``bindings``: what a key bound to
-folders reaches), ``lookup`` is the per-request read
-of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
-``backup`` the copy of every record a backup takes. All
-share one map of key names (``service.store.keys``).
+``folders`` with ``folder_removal``, ``account_settings``, ``aliases`` with ``alias_views``, the
+public side's, ``bindings``: what a key bound to folders reaches), ``lookup`` is the per-request
+read of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
+``backup`` the copy of every record a backup takes. All share one map of key names
+(``service.store.keys``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from redis.asyncio import Redis
 from service.clock import Clock, SystemClock
 from service.domain.records import RateLimit
 from service.store.account_settings import AccountSettingsStore
+from service.store.alias_views import AliasViews
+from service.store.aliases import AliasStore
 from service.store.api_keys import ApiKeyStore
 from service.store.audit import AuditStore
 from service.store.backup import BackupStore
@@ -47,6 +49,8 @@ class Stores:
     folders: FoldersStore
     folder_removal: FolderRemovalStore
     account_settings: AccountSettingsStore
+    aliases: AliasStore
+    alias_views: AliasViews
     bindings: BindingsStore
 
     async def ping(self) -> bool:
@@ -64,11 +68,12 @@ def open_stores(
     go through ``hot``, the worker's auto-pipelined connection, when given."""
     keys = RedisKeys(prefix)
     audit = AuditStore(redis, keys)
+    aliases = AliasStore(redis, keys)
     return Stores(
         redis=redis,
         keys=keys,
         lookup=CredentialLookup(redis, keys, hot, rate_limit),
-        users=UserStore(redis, keys),
+        users=UserStore(redis, keys, aliases),
         sessions=SessionStore(redis, keys, clock or SystemClock()),
         api_keys=ApiKeyStore(redis, keys, audit),
         counters=CounterStore(redis),
@@ -78,5 +83,7 @@ def open_stores(
         folders=FoldersStore(redis, keys),
         folder_removal=FolderRemovalStore(redis, keys),
         account_settings=AccountSettingsStore(redis, keys),
+        aliases=aliases,
+        alias_views=AliasViews(redis, keys, hot),
         bindings=BindingsStore(redis, keys, hot),
     )

@@ -1,6 +1,6 @@
 """Users in Redis: their records, the email index, password hashes, and deleting an account
-with every credential, file and folder record, setting and event it holds. Knows nothing of
-HTTP.
+with every credential, file and folder record, alias, setting and event it holds. Knows nothing
+of HTTP.
 
 How creating a session or key and deleting its user exclude each other is told in
 ``service.store.sessions`` ("Creating a credential"); deleting is its steps (1)-(4).
@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from service.domain.folders import TOP
 from service.domain.records import UserRecord
 from service.errors import CorruptRecord
+from service.store.aliases import AliasStore
 from service.store.audit import RECORD_EVENTS, EventBatch
 from service.store.fields import decode_key_metadata, named_digests
 from service.store.keys import RedisKeys
@@ -49,9 +50,10 @@ class UserStore:
     # Writes a replica must hold before they answer (FILEHOST_REPLICA_WAIT_MS).
     WAITS_FOR_REPLICA = ("add", "set_password", "delete")
 
-    def __init__(self, redis: Redis, keys: RedisKeys) -> None:
+    def __init__(self, redis: Redis, keys: RedisKeys, aliases: AliasStore | None = None) -> None:
         self.redis = redis
         self.keys = keys
+        self._aliases = aliases or AliasStore(redis, keys)
         self._forget_email = redis.register_script(_FORGET_EMAIL)
         self._set_password = redis.register_script(_REPLACE_USER_HASH)
 
@@ -131,6 +133,9 @@ class UserStore:
                 for entry in entries:
                     pipe.delete(entry)
                 await pipe.execute()
+        # The aliases' entries, before the index that names them (so a deletion cut short and
+        # run again still finds them): their slugs are the whole service's, no alias is left.
+        await self._aliases.delete_account(user_id)
         # Each folder's indexes, before the folders' records that name them, so that a deletion
         # cut short and run again still finds them; in bounded commands (one slot: the account's).
         folder_ids = await self.redis.hkeys(self.keys.account_folders(user_id))

@@ -1,6 +1,7 @@
-"""How a file's bytes travel: a download goes out with ``sendfile`` (and without it, chunk by
-chunk, byte for byte the same), a client that leaves mid-download or mid-upload leaves no
-descriptor open, and an upload written in batches by threads is whole, hashed and in order.
+"""How a file's bytes travel: a download goes out with ``sendfile``, through a vanity alias too
+(and without it, chunk by chunk, byte for byte the same), a client that leaves mid-download or
+mid-upload leaves no descriptor open, and an upload written in batches by threads is whole,
+hashed and in order.
 
 The tests drive the service over HTTP on the fixtures' real Redis, its blobs in a temporary
 directory of their own; the two about cancellation drive the sender and the blob store directly,
@@ -85,6 +86,41 @@ async def test_a_download_goes_out_through_sendfile_byte_for_byte(
         data[1000:5243000],
     )
     assert sum(sent) == 5242000
+
+
+async def test_a_file_through_an_alias_goes_out_through_sendfile_and_head_sends_none(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = await api.user_with_session()
+    folder = await api.client.post(
+        "/api/v1/folders", json={"name": "shared"}, headers=bearer(token)
+    )
+    folder_id = (await folder.json())["data"]["id"]
+    data = os.urandom(2 * MIB + 5)
+    created = await uploaded(api, data, token=token, folder_id=folder_id)
+    for body in ({"file_id": created["id"], "slug": "sent-file"}, {"folder_id": folder_id}):
+        made = await api.client.post("/api/v1/aliases", json=body, headers=bearer(token))
+        assert made.status == 201, await made.text()
+        if "folder_id" in body:
+            folder_slug = (await made.json())["data"]["slug"]
+    sent: list[int] = []
+    real = os.sendfile
+
+    def counting(*args: Any) -> int:
+        count = real(*args)
+        sent.append(count)
+        return count
+
+    monkeypatch.setattr(os, "sendfile", counting)
+    for path in ("/a/sent-file", f"/a/{folder_slug}/{created['id']}"):
+        sent.clear()
+        response = await api.client.get(path)
+        assert (response.status, await response.read()) == (200, data), path
+        assert sum(sent) == len(data), path
+        sent.clear()
+        head = await api.client.head(path)
+        assert (head.status, head.headers["Content-Length"]) == (200, str(len(data)))
+        assert await head.read() == b"" and not sent
 
 
 async def test_without_sendfile_a_download_is_the_same_bytes(

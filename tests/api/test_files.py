@@ -385,7 +385,7 @@ async def test_another_field_than_file_and_folder_id_or_a_second_file_is_refused
         await upload(api, b"x", token=token, extra=second), 400, "validation_failed"
     )
     assert error["details"] == {
-        "more": "is not a known field; send file and, optionally, folder_id"
+        "more": "is not a known field; send file and, optionally, folder_id and alias"
     }
     again = b'--xXxBoundaryxXx\r\nContent-Disposition: form-data; name="file"\r\n\r\nmore\r\n'
     error = await assert_error(

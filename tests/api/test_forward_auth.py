@@ -132,11 +132,15 @@ DERIVED = [
 
 def test_the_table_maps_every_resource_to_its_read_and_write_permission() -> None:
     assert ROUTE_PERMISSIONS == {
-        name: (f"{name}.read", f"{name}.write")
-        for name in ("files", "folders", "aliases", "settings", "keys")
+        **{
+            name: (f"{name}.read", f"{name}.write")
+            for name in ("files", "folders", "aliases", "settings", "keys")
+        },
+        "uploaders": ("keys.read", "keys.write"),  # an uploader is a key, made by a session
     }
     assert derive_permission("GET", "/api/v1/keys") == ("keys.read", True)
     assert derive_permission("DELETE", "/api/v1/keys/key_1") == ("keys.write", True)
+    assert derive_permission("POST", "/api/v1/uploaders") == ("keys.write", True)
     for method, uri, permission in DERIVED:
         assert derive_permission(method, uri) == (permission, False), (method, uri)
 

@@ -27,9 +27,10 @@ from tests.support.openapi import DOCUMENT, DOCUMENT_PATH, operations, resolve, 
 from tests.support.raw_http import exchange, parse_responses
 
 ROOT = Path(__file__).resolve().parents[2]
-# Routes outside /api/v1 that belong in the document when they exist; everything else outside
-# /api/v1 (the dashboard's pages and assets) does not.
-ROOT_ROUTES = {"/healthz", "/readyz", "/metrics"}
+# Routes outside /api/v1 that belong in the document when they exist (the probes, and the public
+# side of vanity aliases); everything else outside /api/v1 (the dashboard's pages and assets)
+# does not.
+ROOT_ROUTES = {"/healthz", "/readyz", "/metrics", "/a/{slug}", "/a/{slug}/{item_id}"}
 # Codes the service defines that no HTTP request can get: CLI-only refusals, and the defaults of
 # the base classes in service/errors.py that every raise overrides.
 NOT_HTTP_CODES = {
@@ -114,12 +115,14 @@ def test_path_parameters_are_declared_for_every_templated_path() -> None:
 
 
 # Successes that are not the API's JSON envelope: the document itself, forward-auth's empty 200
-# (its answer is in headers), a file's bytes, and the operator endpoints a probe or Prometheus
-# reads.
+# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), and the
+# operator endpoints a probe or Prometheus reads.
 NOT_ENVELOPED = {
     "/api/v1/openapi.json",
     "/api/v1/auth/verify",
     "/api/v1/files/{file_id}/content",
+    "/a/{slug}",
+    "/a/{slug}/{item_id}",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -132,7 +135,7 @@ def test_every_success_is_the_success_envelope_and_every_refusal_the_error_envel
         for status, response in operation["responses"].items():
             if status.startswith("2") and path in NOT_ENVELOPED:
                 continue
-            if status == "304":  # Not Modified: no body at all
+            if status in ("303", "304"):  # See Other, Not Modified: no body at all
                 assert "content" not in resolve(response), (method, path)
                 continue
             schema = resolve(resolve(response)["content"]["application/json"]["schema"])
@@ -201,6 +204,12 @@ BODY_PATHS = {
         "folder_ids": None,
     },
     ("POST", "/api/v1/keys/{key_id}/roll"): {"grace_seconds": 60},
+    ("POST", "/api/v1/uploaders"): {
+        "kind": "sharex",
+        "name": "laptop",
+        "folder_id": None,
+        "alias": True,
+    },
     ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},
     ("PATCH", "/api/v1/folders/{folder_id}"): {"name": "Receipts", "parent_id": None},
     ("PATCH", "/api/v1/files/{file_id}"): {"name": "report.pdf", "folder_id": None},

@@ -84,12 +84,14 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
         "#perm-files-write",
         "#perm-folders-read",
         "#perm-folders-write",
+        "#perm-aliases-read",
+        "#perm-aliases-write",
         "#perm-settings-read",
         "#perm-settings-write",
         "summary",
     ], stops
     await page.keyboard.press("Enter")  # open them
-    await tab_to(page, "#perm-aliases-read")
+    await tab_to(page, "#perm-keys-read")
     await page.keyboard.press("Space")
     stops = await tab_to(page, "#key-expiry")
     assert stops[-2] == "#perm-keys-write", stops  # every checkbox in order, then expiry
@@ -121,7 +123,7 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await expect(page.locator("#new-secret")).to_be_hidden()
     await expect(page.get_by_role("button", name="Create key")).to_be_focused()
     row = key_row(page, "keyboard key")
-    await expect(row.locator("td.key-permissions li")).to_have_text(["files.read", "aliases.read"])
+    await expect(row.locator("td.key-permissions li")).to_have_text(["files.read", "keys.read"])
     status, _ = await dashboard.api("GET", "/files", key=secret)
     assert status == 200
 

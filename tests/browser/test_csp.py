@@ -58,6 +58,7 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
         **{path: ("text/html", name) for path, name in PAGES.items()},  # every page
         **modules,
         "/static/style.css": ("text/css", "style.css"),
+        "/static/alias.css": ("text/css", "alias.css"),  # a vanity alias's public pages
         "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
     }
     # Nothing else is an asset: no page under /static/, nothing the list above does not name.

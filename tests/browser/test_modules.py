@@ -185,25 +185,24 @@ async def test_the_keys_page_draws_both_permission_grids_from_the_list(tab: Tab,
     dialog = page.get_by_role("dialog", name="Create a key")
     await expect(dialog.get_by_role("checkbox", name="Read List files")).to_be_visible()
     await expect(dialog.get_by_role("checkbox", name="Read List a folder's")).to_be_visible()
-    aliases = dialog.get_by_role(
-        "checkbox", name=re.compile(r"^Read GET and HEAD of \/api\/v1\/aliases")
-    )
-    await expect(aliases).to_be_hidden()
+    await expect(dialog.get_by_role("checkbox", name="Read List vanity aliases")).to_be_visible()
+    keys = dialog.get_by_role("checkbox", name=re.compile(r"^Read Nothing: only a signed-in"))
+    await expect(keys).to_be_hidden()
     await dialog.get_by_text(LATER_PERMISSIONS).click()
-    await expect(aliases).to_be_visible()
+    await expect(keys).to_be_visible()
     await expect(dialog.locator("#perm-later-about")).to_contain_text(
-        "Aliases are not hosted here yet"
+        "The API key permissions grant nothing here"
     )
     await dialog.get_by_role("button", name="Cancel").click()
 
     # A key created with some is edited with exactly those checked, the disclosure open when
     # it holds one of those behind it, so nothing it holds is out of sight.
-    await create_key(page, "drawn", ["aliases.write", "settings.read"])
+    await create_key(page, "drawn", ["keys.read", "settings.read"])
     await page.get_by_role("button", name="Edit key drawn").click()
     checked = page.locator('input[name="edit-permissions"]:checked')
     assert await checked.evaluate_all("(boxes) => boxes.map((box) => box.value)") == [
         "settings.read",  # what the service enforces first, as the grid draws them
-        "aliases.write",
+        "keys.read",
     ]
     await expect(checked).to_have_count(2)
     for box in await checked.all():

@@ -8,19 +8,25 @@ bytes behind the blob interface (``service.store.blobs``). Another account's fil
 exactly like an unknown id: 404 ``file_not_found``.
 
 An upload is streamed: the multipart field ``file`` goes chunk by chunk into the blob store,
-never whole into memory (the one other field, ``folder_id``, may come before or after it), and
-stops at ``FILEHOST_MAX_UPLOAD_BYTES`` with 413 (the connection is then closed, so the rest is
-never processed). The bytes are renamed into place when complete, then the record is written;
-any failure on the way removes what was written, so a file is either listed with all its bytes
-or not there at all.
+never whole into memory (the other fields, ``folder_id`` and ``alias``, may come before or
+after it), and stops at ``FILEHOST_MAX_UPLOAD_BYTES`` with 413 (the connection is then closed, so
+the rest is never processed). The bytes are renamed into place when complete, then the record is
+written; any failure on the way removes what was written, so a file is either listed with all
+its bytes or not there at all. With ``alias=true`` (and ``aliases.write``) a vanity alias of the
+new file is made too, with the account's defaults, and the answer names it.
+
+``send_file`` is how every path that serves a file's bytes answers (this resource's content and
+a vanity alias's, ``routes.public_aliases``), so they follow one set of rules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, hdrs, web
@@ -28,6 +34,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
 from service.api._aiohttp import Answer, Reply
+from service.api.alias_requests import public_origin
 from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.envelope import as_api_error, error_response
@@ -35,13 +42,15 @@ from service.api.folder_requests import DEFAULT_LIMIT, folder_query, page_size, 
 from service.api.headers import prepare_streamed
 from service.api.sendfile import send_blob
 from service.api.validation import read_json_object, readable
-from service.api.views import file_view, ok, ok_reply
+from service.api.views import alias_url, file_view, ok, ok_reply
 from service.auth.authenticator import require
+from service.auth.files import Files
 from service.clock import iso
+from service.domain.audit_events import Origin
 from service.domain.files import INLINE_TYPES, OCTET_STREAM
 from service.domain.folders import TOP
 from service.domain.principal import Principal
-from service.domain.records import UNSET, Unset
+from service.domain.records import UNSET, FileRecord, Unset
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace
 from service.store.files import BadCursor, decode_cursor
@@ -259,6 +268,8 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     folder = _folder_field(fields)
     if not isinstance(folder, Unset):  # named before the file: refused before its bytes are read
         await files.check_folder(principal, folder)
+    if _alias_field(fields):  # the same, for an alias asked for before the file
+        await _check_alias(request, principal)
 
     async def chunks() -> AsyncIterator[bytes]:
         total = 0
@@ -286,6 +297,8 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
             rest = await content.read(FRAMING_ALLOWANCE)
             if rest.strip() or not content.at_eof():
                 raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON})
+        if _alias_field(fields):  # asked for after the file: checked before its record
+            await _check_alias(request, principal)
         return _folder_field(fields)
 
     try:
@@ -302,9 +315,44 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
         return _too_large(limit), 0
     except _MALFORMED:
         raise _malformed() from None
-    response = ok(file_view(record), status=201)
+    view = file_view(record)
+    if _alias_field(fields):
+        view["alias"] = await _alias_of(request, principal, record, origin, actor)
+    response = ok(view, status=201)
     response.headers[hdrs.LOCATION] = f"{PREFIX}/files/{record.id}"
     return response, record.size
+
+
+async def _check_alias(request: web.Request, principal: Principal) -> None:
+    """An upload that asks for an alias of its file needs ``aliases.write``, and room for it."""
+    require(principal, "aliases.write")
+    await request.app[POLICY].aliases.check_room(principal)
+
+
+async def _alias_of(
+    request: web.Request,
+    principal: Principal,
+    record: FileRecord,
+    origin: Origin,
+    actor: dict[str, Any] | None,
+) -> dict[str, str]:
+    """An alias of the file just uploaded, with the account's defaults (``alias=true``): its
+    id, slug and url. Should it fail (the bound reached meanwhile, say), the file is deleted
+    again and the upload refused: an upload answers all it was asked for, or nothing."""
+    policy = request.app[POLICY]
+    try:
+        alias = await policy.aliases.create(
+            principal, "file", record.id, "file_id", origin=origin, actor=actor
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(policy.files.delete(principal, record.id, origin, actor))
+        raise
+    return {
+        "id": alias.id,
+        "slug": alias.slug,
+        "url": alias_url(public_origin(request), alias.slug),
+    }
 
 
 _GOES_ON = (
@@ -320,7 +368,7 @@ def _malformed() -> ApiError:
 
 
 # The form fields an upload may send beside ``file``, each at most once, each at most this long.
-_FIELDS = ("folder_id",)
+_FIELDS = ("folder_id", "alias")
 _FIELD_BYTES = 64
 
 
@@ -330,7 +378,9 @@ def _unknown_field(part: object) -> ApiError:
         return ApiError(Code.VALIDATION_FAILED, details={"file": "must be sent once"})
     return ApiError(
         Code.VALIDATION_FAILED,
-        details={name[:100]: "is not a known field; send file and, optionally, folder_id"},
+        details={
+            name[:100]: "is not a known field; send file and, optionally, folder_id and alias"
+        },
     )
 
 
@@ -347,6 +397,15 @@ async def _read_field(part: BodyPartReader, fields: dict[str, str]) -> None:
                 Code.VALIDATION_FAILED, details={name: f"must be at most {_FIELD_BYTES} bytes"}
             )
     fields[name] = data.decode("utf-8", "replace").strip()
+
+
+def _alias_field(fields: dict[str, str]) -> bool:
+    """Whether an upload asks for an alias of its file: ``alias`` is ``true`` (or ``false``,
+    or absent)."""
+    value = fields.get("alias", "false")
+    if value not in ("true", "false"):
+        raise ApiError(Code.VALIDATION_FAILED, details={"alias": "must be true or false"})
+    return value == "true"
 
 
 def _folder_field(fields: dict[str, str]) -> str | Unset | None:
@@ -381,6 +440,23 @@ async def download_file(request: web.Request) -> web.StreamResponse:
     require(principal, "files.read")
     files = request.app[POLICY].files
     record = await files.get(principal, request.match_info["file_id"])
+    return await send_file(request, files, record)
+
+
+class Admission(Protocol):
+    """Asked by ``send_file`` just before a 200 or 206 goes out: whether it may (a vanity
+    alias's view is counted there, ``routes.public_aliases``)."""
+
+    async def admit(self) -> bool: ...
+
+
+async def send_file(
+    request: web.Request, files: Files, record: FileRecord, admission: Admission | None = None
+) -> web.StreamResponse:
+    """The bytes of ``record`` as ``GET /files/{id}/content`` answers them (and every other
+    path that serves a file): Content-Length, a strong ETag, 304, one ``bytes=`` range as 206,
+    risky types as ``application/octet-stream`` and ``attachment``; for HEAD, the same headers
+    without the bytes. ``admission`` refusing a 200 or 206 is 404 ``alias_not_found``."""
     etag = f'"{record.sha256}"'
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
@@ -402,8 +478,13 @@ async def download_file(request: web.Request) -> web.StreamResponse:
         if chosen is not None:
             headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{start + length - 1}/{size}"
         response.content_length = length
+        if admission is not None and not await admission.admit():
+            raise ApiError(Code.ALIAS_NOT_FOUND)
         await prepare_streamed(request, response)
-        await send_blob(request, response, blob, start, length)
+        if request.method == hdrs.METH_HEAD:
+            await response.write_eof()
+        else:
+            await send_blob(request, response, blob, start, length)
         return response
     finally:
         await blob.close()

@@ -70,11 +70,13 @@ ROUTE_PERMISSIONS: dict[str, tuple[str, str]] = {
     "aliases": ("aliases.read", "aliases.write"),
     "settings": ("settings.read", "settings.write"),
     "keys": ("keys.read", "keys.write"),
+    # An uploader is a key made with its configuration: the key endpoints' rule.
+    "uploaders": ("keys.read", "keys.write"),
 }
 READ_METHODS = ("GET", "HEAD")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # The key endpoints take only a session, whatever a key's permissions (the spec's rule 1).
-SESSION_ONLY_RESOURCES = frozenset({"keys"})
+SESSION_ONLY_RESOURCES = frozenset({"keys", "uploaders"})
 
 _RESOURCE_START = len(PREFIX) + 1
 _PREFIX_FOLDED = PREFIX.lower() + "/"

@@ -16,9 +16,8 @@ from service.api.validation import (
     read_json_object,
     user_agent,
 )
-from service.api.views import key_view, ok
+from service.api.views import created_key_view, key_view, ok
 from service.clock import iso
-from service.domain.permissions import to_names
 from service.observability.trace import RequestTrace, current_trace
 
 
@@ -33,20 +32,7 @@ async def create_key(request: web.Request) -> web.Response:
         await acting(request, principal),
         fields.folder_ids,
     )
-    record = created.record
-    return ok(
-        {
-            "id": record.id,
-            "name": record.name,
-            "key_prefix": record.key_prefix,
-            "secret_key": created.secret,
-            "permissions": to_names(record.permissions),
-            "created_at": iso(record.created_at),
-            "expires_at": iso(record.expires_at),
-            "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
-        },
-        status=201,
-    )
+    return ok(created_key_view(created.record, created.secret), status=201)
 
 
 async def list_keys(request: web.Request) -> web.Response:

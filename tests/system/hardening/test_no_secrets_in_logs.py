@@ -2,10 +2,11 @@
 of the CLI searched as plain text, and every response body checked.
 
 Searched for: each API key secret and session token (issued, or mangled and sent back as a bad
-credential), each password (right, wrong, too short), their SHA-256 digests (the store's keys are
-the digests of credentials), the bcrypt input and the stored bcrypt hash, an HTTP Basic value,
-and any 12-character piece of any of them, which catches a truncated or partly masked secret. The
-log format is not assumed: the text is searched as it is.
+credential), each password (right, wrong, too short; a vanity alias's too), their SHA-256
+digests (the store's keys are the digests of credentials), the bcrypt input and the stored bcrypt
+hashes, an HTTP Basic value, and any 12-character piece of any of them, which catches a
+truncated or partly masked secret. The log format is not assumed: the text is searched as it
+is.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import base64
 import hashlib
 from pathlib import Path
 
+import aiohttp
 import redis as redis_sync
 
 from service.domain.credentials import generate_api_key, generate_session_token
@@ -27,6 +29,8 @@ EMAIL = "secrets@example.com"
 WRONG_PASSWORD = "Wrong-Password-Kq83nZ1x"
 SHORT_PASSWORD = "Qz7!xK2"  # under the minimum length: refused by the CLI
 WINDOW = 12
+ALIAS_PASSWORD = "Qu4rtz-Vn8mT2pL6xR"
+WRONG_ALIAS_PASSWORD = "Zeph7-Gw3kD9sH1cB"
 
 
 def _body(secret: str) -> str:
@@ -238,6 +242,8 @@ async def _flow(rec: Recorder, secrets: dict[str, str], redis) -> None:  # type:
     await send("reported", "GET", "/files", 401, headers={"X-API-Key": narrow})
     await send("bad report", "POST", "/keys/leaked", 400, json={"secrets": [narrow], "x": 1})
 
+    await _alias_flow(rec, send, secrets, redis, token)
+
     redis.stop()
     try:
         await send("outage key", "GET", "/files", 503, headers={"X-API-Key": key})
@@ -255,6 +261,49 @@ async def _flow(rec: Recorder, secrets: dict[str, str], redis) -> None:  # type:
     finally:
         redis.start()
     await send("after outage", "GET", "/files", 200, headers={"X-API-Key": key})
+
+
+async def _alias_flow(rec: Recorder, send, secrets: dict[str, str], redis, token: str) -> None:  # type: ignore[no-untyped-def]
+    """A vanity alias's password: set, sent right and wrong in its header, in the form and in
+    the query string (never read there), changed; its bcrypt hash read back from the store."""
+    secrets["alias password"] = ALIAS_PASSWORD
+    secrets["wrong alias password"] = WRONG_ALIAS_PASSWORD
+    form = aiohttp.FormData()
+    form.add_field("file", b"shared bytes", filename="shared.txt", content_type="text/plain")
+    up = await send("upload", "POST", "/files", 201, data=form, headers=bearer(token))
+    body = {"file_id": up.json()["data"]["id"], "slug": "secretive", "password": ALIAS_PASSWORD}
+    made = await send("create alias", "POST", "/aliases", 201, json=body, headers=bearer(token))
+    store = redis_sync.Redis.from_url(redis.url, decode_responses=True)
+    secrets["alias bcrypt hash"] = store.hget("fh:alias:secretive", "p") or ""
+    store.close()
+    assert secrets["alias bcrypt hash"].startswith("$2"), "the alias entry moved: update the test"
+    async with Recorder(rec.base.removesuffix("/api/v1")) as public:
+        for kind, headers, status in [
+            ("alias without", {}, 401),
+            ("alias wrong", {"X-Alias-Password": WRONG_ALIAS_PASSWORD}, 401),
+            ("alias right", {"X-Alias-Password": ALIAS_PASSWORD}, 200),
+        ]:
+            outcome = await public.send(kind, "GET", "/a/secretive", headers=headers)
+            assert outcome.status == status, (kind, outcome.status)
+        for kind, password, status in [
+            ("alias form wrong", WRONG_ALIAS_PASSWORD, 401),
+            ("alias form right", ALIAS_PASSWORD, 200),
+        ]:
+            outcome = await public.send(kind, "POST", "/a/secretive", data={"password": password})
+            assert outcome.status == status, (kind, outcome.status)
+        query = await public.send(
+            "alias in query", "GET", f"/a/secretive?password={ALIAS_PASSWORD}"
+        )
+        assert query.status == 401
+    rec.outcomes += public.outcomes
+    await send(
+        "alias password changed",
+        "PATCH",
+        f"/aliases/{made.json()['data']['id']}",
+        200,
+        json={"password": WRONG_ALIAS_PASSWORD},
+        headers=bearer(token),
+    )
 
 
 async def test_a_credential_pasted_into_the_path_is_not_logged(

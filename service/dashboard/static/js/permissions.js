@@ -30,13 +30,14 @@ export const PERMISSIONS = Object.freeze([
   },
   {
     name: "aliases.read",
-    description: "GET and HEAD of /api/v1/aliases…, checked by a gateway",
-    enforcedBy: "gateway",
+    description: "List vanity aliases and read one with its views",
+    enforcedBy: "service",
   },
   {
     name: "aliases.write",
-    description: "POST, PUT, PATCH, DELETE of /api/v1/aliases…, checked by a gateway",
-    enforcedBy: "gateway",
+    description:
+      "Create, change, disable and delete vanity aliases of what the key may read, and ask for one with an upload",
+    enforcedBy: "service",
   },
   {
     name: "keys.read",
@@ -69,9 +70,9 @@ const ACTIONS = { read: "Read", write: "Write" };
 // says why, so nobody grants them thinking they do something here.
 const LATER_SUMMARY = "Also grant permissions for features not yet available";
 const LATER_ABOUT =
-  "Aliases are not hosted here yet: a gateway in front of another service can require these " +
-  "permissions of a key (forward-auth), and nothing else checks them. The API key " +
-  "permissions grant nothing.";
+  "The API key permissions grant nothing here: the key endpoints accept only a signed-in " +
+  "session. A gateway in front of another service can still require them of a key " +
+  "(forward-auth).";
 
 function checkbox(permission, idPrefix, name) {
   const [resource, action] = permission.name.split(".");

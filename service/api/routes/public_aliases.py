@@ -1,0 +1,283 @@
+"""The public side of vanity aliases, without a credential: ``GET``/``HEAD /a/{slug}`` (a file's
+bytes, or a folder's listing as JSON or HTML), ``GET``/``HEAD /a/{slug}/{file_id or folder_id}``
+(what lies in an aliased folder's subtree), and ``POST /a/{slug}``, where the password form of a
+protected alias posts.
+
+The HTTP layer only: what the request asks (a view counted or not, a password in
+``X-Alias-Password`` or the form, the cookie a folder's password granted, JSON or HTML) and the
+answer's shape. A file's bytes go out through ``routes.files.send_file``, exactly as
+``GET /files/{id}/content`` sends them. What is decided (which alias may be used, its views, its
+password, what it reaches) is ``service.auth.alias_access``.
+
+Every 404 of these paths is the one ``alias_not_found``, the same bytes whatever the reason. A
+view is counted for every 200 and 206 (a listing, a file, a part of one), never for HEAD, a 304
+or a refusal: counted before the bytes go out, given back when the answer turns out otherwise.
+"""
+
+from __future__ import annotations
+
+from aiohttp import hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from service.api.alias_pages import PAGE_CSP, FileItem, Link, listing_page, password_page
+from service.api.alias_requests import public_origin
+from service.api.context import POLICY
+from service.api.credentials import single_header
+from service.api.folder_requests import MAX_LIMIT, page_size
+from service.api.routes.files import send_file
+from service.api.views import alias_url, ok
+from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, Opened
+from service.clock import iso
+from service.domain.records import FolderRecord
+from service.errors import ApiError, Code
+from service.observability.trace import current_trace
+from service.store.files import BadCursor, decode_cursor
+
+PUBLIC_PREFIX = "/a"
+ALIAS_PASSWORD = "X-Alias-Password"  # noqa: S105 - a header name
+# The refusals a browser gets as the password form rather than JSON.
+_FORM_CODES = {
+    Code.ALIAS_PASSWORD_REQUIRED: None,
+    Code.ALIAS_PASSWORD_INVALID: "That password is not right.",
+    Code.ALIAS_PASSWORD_THROTTLED: "Too many wrong passwords. Wait a while before trying again.",
+}
+_CONDITIONS = (hdrs.IF_NONE_MATCH, hdrs.RANGE, hdrs.IF_RANGE)
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class _Views:
+    """A request's view (``send_file``'s admission): counted when the alias was opened, or now,
+    for a request whose answer could not be known to be a 200 or 206 then; given back when
+    what was counted was not served. HEAD counts nothing."""
+
+    __slots__ = ("_access", "_admitted", "_head", "_opened")
+
+    def __init__(self, access: AliasAccess, opened: Opened, head: bool) -> None:
+        self._access = access
+        self._opened = opened
+        self._head = head
+        self._admitted = False
+
+    async def admit(self) -> bool:
+        if self._head:
+            return True
+        if self._opened.counted or await self._access.count(self._opened):
+            self._admitted = True
+        return self._admitted
+
+    async def settle(self) -> None:
+        if self._opened.counted and not self._admitted:
+            await self._access.give_back(self._opened)
+
+
+def _accepts(request: web.Request, media_type: str) -> bool:
+    return any(
+        part.split(";", 1)[0].strip().lower() == media_type
+        for value in request.headers.getall(hdrs.ACCEPT, ())
+        for part in value.split(",")
+    )
+
+
+def _browser(request: web.Request) -> bool:
+    """A browser: it asks for HTML, and sends no password of an API client's."""
+    return _accepts(request, "text/html") and ALIAS_PASSWORD not in request.headers
+
+
+async def _open(
+    request: web.Request, *, count: bool, password: str | None = None, grant_cookie: bool = False
+) -> Opened | web.Response:
+    """The alias the request names, or, for a browser that must give its password, the form."""
+    access = request.app[POLICY].alias_access
+    given = password if password is not None else single_header(request.headers, ALIAS_PASSWORD)
+    trace = current_trace.get()
+    try:
+        return await access.open(
+            request.match_info["slug"],
+            count=count,
+            address=None if trace is None else trace.remote,
+            password=given,
+            cookie=request.cookies.get(COOKIE_NAME),
+            grant_cookie=grant_cookie,
+        )
+    except ApiError as refused:
+        if refused.code not in _FORM_CODES or not (_browser(request) or password is not None):
+            raise
+        page = password_page(request.path, _FORM_CODES[refused.code])
+        response = web.Response(
+            body=page, status=refused.status, content_type="text/html", charset="utf-8"
+        )
+        response.headers.update(refused.headers)
+        response.headers["Content-Security-Policy"] = PAGE_CSP
+        return response
+
+
+def _one_not_found(refused: ApiError) -> ApiError:
+    """Every 404 of the public side is the same one."""
+    return ApiError(Code.ALIAS_NOT_FOUND) if refused.status == 404 else refused
+
+
+async def open_alias(request: web.Request) -> web.StreamResponse:
+    """``GET``/``HEAD /a/{slug}``: the file, or the folder's listing."""
+    return await _serve(request, None)
+
+
+async def open_item(request: web.Request) -> web.StreamResponse:
+    """``GET``/``HEAD /a/{slug}/{item_id}``: a file or folder in an aliased folder's subtree."""
+    item_id = request.match_info["item_id"]
+    if not item_id.startswith(("fil_", "fld_")):
+        raise ApiError(Code.ALIAS_NOT_FOUND)
+    return await _serve(request, item_id)
+
+
+async def _serve(request: web.Request, item_id: str | None) -> web.StreamResponse:
+    head = request.method == hdrs.METH_HEAD
+    count = not head and not any(name in request.headers for name in _CONDITIONS)
+    try:
+        opened = await _open(request, count=count)
+        if isinstance(opened, web.Response):
+            return opened
+        return await _answer(request, opened, item_id, head)
+    except ApiError as refused:
+        raise _one_not_found(refused) from None
+
+
+async def _answer(
+    request: web.Request, opened: Opened, item_id: str | None, head: bool
+) -> web.StreamResponse:
+    access = request.app[POLICY].alias_access
+    views = _Views(access, opened, head)
+    try:
+        if (item_id or opened.target_id).startswith("fil_"):
+            record = await access.file(opened, item_id)
+            response = await send_file(request, request.app[POLICY].files, record, views)
+        else:
+            lineage = await access.folder(opened, item_id)
+            response = await _listing(request, opened, lineage, views)
+    finally:
+        await views.settle()
+    if opened.cookie is not None:
+        _give_cookie(request, response, opened.cookie)
+    return response
+
+
+async def post_password(request: web.Request) -> web.StreamResponse:
+    """``POST /a/{slug}``: the password form's answer: a file's bytes; for a folder, the cookie
+    that opens it (for its path only, ``COOKIE_SECONDS``) and a redirect to its listing."""
+    if request.content_type not in _FORMS:
+        raise ApiError(
+            Code.UNSUPPORTED_MEDIA_TYPE,
+            "Send the password form as application/x-www-form-urlencoded.",
+        )
+    try:
+        form = await request.post()
+    except (ValueError, AssertionError, HttpProcessingError):
+        raise ApiError(Code.BAD_REQUEST, "The form could not be read.") from None
+    password = form.get("password")
+    if not isinstance(password, str) or len(password) > 1024:
+        password = ""
+    try:
+        opened = await _open(request, count=False, password=password, grant_cookie=True)
+        if isinstance(opened, web.Response):
+            return opened
+        if opened.target_id.startswith("fil_"):
+            return await _answer(request, opened, None, False)
+    except ApiError as refused:
+        raise _one_not_found(refused) from None
+    response = web.Response(status=303, headers={hdrs.LOCATION: request.path})
+    if opened.cookie is not None:
+        _give_cookie(request, response, opened.cookie)
+    return response
+
+
+def _give_cookie(request: web.Request, response: web.StreamResponse, value: str) -> None:
+    response.set_cookie(
+        COOKIE_NAME,
+        value,
+        max_age=COOKIE_SECONDS,
+        path=f"{PUBLIC_PREFIX}/{request.match_info['slug']}",
+        httponly=True,
+        samesite="Lax",
+        secure=public_origin(request).startswith("https://"),
+    )
+
+
+async def _listing(
+    request: web.Request, opened: Opened, lineage: list[FolderRecord], views: _Views
+) -> web.StreamResponse:
+    """A shared folder's folders and a page of its files: JSON for a client that asks for it,
+    else an HTML page."""
+    limit = page_size(request)
+    after = _cursor(request)
+    folder = lineage[0]
+    folders, files = await request.app[POLICY].alias_access.contents(
+        opened, folder.id, MAX_LIMIT, limit, after
+    )
+    if not await views.admit():
+        raise ApiError(Code.ALIAS_NOT_FOUND)
+    slug = request.match_info["slug"]
+    base = f"{PUBLIC_PREFIX}/{slug}"
+    origin = public_origin(request)
+    here = base if folder.id == opened.target_id else f"{base}/{folder.id}"
+    more = f"{here}?cursor={files.next_cursor}" if files.next_cursor else None
+    if _accepts(request, "application/json"):
+        return ok(
+            {
+                "folder": {"name": folder.name},
+                "folders": [
+                    {"name": child.name, "url": f"{alias_url(origin, slug)}/{child.id}"}
+                    for child in folders.folders
+                ],
+                "files": [
+                    {
+                        "name": item.name,
+                        "size": item.size,
+                        "content_type": item.content_type,
+                        "created_at": iso(item.created_at),
+                        "url": f"{alias_url(origin, slug)}/{item.id}",
+                    }
+                    for item in files.files
+                ],
+                "next_cursor": files.next_cursor,
+            }
+        )
+    crumbs = [
+        Link(step.name, base if step.id == opened.target_id else f"{base}/{step.id}")
+        for step in reversed(lineage)
+    ]
+    page = listing_page(
+        crumbs,
+        [Link(child.name, f"{base}/{child.id}") for child in folders.folders],
+        [
+            FileItem(item.name, f"{base}/{item.id}", item.size, item.content_type, item.created_at)
+            for item in files.files
+        ],
+        more,
+        folders.next_cursor is not None,
+    )
+    response = web.Response(body=page, content_type="text/html", charset="utf-8")
+    response.headers["Content-Security-Policy"] = PAGE_CSP
+    return response
+
+
+def _cursor(request: web.Request) -> str | None:
+    values = request.query.getall("cursor", [])
+    if not values:
+        return None
+    try:
+        if len(values) > 1:
+            raise BadCursor()
+        return decode_cursor(values[0])
+    except BadCursor:
+        raise ApiError(
+            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
+        ) from None
+
+
+def add_public_alias_routes(app: web.Application) -> None:
+    app.router.add_routes(
+        [
+            web.get(f"{PUBLIC_PREFIX}/{{slug}}", open_alias),  # and HEAD
+            web.post(f"{PUBLIC_PREFIX}/{{slug}}", post_password),
+            web.get(f"{PUBLIC_PREFIX}/{{slug}}/{{item_id}}", open_item),
+        ]
+    )

@@ -1,0 +1,293 @@
+"""What a vanity alias's link gives whoever holds it, without a credential (``GET /a/{slug}``):
+whether the alias may be used now, its views counted, its password checked (throttled per alias
+and per client address, like logins), the short-lived cookie a folder's password grants, the
+public side's rate per client address, and what the alias reaches (``service.auth.reach``).
+
+Every alias that may not be used (unknown, expired, disabled, deleted, used up, switched off by
+its account, a slug that cannot be one) is one refusal, ``alias_not_found``, so nobody learns
+which. A password is checked with bcrypt off the event loop, on a pool of its own (guesses never
+queue logins), and is never kept, logged or echoed; the cookie carries no password, only a
+signature over the alias, its expiry and a tag of the password's hash (so a new password ends
+every cookie of the old one).
+
+The cookie's key is made once for the whole deployment and kept in Redis
+(``AliasViews.cookie_secret``): every worker and instance signs and checks with it, with nothing
+to configure; deleting it (``P:alias-cookie-secret``) and restarting ends every cookie.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+from dataclasses import dataclass, replace
+
+from service.auth.login_throttle import address_bucket
+from service.auth.passwords import PasswordHasher
+from service.auth.reach import Reach
+from service.clock import Clock
+from service.domain.aliases import slug_key
+from service.domain.records import FilePage, FileRecord, FolderPage, FolderRecord, RateLimit
+from service.errors import ApiError, Code
+from service.store.alias_views import PASSWORD, UNUSABLE, AliasViews
+from service.store.counters import CounterStore
+from service.store.keys import RedisKeys
+
+# The cookie a folder alias's password grants, for its path only, and how long it lasts.
+COOKIE_NAME = "fh_alias"
+COOKIE_SECONDS = 30 * 60
+_SLUG_SHAPE = re.compile(r"[A-Za-z0-9_-]{3,64}")
+# The most client addresses whose bucket a worker remembers before it forgets them all.
+_BUCKETS_KEPT = 10_000
+_COOKIE = re.compile(r"([0-9]{1,16})\.([0-9a-f]{16})\.([0-9a-f]{64})")
+
+
+@dataclass(frozen=True, slots=True)
+class AccessSettings:
+    """The public side's bounds: the rate per client address (None: off), and the wrong
+    passwords allowed per alias and per address in a window (0: that bound off)."""
+
+    rate: RateLimit | None
+    failures_per_alias: int
+    failures_per_address: int
+    window_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """An alias a request may use: whose it is, what it is of, whether this request's view is
+    counted, the password's hash it was checked against (for a count made later), and the
+    cookie to give (a folder's password just accepted)."""
+
+    slug_key: str
+    user_id: str
+    alias_id: str
+    target_id: str
+    counted: bool
+    password_hash: str | None = None
+    cookie: str | None = None
+
+
+def _not_found() -> ApiError:
+    return ApiError(Code.ALIAS_NOT_FOUND)
+
+
+def _tag(password_hash: str) -> str:
+    return hashlib.sha256(password_hash.encode()).hexdigest()[:16]
+
+
+class AliasAccess:
+    def __init__(
+        self,
+        views: AliasViews,
+        counters: CounterStore,
+        keys: RedisKeys,
+        reach: Reach,
+        passwords: PasswordHasher,
+        clock: Clock,
+        settings: AccessSettings,
+    ) -> None:
+        self._views = views
+        self._counters = counters
+        self._keys = keys
+        self._reach = reach
+        self._passwords = passwords
+        self._clock = clock
+        self._settings = settings
+        rate = settings.rate
+        self._rate = None if rate is None else (rate.interval_us, rate.tolerance_us)
+        self._buckets: dict[str | None, str | None] = {}
+
+    async def open(
+        self,
+        slug: str,
+        *,
+        count: bool,
+        address: str | None,
+        password: str | None = None,
+        cookie: str | None = None,
+        grant_cookie: bool = False,
+    ) -> Opened:
+        """The alias of ``slug`` for one request from ``address``, its view counted when
+        ``count``; with a password it needs, that ``password`` (or a valid ``cookie``). 404
+        ``alias_not_found`` for any alias that may not be used, 401 for a password missing or
+        wrong, 429 past the address's rate or the wrong passwords' bounds."""
+        if not _SLUG_SHAPE.fullmatch(slug):
+            raise _not_found()
+        key = slug_key(slug)
+        now = self._clock.now_ms()
+        bucket = self._bucket(address)
+        view, wait = await self._views.view(
+            key, now, count=count, address=bucket, rate=None if bucket is None else self._rate
+        )
+        if wait:
+            if count and view.status not in (UNUSABLE, PASSWORD):
+                await self._views.give_back(key, view.alias_id)
+            raise _too_many(math.ceil(wait / 1_000_000))
+        if view.status == UNUSABLE:
+            raise _not_found()
+        opened = Opened(key, view.user_id, view.alias_id, view.target_id, count)
+        if view.status != PASSWORD:
+            return opened
+        assert view.password_hash is not None
+        checked, given = view.password_hash, None
+        if cookie is not None and await self._cookie_holds(cookie, opened, checked, now):
+            pass
+        elif password is not None:
+            await self._check(view.alias_id, bucket, password, checked)
+            if grant_cookie:
+                given = await self._cookie(opened, checked, now)
+        else:
+            raise ApiError(Code.ALIAS_PASSWORD_REQUIRED)
+        again, _ = await self._views.view(
+            key, now, count=count, alias_id=view.alias_id, password_hash=checked
+        )
+        if again.status == UNUSABLE:
+            raise _not_found()
+        if again.status == PASSWORD:  # a new password since it was read
+            raise ApiError(Code.ALIAS_PASSWORD_INVALID)
+        return replace(opened, password_hash=checked, cookie=given)
+
+    def _bucket(self, address: str | None) -> str | None:
+        """The unit an address is counted in (``login_throttle.address_bucket``), remembered
+        for the addresses seen: a client sends many requests from one address, and parsing it
+        again for each is work the answer does not need."""
+        try:
+            return self._buckets[address]
+        except KeyError:
+            pass
+        if len(self._buckets) >= _BUCKETS_KEPT:
+            self._buckets.clear()
+        bucket = self._buckets[address] = address_bucket(address)
+        return bucket
+
+    async def count(self, opened: Opened) -> bool:
+        """Count the view of a request opened without it (a conditional one, whose answer was
+        not known to be a 200 or 206): whether the alias may still serve it."""
+        view, _ = await self._views.view(
+            opened.slug_key,
+            self._clock.now_ms(),
+            count=True,
+            alias_id=opened.alias_id,
+            password_hash=opened.password_hash,
+        )
+        return view.status not in (UNUSABLE, PASSWORD)
+
+    async def give_back(self, opened: Opened) -> None:
+        """Take back the view counted for an answer that was not served."""
+        await self._views.give_back(opened.slug_key, opened.alias_id)
+
+    # -- what it reaches -------------------------------------------------------------------------
+
+    async def file(self, opened: Opened, item_id: str | None = None) -> FileRecord:
+        """The file an alias is of, or (``item_id``) one in the subtree of the folder it is
+        of; 404 ``alias_not_found`` for anything else."""
+        if item_id is None:
+            record = await self._reach.shared_file(opened.user_id, opened.target_id, None)
+        elif opened.target_id.startswith("fld_"):
+            record = await self._reach.shared_file(opened.user_id, item_id, opened.target_id)
+        else:
+            record = None
+        if record is None:
+            raise _not_found()
+        return record
+
+    async def folder(self, opened: Opened, item_id: str | None = None) -> list[FolderRecord]:
+        """The folder an alias is of, or (``item_id``) one in its subtree, with its parents up
+        to the aliased folder (the folder first); 404 ``alias_not_found`` for anything else."""
+        lineage = None
+        if opened.target_id.startswith("fld_"):
+            folder_id = item_id or opened.target_id
+            lineage = await self._reach.shared_folder(opened.user_id, folder_id, opened.target_id)
+        if lineage is None:
+            raise _not_found()
+        return lineage
+
+    async def contents(
+        self, opened: Opened, folder_id: str, folder_limit: int, limit: int, after: str | None
+    ) -> tuple[FolderPage, FilePage]:
+        """A shared folder's folders and a page of its files; 404 when it is gone meanwhile."""
+        found = await self._reach.shared_contents(
+            opened.user_id, folder_id, folder_limit, limit, after
+        )
+        if found is None:
+            raise _not_found()
+        return found
+
+    # -- passwords and cookies -----------------------------------------------------------------
+
+    async def _check(
+        self, alias_id: str, bucket: str | None, password: str, password_hash: str
+    ) -> None:
+        """Check a password, throttled as logins are (``service.auth.login_throttle``): each
+        attempt is reserved on the alias's and the address's counts before bcrypt; a wrong
+        one keeps them, a right one gives them back."""
+        settings = self._settings
+        counters = []
+        if settings.failures_per_alias:
+            counters.append(
+                (self._keys.alias_guesses_by_alias(alias_id), settings.failures_per_alias)
+            )
+        if settings.failures_per_address and bucket is not None:
+            counters.append(
+                (self._keys.alias_guesses_by_address(bucket), settings.failures_per_address)
+            )
+        reserved: list[str] = []
+        if counters:
+            waits = await self._counters.reserve(counters, settings.window_seconds * 1000)
+            reserved = [name for (name, _), wait in zip(counters, waits, strict=True) if not wait]
+            if len(reserved) < len(counters):
+                if reserved:
+                    await self._counters.release(reserved)
+                retry_after = max(1, math.ceil(max(waits) / 1000))
+                raise ApiError(
+                    Code.ALIAS_PASSWORD_THROTTLED,
+                    f"Too many wrong passwords for this link or from this address. Retry in "
+                    f"{retry_after} s.",
+                    details={"retry_after_seconds": retry_after},
+                    headers={"Retry-After": str(retry_after)},
+                )
+        try:
+            right = await self._passwords.verify(password, password_hash)
+        except BaseException:
+            if reserved:
+                await self._counters.release(reserved)
+            raise
+        if not right:
+            raise ApiError(Code.ALIAS_PASSWORD_INVALID)
+        if reserved:
+            await self._counters.release(reserved)
+
+    async def _signature(self, opened: Opened, expires: int, tag: str) -> str:
+        secret = await self._views.cookie_secret()
+        signed = f"{opened.alias_id}|{opened.slug_key}|{expires}|{tag}".encode()
+        return hmac.new(secret, signed, hashlib.sha256).hexdigest()
+
+    async def _cookie(self, opened: Opened, password_hash: str, now: int) -> str:
+        expires = now + COOKIE_SECONDS * 1000
+        tag = _tag(password_hash)
+        return f"{expires}.{tag}.{await self._signature(opened, expires, tag)}"
+
+    async def _cookie_holds(
+        self, cookie: str, opened: Opened, password_hash: str, now: int
+    ) -> bool:
+        """Whether ``cookie`` was given for this alias and its password, and has not expired."""
+        shape = _COOKIE.fullmatch(cookie)
+        if shape is None:
+            return False
+        expires, tag = int(shape.group(1)), shape.group(2)
+        if expires <= now or not hmac.compare_digest(tag, _tag(password_hash)):
+            return False
+        expected = await self._signature(opened, expires, tag)
+        return hmac.compare_digest(expected, shape.group(3))
+
+
+def _too_many(retry_after: int) -> ApiError:
+    retry_after = max(1, retry_after)
+    return ApiError(
+        Code.RATE_LIMITED,
+        f"Too many requests from this address. Retry in {retry_after} s.",
+        details={"retry_after_seconds": retry_after},
+        headers={"Retry-After": str(retry_after)},
+    )

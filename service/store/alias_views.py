@@ -1,0 +1,225 @@
+"""The public side's use of an alias's entry (``GET /a/{slug}``, ``service.store.aliases`` for the
+entry): resolving a slug and counting its view in one script on one key, giving a view back, the
+request-rate bucket of a client address, and the key that signs a password's cookie.
+
+Knows nothing of HTTP. Receives no password, only a bcrypt hash already checked against one.
+The reads go through the worker's auto-pipelined connection (``hot``) when there is one: on a
+cluster it sends each script to its own key's node.
+
+**One round trip, and never past ``max_views``.** ``view`` reads every field the decision needs
+and, in the same script, adds the view: whether the alias is usable (it exists, is enabled, its
+account's public aliases are on, it has not expired, its views are below its limit, it is the
+alias the caller expects) and the count are one atomic step, so however many requests arrive
+on however many workers, no more views are counted than the limit allows, and a request is
+served only after its view was counted. A view counted for an answer that then is not a 200 or
+206 (the target deleted meanwhile, an error before the first byte) is given back (``give_back``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from service.store.keys import RedisKeys
+from service.store.pipelined import ARG, PipelinedRedis, ScriptCall
+
+# What an alias's entry says of a request for it (status first): {0} unusable (unknown,
+# disabled, switched off, moving to a new slug, expired, used up, or not the alias expected);
+# {2, user, alias, target, hash} a password is needed (none was checked, or not the one the
+# entry holds); {1, user, alias, target, views} usable, with the view added when ARGV[2] is
+# '1'. KEYS: entry.
+# ARGV: now ms, count ('1' or '0'), the alias id expected (stored form; '' any), the bcrypt hash
+# a given password was checked against ('' none).
+_VIEW = """
+local values = redis.call('HMGET', KEYS[1], 'u', 'i', 't', 'v', 'm', 'e', 'p', 'x', 'k', 'z')
+if not values[1] or values[8] or values[9] or values[10] then
+  return {0}
+end
+if values[6] and tonumber(values[6]) <= tonumber(ARGV[1]) then
+  return {0}
+end
+local views = tonumber(values[4] or '0')
+if values[5] and views >= tonumber(values[5]) then
+  return {0}
+end
+if ARGV[3] ~= '' and ARGV[3] ~= values[2] then
+  return {0}
+end
+if values[7] and ARGV[4] ~= values[7] then
+  return {2, values[1], values[2], values[3], values[7]}
+end
+if ARGV[2] == '1' then
+  views = redis.call('HINCRBY', KEYS[1], 'v', 1)
+end
+return {1, values[1], values[2], values[3], views}
+"""
+
+# Gives back a view counted for an answer that was not served, while the entry is still alias
+# ARGV[1]'s; never below zero. KEYS: entry.
+_GIVE_BACK = """
+if redis.call('HGET', KEYS[1], 'i') ~= ARGV[1] then
+  return 0
+end
+if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') > 0 then
+  redis.call('HINCRBY', KEYS[1], 'v', -1)
+end
+return 1
+"""
+
+# Takes one request from a client address's bucket (GCRA, as the credentials' buckets): 0 when
+# taken, else µs until one more request fits. Never replicated or written to the AOF: a bucket
+# lives seconds. KEYS: bucket. ARGV: now µs, interval µs, tolerance µs.
+_TAKE = """
+if redis.set_repl then
+  redis.set_repl(redis.REPL_NONE)
+end
+local now, interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then
+  tat = now
+end
+if now + tolerance - tat < interval then
+  return math.max(1, tat + interval - tolerance - now)
+end
+local next_tat = tat + interval
+redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX',
+  math.max(1, math.ceil((next_tat - now) / 1000)))
+return 0
+"""
+
+# An unusable alias, a usable one, one that needs its password.
+UNUSABLE, USABLE, PASSWORD = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What ``view`` found: ``status``, and for a usable or protected alias its owner, id and
+    target, its views after this one (usable) or its password's hash (protected)."""
+
+    status: int
+    user_id: str = ""
+    alias_id: str = ""
+    target_id: str = ""
+    views: int = 0
+    password_hash: str | None = None
+
+
+_NOT_USABLE = View(UNUSABLE)
+
+
+def _view(reply: Any) -> View:
+    if not reply or reply[0] == UNUSABLE:
+        return _NOT_USABLE
+    status, user, alias, target, last = reply
+    if status == PASSWORD:
+        return View(PASSWORD, "usr_" + user, "als_" + alias, target, 0, last)
+    return View(USABLE, "usr_" + user, "als_" + alias, target, int(last))
+
+
+class AliasViews:
+    """The public side's scripts over the service's Redis client (and its hot connection)."""
+
+    def __init__(self, redis: Redis, keys: RedisKeys, hot: PipelinedRedis | None = None) -> None:
+        self._redis = redis
+        self._hot = hot
+        self.keys = keys
+        self._view = redis.register_script(_VIEW)
+        self._give_back = redis.register_script(_GIVE_BACK)
+        self._take = redis.register_script(_TAKE)
+        self._hot_view = ScriptCall(_VIEW, self._view.sha, 1, ARG, ARG, ARG, ARG, ARG)
+        self._hot_take = ScriptCall(_TAKE, self._take.sha, 1, ARG, ARG, ARG, ARG)
+        self._secret: bytes | None = None
+
+    async def _run_view(self, entry: str, args: tuple[bytes, ...]) -> Any:
+        if self._hot is not None:
+            return await self._hot.run_script(self._hot_view, entry.encode(), *args)
+        return await self._view(keys=[entry], args=list(args))
+
+    async def _run_take(self, bucket: str, args: tuple[bytes, ...]) -> Any:
+        if self._hot is not None:
+            return await self._hot.run_script(self._hot_take, bucket.encode(), *args)
+        return await self._take(keys=[bucket], args=list(args))
+
+    async def view(
+        self,
+        slug_key: str,
+        now_ms: int,
+        *,
+        count: bool,
+        alias_id: str | None = None,
+        password_hash: str | None = None,
+        address: str | None = None,
+        rate: tuple[int, int] | None = None,
+    ) -> tuple[View, int]:
+        """What the entry of ``slug_key`` says of a request (``View``), with its view counted
+        when ``count`` and it is usable; and, with ``address`` and ``rate`` (interval and
+        tolerance, µs), the µs the address must wait (0: its request was taken from its
+        bucket). Both in one round trip (two keys, so two scripts, sent together)."""
+        args = (
+            b"%d" % now_ms,
+            b"1" if count else b"0",
+            alias_id[4:].encode() if alias_id else b"",
+            password_hash.encode() if password_hash else b"",
+        )
+        entry = self.keys.alias_entry(slug_key)
+        if address is None or rate is None:
+            return _view(await self._run_view(entry, args)), 0
+        take_args = (b"%d" % (now_ms * 1000), b"%d" % rate[0], b"%d" % rate[1])
+        bucket = self.keys.alias_rate(address)
+        # One node's connection takes both in one write; a cluster's may send them to two.
+        if isinstance(self._hot, PipelinedRedis):
+            seen, wait = await self._both(entry, args, bucket, take_args)
+        else:
+            seen, wait = await asyncio.gather(
+                self._run_view(entry, args), self._run_take(bucket, take_args)
+            )
+        return _view(seen), int(wait)
+
+    async def _both(
+        self, entry: str, args: tuple[bytes, ...], bucket: str, take_args: tuple[bytes, ...]
+    ) -> tuple[Any, Any]:
+        """The view and the take on one connection, sent in the same write without a task of
+        their own: the connection hands back each reply's future at once. Every reply is
+        awaited before any failure is raised, so none is left unread."""
+        hot = self._hot
+        assert isinstance(hot, PipelinedRedis)
+        calls = ((self._hot_view, entry, args), (self._hot_take, bucket, take_args))
+        pending = [
+            hot.execute_packed(call.by_sha.pack(key.encode(), *more)) for call, key, more in calls
+        ]
+        replies = []
+        failed: BaseException | None = None
+        for (call, key, more), reply in zip(calls, pending, strict=True):
+            try:
+                replies.append(await reply)
+            except ResponseError as error:
+                if not str(error).startswith("NOSCRIPT"):
+                    failed = failed or error
+                    continue
+                replies.append(await hot.execute_packed(call.by_source.pack(key.encode(), *more)))
+            except BaseException as error:
+                failed = failed or error
+        if failed is not None:
+            raise failed
+        return replies[0], replies[1]
+
+    async def give_back(self, slug_key: str, alias_id: str) -> None:
+        """Take back a view counted for an answer that was not served."""
+        await self._give_back(keys=[self.keys.alias_entry(slug_key)], args=[alias_id[4:]])
+
+    async def cookie_secret(self) -> bytes:
+        """The key that signs a folder alias's cookie: made once for the whole deployment (the
+        first worker to need it writes it, the others read it) and kept for this worker."""
+        if self._secret is None:
+            name = self.keys.alias_cookie_secret
+            await self._redis.set(name, secrets.token_hex(32), nx=True)
+            stored = await self._redis.get(name)
+            if not stored:
+                raise RuntimeError("the alias cookie key could not be read back")
+            self._secret = stored.encode()
+        return self._secret

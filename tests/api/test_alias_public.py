@@ -1,0 +1,403 @@
+"""The public side of vanity aliases, ``/a/{slug}``, without a credential: a file's bytes under
+the rules of a download, a folder's listing as JSON or HTML and what lies below it (nothing
+outside), one identical 404 for every alias that may not be used, views counted to the limit
+and never for HEAD or 304, a password in a header or through the form and its cookie, guesses
+throttled, the rate per client address, and a download that outlives its file's deletion. Over
+HTTP, on the fixtures' real Redis (and the API suite's cluster run)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.api.context import BLOBS
+from tests.support.aliases import ALIASES, alias, edit_alias, public
+from tests.support.api import Api, assert_error, bearer
+from tests.support.files import uploaded
+from tests.support.folders import SETTINGS, folder, patch
+from tests.support.openapi import validator
+
+# Headers that differ from one answer to the next whatever it is.
+PER_ANSWER = {"x-request-id", "date"}
+
+
+@pytest.fixture
+async def api(make_api: Any, tmp_path: Path) -> Api:
+    return await make_api(data_dir=tmp_path)
+
+
+async def views_of(api: Api, token: str, alias_id: str) -> int:
+    response = await api.client.get(f"{ALIASES}/{alias_id}", headers=bearer(token))
+    return (await response.json())["data"]["views"]
+
+
+# -- a file ------------------------------------------------------------------------------------
+
+
+async def test_a_file_alias_answers_exactly_as_the_files_content(api: Api) -> None:
+    token = await api.user_with_session()
+    data = bytes(range(256)) * 40
+    file = await uploaded(api, data, token=token, filename="page.html", content_type="text/html")
+    await alias(api, {"file_id": file["id"], "slug": "page"}, token=token)
+    own = await api.client.get(f"/api/v1/files/{file['id']}/content", headers=bearer(token))
+    shared = await public(api, "/a/page")
+    assert (shared.status, await shared.read()) == (200, data)
+    kept = {"ratelimit", "ratelimit-policy"}  # the credential's, on its own download only
+    assert {k.lower(): v for k, v in shared.headers.items() if k.lower() not in PER_ANSWER} == {
+        k.lower(): v for k, v in own.headers.items() if k.lower() not in PER_ANSWER | kept
+    }
+    assert shared.headers["Content-Type"] == "application/octet-stream"
+    assert shared.headers["Content-Disposition"].startswith("attachment;")
+    assert shared.headers["X-Content-Type-Options"] == "nosniff"
+    assert shared.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert shared.headers["ETag"] == f'"{hashlib.sha256(data).hexdigest()}"'
+    assert "RateLimit" not in shared.headers
+
+
+async def test_views_count_200_and_206_to_the_limit_and_never_head_or_304(api: Api) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"0123456789", token=token)
+    made = await alias(api, {"file_id": file["id"], "slug": "counted", "max_views": 3}, token=token)
+    etag = f'"{file["sha256"]}"'
+    head = await api.client.head("/a/counted")
+    assert (head.status, await head.read(), head.headers["Content-Length"]) == (200, b"", "10")
+    not_modified = await public(api, "/a/counted", **{"If-None-Match": etag})
+    assert not_modified.status == 304
+    unsatisfiable = await public(api, "/a/counted", Range="bytes=50-")
+    await assert_error(unsatisfiable, 416, "range_not_satisfiable")
+    assert await views_of(api, token, made["id"]) == 0
+    part = await public(api, "/a/counted", Range="bytes=2-4")
+    assert (part.status, await part.read()) == (206, b"234")
+    assert (await public(api, "/a/counted")).status == 200
+    assert (await public(api, "/a/counted", **{"If-None-Match": '"other"'})).status == 200
+    assert await views_of(api, token, made["id"]) == 3
+    await assert_error(await public(api, "/a/counted"), 404, "alias_not_found")
+    await assert_error(await public(api, "/a/counted", Range="bytes=0-1"), 404, "alias_not_found")
+    assert await views_of(api, token, made["id"]) == 3
+
+
+async def test_a_view_counted_for_an_answer_that_failed_before_its_bytes_is_given_back(
+    api: Api,
+) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"bytes", token=token)
+    made = await alias(api, {"file_id": file["id"], "slug": "missing", "max_views": 1}, token=token)
+    blob = api.app[BLOBS].path(file["id"])  # type: ignore[attr-defined]
+    saved = blob.read_bytes()
+    blob.unlink()  # a listed file without its bytes: answered 404, and nothing counted
+    await assert_error(await public(api, "/a/missing"), 404, "alias_not_found")
+    assert await views_of(api, token, made["id"]) == 0
+    blob.write_bytes(saved)
+    assert (await public(api, "/a/missing")).status == 200
+
+
+async def test_a_download_under_way_when_its_file_is_deleted_finishes_whole(api: Api) -> None:
+    token = await api.user_with_session()
+    data = hashlib.sha256(b"seed").digest() * (256 * 1024)  # 8 MiB
+    file = await uploaded(api, data, token=token)
+    await alias(api, {"file_id": file["id"], "slug": "big"}, token=token)
+    response = await public(api, "/a/big")
+    assert response.status == 200
+    first = await response.content.readexactly(64 * 1024)
+    deleted = await api.client.delete(f"/api/v1/files/{file['id']}", headers=bearer(token))
+    assert deleted.status == 200
+    rest = await response.read()
+    assert hashlib.sha256(first + rest).digest() == hashlib.sha256(data).digest()
+    await assert_error(await public(api, "/a/big"), 404, "alias_not_found")
+
+
+async def test_credentials_are_not_needed_and_not_looked_at(api: Api) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"x", token=token)
+    await alias(api, {"file_id": file["id"], "slug": "open"}, token=token)
+    for headers in ({"X-API-Key": "fhk_nonsense"}, {"Authorization": "Basic eDp5"}, {}):
+        assert (await public(api, "/a/open", **headers)).status == 200
+
+
+# -- the one 404 -------------------------------------------------------------------------------
+
+
+async def test_every_unusable_alias_is_the_same_404(api: Api, clock: Any) -> None:
+    token = await api.user_with_session()
+    other = await api.user_with_session("bob@example.com")
+    file = await uploaded(api, b"x", token=token)
+    theirs = await uploaded(api, b"y", token=other)
+    outside = await uploaded(api, b"z", token=token)
+    shared = await folder(api, "shared", token=token)
+    sibling = await folder(api, "sibling", token=token)
+
+    async def made(slug: str, **body: Any) -> dict[str, Any]:
+        return await alias(api, {"file_id": file["id"], "slug": slug, **body}, token=token)
+
+    await made("expired", expires_in_seconds=60)
+    disabled = await made("disabled")
+    await edit_alias(api, disabled["id"], {"enabled": False}, token=token)
+    deleted = await made("deleted")
+    await api.client.delete(f"{ALIASES}/{deleted['id']}", headers=bearer(token))
+    await made("used-up", max_views=1)
+    assert (await public(api, "/a/used-up")).status == 200
+    await alias(api, {"file_id": theirs["id"], "slug": "switched"}, token=other)
+    await patch(api, SETTINGS, {"public_aliases_enabled": False}, token=other)
+    await alias(api, {"folder_id": shared["id"], "slug": "shared"}, token=token)
+    clock.advance(seconds=60)
+    paths = [
+        "/a/never-made",
+        "/a/x",  # not even a slug
+        "/a/expired",
+        "/a/disabled",
+        "/a/deleted",
+        "/a/used-up",
+        "/a/switched",
+        f"/a/shared/{outside['id']}",  # a file outside the aliased folder
+        f"/a/shared/{sibling['id']}",  # a folder outside it
+        "/a/shared/fil_0000000000000000000000",
+        "/a/shared/anything",
+        f"/a/expired/{file['id']}",  # below an alias that is no folder's
+    ]
+    answers = []
+    for path in paths:
+        response = await public(api, path)
+        headers = sorted(k.lower() for k in response.headers if k.lower() not in PER_ANSWER)
+        answers.append((response.status, headers, await response.read()))
+    assert answers[0][0] == 404
+    assert (
+        answers[0][2]
+        == b'{"success":false,"error":{"code":"alias_not_found","message":"No such alias."}}'
+    )
+    assert all(answer == answers[0] for answer in answers), [
+        path for path, answer in zip(paths, answers, strict=True) if answer != answers[0]
+    ]
+
+
+# -- a folder ----------------------------------------------------------------------------------
+
+
+async def test_a_folder_alias_lists_its_subtree_and_reaches_nothing_outside(api: Api) -> None:
+    token = await api.user_with_session()
+    top = await folder(api, "Top", token=token)
+    inner = await folder(api, "Inner", top["id"], token=token)
+    deep = await uploaded(api, b"deep", token=token, folder_id=inner["id"], filename="deep.txt")
+    here = await uploaded(api, b"here", token=token, folder_id=top["id"], filename="here.txt")
+    made = await alias(api, {"folder_id": top["id"], "slug": "top"}, token=token)
+    origin = str(api.client.make_url("")).rstrip("/")
+
+    response = await public(api, "/a/top", Accept="application/json")
+    assert response.status == 200
+    answer = await response.json()
+    validator("/components/schemas/SharedFolderEnvelope").validate(answer)
+    assert answer["data"] == {
+        "folder": {"name": "Top"},
+        "folders": [{"name": "Inner", "url": f"{origin}/a/top/{inner['id']}"}],
+        "files": [
+            {
+                "name": "here.txt",
+                "size": 4,
+                "content_type": "text/plain",
+                "created_at": here["created_at"],
+                "url": f"{origin}/a/top/{here['id']}",
+            }
+        ],
+        "next_cursor": None,
+    }
+    response = await public(api, f"/a/top/{inner['id']}", Accept="application/json")
+    answer = await response.json()
+    assert answer["data"]["folder"] == {"name": "Inner"}
+    assert [item["name"] for item in answer["data"]["files"]] == ["deep.txt"]
+    below = await public(api, f"/a/top/{deep['id']}")
+    assert (below.status, await below.read()) == (200, b"deep")
+    assert await views_of(api, token, made["id"]) == 3  # two listings and a file
+
+
+async def test_a_folders_page_is_html_that_escapes_every_name(api: Api) -> None:
+    token = await api.user_with_session()
+    top = await folder(api, '<script>alert("folder")<\u2215script>', token=token)
+    await folder(api, "a&b", top["id"], token=token)
+    await uploaded(api, b"x", token=token, folder_id=top["id"], filename='"><img src=x onerror=1>')
+    await alias(api, {"folder_id": top["id"], "slug": "escaped"}, token=token)
+    response = await public(api, "/a/escaped", Accept="text/html,*/*")
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/html; charset=utf-8"
+    csp = response.headers["Content-Security-Policy"]
+    assert "script-src" not in csp and "default-src 'none'" in csp and "'unsafe-inline'" not in csp
+    page = await response.text()
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(&quot;folder&quot;)&lt;\u2215script&gt;" in page
+    assert "a&amp;b" in page and "&quot;&gt;&lt;img src=x onerror=1&gt;" in page
+
+
+async def test_a_folders_files_come_a_page_at_a_time(api: Api, clock: Any) -> None:
+    token = await api.user_with_session()
+    top = await folder(api, "many", token=token)
+    for n in range(5):
+        await uploaded(api, b"x", token=token, folder_id=top["id"], filename=f"f{n}.txt")
+        clock.advance(seconds=1)
+    await alias(api, {"folder_id": top["id"], "slug": "many"}, token=token)
+    names: list[str] = []
+    cursor = None
+    while True:
+        params = "?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        answer = await (await public(api, f"/a/many{params}", Accept="application/json")).json()
+        names += [item["name"] for item in answer["data"]["files"]]
+        cursor = answer["data"]["next_cursor"]
+        if cursor is None:
+            break
+    assert names == [f"f{n}.txt" for n in reversed(range(5))]
+    await assert_error(
+        await public(api, "/a/many?cursor=nonsense", Accept="application/json"),
+        400,
+        "validation_failed",
+    )
+
+
+# -- passwords ---------------------------------------------------------------------------------
+
+
+async def test_an_api_client_sends_the_password_in_a_header_never_in_the_url(api: Api) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"secret bytes", token=token)
+    await alias(
+        api, {"file_id": file["id"], "slug": "locked", "password": "open sesame"}, token=token
+    )
+    required = await public(api, "/a/locked", Accept="application/json")
+    await assert_error(required, 401, "alias_password_required")
+    assert required.headers["WWW-Authenticate"] == 'AliasPassword realm="filehost"'
+    await assert_error(
+        await public(api, "/a/locked?password=open%20sesame"), 401, "alias_password_required"
+    )
+    wrong = await public(api, "/a/locked", **{"X-Alias-Password": "open says me"})
+    error = await assert_error(wrong, 401, "alias_password_invalid")
+    assert "open" not in str(error)
+    right = await public(api, "/a/locked", **{"X-Alias-Password": "open sesame"})
+    assert (right.status, await right.read()) == (200, b"secret bytes")
+    twice = await api.client.get(
+        "/a/locked", headers=[("X-Alias-Password", "open sesame"), ("X-Alias-Password", "x")]
+    )
+    await assert_error(twice, 400, "duplicate_header")
+
+
+async def test_a_browser_gets_the_form_and_its_right_password_the_file(api: Api) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"for browsers", token=token)
+    await alias(api, {"file_id": file["id"], "slug": "form", "password": "letmein"}, token=token)
+    page = await public(api, "/a/form", Accept="text/html")
+    assert page.status == 401 and page.headers["Content-Type"].startswith("text/html")
+    assert "form-action 'self'" in page.headers["Content-Security-Policy"]
+    body = await page.text()
+    assert '<form method="post" action="/a/form">' in body and 'name="password"' in body
+    wrong = await api.client.post("/a/form", data={"password": "nope"})
+    assert wrong.status == 401 and "not right" in await wrong.text()
+    right = await api.client.post("/a/form", data={"password": "letmein"})
+    assert (right.status, await right.read()) == (200, b"for browsers")
+    await assert_error(
+        await api.client.post("/a/form", json={"password": "letmein"}),
+        415,
+        "unsupported_media_type",
+    )
+
+
+async def test_a_folders_password_gives_a_cookie_for_its_path_that_a_new_password_ends(
+    api: Api, clock: Any
+) -> None:
+    token = await api.user_with_session()
+    top = await folder(api, "private", token=token)
+    inside = await uploaded(api, b"inside", token=token, folder_id=top["id"])
+    made = await alias(
+        api, {"folder_id": top["id"], "slug": "private", "password": "pass1234"}, token=token
+    )
+    other_file = await uploaded(api, b"other", token=token)
+    await alias(
+        api, {"file_id": other_file["id"], "slug": "other", "password": "pass1234"}, token=token
+    )
+    answer = await api.client.post(
+        "/a/private", data={"password": "pass1234"}, allow_redirects=False
+    )
+    assert (answer.status, answer.headers["Location"]) == (303, "/a/private")
+    cookie = answer.headers["Set-Cookie"]
+    assert "Path=/a/private" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert "Max-Age=1800" in cookie and "pass1234" not in cookie
+    value = cookie.split(";", 1)[0]
+    with_cookie = {"Cookie": value, "Accept": "application/json"}
+    assert (await public(api, "/a/private", **with_cookie)).status == 200
+    below = await public(api, f"/a/private/{inside['id']}", Cookie=value)
+    assert (below.status, await below.read()) == (200, b"inside")
+    # the cookie is this alias's only, and a new password ends it
+    await assert_error(await public(api, "/a/other", Cookie=value), 401, "alias_password_required")
+    await edit_alias(api, made["id"], {"password": "pass5678"}, token=token)
+    await assert_error(
+        await public(api, "/a/private", **with_cookie), 401, "alias_password_required"
+    )
+    answer = await api.client.post(
+        "/a/private", data={"password": "pass5678"}, allow_redirects=False
+    )
+    value = answer.headers["Set-Cookie"].split(";", 1)[0]
+    clock.advance(seconds=30 * 60)
+    await assert_error(
+        await public(api, "/a/private", Cookie=value, Accept="application/json"),
+        401,
+        "alias_password_required",
+    )
+
+
+async def test_password_guesses_are_throttled_per_alias_even_for_the_right_one(
+    make_api: Any,
+) -> None:
+    api = await make_api(alias_password_failures_per_alias=3, alias_password_failures_per_address=0)
+    token = await api.user_with_session()
+    file = await uploaded(api, b"x", token=token)
+    await alias(
+        api, {"file_id": file["id"], "slug": "guessed", "password": "the right one"}, token=token
+    )
+    for n in range(3):
+        wrong = await public(api, "/a/guessed", **{"X-Alias-Password": f"guess {n}"})
+        await assert_error(wrong, 401, "alias_password_invalid")
+    throttled = await public(api, "/a/guessed", **{"X-Alias-Password": "the right one"})
+    error = await assert_error(throttled, 429, "alias_password_throttled")
+    assert int(throttled.headers["Retry-After"]) == error["details"]["retry_after_seconds"] > 0
+    form = await api.client.post("/a/guessed", data={"password": "the right one"})
+    assert form.status == 429 and "Too many wrong passwords" in await form.text()
+
+
+async def test_password_guesses_are_throttled_per_address_across_aliases(make_api: Any) -> None:
+    api = await make_api(alias_password_failures_per_alias=0, alias_password_failures_per_address=2)
+    token = await api.user_with_session()
+    file = await uploaded(api, b"x", token=token)
+    for slug in ("first", "second"):
+        await alias(api, {"file_id": file["id"], "slug": slug, "password": "pw-right"}, token=token)
+    for slug in ("first", "second"):
+        await assert_error(
+            await public(api, f"/a/{slug}", **{"X-Alias-Password": "wrong"}),
+            401,
+            "alias_password_invalid",
+        )
+    await assert_error(
+        await public(api, "/a/first", **{"X-Alias-Password": "pw-right"}),
+        429,
+        "alias_password_throttled",
+    )
+
+
+# -- the rate per address ----------------------------------------------------------------------
+
+
+async def test_the_public_side_is_limited_per_address_without_a_credentials_bucket(
+    make_api: Any, redis_client: Any
+) -> None:
+    api = await make_api(alias_rate_per_second=1, alias_rate_burst=2)
+    token = await api.user_with_session()
+    file = await uploaded(api, b"x", token=token)
+    made = await alias(
+        api, {"file_id": file["id"], "slug": "popular", "max_views": 10}, token=token
+    )
+    buckets = set(redis_client.keys("fh:rate:*"))
+    assert (await public(api, "/a/popular")).status == 200
+    assert (await public(api, "/a/popular")).status == 200
+    refused = await public(api, "/a/popular")
+    error = await assert_error(refused, 429, "rate_limited")
+    assert int(refused.headers["Retry-After"]) == error["details"]["retry_after_seconds"] >= 1
+    assert "RateLimit" not in refused.headers
+    assert await views_of(api, token, made["id"]) == 2  # a refused request's view is given back
+    made_now = set(redis_client.keys("fh:rate:*")) - buckets
+    assert made_now and all(key.startswith("fh:rate:{alias-ip:") for key in made_now)
