@@ -62,6 +62,7 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
         "a",
         "#nav-keys",
         "#nav-files",
+        "#nav-aliases",
         "#nav-sessions",
         "#nav-activity",
         "#nav-settings",
