@@ -183,6 +183,14 @@ async def test_an_alias_of_a_file_made_used_disabled_enabled_and_deleted(
     await expect(page.locator("#aliases-empty")).to_be_visible()
     assert await aliases_of(dashboard, token) == []
     assert await public(dashboard, "my-report", "hunter22") == 404
+
+    # The activity page names the alias by its address.
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Activity").click()
+    await page.get_by_label("Event type").select_option(label="Alias deleted")
+    await expect(page.locator("#activity-body tr")).to_have_count(1)
+    await expect(page.locator("#activity-body td.event-target")).to_contain_text(
+        "Alias /a/my-report"
+    )
     assert await violations(page) == []
     assert console_beyond_refusals(tab) == []
 
@@ -237,8 +245,8 @@ async def test_an_uploader_download_holds_a_key_shown_once_that_may_only_upload(
 
     await page.get_by_role("button", name=button).click()
     dialog = page.get_by_role("dialog")
-    await expect(dialog.get_by_label("Key name")).to_be_focused()
-    await dialog.get_by_label("Key name").fill(f"{kind} laptop")
+    await expect(dialog.get_by_label("Uploader's name")).to_be_focused()
+    await dialog.get_by_label("Uploader's name").fill(f"{kind} laptop")
     await expect(dialog.get_by_label("Uploads go to").locator("option")).to_have_text(
         ["Where your settings send uploads", "Inbox"]
     )
