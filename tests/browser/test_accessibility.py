@@ -202,6 +202,15 @@ async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user:
     await expect(page.get_by_role("button", name="Delete folder labelled folder")).to_have_count(1)
     assert await page.evaluate(unlabeled) == []
     assert await page.evaluate(nameless) == []
+    # The aliases page with an alias and its create dialog.
+    await page.goto("/aliases")
+    await page.get_by_role("button", name="Create alias").click()
+    dialog = page.get_by_role("dialog", name="Create an alias")
+    await dialog.get_by_label("A folder").check()
+    await dialog.get_by_role("button", name="Create alias").click()
+    await expect(page.locator("#aliases-body tr")).to_have_count(1)
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
 
 
 async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) -> None:
