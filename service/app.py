@@ -32,6 +32,7 @@ from service.api.routes.files import FILES_PATH, add_file_routes, first_page_rep
 from service.api.routes.folders import add_folder_routes
 from service.api.routes.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
 from service.api.routes.keys import add_key_routes
+from service.api.routes.mfa import add_mfa_routes
 from service.api.routes.openapi import add_openapi_route
 from service.api.routes.ops import add_ops
 from service.api.routes.public_aliases import add_public_alias_routes
@@ -102,7 +103,9 @@ def create_app(
         hot = None if connections is None else connections.hot
         store = open_stores(client, settings.redis_prefix, hot, rate_limit, clock)
         if connections is not None and connections.replica_wait is not None:
-            connections.replica_wait.wrap((store.users, store.sessions, store.api_keys))
+            connections.replica_wait.wrap(
+                (store.users, store.sessions, store.api_keys, store.mfa, store.mfa_answers)
+            )
         background = BackgroundWrites()
         passwords = PasswordHasher(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
@@ -161,6 +164,7 @@ def create_app(
     add_uploader_routes(app)
     add_openapi_route(app)
     add_session_routes(app)
+    add_mfa_routes(app)
     add_audit_routes(app)
     add_file_routes(app)
     add_folder_routes(app)

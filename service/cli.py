@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import dataclasses
 import getpass
 import logging
 import os
+import secrets
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Sequence
@@ -36,6 +38,7 @@ from redis.exceptions import RedisError
 from service.auth.backup import DEFAULT_MAX_PAUSE_MS, BackupError, Backups
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
+from service.auth.secret_box import SecretUnreadable
 from service.auth.users import normalise_email
 from service.clock import SystemClock, iso
 from service.config import ConfigError, Settings, load_settings
@@ -100,6 +103,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
             "echo 'a long password' | {prog} users create --email you@example.com --password-stdin",
             "{prog} users set-password --email you@example.com --password-stdin",
             "{prog} users delete --email you@example.com",
+            "{prog} users reset-mfa --email you@example.com",
             "{prog} backup --to /var/backups/filehost-$(date +%Y%m%d-%H%M)",
         )
         + "\n\n"
@@ -213,6 +217,36 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     )
     delete.add_argument("--email", required=True)
     delete.add_argument("--yes", action="store_true", help="delete without asking")
+    reset_mfa = actions.add_parser(
+        "reset-mfa",
+        help="remove every second factor of a user who lost theirs; ends their sessions",
+        description=_text(
+            "Remove a user's TOTP, passkeys, recovery codes and any enrolment or login step in "
+            "progress, and end every session of the account (API keys keep working); recorded "
+            "as mfa.reset. Check who is asking first. Asks on a terminal; elsewhere needs --yes."
+        ),
+        formatter_class=raw,
+        epilog=_examples(prog, "{prog} users reset-mfa --email you@example.com --yes"),
+    )
+    reset_mfa.add_argument("--email", required=True)
+    reset_mfa.add_argument("--yes", action="store_true", help="reset without asking")
+
+    secrets_ = commands.add_parser(
+        "secrets",
+        help="the key that encrypts TOTP secrets: make one, re-encrypt with a new one",
+        description=_text(
+            "new-key prints a new key for FILEHOST_SECRETS_KEY. rotate seals every stored "
+            "TOTP secret again with the first configured key, after a new key was put first "
+            "(docs/operating.md#the-secrets-key)."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "{prog} secrets new-key",
+            "FILEHOST_SECRETS_KEY=$NEW,$OLD {prog} secrets rotate",
+        ),
+    )
+    secrets_.add_argument("action", choices=("new-key", "rotate"))
 
     backup = commands.add_parser(
         "backup",
@@ -370,6 +404,55 @@ async def _delete(
     )
 
 
+async def _reset_mfa(accounts: Policy, store: Stores, args: argparse.Namespace) -> None:
+    email = normalise_email(args.email)
+    user_id = await store.users.find_id(email)
+    if user_id is None:
+        raise ApiError(Code.USER_NOT_FOUND)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise Refused(
+                f"not on a terminal, so nothing was asked and nothing reset: add --yes to remove "
+                f"every second factor of {email} and end their sessions",
+                status=2,
+            )
+        question = (
+            f"Remove every second factor of {email} ({user_id}) and end their sessions? [y/N]"
+        )
+        if not _confirmed(question):
+            raise Refused("not reset")
+    had, ended = await accounts.factors.reset(user_id)
+    what = "every second factor removed" if had else "they had no second factor"
+    print(f"{email}: {what}; {_count(ended, 'session')} ended (their API keys still work)")
+
+
+async def _secrets(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "new-key":
+        print(base64.b64encode(secrets.token_bytes(32)).decode("ascii"))
+        return 0
+    if not settings.mfa.secrets_keys:
+        raise Refused("set FILEHOST_SECRETS_KEY (the new key first, then the old ones) to rotate")
+    async with _policy(settings) as (accounts, _):
+        resealed = current = 0
+        unreadable = []
+        for user in await accounts.users.list_users():
+            try:
+                again, already = await accounts.factors.reseal(user.id)
+            except SecretUnreadable:
+                unreadable.append(user.email)
+                continue
+            resealed, current = resealed + again, current + already
+    print(f"{_count(resealed, 'secret')} sealed again with the first key; {current} already were")
+    if unreadable:
+        print(
+            f"error: no configured key opens the TOTP secret of {', '.join(unreadable)}: put "
+            "the key that sealed it back, or run users reset-mfa for them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 async def _users(settings: Settings, args: argparse.Namespace) -> int:
     async with _policy(settings) as (accounts, store):
         if args.action == "create":
@@ -391,6 +474,8 @@ async def _users(settings: Settings, args: argparse.Namespace) -> int:
                 f"password of {normalise_email(args.email)} changed; "
                 f"{_count(changed.sessions_ended, 'session')} ended (their API keys still work)"
             )
+        elif args.action == "reset-mfa":
+            await _reset_mfa(accounts, store, args)
         else:
             await _delete(settings, accounts, store, args)
     return 0
@@ -476,7 +561,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
         return serve(settings, prog)
 
-    run = _users if args.command == "users" else _backups
+    run = {"users": _users, "secrets": _secrets}.get(args.command, _backups)
     try:
         return asyncio.run(run(settings, args))
     except BackupError as error:

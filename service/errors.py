@@ -136,6 +136,11 @@ class Code(StrEnum):
         code="ambiguous_original_request",
         message="Send X-Original-Method/URI or X-Forwarded-Method/Uri, not both.",
     )
+    # A passkey's registration that doesn't verify: another origin or relying party, a stale or
+    # unknown challenge, a malformed credential. ``details.reason`` says which.
+    PASSKEY_INVALID = _Row(
+        400, code="passkey_invalid", message="The passkey's registration could not be verified."
+    )
 
     # -- 401: the credential -----------------------------------------------------------------
     CREDENTIAL_MISSING = _Row(
@@ -200,6 +205,21 @@ class Code(StrEnum):
         message="The email or password is incorrect.",
         challenge=Challenge.BEARER,
     )
+    # A wrong, reused or expired second factor (a TOTP code, a recovery code, a passkey's
+    # assertion); 400 when an enrolment is confirmed with a wrong code.
+    MFA_CODE_INVALID = _Row(
+        401,
+        code="mfa_code_invalid",
+        message="The code is wrong, expired or already used.",
+        challenge=Challenge.BEARER,
+    )
+    # The second step of a login with an unknown, expired or spent mfa_token.
+    MFA_TOKEN_INVALID = _Row(
+        401,
+        code="mfa_token_invalid",
+        message="The login's second step has expired or had too many wrong answers. Log in again.",
+        challenge=Challenge.BEARER,
+    )
     # The credential outlived its account (deleted between the check and the change).
     ACCOUNT_GONE = _Row(
         401,
@@ -244,6 +264,13 @@ class Code(StrEnum):
         code="no_permission_mapping",
         message="No permission is mapped to the original request.",
     )
+    # A sensitive operation from a session whose last authentication is too old.
+    REAUTHENTICATION_REQUIRED = _Row(
+        403,
+        code="reauthentication_required",
+        message="This operation needs a recent authentication: POST /api/v1/auth/reauthenticate "
+        "first.",
+    )
 
     # -- 404: nothing is here ----------------------------------------------------------------
     ROUTE_NOT_FOUND = _Row(404, code="route_not_found", message="No such endpoint.")
@@ -258,6 +285,15 @@ class Code(StrEnum):
     # Every unusable vanity alias (unknown, expired, disabled, deleted, used up, switched off
     # by its account) and an API's unknown or another account's alias id: never told apart.
     ALIAS_NOT_FOUND = _Row(404, code="alias_not_found", message="No such alias.")
+    TOTP_ENROLLMENT_NOT_FOUND = _Row(
+        404,
+        code="totp_enrollment_not_found",
+        message="No TOTP enrolment is pending (none was started, or it expired). Start again.",
+    )
+    TOTP_NOT_ENABLED = _Row(404, code="totp_not_enabled", message="TOTP is not enabled.")
+    PASSKEY_NOT_FOUND = _Row(
+        404, code="passkey_not_found", message="This account has no passkey with this id."
+    )
     USER_NOT_FOUND = _Row(404, code="user_not_found", message="No user has this email.", sent=False)
 
     # -- 405 to 417: how the request was sent ------------------------------------------------
@@ -353,6 +389,21 @@ class Code(StrEnum):
         code="alias_busy",
         message="Other requests are changing this alias at the same time. Retry.",
     )
+    TOTP_ALREADY_ENABLED = _Row(
+        409,
+        code="totp_already_enabled",
+        message="TOTP is already enabled. Disable it before enrolling again.",
+    )
+    MFA_NOT_ENABLED = _Row(
+        409,
+        code="mfa_not_enabled",
+        message="This account has no second factor: recovery codes need one.",
+    )
+    PASSKEY_LIMIT_REACHED = _Row(
+        409,
+        code="passkey_limit_reached",
+        message="This account has the maximum of passkeys. Remove one before adding another.",
+    )
     EMAIL_TAKEN = _Row(
         409, code="email_taken", message="A user with this email already exists.", sent=False
     )
@@ -407,6 +458,13 @@ class Code(StrEnum):
         message="Too many link passwords are being checked. Retry shortly.",
         retry_after=1,
     )
+    # The operator has not configured what a factor needs (FILEHOST_SECRETS_KEY for TOTP,
+    # FILEHOST_PUBLIC_URL for passkeys), or a stored secret can't be decrypted with its keys.
+    MFA_UNAVAILABLE = _Row(
+        503,
+        code="mfa_unavailable",
+        message="This second factor is not available on this service.",
+    )
     LOGIN_BUSY = _Row(
         503,
         code="login_busy",
@@ -435,10 +493,14 @@ class ApiError(Exception):
         self.status = code.status if status is None else status
         self.message = message = message or code.message
         self.details = details
+        base = code.headers
+        if status is not None and status != 401 and code.challenge is not None:
+            # A challenge belongs to a 401 only (a 401 row answered otherwise leaves it out).
+            base = {k: v for k, v in base.items() if k != "WWW-Authenticate"}
         if headers is None:
-            self.headers = code.headers
+            self.headers = base
         else:
-            self.headers = {**code.headers, **headers} if code.headers else headers
+            self.headers = {**base, **headers} if base else headers
         # What Exception.__init__ would do, without the call: the hot path raises these.
         self.args = (message,)
 

@@ -22,6 +22,7 @@ from service.auth.authenticator import Authenticator, carries_api_key
 from service.domain.audit_events import Origin
 from service.domain.credentials import API_KEY_KIND
 from service.domain.principal import Principal
+from service.domain.records import SessionStanding
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace, current_trace
 
@@ -115,10 +116,31 @@ async def acting(request: web.Request, principal: Principal) -> Origin:
     client's address (worked out as for login throttling) and its User-Agent (cut to 256
     characters), and the session's device (its User-Agent at login). One Redis read; never on
     the gateway's path."""
-    session_id, device = await request.app[POLICY].sessions.acting_session(principal)
-    return Origin(
-        session_id,
+    return (await acting_standing(request, principal))[0]
+
+
+async def acting_standing(
+    request: web.Request, principal: Principal
+) -> tuple[Origin, SessionStanding]:
+    """``acting``, with the session's standing: when it last authenticated, with how many
+    factors. The same one Redis read."""
+    standing = await request.app[POLICY].sessions.standing(principal)
+    origin = Origin(
+        standing.id,
         client_address(request, request.app[SETTINGS].trusted_proxies),
         user_agent(request),
-        device,
+        standing.user_agent,
     )
+    return origin, standing
+
+
+async def acting_recently(request: web.Request, principal: Principal) -> Origin:
+    """``acting`` for a sensitive operation: 403 ``reauthentication_required`` unless the session
+    authenticated within ``FILEHOST_REAUTH_SECONDS`` (``Sessions.require_recent``). What calls it
+    is the list of sensitive operations: creating and rolling keys, changing the password or a
+    second factor, ending every other session (and a key edit that widens it, through
+    ``ApiKeys.edit_key``). An endpoint that makes an upload credential (``POST /uploaders``,
+    when there is one) is to call it too."""
+    origin, standing = await acting_standing(request, principal)
+    request.app[POLICY].sessions.require_recent(standing)
+    return origin

@@ -11,6 +11,7 @@ takes it out of its keys' folders (``forget_folders``, run by the deletion's rem
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from service.auth.account_settings import AccountSettings
 from service.auth.audit import DAY_MS, AuditTrail
 from service.clock import Clock
 from service.domain import audit_events as audit
-from service.domain import credentials
+from service.domain import credentials, key_widening
 from service.domain.permissions import to_mask, to_names
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import ApiError, Code
@@ -195,14 +196,21 @@ class ApiKeys:
         return await self._store.list(user_id, self._clock.now_ms())
 
     async def edit_key(
-        self, user_id: str, key_id: str, edit: KeyEdit, origin: audit.Origin = audit.NO_ORIGIN
+        self,
+        user_id: str,
+        key_id: str,
+        edit: KeyEdit,
+        origin: audit.Origin = audit.NO_ORIGIN,
+        require_recent: Callable[[], None] | None = None,
     ) -> KeyRecord:
         """Change one of the user's active keys; 404 for an unknown id or another account's
         key. In force from the next request on every worker (``ApiKeyStore.edit``).
         Recorded in the step that makes it: ``key.edited`` with the changed fields and their
         new values (``folder_ids`` included), ``key.disabled`` / ``key.enabled`` when that
         changed; nothing when nothing changed. A folder it binds the key to that is not a live
-        folder of the account is 404 ``folder_not_found`` naming ``folder_ids``."""
+        folder of the account is 404 ``folder_not_found`` naming ``folder_ids``. An edit that
+        widens the key (``key_widening``) calls ``require_recent`` first, against the key as it
+        is when written, which raises to refuse it (the step-up)."""
         if not credentials.is_valid_id(key_id, "key"):
             raise ApiError(Code.KEY_NOT_FOUND)
         _check_folders(edit.folder_ids)
@@ -220,6 +228,8 @@ class ApiKeys:
         )
 
         def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch | None:
+            if require_recent is not None and key_widening.widens(before, after):
+                require_recent()  # raises before anything is written
             # Named as it was until this edit: a new name is among the changes.
             target = audit.key_target(key_id, before.name, before.key_prefix)
             events = []

@@ -17,8 +17,10 @@ from service.auth.folders import Folders
 from service.auth.leak_reports import LeakReports
 from service.auth.login import Login
 from service.auth.login_throttle import LoginThrottle
+from service.auth.mfa import Factors
 from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
+from service.auth.reauthentication import Reauthentication
 from service.auth.removals import Removals
 from service.auth.sessions import Sessions
 from service.auth.uploaders import Uploaders
@@ -42,6 +44,8 @@ class Policy:
     folders: Folders
     settings: AccountSettings
     removals: Removals
+    factors: Factors
+    reauthentication: Reauthentication
     reach: Reach
     aliases: Aliases
     alias_access: AliasAccess
@@ -62,7 +66,9 @@ def make_policy(
     checks the vanity aliases' passwords (``passwords``, unless given)."""
     trail = AuditTrail(stores.audit, clock, settings.audit)
     throttle = LoginThrottle(stores, settings.login)
-    sessions = Sessions(stores.sessions, clock, trail)
+    sessions = Sessions(stores.sessions, clock, trail, settings.reauth_seconds)
+    factors = Factors(stores.mfa, sessions, trail, clock, settings.mfa)
+    users = Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login)
     blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
     reach = Reach(stores.files, stores.folders, stores.bindings)
@@ -97,7 +103,7 @@ def make_policy(
         ),
     )
     return Policy(
-        users=Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login),
+        users=users,
         login=Login(
             stores.users,
             stores.sessions,
@@ -106,6 +112,8 @@ def make_policy(
             trail,
             clock,
             settings.sessions,
+            factors,
+            stores.mfa_answers,
             login_outcomes,
         ),
         sessions=sessions,
@@ -133,6 +141,20 @@ def make_policy(
         ),
         settings=account_settings,
         removals=removals,
+        factors=factors,
+        reauthentication=Reauthentication(
+            users,
+            sessions,
+            stores.sessions,
+            factors,
+            stores.mfa,
+            stores.mfa_answers,
+            passwords,
+            throttle,
+            trail,
+            clock,
+            settings.sessions,
+        ),
         reach=reach,
         aliases=aliases,
         alias_access=alias_access,

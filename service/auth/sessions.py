@@ -1,24 +1,59 @@
-"""The account's sessions as policy sees them: who the acting session is, logging out, listing
-the live ones, and ending one or every other. Each ending is recorded in the audit trail just
-before it is carried out (a failed record fails the request with nothing done)."""
+"""The account's sessions as policy sees them: who the acting session is and how recently it
+authenticated (the step-up a sensitive operation asks for), logging out, listing the live ones,
+and ending one or every other. Each ending is recorded in the audit trail just before it is
+carried out (a failed record fails the request with nothing done).
+
+A sensitive operation (creating or rolling a key, widening one, changing the password or a second
+factor, ending every other session) needs the acting session to have authenticated within
+``FILEHOST_REAUTH_SECONDS``: its login, or its last ``POST /auth/reauthenticate``; otherwise
+403 ``reauthentication_required``. Only such operations read when that was: a request's
+credential check (the gateway's included) reads nothing more than before."""
 
 from __future__ import annotations
 
 from service.auth.audit import AuditTrail
-from service.clock import Clock
+from service.clock import Clock, iso
 from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.principal import Principal
-from service.domain.records import SessionRecord
+from service.domain.records import SessionRecord, SessionStanding
 from service.errors import ApiError, Code
 from service.store.sessions import SessionStore
 
 
 class Sessions:
-    def __init__(self, store: SessionStore, clock: Clock, trail: AuditTrail) -> None:
+    def __init__(
+        self, store: SessionStore, clock: Clock, trail: AuditTrail, reauth_seconds: int = 600
+    ) -> None:
         self._store = store
         self._clock = clock
         self._trail = trail
+        self.reauth_seconds = reauth_seconds
+
+    async def standing(self, principal: Principal) -> SessionStanding:
+        """Who the principal's session is and when it last authenticated; 401
+        ``invalid_session`` if it has ended."""
+        assert principal.token_digest is not None
+        standing = await self._store.standing(principal.token_digest)
+        if standing is None:
+            raise ApiError(Code.INVALID_SESSION, "The session is not valid.")
+        return standing
+
+    def is_recent(self, standing: SessionStanding) -> bool:
+        """Whether the session authenticated recently enough for a sensitive operation."""
+        return self._clock.now_ms() - standing.authenticated_at <= self.reauth_seconds * 1000
+
+    def require_recent(self, standing: SessionStanding) -> None:
+        """403 ``reauthentication_required`` unless ``is_recent``: its details say when the
+        session last authenticated and how long that counts."""
+        if not self.is_recent(standing):
+            raise ApiError(
+                Code.REAUTHENTICATION_REQUIRED,
+                details={
+                    "authenticated_at": iso(standing.authenticated_at),
+                    "max_age_seconds": self.reauth_seconds,
+                },
+            )
 
     async def acting_session(self, principal: Principal) -> tuple[str, str | None]:
         """The public id of the principal's session and its device (the User-Agent stored at
@@ -30,14 +65,17 @@ class Sessions:
         return identity
 
     async def logout(self, principal: Principal, origin: audit.Origin = audit.NO_ORIGIN) -> int:
-        """End the caller's session, recorded first as ``logout``."""
+        """End the caller's session, recorded first as ``logout``; a session replacing it (a
+        reauthentication in progress) ends too. 401 ``invalid_session`` when it had ended by
+        then (a reauthentication replaced it first: the token had stopped working)."""
         assert principal.token_digest is not None
         now = self._clock.now_ms()
         target = audit.session_ref(origin.session_id, origin.device) if origin.session_id else None
         await self._trail.record(
             principal.user_id, now, audit.event(audit.LOGOUT, now, origin, target=target)
         )
-        await self._store.remove(principal.token_digest, principal.user_id)
+        if not await self._store.remove(principal.token_digest, principal.user_id):
+            raise ApiError(Code.INVALID_SESSION, "The session had ended already.")
         return now
 
     async def list_sessions(self, user_id: str) -> list[SessionRecord]:

@@ -7,10 +7,11 @@ read per request. Policy objects take only their group of settings (``Settings.s
 ``.login``, ...).
 """
 
-from service.config.readers import ConfigError, Network, available_cores
+from service.config.readers import ConfigError, Network, SecretKeys, available_cores
 from service.config.settings import (
     AuditSettings,
     LoginSettings,
+    MfaSettings,
     SessionSettings,
     Settings,
     load_settings,
@@ -23,7 +24,9 @@ __all__ = [
     "AuditSettings",
     "ConfigError",
     "LoginSettings",
+    "MfaSettings",
     "Network",
+    "SecretKeys",
     "SessionSettings",
     "Setting",
     "Settings",

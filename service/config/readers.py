@@ -3,6 +3,8 @@ kind of value, each with the words the docs' table uses for its bounds."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import os
 import re
@@ -245,3 +247,59 @@ def available_cores() -> int:
 def number(value: float) -> str:
     """A bound as the docs show it: whole numbers without a decimal point."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+class SecretKeys(tuple):  # type: ignore[type-arg]
+    """The operator's keys for secrets kept at rest (32 bytes each, the first encrypting, all
+    decrypting). A tuple whose ``repr`` names how many, never what: ``Settings`` may be
+    printed."""
+
+    def __repr__(self) -> str:
+        return f"SecretKeys({len(self)} key{'' if len(self) == 1 else 's'})"
+
+
+def secret_keys(name: str, raw: str) -> SecretKeys:
+    """Keys written as base64 (standard or URL-safe, padding optional) of 32 bytes each,
+    separated by commas, spaces or lines; never echoed in an error."""
+    keys = []
+    for number_, item in enumerate(raw.replace(",", " ").split(), 1):
+        padded = item + "=" * (-len(item) % 4)
+        try:
+            key = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+        except binascii.Error:
+            key = b""
+        if len(key) != 32:
+            raise ConfigError(
+                f"{name}: key {number_} is not 32 bytes in base64 (make one with "
+                "`filehost-auth secrets new-key`)"
+            )
+        keys.append(key)
+    if not keys:
+        raise ConfigError(f"{name} holds no key")
+    return SecretKeys(keys)
+
+
+@dataclass(frozen=True)
+class Keys:
+    kind: str = "list of keys"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> SecretKeys:
+        return secret_keys(name, raw)
+
+    def bounds(self) -> str:
+        return "32 bytes each in base64, separated by commas; the first encrypts"
+
+
+@dataclass(frozen=True)
+class KeyFile:
+    kind: str = "path"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> SecretKeys:
+        try:
+            text = Path(raw).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{name}: cannot read {raw!r} ({type(error).__name__})") from None
+        return secret_keys(name, text)
+
+    def bounds(self) -> str:
+        return "a readable file holding keys as `FILEHOST_SECRETS_KEY` takes them, one a line"

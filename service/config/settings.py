@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from service.config.readers import ConfigError, Network
+from service.config.readers import ConfigError, Network, SecretKeys
 from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS
 
 _DEFAULTS = {setting.field: setting.default for setting in SETTINGS}
@@ -32,6 +32,15 @@ class LoginSettings:
     failures_per_address: int
     failure_window_seconds: int
     password_min_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class MfaSettings:
+    # The service's public origin (passkeys' relying party); None: passkeys are unavailable.
+    public_url: str | None
+    # Keys for TOTP secrets at rest, the first encrypting; empty: TOTP is unavailable.
+    secrets_keys: SecretKeys
+    reauth_seconds: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +100,10 @@ class Settings:
     body_timeout_seconds: float = _DEFAULTS["body_timeout_seconds"]
     audit_retention_days: int = _DEFAULTS["audit_retention_days"]
     audit_max_events: int = _DEFAULTS["audit_max_events"]
+    public_url: str | None = _DEFAULTS["public_url"]
+    secrets_key: SecretKeys | None = _DEFAULTS["secrets_key"]
+    secrets_key_file: SecretKeys | None = _DEFAULTS["secrets_key_file"]
+    reauth_seconds: int = _DEFAULTS["reauth_seconds"]
 
     @property
     def sessions(self) -> SessionSettings:
@@ -110,6 +123,11 @@ class Settings:
     def audit(self) -> AuditSettings:
         return AuditSettings(self.audit_retention_days, self.audit_max_events)
 
+    @property
+    def mfa(self) -> MfaSettings:
+        keys = self.secrets_key or self.secrets_key_file or SecretKeys()
+        return MfaSettings(self.public_url, keys, self.reauth_seconds)
+
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from environment variables (``os.environ`` by default): each through its
@@ -128,6 +146,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError(
             "FILEHOST_SESSION_MAX_SECONDS must be at least FILEHOST_SESSION_IDLE_SECONDS "
             f"({settings.session_max_seconds} < {settings.session_idle_seconds})"
+        )
+    if settings.secrets_key is not None and settings.secrets_key_file is not None:
+        raise ConfigError(
+            "set FILEHOST_SECRETS_KEY or FILEHOST_SECRETS_KEY_FILE, not both: which keys count "
+            "would be a guess"
         )
     if settings.redis_mode == "sentinel" and settings.redis_url is None:
         # No password, db 0: the sentinels say where the master is.

@@ -16,6 +16,8 @@ from service.config.readers import (
     Executable,
     Float,
     Int,
+    KeyFile,
+    Keys,
     Networks,
     PublicUrl,
     RedisUrl,
@@ -244,7 +246,9 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "The address people reach the service at, e.g. `https://files.example.com`: an "
         "alias's `url` and the address an uploader configuration sends to are made from it "
-        "([api.md](api.md#vanity-aliases))",
+        "([api.md](api.md#vanity-aliases)); its origin is passkeys' relying party (its host "
+        "the RP id, the origin assertions must come from), and unset, passkeys can't be added "
+        "or used ([security.md](security.md#second-factors))",
         "unset: the origin of the request that reads the alias or makes the uploader "
         "(`X-Forwarded-Proto` from a trusted proxy)",
     ),
@@ -407,6 +411,35 @@ SETTINGS: tuple[Setting, ...] = (
         Int(1, 100_000),
         10_000,
         "Audit events kept per account, the oldest dropped first",
+    ),
+    Setting(
+        "secrets_key",
+        "FILEHOST_SECRETS_KEY",
+        Keys(),
+        None,
+        "Keys that encrypt TOTP secrets at rest (AES-256-GCM): the first encrypts, every one "
+        "decrypts, so a new key goes first and old ones stay until `secrets rotate` has run "
+        "([operating.md](operating.md#the-secrets-key)). Unset, TOTP can't be enabled",
+        "unset",
+        "; not with `FILEHOST_SECRETS_KEY_FILE`",
+    ),
+    Setting(
+        "secrets_key_file",
+        "FILEHOST_SECRETS_KEY_FILE",
+        KeyFile(),
+        None,
+        "The same keys read from a file (a container's secret), read once at start-up",
+        "unset",
+        "; not with `FILEHOST_SECRETS_KEY`",
+    ),
+    Setting(
+        "reauth_seconds",
+        "FILEHOST_REAUTH_SECONDS",
+        Int(30, 86_400, kind="integer (s)"),
+        600,
+        "How recent a session's last authentication must be for a sensitive operation (creating "
+        "or rolling a key, widening one, the password, second factors, ending every other "
+        "session); older: 403 `reauthentication_required` until `POST /auth/reauthenticate`",
     ),
 )
 

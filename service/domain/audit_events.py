@@ -1,9 +1,10 @@
 """The audit trail's events: the one list of their types, and how one is made.
 
-An event says who (``actor``) did what (``type``) to which credential, file, folder, alias or the
-settings (``target``), when, from which address and User-Agent, and what changed; never a
-secret, a token, a digest or a password (``tests/api/test_audit_events.py`` searches every
-stored event of a full run for them). The store (``service.store.audit``) keeps them per
+An event says who (``actor``) did what (``type``) to which credential, file, folder, alias,
+passkey or the settings (``target``), when, from which address and User-Agent, and what changed;
+never a secret, a token, a digest or a password (``tests/api/test_audit_events.py`` searches every
+stored event of a full run for them; ``tests/api/test_mfa_audit.py`` for TOTP secrets and
+recovery codes). The store (``service.store.audit``) keeps them per
 account, bounded.
 """
 
@@ -37,6 +38,14 @@ SETTINGS_CHANGED = "settings.changed"
 ALIAS_CREATED = "alias.created"
 ALIAS_CHANGED = "alias.changed"
 ALIAS_DELETED = "alias.deleted"
+SESSION_REAUTHENTICATED = "session.reauthenticated"
+MFA_TOTP_ENABLED = "mfa.totp_enabled"
+MFA_TOTP_DISABLED = "mfa.totp_disabled"
+MFA_WEBAUTHN_ADDED = "mfa.webauthn_added"
+MFA_WEBAUTHN_REMOVED = "mfa.webauthn_removed"
+MFA_RECOVERY_CODES_REGENERATED = "mfa.recovery_codes_regenerated"
+MFA_RECOVERY_CODE_USED = "mfa.recovery_code_used"
+MFA_RESET = "mfa.reset"
 
 EVENT_TYPES = (
     LOGIN_SUCCEEDED,
@@ -63,6 +72,14 @@ EVENT_TYPES = (
     ALIAS_CREATED,
     ALIAS_CHANGED,
     ALIAS_DELETED,
+    SESSION_REAUTHENTICATED,
+    MFA_TOTP_ENABLED,
+    MFA_TOTP_DISABLED,
+    MFA_WEBAUTHN_ADDED,
+    MFA_WEBAUTHN_REMOVED,
+    MFA_RECOVERY_CODES_REGENERATED,
+    MFA_RECOVERY_CODE_USED,
+    MFA_RESET,
 )
 
 
@@ -98,7 +115,8 @@ NO_ORIGIN = Origin(None, None, None)
 
 
 def cli_actor() -> dict[str, Any]:
-    """Who acted from the command line: an operator's ``users set-password``."""
+    """Who acted from the command line: an operator's ``users set-password`` or
+    ``users reset-mfa``."""
     return {"type": "cli"}
 
 
@@ -135,6 +153,12 @@ def alias_target(alias_id: str | None, slug: str, target_id: str) -> dict[str, A
     """A vanity alias acted on: its id (None only for one whose entry a deletion cut short had
     already removed), its slug (before a change of it) and what it is an alias of."""
     return {"type": "alias", "alias_id": alias_id, "slug": slug, "target_id": target_id}
+
+
+def passkey_target(passkey_id: str, name: str) -> dict[str, Any]:
+    """A passkey (a WebAuthn credential) added, removed or used: its id and the name its owner
+    gave it; never its credential id or public key."""
+    return {"type": "passkey", "passkey_id": passkey_id, "name": name}
 
 
 def settings_target() -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Credential formats: generating, checking and digesting API key secrets and session tokens.
+"""Credential formats: generating, checking and digesting API key secrets, session tokens and the
+short-lived token of a login's second step (``mfa_token``).
 
 Pure functions over strings and bytes; no I/O. Both kinds of secret share one format, modelled on
 GitHub's tokens: ``<kind>_<43 base62 chars of randomness><6 base62 chars of CRC32>``. The random
@@ -22,6 +23,9 @@ _CHECKSUM_CHARS = 6  # 62**6 > 2**32: a CRC32 always fits
 
 API_KEY_KIND = "fhk_"
 SESSION_KIND = "fhs_"
+# The second step of a login (``mfa_token``): a credential of its own kind, so it can never pass
+# for a session.
+MFA_TOKEN_KIND = "fhm_"  # noqa: S105 - a kind prefix, not a secret
 SECRET_LENGTH = len(API_KEY_KIND) + _RANDOM_CHARS + _CHECKSUM_CHARS
 
 # Shown in key listings: the kind plus enough random characters to tell keys apart at a glance.
@@ -83,6 +87,11 @@ def generate_api_key_where(accept: Callable[[str], bool]) -> str:
 def generate_session_token() -> str:
     """A new opaque session token (stored only as a digest)."""
     return _generate(SESSION_KIND)
+
+
+def generate_mfa_token() -> str:
+    """A new login's second-step token (stored only as a digest)."""
+    return _generate(MFA_TOKEN_KIND)
 
 
 def is_well_formed(secret: str, kind: str) -> bool:

@@ -129,6 +129,20 @@ class SessionRecord:
     absolute_deadline: int
     ip: str | None
     user_agent: str | None
+    authenticated_at: int = 0  # when it last authenticated: its login or a reauthentication
+    aal: int = 1  # 1: a password alone; 2: with a second factor
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStanding:
+    """What a sensitive operation asks of the acting session: who it is (public id, device) and
+    how recently, and with what, it authenticated."""
+
+    id: str
+    user_agent: str | None
+    created_at: int
+    authenticated_at: int
+    aal: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,18 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 # How a login ended: a session opened; a wrong password for an account; an email without one
 # (or deleted while its password was checked); refused before any check (login throttling); the
 # queue of logins full (login_busy); the store failed.
-LOGIN_OUTCOMES = ("succeeded", "wrong_password", "unknown_account", "throttled", "busy", "error")
+LOGIN_OUTCOMES = (
+    "succeeded",
+    "wrong_password",
+    "unknown_account",
+    "throttled",
+    "busy",
+    "error",
+    # A right password for an account with a second factor (the login goes on in a second
+    # step), and a second step answered wrong.
+    "second_factor_required",
+    "wrong_second_factor",
+)
 # What a store error that failed a request was: Redis unreachable or its connection lost, too
 # slow, an error reply (a script's, a cluster's), or a record that could not be read.
 STORE_ERROR_KINDS = ("connection", "timeout", "error_reply", "corrupt_record", "other")

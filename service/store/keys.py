@@ -23,6 +23,8 @@ key                                    type    holds
                                                lookup reads); for the owner's list only: public
                                                id ``id``, last seen ``s`` (moved by renewal),
                                                login address ``ip`` and User-Agent ``ua``;
+                                               when it last authenticated ``aa`` and with how
+                                               many factors ``l`` (none: at ``c``, with 1);
                                                PEXPIREAT 1 h past the nearer deadline
                                                (answered session_expired)
 ``P:key-gone:{<key entry>}``            string  why and when an API key secret stopped
@@ -94,6 +96,29 @@ key                                    type    holds
                                                (``service.store.folder_removal``)
 ``P:{U}:settings``                      hash    setting name -> value, for the settings changed
                                                from their defaults
+``P:{U}:mfa``                           hash    the account's second factors: TOTP secret
+                                               ``t`` (sealed: AES-GCM with the operator's
+                                               key, ``service.auth.secret_box``), enabled at
+                                               ``ta``, last step a code was accepted for
+                                               ``ts``; ``g`` the factors' generation, moved by
+                                               every factor change and checked when a session
+                                               is confirmed
+``P:{U}:totp-pending``                  hash    a TOTP enrolment not yet confirmed: sealed
+                                               secret ``s``, expiry ``e``; PEXPIREAT ``e``
+                                               (10 minutes)
+``P:{U}:recovery-codes``                set     HMAC-SHA-256 of each unused recovery code
+``P:{U}:passkeys``                      hash    passkey id -> JSON: name, credential id and
+                                               public key (base64url), created, transports
+``P:{U}:passkey-uses``                  hash    passkey id -> ``<sign count>:<last used ms>``
+``P:{U}:webauthn-challenges``           hash    ``register:<ses_…>`` or ``reauth:<ses_…>`` ->
+                                               ``<expires ms>:<challenge>``, single use
+``P:{U}:mfa-logins``                    hash    digest of a login's ``mfa_token`` ->
+                                               ``<expires>:<answers>:<generation>:<WebAuthn
+                                               challenge or ->:<password hash checked>``;
+                                               PEXPIREAT its newest (5 minutes)
+``P:session-replaced:{<entry>}``        string  the digest of the session that replaced this
+                                               one (a reauthentication), while it is made:
+                                               ending this session ends that one; lives 60 s
 ``P:folder-removals``                   set     user ids of accounts that may have a removal to
                                                finish, visited at start-up
 ``P:alias:<slug, lower case>``          hash    one vanity alias, found by its slug alone (no
@@ -173,6 +198,7 @@ class RedisKeys:
         "_prefix",
         "_rate_bucket",
         "_session_entry",
+        "_session_replaced_open",
         "alias_cookie_secret",
         "alias_switches",
         "folder_removals",
@@ -186,6 +212,7 @@ class RedisKeys:
         self._key_entry = f"{prefix}:key:"
         self._key_gone_open = f"{prefix}:key-gone:{{"
         self._session_entry = f"{prefix}:session:"
+        self._session_replaced_open = f"{prefix}:session-replaced:{{"
         self._rate_bucket = f"{prefix}:rate:"
         self._login_failures = f"{prefix}:login-failures:"
         self._leak_reports = f"{prefix}:leak-reports:"
@@ -232,6 +259,10 @@ class RedisKeys:
 
     def session_entry(self, token_digest: str) -> str:
         return self._session_entry + token_digest
+
+    def session_replaced(self, token_digest: str) -> str:
+        """Which session replaced this one (a reauthentication), in its entry's cluster slot."""
+        return self._session_replaced_open + self.session_entry(token_digest) + "}"
 
     def rate_bucket(self, credential_entry: str) -> str:
         return f"{self._rate_bucket}{{{credential_entry}}}"
@@ -330,3 +361,37 @@ class RedisKeys:
 
     def account_alias_pending(self, user_id: str) -> str:
         return self._account(user_id, "alias-pending")
+
+    def account_mfa(self, user_id: str) -> str:
+        return self._account(user_id, "mfa")
+
+    def account_totp_pending(self, user_id: str) -> str:
+        return self._account(user_id, "totp-pending")
+
+    def account_recovery_codes(self, user_id: str) -> str:
+        return self._account(user_id, "recovery-codes")
+
+    def account_passkeys(self, user_id: str) -> str:
+        return self._account(user_id, "passkeys")
+
+    def account_passkey_uses(self, user_id: str) -> str:
+        return self._account(user_id, "passkey-uses")
+
+    def account_webauthn_challenges(self, user_id: str) -> str:
+        return self._account(user_id, "webauthn-challenges")
+
+    def account_mfa_logins(self, user_id: str) -> str:
+        return self._account(user_id, "mfa-logins")
+
+    def account_mfa_keys(self, user_id: str) -> tuple[str, ...]:
+        """Every key of the account's second factors (what ``users reset-mfa`` and deleting
+        the user remove; the factors' generation in ``account_mfa`` too)."""
+        return (
+            self.account_mfa(user_id),
+            self.account_totp_pending(user_id),
+            self.account_recovery_codes(user_id),
+            self.account_passkeys(user_id),
+            self.account_passkey_uses(user_id),
+            self.account_webauthn_challenges(user_id),
+            self.account_mfa_logins(user_id),
+        )

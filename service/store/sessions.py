@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from service.clock import Clock
 from service.domain.credentials import new_id
-from service.domain.records import SessionRecord
+from service.domain.records import SessionRecord, SessionStanding
 from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, EventBatch
 from service.store.errors import AccountGone
@@ -59,18 +59,21 @@ return 1
 """
 
 # Step (c) of opening a session: 1 while the user record exists (and, when a password hash is
-# given, still holds that hash: the password the login checked was not changed meanwhile); else
-# the digest is taken out of the index and 0 returned (the caller then deletes the session entry).
-# A confirmed login is recorded in the audit trail, when one is named, in this same step.
-# KEYS: user, session index[, audit trail]. ARGV: digest, password hash checked ('' for none)[,
-# events (store.audit)].
+# given, still holds that hash: the password the login checked was not changed meanwhile; and,
+# when a generation of the account's second factors is given, they are still at it: no factor was
+# enabled, changed or removed since the login read them); else the digest is taken out of the
+# index and 0 returned (the caller then deletes the session entry). A confirmed login is recorded
+# in the audit trail, when one is named, in this same step.
+# KEYS: user, session index, second factors[, audit trail]. ARGV: digest, password hash checked
+# ('' for none), factors' generation ('' for none)[, events (store.audit)].
 _CONFIRM_SESSION = (
     RECORD_EVENTS
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 and
-    (ARGV[2] == '' or redis.call('HGET', KEYS[1], 'pw') == ARGV[2]) then
-  if KEYS[3] then
-    record_events(KEYS[3], 3)
+    (ARGV[2] == '' or redis.call('HGET', KEYS[1], 'pw') == ARGV[2]) and
+    (ARGV[3] == '' or (redis.call('HGET', KEYS[3], 'g') or '0') == ARGV[3]) then
+  if KEYS[4] then
+    record_events(KEYS[4], 4)
   end
   return 1
 end
@@ -92,21 +95,59 @@ return 1
 """
 
 # Gives a session opened before sessions had public ids one, the first time it is listed or acts
-# (never creates an entry that is gone). Returns the session's public id and its User-Agent at
-# login (nil when none), or nil when it is gone.
+# (never creates an entry that is gone). Returns the session's public id, its User-Agent at login
+# (nil when none), when it was opened, when it last authenticated and with how many factors (nil
+# for a session opened before those were kept), or nil when it is gone.
 # KEYS: entry. ARGV: a new public id.
 _ASSIGN_SESSION_ID = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
-return redis.call('HMGET', KEYS[1], 'id', 'ua')
+return redis.call('HMGET', KEYS[1], 'id', 'ua', 'c', 'aa', 'l')
 """
+
+# Ends a session: its entry goes (refused from then on), and so does the record of a session
+# replacing it (a reauthentication in progress), whose digest is returned so that the caller ends
+# that one too: a session ended while it is being replaced leaves no replacement behind.
+# KEYS: entry, its replacement's record. Returns {entries deleted, replacement digest or false}.
+_END_SESSION = """
+local deleted = redis.call('DEL', KEYS[1])
+local replacement = redis.call('GET', KEYS[2])
+if replacement then
+  redis.call('DEL', KEYS[2])
+end
+return {deleted, replacement or false}
+"""
+
+# Step (1) of a reauthentication: the session being replaced ends, and names its replacement
+# while that is made (60 s at most). 0 when it had already ended.
+# KEYS: entry, its replacement's record. ARGV: the replacement's digest.
+_BEGIN_REPLACEMENT = """
+if redis.call('DEL', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', 60000)
+return 1
+"""
+
+# Step (3): the replacement stands only if nothing ended the session it replaces meanwhile
+# (which takes the record and ends the replacement). KEYS: the record. ARGV: replacement digest.
+_FINISH_REPLACEMENT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# How many sessions a chain of replacements may hold (each one ended while the next was made).
+_MOST_REPLACEMENTS = 8
 
 
 class SessionStore:
     # Writes a replica must hold before they answer (FILEHOST_REPLICA_WAIT_MS).
-    WAITS_FOR_REPLICA = ("add", "remove", "remove_many")
+    WAITS_FOR_REPLICA = ("add", "remove", "remove_many", "begin_replacement")
 
     def __init__(self, redis: Redis, keys: RedisKeys, clock: Clock) -> None:
         self.redis = redis
@@ -116,6 +157,9 @@ class SessionStore:
         self._confirm_session = redis.register_script(_CONFIRM_SESSION)
         self._renew_session = redis.register_script(_RENEW_SESSION)
         self._assign_session_id = redis.register_script(_ASSIGN_SESSION_ID)
+        self._end_session = redis.register_script(_END_SESSION)
+        self._begin_replacement = redis.register_script(_BEGIN_REPLACEMENT)
+        self._finish_replacement = redis.register_script(_FINISH_REPLACEMENT)
 
     async def add(
         self,
@@ -129,19 +173,25 @@ class SessionStore:
         user_agent: str | None = None,
         password_hash: str | None = None,
         events: EventBatch | None = None,
+        factors: int | None = None,
+        aal: int = 1,
+        authenticated_at: int | None = None,
     ) -> None:
         """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
         the session was written (steps (a)-(c) of "Creating a credential" above), or, given
         the ``password_hash`` the login checked, no longer holds it when the session is
         confirmed: a password change that ends every other session can't miss one opened with
         the old password (the change stores the new hash, then ends the sessions the index
-        names; a login confirmed before the store is already indexed, one after it fails).
+        names; a login confirmed before the store is already indexed, one after it fails). The
+        same for ``factors``, the generation of the account's second factors the login read
+        (``service.store.mfa``): a factor change moves it, then ends the other sessions.
         The entry is kept ``SESSION_EXPIRED_GRACE_MS`` past its deadline, so it can be answered
         as expired.
 
         Beside the four fields the per-request lookup reads, the entry holds what only the
         session list reads: the public id, when it was last seen (renewals move it), and the
-        client's address and User-Agent at login.
+        client's address and User-Agent at login, and when it last authenticated
+        (``authenticated_at``, its creation unless given) with how many factors (``aal``).
 
         ``events`` (the login's) are recorded in the step that confirms the session, so no
         session opens unrecorded: if that step fails, the entry is deleted."""
@@ -161,6 +211,8 @@ class SessionStore:
                 "a": absolute_deadline,
                 "i": idle_deadline,
                 "s": created_at,
+                "aa": created_at if authenticated_at is None else authenticated_at,
+                "l": aal,
             }
             for name, value in (("id", public_id), ("ip", ip), ("ua", user_agent)):
                 if value is not None:
@@ -168,9 +220,10 @@ class SessionStore:
             pipe.hset(entry, mapping=fields)
             pipe.pexpireat(entry, min(idle_deadline, absolute_deadline) + SESSION_EXPIRED_GRACE_MS)
             await pipe.execute()
-        keys, args = account, [token_digest, password_hash or ""]
+        keys = [*account, self.keys.account_mfa(user_id)]
+        args = [token_digest, password_hash or "", "" if factors is None else str(factors)]
         if events is not None:
-            keys, args = [*account, self.keys.account_audit(user_id)], [*args, *events.args()]
+            keys, args = [*keys, self.keys.account_audit(user_id)], [*args, *events.args()]
         try:
             confirmed = await self._confirm_session(keys=keys, args=args)
         except BaseException:
@@ -193,20 +246,55 @@ class SessionStore:
     async def identity(self, token_digest: str) -> tuple[str, str | None] | None:
         """The session's public id (given one now if it was opened before sessions had them)
         and its User-Agent at login (None when it sent none); None when the session is gone."""
+        standing = await self.standing(token_digest)
+        return None if standing is None else (standing.id, standing.user_agent)
+
+    async def standing(self, token_digest: str) -> SessionStanding | None:
+        """``identity``, with when the session was opened and last authenticated (with how many
+        factors): what a sensitive operation asks of it. One round trip."""
         found = await self._assign_session_id(
             keys=[self.keys.session_entry(token_digest)], args=[new_id("ses")]
         )
         if not found:
             return None
-        public_id, agent = found
-        return public_id, agent
+        public_id, agent, created, authenticated, aal = found
+        created_at = int_field(created)
+        return SessionStanding(
+            public_id,
+            agent,
+            created_at,
+            int_field(authenticated) if authenticated is not None else created_at,
+            int_field(aal) if aal is not None else 1,
+        )
 
     async def remove(self, token_digest: str, user_id: str) -> bool:
         """End a session: its entry goes first (refused from then on, on every worker), then
-        its place in the account's index. True when this call deleted the entry."""
-        deleted = await self.redis.delete(self.keys.session_entry(token_digest))
-        await self.redis.zrem(self.keys.account_sessions(user_id), token_digest)
-        return bool(deleted)
+        its place in the account's index; a session replacing it (a reauthentication in
+        progress) ends too. True when this call ended it (or its replacement)."""
+        return await self.remove_many(user_id, [token_digest]) > 0
+
+    async def begin_replacement(self, old_digest: str, new_digest: str) -> bool:
+        """Step (1) of replacing a session by a new one (a reauthentication): the old one ends
+        and names the new one until ``finish_replacement``, so that whatever ends the old one
+        meanwhile ends the new one too. False when the old one had ended already."""
+        return bool(
+            await self._begin_replacement(
+                keys=[self.keys.session_entry(old_digest), self.keys.session_replaced(old_digest)],
+                args=[new_digest],
+            )
+        )
+
+    async def finish_replacement(self, user_id: str, old_digest: str, new_digest: str) -> bool:
+        """Step (3), once the new session is opened (step (2), ``add``): True when it stands;
+        False when the old one was ended meanwhile, and the new one with it. The old digest
+        leaves the account's index either way."""
+        stands = await self._finish_replacement(
+            keys=[self.keys.session_replaced(old_digest)], args=[new_digest]
+        )
+        if not stands:
+            await self.remove_many(user_id, [new_digest])
+        await self.redis.zrem(self.keys.account_sessions(user_id), old_digest)
+        return bool(stands)
 
     async def list(self, user_id: str, now: int) -> list[SessionRecord]:
         """The account's live sessions (neither deadline passed), newest first.
@@ -222,9 +310,8 @@ class SessionStore:
                 pipe.hmget(self.keys.session_entry(digest), SESSION_LIST_FIELDS)
             rows = await pipe.execute()
         records = []
-        for digest, (owner, created, absolute, idle, public_id, seen, ip, agent) in zip(
-            digests, rows, strict=True
-        ):
+        for digest, row in zip(digests, rows, strict=True):
+            owner, created, absolute, idle, public_id, seen, ip, agent, aa, aal = row
             if owner is None:
                 continue  # ended or expired; the index forgets it at a later login
             if owner != user_id:
@@ -251,19 +338,35 @@ class SessionStore:
                     absolute_deadline=absolute_at,
                     ip=ip,
                     user_agent=agent,
+                    authenticated_at=int_field(aa) if aa is not None else created_at,
+                    aal=int_field(aal) if aal is not None else 1,
                 )
             )
         records.sort(key=lambda record: (record.created_at, record.id), reverse=True)
         return records
 
+    async def abandon_replacement(self, user_id: str, old_digest: str) -> None:
+        """After a step (2) that failed (it opened nothing): the old session's record of its
+        replacement and its place in the index go."""
+        await self.redis.delete(self.keys.session_replaced(old_digest))
+        await self.redis.zrem(self.keys.account_sessions(user_id), old_digest)
+
     async def remove_many(self, user_id: str, token_digests: list[str]) -> int:
-        """End several of the account's sessions at once: every entry is deleted first, then
-        their places in the index. Returns how many entries this call deleted."""
-        if not token_digests:
-            return 0
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for digest in token_digests:
-                pipe.delete(self.keys.session_entry(digest))  # one slot each: one DEL each
-            deleted = await pipe.execute()
-        await self.redis.zrem(self.keys.account_sessions(user_id), *token_digests)
-        return sum(deleted)
+        """End several of the account's sessions at once: every entry is deleted first (with
+        the sessions replacing any of them, ``_END_SESSION``), then their places in the index.
+        Returns how many entries this call deleted."""
+        ended, digests = 0, list(token_digests)
+        for _ in range(_MOST_REPLACEMENTS):
+            if not digests:
+                break
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for digest in digests:  # one slot each: one script each
+                    await self._end_session(
+                        keys=[self.keys.session_entry(digest), self.keys.session_replaced(digest)],
+                        client=pipe,
+                    )
+                replies = await pipe.execute()
+            await self.redis.zrem(self.keys.account_sessions(user_id), *digests)
+            ended += sum(int(deleted) for deleted, _ in replies)
+            digests = [replacement for _, replacement in replies if replacement]
+        return ended

@@ -2,10 +2,10 @@
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
 ``folders`` with ``folder_removal``, ``account_settings``, ``aliases`` with ``alias_views``, the
-public side's, ``bindings``: what a key bound to folders reaches), ``lookup`` is the per-request
-read of a credential, ``counters`` the windowed counts of login attempts and leak reports, and
-``backup`` the copy of every record a backup takes. All share one map of key names
-(``service.store.keys``).
+public side's, ``bindings``: what a key bound to folders reaches, ``mfa`` with ``mfa_answers``:
+the second factors), ``lookup`` is the per-request read of a credential, ``counters`` the
+windowed counts of login attempts and leak reports, and ``backup`` the copy of every record a
+backup takes. All share one map of key names (``service.store.keys``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from service.store.folder_removal import FolderRemovalStore
 from service.store.folders import FoldersStore
 from service.store.keys import RedisKeys
 from service.store.lookup import CredentialLookup
+from service.store.mfa import MfaStore
+from service.store.mfa_answers import MfaAnswerStore
 from service.store.pipelined import PipelinedRedis
 from service.store.sessions import SessionStore
 from service.store.users import UserStore
@@ -51,6 +53,8 @@ class Stores:
     account_settings: AccountSettingsStore
     aliases: AliasStore
     alias_views: AliasViews
+    mfa: MfaStore
+    mfa_answers: MfaAnswerStore
     bindings: BindingsStore
 
     async def ping(self) -> bool:
@@ -85,5 +89,7 @@ def open_stores(
         account_settings=AccountSettingsStore(redis, keys),
         aliases=aliases,
         alias_views=AliasViews(redis, keys, hot),
+        mfa=MfaStore(redis, keys),
+        mfa_answers=MfaAnswerStore(redis, keys),
         bindings=BindingsStore(redis, keys, hot),
     )

@@ -1,6 +1,6 @@
 """Users in Redis: their records, the email index, password hashes, and deleting an account
-with every credential, file and folder record, alias, setting and event it holds. Knows nothing
-of HTTP.
+with every credential, second factor, file and folder record, alias, setting and event it holds.
+Knows nothing of HTTP.
 
 How creating a session or key and deleting its user exclude each other is told in
 ``service.store.sessions`` ("Creating a credential"); deleting is its steps (1)-(4).
@@ -127,6 +127,8 @@ class UserStore:
         # A rolled-out secret's record that it was replaced: of a key that is no more.
         entries.extend(self.keys.key_gone(digest) for digest in digests)
         entries.extend(self.keys.session_entry(digest) for digest in sessions)
+        # A reauthentication's record of its replacement, in the replaced session's slot.
+        entries.extend(self.keys.session_replaced(digest) for digest in sessions)
         if entries:
             # One DEL per entry: entries stand alone, each in a cluster slot of its own.
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -156,6 +158,7 @@ class UserStore:
             self.keys.account_removed(user_id),
             self.keys.top_files_placed(user_id),
             self.keys.account_settings(user_id),
+            *self.keys.account_mfa_keys(user_id),
         )
         await self.redis.srem(self.keys.folder_removals, user_id)
         await self.redis.delete(

@@ -34,6 +34,7 @@ from tests.support.keys import (
     listed,
     sha256_hex,
 )
+from tests.support.mfa import reauthenticated
 from tests.support.openapi import DOCUMENT, validator
 
 VERIFY = "/api/v1/auth/verify"
@@ -65,6 +66,7 @@ async def test_an_edit_answers_the_whole_record_and_the_list_shows_the_same(
 ) -> None:
     token, key = await key_and_session(api, name="old", permissions=["files.read"])
     clock.advance(hours=1)
+    token = await reauthenticated(api, token)  # the edit widens the key: a step-up first
     data = await edited(
         api,
         token,

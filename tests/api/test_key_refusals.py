@@ -16,6 +16,7 @@ from service.domain.credentials import generate_api_key
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock
 from tests.support.keys import EMAIL, KEYS, key_and_session, rolled, sha256_hex
+from tests.support.mfa import reauthenticated
 from tests.support.redis import client_commands
 
 FILES = "/api/v1/files"
@@ -103,6 +104,7 @@ async def test_a_rolled_out_secret_says_it_was_replaced_and_when_its_grace_ended
 
     # Rolled again: the older secret's entry goes, and the record of why takes its place.
     clock.advance(seconds=5)
+    token = await reauthenticated(api, token)  # a roll needs a recent authentication
     now = iso(clock.now_ms())
     newest = await rolled(api, token, key["id"], grace=0)
     assert (await refused(api, key["secret_key"], "api_key_replaced"))["details"] == {

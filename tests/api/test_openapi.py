@@ -156,7 +156,11 @@ def test_each_credential_kind_and_its_refusals_are_documented_where_accepted() -
         assert "WWW-Authenticate" in resolve(responses["401"])["headers"], (method, path)
         assert resolve(responses["503"])["headers"]["Retry-After"], (method, path)
         if schemes == {"SessionToken"}:  # an API key there is 403 session_required
-            assert responses["403"] == {"$ref": "#/components/responses/SessionRequired"}
+            # ... and a sensitive operation also 403 reauthentication_required (step-up).
+            assert responses["403"] in (
+                {"$ref": "#/components/responses/SessionRequired"},
+                {"$ref": "#/components/responses/StepUpForbidden"},
+            )
 
 
 def test_every_operation_that_reads_a_body_documents_413_415_and_refuses_unknown_fields() -> None:

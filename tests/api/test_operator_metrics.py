@@ -122,6 +122,8 @@ async def test_logins_are_counted_by_outcome_and_no_label_names_an_email(
         "throttled": 1,
         "busy": 0,
         "error": 1,
+        "second_factor_required": 0,
+        "wrong_second_factor": 0,
     }
     assert not re.search(r"example\.com|known@|nobody", text)
 

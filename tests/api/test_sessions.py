@@ -30,6 +30,8 @@ FIELDS = {
     "ip",
     "user_agent",
     "current",
+    "aal",
+    "authenticated_at",
 }
 
 

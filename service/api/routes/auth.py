@@ -1,5 +1,6 @@
-"""``/api/v1/auth``: log in (a session token for an email and password), log out, and who the
-caller is."""
+"""``/api/v1/auth``: log in (a session token for an email and password, and for an account with
+a second factor a second step answering it), reauthenticate a session for a sensitive operation
+(a new token replacing the caller's), log out, and who the caller is."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from aiohttp import web
 
 from service.api.client_address import client_address
 from service.api.context import POLICY, PREFIX, SETTINGS
-from service.api.credentials import acting, authenticate
+from service.api.credentials import acting, acting_standing, authenticate
+from service.api.mfa_requests import parse_mfa_token, parse_reauthenticate, parse_second_step
 from service.api.validation import parse_login, read_json_object, user_agent
 from service.api.views import ok
+from service.auth.login import LoginResult, MfaRequired
 from service.clock import iso
 from service.domain.permissions import to_names
 from service.domain.principal import CredentialType
@@ -23,6 +26,20 @@ async def login(request: web.Request) -> web.Response:
     result = await request.app[POLICY].login.login(
         fields.email, fields.password, address, user_agent(request)
     )
+    if isinstance(result, MfaRequired):
+        # No token: the mfa_token is good for the second step only.
+        return ok(
+            {
+                "mfa_required": True,
+                "mfa_token": result.mfa_token,
+                "methods": result.methods,
+                "expires_at": iso(result.expires_at),
+            }
+        )
+    return _logged_in(result)
+
+
+def _logged_in(result: LoginResult) -> web.Response:
     return ok(
         {
             "user": {"id": result.user.id, "email": result.user.email},
@@ -31,6 +48,43 @@ async def login(request: web.Request) -> web.Response:
             "absolute_expires_at": iso(result.absolute_deadline),
         }
     )
+
+
+async def login_second_step(request: web.Request) -> web.Response:
+    mfa_token, answer = parse_second_step(await read_json_object(request))
+    address = client_address(request, request.app[SETTINGS].trusted_proxies)
+    result = await request.app[POLICY].login.second_step(
+        mfa_token, answer, address, user_agent(request)
+    )
+    return _logged_in(result)
+
+
+async def login_webauthn_options(request: web.Request) -> web.Response:
+    mfa_token = parse_mfa_token(await read_json_object(request))
+    return ok(await request.app[POLICY].login.webauthn_options(mfa_token))
+
+
+async def reauthenticate(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    password, answer = parse_reauthenticate(await read_json_object(request))
+    address = client_address(request, request.app[SETTINGS].trusted_proxies)
+    done = await request.app[POLICY].reauthentication.reauthenticate(
+        principal, password, answer, address, await acting(request, principal)
+    )
+    return ok(
+        {
+            "token": done.token,
+            "expires_at": iso(done.idle_deadline),
+            "absolute_expires_at": iso(done.absolute_deadline),
+            "authenticated_at": iso(done.authenticated_at),
+            "aal": done.aal,
+        }
+    )
+
+
+async def reauthenticate_webauthn_options(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    return ok(await request.app[POLICY].reauthentication.webauthn_options(principal))
 
 
 async def logout(request: web.Request) -> web.Response:
@@ -46,22 +100,35 @@ async def current_session(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     user = await request.app[POLICY].users.get_user(principal.user_id)
     credential: dict[str, Any] = {"type": principal.credential.value}
+    answer: dict[str, Any] = {
+        "user": {"id": user.id, "email": user.email},
+        "credential": credential,
+        "permissions": to_names(principal.permissions),
+        "expires_at": iso(principal.expires_at),
+    }
     if principal.credential is CredentialType.API_KEY:
         credential["key_id"] = principal.key_id
-    return ok(
-        {
-            "user": {"id": user.id, "email": user.email},
-            "credential": credential,
-            "permissions": to_names(principal.permissions),
-            "expires_at": iso(principal.expires_at),
-        }
-    )
+    else:
+        # How the session was opened, and whether a sensitive operation would need a
+        # reauthentication first: the one extra read is for sessions only.
+        _, standing = await acting_standing(request, principal)
+        sessions = request.app[POLICY].sessions
+        answer["aal"] = standing.aal
+        answer["authenticated_at"] = iso(standing.authenticated_at)
+        answer["authenticated_recently"] = sessions.is_recent(standing)
+    return ok(answer)
 
 
 def add_auth_routes(app: web.Application) -> None:
     app.router.add_routes(
         [
             web.post(f"{PREFIX}/auth/login", login),
+            web.post(f"{PREFIX}/auth/login/mfa", login_second_step),
+            web.post(f"{PREFIX}/auth/login/mfa/webauthn-options", login_webauthn_options),
+            web.post(f"{PREFIX}/auth/reauthenticate", reauthenticate),
+            web.post(
+                f"{PREFIX}/auth/reauthenticate/webauthn-options", reauthenticate_webauthn_options
+            ),
             web.post(f"{PREFIX}/auth/logout", logout),
             web.get(f"{PREFIX}/auth/session", current_session, allow_head=False),
         ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from service.api.context import POLICY, PREFIX
-from service.api.credentials import acting, authenticate
+from service.api.credentials import acting, acting_recently, acting_standing, authenticate
 from service.api.validation import (
     parse_create_key,
     parse_edit_key,
@@ -29,7 +29,7 @@ async def create_key(request: web.Request) -> web.Response:
         fields.name,
         fields.permissions,
         fields.expires_days,
-        await acting(request, principal),
+        await acting_recently(request, principal),
         fields.folder_ids,
     )
     return ok(created_key_view(created.record, created.secret), status=201)
@@ -54,8 +54,15 @@ async def revoke_key(request: web.Request) -> web.Response:
 async def edit_key(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     edit = parse_edit_key(await read_json_object(request))
-    record = await request.app[POLICY].api_keys.edit_key(
-        principal.user_id, request.match_info["key_id"], edit, await acting(request, principal)
+    policy = request.app[POLICY]
+    origin, standing = await acting_standing(request, principal)
+    record = await policy.api_keys.edit_key(
+        principal.user_id,
+        request.match_info["key_id"],
+        edit,
+        origin,
+        # Only an edit that widens the key needs a recent authentication.
+        require_recent=lambda: policy.sessions.require_recent(standing),
     )
     return ok(key_view(record))
 
@@ -68,7 +75,7 @@ async def roll_key(request: web.Request) -> web.Response:
         principal.user_id,
         request.match_info["key_id"],
         grace_seconds,
-        await acting(request, principal),
+        await acting_recently(request, principal),
     )
     view = key_view(rolled.record)
     view["secret_key"] = rolled.secret

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from service.api.client_address import client_address
 from service.api.context import POLICY, PREFIX, SETTINGS
-from service.api.credentials import acting, authenticate
+from service.api.credentials import acting, acting_recently, authenticate
 from service.api.validation import parse_change_password, read_json_object
 from service.api.views import ok
 from service.clock import iso
@@ -41,6 +41,8 @@ def _session_view(record: SessionRecord, principal: Principal) -> dict[str, Any]
         "ip": record.ip,
         "user_agent": record.user_agent,
         "current": record.token_digest == principal.token_digest,
+        "aal": record.aal,
+        "authenticated_at": iso(record.authenticated_at),
     }
 
 
@@ -62,7 +64,7 @@ async def end_session(request: web.Request) -> web.Response:
 async def end_other_sessions(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True, counted=False)
     ended = await request.app[POLICY].sessions.end_other_sessions(
-        principal, await acting(request, principal)
+        principal, await acting_recently(request, principal)
     )
     return ok({"ended": ended})
 
@@ -76,7 +78,7 @@ async def change_password(request: web.Request) -> web.Response:
         fields.current_password,
         fields.new_password,
         address,
-        await acting(request, principal),
+        await acting_recently(request, principal),
     )
     return ok({"changed_at": iso(change.changed_at), "sessions_ended": change.sessions_ended})
 
