@@ -17,7 +17,7 @@ the same concurrency:
   a  GET /a/{slug} of a 1 KiB file through a vanity alias, no credential (200)
 (``--only`` picks some of them, e.g. ``--only gb``); then b with rate limits off, b during a
 login storm, g on a Redis Cluster, and b and c again with 1,000,000 keys and 1,000,000 sessions
-loaded.
+loaded (and the memory of 1,000,000 aliases loaded after them).
 
 Transfers (``benchmark.transfers``), 100 MiB files one at a time and 16 at once, each run beside
 nginx on the same machine moving the same bytes (``sendfile on``; WebDAV ``PUT``, also followed by

@@ -19,7 +19,13 @@ from benchmark import processes
 from benchmark.load import Measurer, start_login_storm
 from benchmark.report import ExtraRow, median_row, ratio_cell
 from benchmark.scenarios import FLOORS, LABELS, PATHS, WITHOUT_LANE, scenario_headers
-from benchmark.seeding import key_commands, mass_insert, seed_account, session_commands
+from benchmark.seeding import (
+    alias_commands,
+    key_commands,
+    mass_insert,
+    seed_account,
+    session_commands,
+)
 
 Server = tuple[str, int]  # its URL and pid
 Results = list[dict[str, float]]
@@ -238,12 +244,15 @@ def scale(bench: Bench) -> None:
         after_keys = client.info("memory")["used_memory"]
         mass_insert(bench.redis_url, session_commands(large))
         after_sessions = client.info("memory")["used_memory"]
+        mass_insert(bench.redis_url, alias_commands(large))
+        after_aliases = client.info("memory")["used_memory"]
         bench.notes.append(
-            f"loaded {large:,} keys and {large:,} sessions in "
+            f"loaded {large:,} keys, {large:,} sessions and {large:,} aliases in "
             f"{time.monotonic() - loaded:.1f} s; Redis memory per key "
             f"{(after_keys - before) / large:.0f} B (digest entry + listing), "
             f"per session {(after_sessions - after_keys) / large:.0f} B "
-            f"(entry + account index); dbsize {client.dbsize():,}"
+            f"(entry + account index), per alias {(after_aliases - after_sessions) / large:.0f} B "
+            f"(entry + account index; under 300 is the target); dbsize {client.dbsize():,}"
         )
         for name, what in (("b", "keys"), ("c", "sessions")):
             label = f"{LABELS[name].split(',')[0]}, {large:,} {what} loaded"

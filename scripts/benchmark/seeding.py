@@ -216,3 +216,24 @@ def session_commands(count: int, sessions_per_user: int = 4) -> Iterator[bytes]:
         values = (user, now, absolute, idle)
         yield _resp("HSET", entry, *chain.from_iterable(zip(SESSION_FIELDS, values, strict=True)))
         yield _resp("PEXPIREAT", entry, idle + SESSION_EXPIRED_GRACE_MS)
+
+
+def alias_commands(count: int, aliases_per_account: int = 1000) -> Iterator[bytes]:
+    """The layout the alias store writes, for ``count`` aliases of files: each entry made by
+    the store's own ``entry_fields`` with a few views counted, and its member of the account's
+    index (1,000 an account, so each index is a skiplist, not a listpack)."""
+    from service.domain.aliases import new_alias_id
+    from service.domain.credentials import new_id
+    from service.domain.records import AliasRecord
+    from service.store.alias_entries import entry_fields
+    from service.store.aliases import index_member
+
+    names = RedisKeys(PREFIX)
+    now = int(time.time() * 1000)
+    for n in range(count):
+        user = f"usr_alias{n // aliases_per_account:017d}"
+        slug = f"bench-{n:07d}"
+        record = AliasRecord(new_alias_id(now), slug, new_id("fil"), now, views=n % 1000)
+        fields = entry_fields(user, record, None, False)
+        yield _resp("HSET", names.alias_entry(slug), *chain.from_iterable(fields.items()))
+        yield _resp("ZADD", names.account_aliases(user), now, index_member(record.target_id, slug))
