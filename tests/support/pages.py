@@ -13,6 +13,7 @@ PAGE_SCRIPTS = {
     "keys.html": {"type": "module", "src": "/static/js/pages/keys.js"},
     "files.html": {"type": "module", "src": "/static/js/pages/files.js"},
     "sessions.html": {"type": "module", "src": "/static/js/pages/sessions.js"},
+    "security.html": {"type": "module", "src": "/static/js/pages/security.js"},
     "activity.html": {"type": "module", "src": "/static/js/pages/activity.js"},
     "not-found.html": {"type": "module", "src": "/static/js/pages/not-found.js"},
 }

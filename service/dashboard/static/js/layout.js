@@ -11,6 +11,7 @@ export const PAGES = [
   { page: "keys", href: "/keys", text: "API keys" },
   { page: "files", href: "/files", text: "Files" },
   { page: "sessions", href: "/sessions", text: "Sessions" },
+  { page: "security", href: "/security", text: "Security" },
   { page: "activity", href: "/activity", text: "Activity" },
 ];
 
