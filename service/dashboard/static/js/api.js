@@ -2,6 +2,7 @@
 // refusal read from the error envelope ({success: false, error: {code, message, details}}) into
 // an ApiError, and a session the server says is over sending the user back to sign in.
 
+import { reauthenticate } from "./reauth.js";
 import { signedOut } from "./session.js";
 
 export const API = "/api/v1";
@@ -146,12 +147,45 @@ export function sessionEnded(error) {
   return error instanceof ApiError && error.status === 401 && SESSION_ENDED.has(error.code);
 }
 
+// A sensitive change refused until the password is confirmed again (step-up).
+export function needsReauthentication(error) {
+  return error instanceof ApiError && error.status === 403 && error.code === "reauthentication_required";
+}
+
+// What a change the user declined to confirm fails with: nothing was done.
+function notConfirmed() {
+  return new ApiError(
+    403,
+    "reauthentication_cancelled",
+    "You cancelled the password check, so nothing was changed.",
+  );
+}
+
 // `call(method, path, body)` for a signed-in page: any call that finds the session gone sends
-// the user back to sign in, saying why, and never settles (the page is being replaced).
+// the user back to sign in, saying why, and never settles (the page is being replaced). A
+// change that needs a recent sign-in opens the reauthentication dialog (reauth.js) and, once
+// the password is confirmed, is sent again with the new token, which every later call uses;
+// cancelled, it fails with code "reauthentication_cancelled" and nothing changed.
 export function sessionCaller(token) {
+  let current = token;
+  async function send(method, path, body) {
+    try {
+      return await api(method, path, { token: current, body });
+    } catch (failure) {
+      if (!needsReauthentication(failure)) {
+        throw failure;
+      }
+      const renewed = await reauthenticate(current);
+      if (!renewed) {
+        throw notConfirmed();
+      }
+      current = renewed;
+      return api(method, path, { token: current, body });
+    }
+  }
   return async (method, path, body) => {
     try {
-      return await api(method, path, { token, body });
+      return await send(method, path, body);
     } catch (failure) {
       if (sessionEnded(failure)) {
         signedOut(failure);
@@ -202,6 +236,9 @@ export function problemText(why) {
 // "Try again in 30 s." when the server said how long to wait; nothing more after a network
 // failure, whose message says to try again already.
 export function retryHint(failure) {
+  if (failure instanceof ApiError && failure.code === "reauthentication_cancelled") {
+    return "";
+  }
   if (failure instanceof ApiError && failure.retryAfter) {
     return ` Try again in ${failure.retryAfter} s.`;
   }
