@@ -129,6 +129,10 @@ async def test_the_browser_reports_no_csp_violation_across_the_dashboard(
     await page.get_by_label("Event type").select_option("key.revoked")
     await expect(page.locator("#activity-body tr")).to_have_count(1)
     assert await violations(page) == []
+    # The security page (its QR code and passkeys: tests/browser/test_security_page.py).
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Security").click()
+    await expect(page.locator("#mfa-loading")).to_be_hidden()
+    assert await violations(page) == []
     await page.get_by_role("button", name="Log out").click()
     await page.wait_for_url(re.compile(r"/$"))
     await expect(page.locator("#notice")).to_be_visible()

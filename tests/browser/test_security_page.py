@@ -25,6 +25,7 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     key_row,
+    no_horizontal_scroll,
     screenshot,
     sign_in,
     violations,
@@ -289,4 +290,65 @@ async def test_an_old_sign_in_is_confirmed_in_a_dialog_and_the_key_is_created(
     # The next page keeps the new session.
     await page.reload()
     await expect(key_row(page, "after reauth")).to_have_count(1)
+    assert await violations(page) == []
+
+
+UNLABELED = """() => Array.from(document.querySelectorAll('input, select, textarea'))
+    .filter((el) => el.offsetParent !== null || el.closest('dialog[open]'))
+    .filter((el) => el.labels.length === 0 || !el.labels[0].textContent.trim())
+    .map((el) => el.id || el.name)"""
+NAMELESS = """() => Array.from(document.querySelectorAll('button, a[href]'))
+    .filter((el) => !el.textContent.trim() && !el.getAttribute('aria-label'))
+    .map((el) => el.outerHTML)"""
+
+
+async def test_labelled_usable_by_keyboard_and_on_a_phone(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await sign_in(page, user)
+    await open_security(page)
+    await page.get_by_role("button", name="Set up an authenticator app").click()
+    await expect(page.locator("#totp-qr svg")).to_be_visible()
+    # The QR code is an image with a name; the setup's field has the focus, the key is text.
+    await expect(page.get_by_role("img", name=re.compile("QR code"))).to_be_visible()
+    await expect(page.get_by_label("Code from the app")).to_be_focused()
+    assert await page.evaluate(UNLABELED) == []
+    assert await page.evaluate(NAMELESS) == []
+    await no_horizontal_scroll(page)
+    await screenshot(page, "phone-security-setup")
+    secret = (await page.locator("#totp-secret").text_content() or "").replace(" ", "")
+    await page.keyboard.type(app_code(secret, dashboard.clock))
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#codes-title")).to_be_focused()
+    await no_horizontal_scroll(page)
+    dashboard.clock.advance(seconds=30)
+
+    # The second step, by keyboard: the code field has the focus, Enter sends it.
+    await log_out(page)
+    await password_step(page, user)
+    assert await page.evaluate(UNLABELED) == []
+    await no_horizontal_scroll(page)
+    await screenshot(page, "phone-login-second-step")
+    await page.keyboard.type(app_code(secret, dashboard.clock))
+    await page.keyboard.press("Enter")
+    await page.wait_for_url("**/keys")
+
+    # The reauthentication dialog: on the password, labelled, within the screen; Escape
+    # cancels it.
+    dashboard.clock.advance(seconds=REAUTH_SECONDS + 1)
+    await open_security(page)
+    await page.get_by_role("button", name="Make new recovery codes").click()
+    await page.get_by_role("button", name="Make new codes").click()
+    reauth = page.get_by_role("dialog", name="Confirm it's you")
+    await expect(reauth.get_by_label("Your password")).to_be_focused()
+    await expect(reauth.get_by_label("Code from your authenticator app")).to_be_visible()
+    assert await page.evaluate(UNLABELED) == []
+    box = await reauth.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375
+    await no_horizontal_scroll(page)
+    await page.keyboard.press("Escape")
+    await expect(reauth).to_be_hidden()
+    await expect(page.locator("#security-dialog-error")).to_contain_text("nothing was changed")
     assert await violations(page) == []

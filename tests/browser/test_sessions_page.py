@@ -469,6 +469,7 @@ async def test_the_sessions_page_by_keyboard_alone(
         "#nav-keys",
         "#nav-files",
         "#nav-sessions",
+        "#nav-security",
         "#nav-activity",
         "#logout",
         "button",  # End (the other session's)

@@ -61,6 +61,7 @@ export function factorFields(prefix, onPasskey) {
     input.focus();
   });
   passkey.addEventListener("click", () => onPasskey());
+  setMode("totp");
 
   return {
     element,
