@@ -224,10 +224,18 @@ async def test_add_a_passkey_sign_in_with_it_and_remove_it(
     await open_security(page)
     await expect(row.locator(".passkey-last-used")).not_to_have_text("never")
 
-    # Removed behind a confirmation.
+    # Removed behind a confirmation, from a sign-in too old: the dialog asks for the password
+    # and the passkey (the account's only factor, so no code field).
+    dashboard.clock.advance(seconds=REAUTH_SECONDS + 1)
     await row.get_by_role("button", name=re.compile("^Remove")).click()
     dialog = page.get_by_role("dialog", name="Remove the passkey “Work laptop”?")
     await dialog.get_by_role("button", name="Remove passkey").click()
+    reauth = page.get_by_role("dialog", name="Confirm it's you")
+    await expect(reauth).to_be_visible()
+    await expect(reauth.get_by_label("Code from your authenticator app")).to_be_hidden()
+    await reauth.get_by_label("Your password").fill(PASSWORD)
+    await reauth.get_by_role("button", name="Use a passkey").click()
+    await expect(reauth).to_be_hidden()
     await expect(dialog).to_be_hidden()
     await expect(row).to_have_count(0)
     await expect(page.locator("#passkeys-empty")).to_be_visible()

@@ -3,7 +3,7 @@
 // an ApiError, and a session the server says is over sending the user back to sign in.
 
 import { reauthenticate } from "./reauth.js";
-import { signedOut } from "./session.js";
+import { loadSession, signedOut } from "./session.js";
 
 export const API = "/api/v1";
 
@@ -28,6 +28,13 @@ export class ApiError extends Error {
 
 function unreachable() {
   return new ApiError(0, "network_error", "The service could not be reached. Try again.");
+}
+
+// The session token to send: this tab's stored one, which a reauthentication replaces (on this
+// page or another of the tab), else the one the page started with.
+function latest(token) {
+  const session = loadSession();
+  return session ? session.token : token;
 }
 
 // The one place the token goes anywhere: the Authorization header of a request.
@@ -87,7 +94,7 @@ export async function fetchBlob(path, token) {
   let response;
   try {
     response = await fetch(API + path, {
-      headers: withToken({}, token),
+      headers: withToken({}, latest(token)),
       credentials: "omit",
       cache: "no-store",
     });
@@ -111,7 +118,7 @@ export function sendFile(path, token, file, progress, signal) {
     form.append("file", file, file.name);
     const request = new XMLHttpRequest();
     request.open("POST", API + path);
-    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, token))) {
+    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, latest(token)))) {
       request.setRequestHeader(name, value);
     }
     request.upload.addEventListener("progress", (event) => {
@@ -170,12 +177,12 @@ export function sessionCaller(token) {
   let current = token;
   async function send(method, path, body) {
     try {
-      return await api(method, path, { token: current, body });
+      return await api(method, path, { token: latest(current), body });
     } catch (failure) {
       if (!needsReauthentication(failure)) {
         throw failure;
       }
-      const renewed = await reauthenticate(current);
+      const renewed = await reauthenticate(latest(current));
       if (!renewed) {
         throw notConfirmed();
       }
