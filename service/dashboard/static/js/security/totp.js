@@ -41,6 +41,12 @@ export function totpSection({ call, ask, showCodes, done }) {
   function showQr(markup) {
     try {
       const picture = svgFromMarkup(markup);
+      // Drawn at the style sheet's size: a picture with no viewBox would not scale.
+      const width = picture.getAttribute("width");
+      const height = picture.getAttribute("height");
+      if (!picture.hasAttribute("viewBox") && width && height) {
+        picture.setAttribute("viewBox", `0 0 ${width} ${height}`);
+      }
       picture.setAttribute("role", "img");
       picture.setAttribute("aria-label", "QR code to scan with your authenticator app");
       qr.replaceChildren(picture);
@@ -56,7 +62,7 @@ export function totpSection({ call, ask, showCodes, done }) {
       const data = await call("POST", "/auth/mfa/totp");
       showQr(data.qr_svg);
       secret.textContent = grouped(data.secret);
-      expires.textContent = `Finish within 10 minutes (by ${whenText(data.expires_at)}), or start again.`;
+      expires.textContent = `Finish the setup by ${whenText(data.expires_at)}, or start again.`;
       setup.hidden = false;
       enable.hidden = true;
       code.focus();
