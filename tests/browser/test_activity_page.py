@@ -660,7 +660,7 @@ async def test_the_activity_page_by_keyboard_alone(
 
     # The order: skip link, the pages, log out, the filter, then "Load more" after the rows.
     stops = []
-    for _ in range(8):
+    for _ in range(9):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
@@ -668,6 +668,7 @@ async def test_the_activity_page_by_keyboard_alone(
         "#nav-keys",
         "#nav-files",
         "#nav-sessions",
+        "#nav-security",
         "#nav-activity",
         "#logout",
         "#activity-type",
