@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 
+from service.auth.mfa import _qr_svg
 from tests.support.api import PASSWORD
 from tests.support.browser import (
     DESKTOP,
@@ -360,3 +361,52 @@ async def test_labelled_usable_by_keyboard_and_on_a_phone(
     await expect(reauth).to_be_hidden()
     await expect(page.locator("#security-dialog-error")).to_contain_text("nothing was changed")
     assert await violations(page) == []
+
+
+async def test_the_qr_reader_builds_only_what_a_qr_code_is_drawn_with(tab: Tab) -> None:
+    """``js/svg.js`` in the page: the service's QR code is rebuilt as SVG elements; markup with
+    anything else in it (a script, a handler, a link, a url(), an unknown entity, a second
+    document) is refused whole. And base64url goes both ways as WebAuthn needs it."""
+    page = tab.page
+    await page.goto("/")
+    qr = _qr_svg("otpauth://totp/files.example.com:a%40b.c?secret=JBSWY3DPEHPK3PXP")
+    results = await page.evaluate(
+        """async ([qr, hostile]) => {
+            const { svgFromMarkup } = await import('/static/js/svg.js');
+            const { fromBase64url, toBase64url } = await import('/static/js/webauthn.js');
+            const built = svgFromMarkup(qr);
+            const refused = hostile.map((markup) => {
+                try { svgFromMarkup(markup); return markup; } catch { return null; }
+            }).filter((markup) => markup !== null);
+            const bytes = new Uint8Array([0, 1, 250, 251, 252, 253, 254, 255]);
+            return {
+                tag: built.namespaceURI + ' ' + built.localName,
+                paths: built.querySelectorAll('path').length,
+                title: built.querySelector('title').textContent,
+                d: built.querySelector('path').getAttribute('d').length,
+                accepted: refused,
+                roundTrip: toBase64url(fromBase64url(toBase64url(bytes))),
+            };
+        }""",
+        [
+            qr,
+            [
+                '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+                '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"></svg>',
+                '<svg><image href="http://127.0.0.2/x.png"/></svg>',
+                '<svg><a href="javascript:alert(1)"><path d="M0 0h1"/></a></svg>',
+                '<svg><path fill="url(http://127.0.0.2/#x)" d="M0 0h1"/></svg>',
+                '<svg><path style="fill:red" d="M0 0h1"/></svg>',
+                "<svg><title>&ext;</title></svg>",
+                "<svg></svg><svg></svg>",
+                "<svg><path d='M0 0'/></svg>",
+                '<svg><path d="M0 0"></svg>',
+                "<div></div>",
+            ],
+        ],
+    )
+    assert results["tag"] == "http://www.w3.org/2000/svg svg"
+    assert results["paths"] == 1 and results["d"] > 100
+    assert results["title"] == "TOTP QR code"
+    assert results["accepted"] == []
+    assert results["roundTrip"] == "AAH6-_z9_v8"
