@@ -42,6 +42,7 @@ from service.store.audit import EventBatch
 from service.store.blobs import Blob, BlobMissing, BlobStore
 from service.store.errors import AccountGone
 from service.store.files import FilesStore, FolderGone
+from service.store.small_blobs import SmallBlobs
 
 log = logging.getLogger("service.auth.files")
 
@@ -73,6 +74,7 @@ class Files:
     ) -> None:
         self._store = store
         self.blobs = blobs
+        self._small = SmallBlobs(blobs)
         self._clock = clock
         self._max_files = max_files
         self._reach = reach
@@ -236,6 +238,11 @@ class Files:
     async def get(self, principal: Principal, file_id: str) -> FileRecord:
         """The principal's file; 404 ``file_not_found`` for any other id."""
         return await self._reach.file(principal, file_id)
+
+    async def small_content(self, record: FileRecord) -> bytes | None:
+        """A small file's whole bytes from the worker's memory (read once); None for a larger
+        one, or one whose bytes are not what its record says: ``open`` it instead."""
+        return await self._small.read(record.id, record.size, record.sha256)
 
     async def open(self, record: FileRecord) -> Blob:
         """The file's bytes; 404 when a listed file has none (logged: it should never be)."""

@@ -1,7 +1,8 @@
-"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files), ``/sessions``
-(sessions and the password change), ``/security`` (second factors), ``/activity`` (the audit
-trail) and their assets under ``/static/``: the style sheet, the icon and the JavaScript
-modules (``static/js/``, each page's entry point in ``static/js/pages/``).
+"""Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files and folders),
+``/aliases`` (public links), ``/sessions`` (sessions and the password change), ``/security``
+(second factors), ``/activity`` (the audit trail), ``/settings`` (the account's settings) and
+their assets under ``/static/``: the style sheet, the icon and the JavaScript modules
+(``static/js/``, each page's entry point in ``static/js/pages/``).
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. A page may hold ``{{name}}`` for one of the service's settings that
@@ -36,9 +37,11 @@ PAGES: dict[str, str] = {
     "/": "index.html",
     "/keys": "keys.html",
     "/files": "files.html",
+    "/aliases": "aliases.html",
     "/sessions": "sessions.html",
     "/security": "security.html",
     "/activity": "activity.html",
+    "/settings": "settings.html",
 }
 # What a static asset may be, by its extension. The pages themselves are not assets: each is
 # served at its own path only.

@@ -401,3 +401,44 @@ async def test_the_public_side_is_limited_per_address_without_a_credentials_buck
     assert await views_of(api, token, made["id"]) == 2  # a refused request's view is given back
     made_now = set(redis_client.keys("fh:rate:*")) - buckets
     assert made_now and all(key.startswith("fh:rate:{alias-ip:") for key in made_now)
+
+
+# -- what a worker keeps in memory -------------------------------------------------------------
+
+
+async def test_a_slug_given_to_another_file_serves_that_file_from_the_next_request(
+    api: Api,
+) -> None:
+    # Whatever a worker keeps of a slug or of a file's bytes, a slug deleted and taken again
+    # serves only what it names now.
+    first_owner = await api.user_with_session()
+    second_owner = await api.user_with_session("bob@example.com")
+    before = await uploaded(api, b"the file it was", token=first_owner)
+    after = await uploaded(api, b"the file it is now", token=second_owner)
+    made = await alias(api, {"file_id": before["id"], "slug": "handed-on"}, token=first_owner)
+    assert await (await public(api, "/a/handed-on")).read() == b"the file it was"
+
+    deleted = await api.client.delete(f"{ALIASES}/{made['id']}", headers=bearer(first_owner))
+    assert deleted.status == 200
+    await assert_error(await public(api, "/a/handed-on"), 404, "alias_not_found")
+    await alias(api, {"file_id": after["id"], "slug": "handed-on"}, token=second_owner)
+
+    for _ in range(2):
+        assert await (await public(api, "/a/handed-on")).read() == b"the file it is now"
+
+
+async def test_a_renamed_or_deleted_file_is_served_as_it_is_now(api: Api) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"named twice", token=token, filename="old.txt")
+    await alias(api, {"file_id": file["id"], "slug": "renamed"}, token=token)
+    assert 'filename="old.txt"' in (await public(api, "/a/renamed")).headers["Content-Disposition"]
+
+    renamed = await api.client.patch(
+        f"/api/v1/files/{file['id']}", json={"name": "new.txt"}, headers=bearer(token)
+    )
+    assert renamed.status == 200
+    assert 'filename="new.txt"' in (await public(api, "/a/renamed")).headers["Content-Disposition"]
+
+    gone = await api.client.delete(f"/api/v1/files/{file['id']}", headers=bearer(token))
+    assert gone.status == 200
+    await assert_error(await public(api, "/a/renamed"), 404, "alias_not_found")

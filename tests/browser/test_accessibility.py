@@ -62,9 +62,11 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
         "a",
         "#nav-keys",
         "#nav-files",
+        "#nav-aliases",
         "#nav-sessions",
         "#nav-security",
         "#nav-activity",
+        "#nav-settings",
         "#logout",
         "#create-open",
     ], stops
@@ -98,7 +100,12 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
     await assert_focus_is_visible(page)
     await page.keyboard.press("ArrowDown")  # 90 days -> 180 days, without opening the list
     await expect(page.get_by_label("Expires after")).to_have_value("180")
-    assert await tab_to(page, "#create-submit") == ["#create-cancel", "#create-submit"]
+    # Then the folders it reaches (one stop: the chosen radio button), Cancel and Create key.
+    assert await tab_to(page, "#create-submit") == [
+        "#create-folders-all",
+        "#create-cancel",
+        "#create-submit",
+    ]
     await assert_focus_is_visible(page)
     await page.keyboard.press("Enter")
     await expect(dialog).to_be_hidden()
@@ -178,8 +185,34 @@ async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user:
     assert await page.evaluate(nameless) == []
     # Each Revoke button names its key, so a screen reader's list of buttons is unambiguous.
     await expect(page.get_by_role("button", name="Revoke key labelled")).to_have_count(1)
+    # The folder choice of the key form, listed.
+    dialog = page.get_by_role("dialog", name="Create a key")
+    await dialog.get_by_label("Only the folders chosen").check()
+    assert await page.evaluate(unlabeled) == []
+    await dialog.get_by_role("button", name="Cancel").click()
+
+    # The settings page, and the files page with a folder and its dialogs.
+    await page.goto("/settings")
+    await expect(page.locator("#settings-form")).to_be_visible()
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
+    await page.goto("/files")
+    await page.get_by_role("button", name="New folder").click()
+    await page.get_by_role("dialog").get_by_label("Name").fill("labelled folder")
+    await page.get_by_role("dialog").get_by_role("button", name="Create folder").click()
+    await expect(page.get_by_role("button", name="Delete folder labelled folder")).to_have_count(1)
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
+    # The aliases page with an alias and its create dialog.
+    await page.goto("/aliases")
+    await page.get_by_role("button", name="Create alias").click()
+    dialog = page.get_by_role("dialog", name="Create an alias")
+    await dialog.get_by_label("A folder").check()
+    await dialog.get_by_role("button", name="Create alias").click()
+    await expect(page.locator("#aliases-body tr")).to_have_count(1)
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
     # The security page (its factors set up: tests/browser/test_security_page.py).
-    await page.keyboard.press("Escape")
     await page.goto("/security")
     await expect(page.locator("#mfa-loading")).to_be_hidden()
     assert await page.evaluate(unlabeled) == []

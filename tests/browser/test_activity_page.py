@@ -660,16 +660,18 @@ async def test_the_activity_page_by_keyboard_alone(
 
     # The order: skip link, the pages, log out, the filter, then "Load more" after the rows.
     stops = []
-    for _ in range(9):
+    for _ in range(11):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
         "a",
         "#nav-keys",
         "#nav-files",
+        "#nav-aliases",
         "#nav-sessions",
         "#nav-security",
         "#nav-activity",
+        "#nav-settings",
         "#logout",
         "#activity-type",
         "#activity-more",

@@ -129,6 +129,23 @@ async def test_the_browser_reports_no_csp_violation_across_the_dashboard(
     await page.get_by_label("Event type").select_option("key.revoked")
     await expect(page.locator("#activity-body tr")).to_have_count(1)
     assert await violations(page) == []
+    # The files page with a folder opened and its dialogs, and the settings page saving.
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
+    await page.get_by_role("button", name="New folder").click()
+    await page.get_by_role("dialog").get_by_label("Name").fill("csp folder")
+    await page.get_by_role("dialog").get_by_role("button", name="Create folder").click()
+    await page.get_by_role("link", name="csp folder").click()
+    await expect(page.locator("#files-title")).to_have_text("csp folder")
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Aliases").click()
+    await page.get_by_role("button", name="Create alias").click()
+    await page.get_by_role("dialog").get_by_label("A folder").check()
+    await page.get_by_role("dialog").get_by_role("button", name="Create alias").click()
+    await expect(page.locator("#aliases-body tr")).to_have_count(1)
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Settings").click()
+    await page.get_by_label("Default alias view limit").fill("3")
+    await page.get_by_role("button", name="Save settings").click()
+    await expect(page.locator("#settings-status")).to_be_visible()
+    assert await violations(page) == []
     # The security page (its QR code and passkeys: tests/browser/test_security_page.py).
     await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Security").click()
     await expect(page.locator("#mfa-loading")).to_be_hidden()

@@ -152,7 +152,9 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
     )
     item = upload_item(page, name)
     await expect(item).to_have_class(re.compile("is-done"))
-    await expect(item.locator(".upload-status")).to_have_text(f"Uploaded {name} (900 KiB).")
+    await expect(item.locator(".upload-status")).to_have_text(
+        f"Uploaded {name} (900 KiB) into the top level."
+    )
     assert await item.locator("progress").evaluate("bar => bar.value === bar.max") is True
     progress = await page.evaluate("() => window.__progress")
     assert progress[-1] == 100 and progress == sorted(progress), progress

@@ -453,6 +453,7 @@ async def test_the_sessions_page_by_keyboard_alone(
     assert await focused(page) == "#nav-keys"
     await page.keyboard.press("Tab")
     await page.keyboard.press("Tab")
+    await page.keyboard.press("Tab")
     assert await focused(page) == "#nav-sessions"
     await assert_focus_is_visible(page)
     await page.keyboard.press("Enter")
@@ -461,16 +462,18 @@ async def test_the_sessions_page_by_keyboard_alone(
 
     # The order: skip link, the pages, log out, the other session's End, end all, the form.
     stops = []
-    for _ in range(11):
+    for _ in range(13):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
         "a",
         "#nav-keys",
         "#nav-files",
+        "#nav-aliases",
         "#nav-sessions",
         "#nav-security",
         "#nav-activity",
+        "#nav-settings",
         "#logout",
         "button",  # End (the other session's)
         "#end-others",

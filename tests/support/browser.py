@@ -74,16 +74,23 @@ class Dashboard:
         return email
 
     async def api(
-        self, method: str, path: str, *, key: str | None = None, token: str | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        key: str | None = None,
+        token: str | None = None,
+        json: Any = None,
     ) -> tuple[int, dict[str, Any]]:
-        """Call the API as a script would, outside the browser: (status, JSON body)."""
+        """Call the API as a script would, outside the browser, with ``json`` as the body when
+        given: (status, JSON body)."""
         headers = {}
         if key is not None:
             headers["X-API-Key"] = key
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         async with self.http.request(
-            method, f"{self.base}/api/v1{path}", headers=headers
+            method, f"{self.base}/api/v1{path}", headers=headers, json=json
         ) as response:
             return response.status, await response.json()
 

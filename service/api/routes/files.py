@@ -461,22 +461,24 @@ async def send_file(
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return web.Response(status=304, headers={hdrs.ETAG: etag})
+    content = await files.small_content(record)
+    if content is not None:
+        # One write of headers and bytes, from memory: no thread, no open file.
+        chosen = byte_range(request, len(content), etag)
+        start, length = chosen if chosen is not None else (0, len(content))
+        small = web.Response(status=200 if chosen is None else 206)
+        _content_headers(small, record, etag, chosen, len(content))
+        small.body = content[start : start + length] if chosen is not None else content
+        if admission is not None and not await admission.admit():
+            raise ApiError(Code.ALIAS_NOT_FOUND)
+        return small
     blob = await files.open(record)
     try:
         size = blob.size
         chosen = byte_range(request, size, etag)
         start, length = chosen if chosen is not None else (0, size)
-        inline = record.content_type in INLINE_TYPES
         response = web.StreamResponse(status=200 if chosen is None else 206)
-        headers = response.headers
-        headers[hdrs.CONTENT_TYPE] = record.content_type if inline else OCTET_STREAM
-        headers[hdrs.CONTENT_DISPOSITION] = content_disposition(
-            "inline" if inline else "attachment", record.name
-        )
-        headers[hdrs.ETAG] = etag
-        headers[hdrs.ACCEPT_RANGES] = "bytes"
-        if chosen is not None:
-            headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{start + length - 1}/{size}"
+        _content_headers(response, record, etag, chosen, size)
         response.content_length = length
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
@@ -488,6 +490,28 @@ async def send_file(
         return response
     finally:
         await blob.close()
+
+
+def _content_headers(
+    response: web.StreamResponse,
+    record: FileRecord,
+    etag: str,
+    chosen: tuple[int, int] | None,
+    size: int,
+) -> None:
+    """A file's headers, wherever its bytes come from: risky types as ``application/octet-stream``
+    and ``attachment``."""
+    inline = record.content_type in INLINE_TYPES
+    headers = response.headers
+    headers[hdrs.CONTENT_TYPE] = record.content_type if inline else OCTET_STREAM
+    headers[hdrs.CONTENT_DISPOSITION] = content_disposition(
+        "inline" if inline else "attachment", record.name
+    )
+    headers[hdrs.ETAG] = etag
+    headers[hdrs.ACCEPT_RANGES] = "bytes"
+    if chosen is not None:
+        start, length = chosen
+        headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{start + length - 1}/{size}"
 
 
 async def delete_file(request: web.Request) -> web.Response:

@@ -111,10 +111,14 @@ export async function fetchBlob(path, token) {
 // progress (fetch has none): `progress(loaded, total)` is told the bytes of the request body
 // sent so far as they go. Aborting `signal` stops the upload where it is (the server keeps
 // nothing of a body cut short). Settles with the created file's data, or an ApiError (status
-// 0 when the connection failed; code "cancelled" when `signal` stopped it).
-export function sendFile(path, token, file, progress, signal) {
+// 0 when the connection failed; code "cancelled" when `signal` stopped it). `fields` go before
+// the file ({folder_id}), so that the service checks them before it reads the bytes.
+export function sendFile(path, token, file, progress, signal, fields = {}) {
   return new Promise((resolve, reject) => {
     const form = new FormData();
+    for (const [name, value] of Object.entries(fields)) {
+      form.append(name, value);
+    }
     form.append("file", file, file.name);
     const request = new XMLHttpRequest();
     request.open("POST", API + path);

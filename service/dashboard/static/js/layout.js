@@ -10,9 +10,11 @@ import { toLogin } from "./session.js";
 export const PAGES = [
   { page: "keys", href: "/keys", text: "API keys" },
   { page: "files", href: "/files", text: "Files" },
+  { page: "aliases", href: "/aliases", text: "Aliases" },
   { page: "sessions", href: "/sessions", text: "Sessions" },
   { page: "security", href: "/security", text: "Security" },
   { page: "activity", href: "/activity", text: "Activity" },
+  { page: "settings", href: "/settings", text: "Settings" },
 ];
 
 function topbar(children) {

@@ -61,7 +61,12 @@ function folderNodes(folder) {
   return text(folder.name) ? ["Folder ", quoted(folder.name)] : byId("Folder", folder.folder_id);
 }
 
-// A key, session, file, folder or the settings, by its type, or by the id it carries (older
+// An alias by its address (slug), as the event recorded it.
+function aliasNodes(alias) {
+  return text(alias.slug) ? ["Alias ", el("code", { text: `/a/${alias.slug}` })] : byId("Alias", alias.alias_id);
+}
+
+// A key, session, file, folder, alias or the settings, by its type, or by the id it carries (older
 // events have no type).
 function subjectNodes(subject) {
   if (subject.type === "api_key" || (!subject.type && subject.key_id)) {
@@ -75,6 +80,9 @@ function subjectNodes(subject) {
   }
   if (subject.type === "folder") {
     return folderNodes(subject);
+  }
+  if (subject.type === "alias") {
+    return aliasNodes(subject);
   }
   if (subject.type === "settings") {
     return ["The account's settings"];

@@ -11,7 +11,7 @@ import { signedOut } from "../session.js";
 // without jumping with every progress event.
 const WINDOW_MS = 3000;
 
-function uploadRefusal(file, failure) {
+function uploadRefusal(file, failure, into) {
   if (failure.status === 0) {
     return "Upload failed: the service could not be reached, or closed the connection. Try again.";
   }
@@ -23,6 +23,9 @@ function uploadRefusal(file, failure) {
   if (failure.code === "file_limit_reached") {
     const limit = Number.isFinite(details.max_files) ? ` of ${details.max_files} files` : "";
     return `Refused: your account holds the maximum${limit}. Delete some before uploading more.`;
+  }
+  if (failure.code === "folder_not_found") {
+    return `Refused: the folder ${into.name} no longer exists (deleted or moved away meanwhile).`;
   }
   if (failure.code === "insufficient_permission") {
     return `Refused: ${failure.message}`;
@@ -44,8 +47,9 @@ function progressText(file, sent, samples) {
 }
 
 // `changed()` runs after each upload that ended in a way that may have changed the list (went
-// up, or was cancelled), to show the list as it now is.
-export function uploads(token, pageStatus, changed) {
+// up, or was cancelled), to show the list as it now is. `where()` is the folder open when the
+// file was chosen, {id (null: the top level), name}: the file goes there.
+export function uploads(token, pageStatus, changed, where) {
   const picker = byId("file-picker");
   const dropZone = byId("drop-zone");
   const list = byId("uploads");
@@ -56,6 +60,7 @@ export function uploads(token, pageStatus, changed) {
   }
 
   async function upload(file) {
+    const into = where();
     const bar = el("progress", { attrs: { max: "100", value: "0", "aria-label": `Upload of ${file.name}` } });
     const status = el("p", { className: "upload-status", text: "Starting…", attrs: { role: "status" } });
     const stopper = new AbortController();
@@ -94,6 +99,7 @@ export function uploads(token, pageStatus, changed) {
           status.textContent = progressText(file, sent, samples);
         },
         stopper.signal,
+        { folder_id: into.id || "root" },
       );
     } catch (failure) {
       if (sessionEnded(failure)) {
@@ -105,11 +111,11 @@ export function uploads(token, pageStatus, changed) {
         changed(); // whatever the server had of it is gone: the list says so
         return;
       }
-      finish("is-error", uploadRefusal(file, failure));
+      finish("is-error", uploadRefusal(file, failure, into));
       return;
     }
     bar.value = 100;
-    finish("is-done", `Uploaded ${file.name} (${size(created.size)}).`);
+    finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
     changed();
   }
 

@@ -106,8 +106,37 @@ function rateChanges(key, typed, body, cuts) {
   }
 }
 
+// The folders a key reaches: null (the whole account) or ids. `pathOf(id)` names one.
+function folderChanges(key, chosen, pathOf, body, cuts) {
+  const before = Array.isArray(key.folder_ids) ? key.folder_ids : null;
+  const same =
+    chosen === null || before === null
+      ? chosen === before
+      : chosen.length === before.length && chosen.every((id) => before.includes(id));
+  if (same) {
+    return;
+  }
+  body.folder_ids = chosen;
+  const named = (ids) => ids.map((id) => pathOf(id) || id).join(", ");
+  if (chosen === null) {
+    return; // the whole account again: nothing that works now is refused
+  }
+  if (before === null) {
+    cuts.push(
+      `It reaches only ${named(chosen)}: everything else (the top level, other folders, the ` +
+        "settings) is refused.",
+    );
+    return;
+  }
+  const dropped = before.filter((id) => !chosen.includes(id));
+  if (dropped.length) {
+    cuts.push(`It no longer reaches ${named(dropped)}: requests for anything in ${dropped.length === 1 ? "it" : "them"} are refused.`);
+  }
+}
+
 // `form`: {name, permissions (the checked names, in order), expiry, ips, rate: {own,
-// perSecond, burst}}, each text as typed. Returns {body, cuts}.
+// perSecond, burst}, folders (null or ids), pathOf(id)}, each text as typed. Returns {body,
+// cuts}.
 export function editChanges(key, form) {
   const body = {};
   const cuts = [];
@@ -119,5 +148,8 @@ export function editChanges(key, form) {
   expiryChanges(key, form.expiry, body, cuts);
   addressChanges(key, form.ips, body, cuts);
   rateChanges(key, form.rate, body, cuts);
+  if (form.folders !== undefined) {
+    folderChanges(key, form.folders, form.pathOf || (() => null), body, cuts);
+  }
   return { body, cuts };
 }

@@ -1,10 +1,11 @@
 // Creating a key, in a dialog opened by "Create key": a name, the permissions (drawn from
-// permissions.js) and an expiry. The new key's secret goes to the secret panel once the dialog
+// permissions.js), an expiry and the folders it reaches (all, or those chosen). The new key's secret goes to the secret panel once the dialog
 // has closed; a refusal stays in the dialog with what was typed.
 
 import { ApiError, describe } from "../api.js";
 import { byId, hide, show, whenClosed } from "../dom.js";
 import { permissionGrid, revealChecked } from "../permissions.js";
+import { folderChoice } from "./folders.js";
 import { nameProblem } from "./rules.js";
 
 // `keys`: {call, pageStatus, secret, list}.
@@ -18,6 +19,8 @@ export function createDialog(keys) {
   const expiry = byId("key-expiry");
   const grid = permissionGrid("perm-", "permissions");
   byId("create-permissions").append(grid);
+  const folderProblem = byId("create-folders-problem");
+  const folders = folderChoice("create-folders", byId("create-folders"), folderProblem);
 
   function refuse(text, field) {
     show(error, text);
@@ -28,11 +31,13 @@ export function createDialog(keys) {
     form.reset();
     revealChecked(grid); // a fresh form: nothing chosen, the later permissions folded away
     hide(error);
+    hide(folderProblem);
     hide(keys.pageStatus);
     submit.disabled = false;
     dialog.returnValue = "";
     dialog.showModal();
     nameInput.focus();
+    folders.load(keys.call, null);
   });
   byId("create-cancel").addEventListener("click", () => dialog.close("cancel"));
   // Closed by Cancel or Escape: back to the button that opened it. Created: the secret panel
@@ -59,17 +64,33 @@ export function createDialog(keys) {
       refuse("Choose at least one permission.", form.querySelector('input[name="permissions"]'));
       return;
     }
+    hide(folderProblem);
+    const folderTrouble = folders.problem();
+    if (folderTrouble) {
+      show(folderProblem, folderTrouble);
+      refuse(`The folders: ${folderTrouble}`, { focus: () => folders.focus() });
+      return;
+    }
+    const chosen = folders.value();
     submit.disabled = true;
     try {
       const created = await keys.call("POST", "/keys", {
         name: nameInput.value.trim(),
         permissions,
         expires_days: Number(expiry.value),
+        ...(chosen === null ? {} : { folder_ids: chosen }),
       });
       dialog.close("created");
       keys.secret.show(created, false);
       await keys.list.refresh();
     } catch (failure) {
+      if (failure instanceof ApiError && failure.code === "folder_not_found") {
+        // Deleted since the form listed it: the list as it is now, to choose again.
+        show(error, `Creating the key failed: ${failure.message} A folder chosen was deleted meanwhile.`);
+        show(folderProblem, "A folder chosen no longer exists: choose again from the folders as they are now.");
+        folders.load(keys.call, []);
+        return;
+      }
       show(error, failure instanceof ApiError ? describe(failure) : "Creating the key failed.");
       error.scrollIntoView({ block: "nearest" });
     } finally {

@@ -9,6 +9,7 @@ import { byId, hide, show } from "../dom.js";
 import { permissionGrid, revealChecked } from "../permissions.js";
 import { whenText } from "../time.js";
 import { editChanges } from "./changes.js";
+import { folderChoice } from "./folders.js";
 import {
   MAX_BURST,
   MAX_EXPIRES_DAYS,
@@ -41,6 +42,7 @@ function formFields() {
   byId("edit-permissions").insertBefore(grid, byId("edit-permissions-problem"));
   fields.grid = grid;
   fields.boxes = Array.from(grid.querySelectorAll('input[type="checkbox"]'));
+  fields.folders = folderChoice("edit-folders", byId("edit-folders"), byId("edit-folders-problem"));
   // Where the server's reason for each field of an edit is shown, and what gets the focus.
   fields.problems = {
     name: { box: byId("edit-name-problem"), controls: [fields.name] },
@@ -48,6 +50,12 @@ function formFields() {
     expires_days: { box: byId("edit-expiry-problem"), controls: [fields.expiry] },
     allowed_ips: { box: byId("edit-ips-problem"), controls: [fields.ips] },
     rate_limit: { box: byId("edit-rate-problem"), controls: [fields.perSecond, fields.burst] },
+    folder_ids: {
+      box: byId("edit-folders-problem"),
+      get controls() {
+        return fields.folders.controls();
+      },
+    },
   };
   return fields;
 }
@@ -92,6 +100,10 @@ function problemsOf(fields) {
     if (bad.length) {
       problems.rate_limit = { text: bad.map(([, text]) => text).join(" "), controls: bad.map(([control]) => control) };
     }
+  }
+  const folders = fields.folders.problem();
+  if (folders) {
+    problems.folder_ids = { text: folders, controls: fields.folders.controls() };
   }
   return problems;
 }
@@ -173,6 +185,8 @@ function typed(fields) {
     expiry: fields.expiry.value,
     ips: fields.ips.value,
     rate: { own: fields.rateOwn.checked, perSecond: fields.perSecond.value, burst: fields.burst.value },
+    folders: fields.folders.value(),
+    pathOf: fields.folders.pathOf,
   };
 }
 
@@ -193,6 +207,7 @@ export function editPanel(keys) {
     fields.submit.disabled = false;
     fields.panel.hidden = false;
     fields.title.focus();
+    fields.folders.load(keys.call, Array.isArray(key.folder_ids) ? key.folder_ids : null);
   }
 
   function close() {
@@ -220,6 +235,14 @@ export function editPanel(keys) {
         keys.closeDialogs();
         fields.submit.disabled = false;
         showProblems(fields, failure);
+        return;
+      }
+      if (failure instanceof ApiError && failure.code === "folder_not_found") {
+        keys.closeDialogs();
+        fields.submit.disabled = false;
+        show(fields.error, `Saving the changes failed: ${failure.message} A folder chosen was deleted meanwhile.`);
+        show(fields.problems.folder_ids.box, "A folder chosen no longer exists: choose again from the folders as they are now.");
+        fields.folders.load(keys.call, []);
         return;
       }
       report(keys.failed("Saving the changes", failure));

@@ -5,7 +5,9 @@ import { ApiError, describe } from "../api.js";
 import { byId, el, hide, show } from "../dom.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
+import { folderTree } from "../folders.js";
 import { rateText } from "./changes.js";
+import { foldersNode } from "./folders.js";
 
 function permissionsNode(key) {
   return el(
@@ -75,7 +77,7 @@ export function keyList(actions) {
     return [edit, roll, toggle, revoke];
   }
 
-  function keyRow(key) {
+  function keyRow(key, folders) {
     const disabled = key.enabled === false;
     const rate = key.rate_limit ? rateText(key.rate_limit) : "Default";
     const row = el("tr", {}, [
@@ -83,6 +85,7 @@ export function keyList(actions) {
       cell("Status", "key-status", statusBadge(disabled)),
       cell("Prefix", "key-prefix", prefixNodes(key)),
       cell("Permissions", "key-permissions", permissionsNode(key)),
+      cell("Folders", "key-folders", foldersNode(key, folders)),
       cell("Allowed from", "key-allowed", allowedNode(key)),
       cell("Rate limit", "key-rate", document.createTextNode(rate)),
       cell("Created", "key-created", when(key.created_at, "—")),
@@ -103,8 +106,16 @@ export function keyList(actions) {
     try {
       const data = await actions.call("GET", "/keys");
       const keys = Array.isArray(data.keys) ? data.keys : [];
+      // The paths of the folders keys are bound to; without them, their ids.
+      let folders = [];
+      if (keys.some((key) => Array.isArray(key.folder_ids) && key.folder_ids.length)) {
+        folders = await folderTree(actions.call).then(
+          (tree) => tree.folders,
+          () => [],
+        );
+      }
       buttonsOf.clear();
-      tbody.replaceChildren(...keys.map(keyRow));
+      tbody.replaceChildren(...keys.map((key) => keyRow(key, folders)));
       table.hidden = keys.length === 0;
       empty.hidden = keys.length !== 0;
     } catch (failure) {

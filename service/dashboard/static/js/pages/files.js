@@ -1,16 +1,26 @@
-// The files page (/files): the account's files, a page at a time, to download or delete, and
-// uploads by picker or drag and drop.
+// The files page (/files, /files?folder=fld_…): one folder at a time (the top level without
+// ?folder), its breadcrumbs, the folders in it then its files a page at a time; folders to
+// create, open, rename, move and delete, files to download, rename, move and delete, and
+// uploads by picker or drag and drop into the open folder. The address names the open folder,
+// so a reload, the back button and a copied link show the same one.
 
-import { ApiError, describe, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
+import { ApiError, describe, failedText, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
-import { size } from "../bytes.js";
+import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js";
+import { TOP, breadcrumbs, fileRow, folderHref, folderRow } from "../files/rows.js";
 import { uploads } from "../files/upload.js";
+import { childrenOf, folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession, signedOut } from "../session.js";
-import { cell, rowButton } from "../table.js";
-import { when } from "../time.js";
 
-const PAGE = "/files?limit=100";
+const PAGE_SIZE = "100";
+const FOLDER_ID = /^fld_[0-9A-Za-z]{1,60}$/;
+
+// The folder the address names, or null for the top level.
+function folderInAddress() {
+  const id = new URLSearchParams(window.location.search).get("folder");
+  return id && FOLDER_ID.test(id) ? id : null;
+}
 
 // This page's words for a refused logout.
 function logoutFailed(failure) {
@@ -75,6 +85,26 @@ function deleteDialog(call, pageStatus, afterwards) {
   };
 }
 
+// Where a file or folder may be moved to: the top level, then every folder by its path; for a
+// folder, neither itself nor anything below it.
+async function destinations(call, moving) {
+  const { folders } = await folderTree(call);
+  const choices = [{ value: "", text: `${TOP} (the top level)` }];
+  let inside = null; // the depth of the folder being moved while walking its subtree
+  for (const folder of folders) {
+    if (inside !== null && folder.depth > inside) {
+      continue;
+    }
+    inside = null;
+    if (moving && folder.id === moving) {
+      inside = folder.depth;
+      continue;
+    }
+    choices.push({ value: folder.id, text: folder.path });
+  }
+  return choices;
+}
+
 function start(session) {
   const token = session.token;
   const call = sessionCaller(token);
@@ -82,62 +112,192 @@ function start(session) {
   const pageStatus = byId("page-status");
   const pageError = byId("page-error");
   const table = byId("files-table");
+  const foldersBody = byId("folders-body");
   const tbody = byId("files-body");
   const loading = byId("files-loading");
   const empty = byId("files-empty");
   const listError = byId("files-error");
   const listTitle = byId("files-title");
+  const crumbs = byId("breadcrumbs");
+  const uploadFolder = byId("upload-folder");
   const more = byId("files-more");
+  let open = null; // the open folder, {id, name, path}, or null at the top level
   let nextCursor = null;
+  let loads = 0; // which load is the latest: an older one that ends later is dropped
 
+  const filesPath = (cursor) => {
+    const query = { folder_id: open ? open.id : "root", limit: PAGE_SIZE };
+    return `/files?${new URLSearchParams(cursor ? { ...query, cursor } : query)}`;
+  };
+
+  function syncEmpty() {
+    const count = tbody.children.length + foldersBody.children.length;
+    table.hidden = count === 0;
+    empty.hidden = count !== 0;
+  }
+
+  // After a change: say what was done, show the folder as it now is, the focus on its list.
+  async function changed(said) {
+    if (said) {
+      show(pageStatus, said);
+    }
+    await refresh();
+    listTitle.focus();
+  }
+
+  const askName = nameDialog(changed);
+  const askMove = moveDialog(changed);
+  const askFolderDelete = folderDeleteDialog(call, changed, (text) => show(pageError, text));
   const openDelete = deleteDialog(call, pageStatus, async () => {
     await refresh();
     listTitle.focus();
   });
 
-  function fileRow(file) {
-    const save = rowButton("Download", "secondary", ` ${file.name}`);
-    save.addEventListener("click", () => download(token, file, save, pageError));
-    const remove = rowButton("Delete", "danger", ` ${file.name}`);
-    remove.addEventListener("click", () => openDelete(file));
-    const row = el("tr", {}, [
-      cell("Name", "key-name file-name", document.createTextNode(file.name)),
-      cell("Size", "file-size", el("span", { text: size(file.size), attrs: { title: `${file.size} bytes` } })),
-      cell("Type", "file-type", el("code", { text: file.content_type })),
-      cell("Uploaded", "file-uploaded", when(file.created_at, "—")),
-      cell("Actions", "key-actions", [save, remove]),
-    ]);
-    row.dataset.fileId = file.id;
-    return row;
+  async function moveWith(what, moving, current, save) {
+    hide(pageError);
+    let choices;
+    try {
+      choices = await destinations(call, moving);
+    } catch (failure) {
+      show(pageError, failedText("Listing the folders", failure));
+      return;
+    }
+    askMove({ what, choices, current: current || "", save });
   }
 
-  // The first page, in place of the list (`append` false), or the next one after it.
-  async function load(append) {
-    const path = append ? `${PAGE}&cursor=${encodeURIComponent(nextCursor)}` : PAGE;
-    const data = await call("GET", path);
-    nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
-    const rows = (Array.isArray(data.files) ? data.files : []).map(fileRow);
-    if (append) {
-      tbody.append(...rows);
-    } else {
-      tbody.replaceChildren(...rows);
+  const folderActions = {
+    go: (id) => go(id, true),
+    rename: (folder) =>
+      askName({
+        heading: `Rename the folder ${folder.name}`,
+        action: "Rename folder",
+        value: folder.name,
+        save: async (name) => {
+          await call("PATCH", `/folders/${encodeURIComponent(folder.id)}`, { name });
+          return `Renamed the folder ${folder.name} to ${name}.`;
+        },
+      }),
+    move: (folder) =>
+      moveWith(folder.name, folder.id, folder.parent_id, async (target) => {
+        await call("PATCH", `/folders/${encodeURIComponent(folder.id)}`, { parent_id: target || null });
+        return `Moved the folder ${folder.name}.`;
+      }),
+    remove: (folder) => askFolderDelete(folder),
+  };
+
+  const fileActions = {
+    download: (file, button) => download(token, file, button, pageError),
+    rename: (file) =>
+      askName({
+        heading: `Rename ${file.name}`,
+        action: "Rename file",
+        value: file.name,
+        save: async (name) => {
+          await call("PATCH", `/files/${encodeURIComponent(file.id)}`, { name });
+          return `Renamed ${file.name} to ${name}.`;
+        },
+      }),
+    move: (file) =>
+      moveWith(file.name, null, file.folder_id, async (target) => {
+        await call("PATCH", `/files/${encodeURIComponent(file.id)}`, { folder_id: target || null });
+        return `Moved ${file.name}.`;
+      }),
+    remove: (file) => openDelete(file),
+  };
+
+  function showFolder() {
+    breadcrumbs(crumbs, open, folderActions.go);
+    listTitle.textContent = open ? open.name : "Your files";
+    uploadFolder.textContent = open ? open.name : "the top level";
+    document.title = `${open ? `${open.name} · ` : ""}Files · filehost`;
+  }
+
+  // The open folder's folders and its first page of files, in place of the list.
+  async function load() {
+    const mine = ++loads;
+    const [folders, files] = await Promise.all([
+      childrenOf(call, open ? open.id : null),
+      call("GET", filesPath(null)),
+    ]);
+    if (mine !== loads) {
+      return;
     }
-    const count = tbody.children.length;
-    table.hidden = count === 0;
-    empty.hidden = count !== 0;
+    foldersBody.replaceChildren(...folders.map((folder) => folderRow(folder, folderActions)));
+    nextCursor = typeof files.next_cursor === "string" ? files.next_cursor : null;
+    tbody.replaceChildren(...(Array.isArray(files.files) ? files.files : []).map((file) => fileRow(file, fileActions)));
     more.hidden = nextCursor === null;
+    syncEmpty();
   }
 
   async function refresh() {
     hide(listError);
     try {
-      await load(false);
+      await load();
     } catch (failure) {
+      if (failure instanceof ApiError && failure.code === "folder_not_found" && open) {
+        show(listError, `The folder ${open.name} no longer exists: it was deleted or moved away.`);
+        foldersBody.replaceChildren();
+        tbody.replaceChildren();
+        table.hidden = true;
+        more.hidden = true;
+        return;
+      }
       show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
     } finally {
       loading.hidden = true;
     }
   }
+
+  // Opens the folder `id` (null: the top level); `push` adds it to the history (a click), else
+  // the address already names it (arrival, the back button).
+  async function go(id, push) {
+    if (push) {
+      window.history.pushState({ folder: id }, "", folderHref(id));
+      hide(pageStatus);
+    }
+    hide(pageError);
+    hide(listError);
+    if (!id) {
+      open = null;
+    } else {
+      try {
+        const folder = await call("GET", `/folders/${encodeURIComponent(id)}`);
+        open = { id: folder.id, name: folder.name, path: Array.isArray(folder.path) ? folder.path : [] };
+      } catch (failure) {
+        open = null;
+        showFolder();
+        foldersBody.replaceChildren();
+        tbody.replaceChildren();
+        table.hidden = true;
+        empty.hidden = true;
+        more.hidden = true;
+        loading.hidden = true;
+        show(listError, failure instanceof ApiError && failure.code === "folder_not_found"
+          ? "This folder does not exist, or was deleted. Go back to all files above."
+          : failedText("Opening the folder", failure));
+        return;
+      }
+    }
+    showFolder();
+    await refresh();
+    if (push) {
+      listTitle.focus();
+    }
+  }
+
+  byId("folder-create").addEventListener("click", () => {
+    hide(pageStatus);
+    const parent = open;
+    askName({
+      heading: parent ? `New folder in ${parent.name}` : "New folder",
+      action: "Create folder",
+      value: "",
+      save: async (name) => {
+        await call("POST", "/folders", parent ? { name, parent_id: parent.id } : { name });
+        return `Created the folder ${name}.`;
+      },
+    });
+  });
 
   more.addEventListener("click", async () => {
     if (nextCursor === null) {
@@ -146,7 +306,11 @@ function start(session) {
     more.disabled = true;
     hide(listError);
     try {
-      await load(true);
+      const data = await call("GET", filesPath(nextCursor));
+      nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
+      tbody.append(...(Array.isArray(data.files) ? data.files : []).map((file) => fileRow(file, fileActions)));
+      more.hidden = nextCursor === null;
+      syncEmpty();
     } catch (failure) {
       show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
     } finally {
@@ -154,10 +318,12 @@ function start(session) {
     }
   });
 
+  window.addEventListener("popstate", () => go(folderInAddress(), false));
+
   uploads(token, pageStatus, () => {
     refresh();
-  });
-  refresh();
+  }, () => (open ? { id: open.id, name: open.name } : { id: null, name: "the top level" }));
+  go(folderInAddress(), false);
 }
 
 const session = requireSession("Sign in to manage your files.");

@@ -10,6 +10,7 @@ import { keyList } from "../keys/list.js";
 import { revokeDialog } from "../keys/revoke.js";
 import { rollDialog } from "../keys/roll.js";
 import { secretPanel } from "../keys/secret.js";
+import { uploaderDialog } from "../keys/uploaders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
 
@@ -80,9 +81,10 @@ function start(session) {
   keys.roll = rollDialog(keys);
   keys.revoke = revokeDialog(keys);
   keys.enabling = enabling(keys);
+  const uploaders = uploaderDialog(keys);
 
   keys.closeDialogs = () => {
-    for (const open of [create.dialog, keys.roll.dialog, confirmDialog, keys.revoke.dialog]) {
+    for (const open of [create.dialog, uploaders.dialog, keys.roll.dialog, confirmDialog, keys.revoke.dialog]) {
       if (open.open) {
         open.close("done");
       }

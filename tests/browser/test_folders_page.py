@@ -1,0 +1,299 @@
+"""Folders on the files page as a person uses them, in headless Chromium: create a folder, open it
+(the address, the breadcrumbs, reload and back), upload into it, rename and move files and
+folders, the service's refusals kept in the dialog, and deleting a folder after a confirmation
+that names what goes with it. The server's state is checked through the API after each change.
+No CSP violation and nothing on the console throughout."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.support.browser import (
+    RECORD_VIOLATIONS,
+    Dashboard,
+    Tab,
+    no_horizontal_scroll,
+    screenshot,
+    sign_in,
+    violations,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def open_files_page(page: Page, user: str) -> None:
+    await sign_in(page, user)
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
+    await page.wait_for_url("**/files")
+    await expect(page.locator("#files-loading")).to_be_hidden()
+
+
+def folder_row(page: Page, name: str) -> Any:
+    return page.locator("#folders-body tr").filter(
+        has=page.locator("td.folder-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def file_row(page: Page, name: str) -> Any:
+    return page.locator("#files-body tr").filter(
+        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def console_beyond_refusals(tab: Tab) -> list[str]:
+    """What the console said besides the browser's own line for each refused request (the
+    refusals the test asked for)."""
+    return [
+        line
+        for line in tab.console
+        if not line.startswith("debug") and "Failed to load resource" not in line
+    ]
+
+
+def crumbs(page: Page) -> Any:
+    return page.get_by_role("navigation", name="Folder path").locator("li")
+
+
+async def create_folder(page: Page, name: str) -> None:
+    await page.get_by_role("button", name="New folder").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog.get_by_label("Name")).to_be_focused()
+    await dialog.get_by_label("Name").fill(name)
+    await dialog.get_by_role("button", name="Create folder").click()
+    await expect(dialog).to_be_hidden()
+    await expect(page.locator("#page-status")).to_have_text(f"Created the folder {name}.")
+
+
+async def upload(page: Page, name: str, data: bytes = b"hello") -> None:
+    await page.set_input_files(
+        "#file-picker", files=[{"name": name, "mimeType": "text/plain", "buffer": data}]
+    )
+    await expect(file_row(page, name)).to_have_count(1)
+
+
+async def folders_in(dashboard: Dashboard, token: str, parent: str | None) -> list[str]:
+    query = f"?parent_id={parent}" if parent else ""
+    status, body = await dashboard.api("GET", f"/folders{query}", token=token)
+    assert status == 200, body
+    return [folder["name"] for folder in body["data"]["folders"]]
+
+
+async def files_in(dashboard: Dashboard, token: str, folder: str) -> list[str]:
+    status, body = await dashboard.api("GET", f"/files?folder_id={folder}", token=token)
+    assert status == 200, body
+    return sorted(file["name"] for file in body["data"]["files"])
+
+
+async def test_folders_open_by_address_and_breadcrumbs_and_uploads_go_into_the_open_one(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await expect(crumbs(page)).to_have_text(["All files"])
+    await expect(page.locator("#files-empty")).to_be_visible()
+
+    # A folder at the top level, listed before the files.
+    await upload(page, "top.txt")
+    await create_folder(page, "Projects")
+    await expect(page.locator("#files-table tbody tr").first).to_contain_text("Projects")
+    assert await folders_in(dashboard, token, None) == ["Projects"]
+
+    # Opened: the address names it, the breadcrumbs lead back, it is empty.
+    await folder_row(page, "Projects").get_by_role("link", name="Projects").click()
+    await page.wait_for_url(re.compile(r"/files\?folder=fld_"))
+    projects = page.url.split("folder=")[1]
+    await expect(crumbs(page)).to_have_text(["All files", "Projects"])
+    await expect(page.locator("#files-title")).to_have_text("Projects")
+    await expect(page.locator("#files-title")).to_be_focused()
+    await expect(page.locator("#files-empty")).to_be_visible()
+    await expect(page).to_have_title("Projects · Files · filehost")
+
+    # A folder in it, opened; an upload there goes there, and says so.
+    await create_folder(page, "2025")
+    await folder_row(page, "2025").get_by_role("link", name="2025").click()
+    await expect(crumbs(page)).to_have_text(["All files", "Projects", "2025"])
+    inner = page.url.split("folder=")[1]
+    await expect(page.locator("#upload-folder")).to_have_text("2025")
+    await upload(page, "inside.txt")
+    await expect(page.locator("#uploads li .upload-status").first).to_have_text(
+        "Uploaded inside.txt (5 bytes) into 2025."
+    )
+    assert await files_in(dashboard, token, inner) == ["inside.txt"]
+    assert await files_in(dashboard, token, "root") == ["top.txt"]
+
+    # Reload keeps the folder; back goes to the one before; the breadcrumb goes to the top.
+    await page.reload()
+    await expect(crumbs(page)).to_have_text(["All files", "Projects", "2025"])
+    await expect(file_row(page, "inside.txt")).to_have_count(1)
+    await page.go_back()
+    await expect(crumbs(page)).to_have_text(["All files", "Projects"])
+    await expect(folder_row(page, "2025")).to_have_count(1)
+    assert page.url.endswith(f"folder={projects}")
+    await crumbs(page).get_by_role("link", name="All files").click()
+    await expect(crumbs(page)).to_have_text(["All files"])
+    await expect(file_row(page, "top.txt")).to_have_count(1)
+    assert page.url.endswith("/files")
+
+    # An address naming no folder says so, with the way back.
+    await page.goto("/files?folder=fld_doesnotexist0000000000")
+    await expect(page.locator("#files-error")).to_contain_text("does not exist")
+    await expect(crumbs(page)).to_have_text(["All files"])
+
+    # On a phone, the breadcrumbs and the rows wrap rather than widen the page.
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await page.goto(f"/files?folder={inner}")
+    await expect(file_row(page, "inside.txt")).to_have_count(1)
+    await no_horizontal_scroll(page)
+    await screenshot(page, "phone-folder")
+    await page.goto("/files")
+    await expect(folder_row(page, "Projects")).to_have_count(1)
+    await no_horizontal_scroll(page)
+
+    # The open folder deleted elsewhere: an upload into it is refused, saying so.
+    await page.goto(f"/files?folder={inner}")
+    await expect(file_row(page, "inside.txt")).to_have_count(1)
+    status, body = await dashboard.api("DELETE", f"/folders/{inner}?recursive=true", token=token)
+    assert status == 200, body
+    await page.set_input_files(
+        "#file-picker", files=[{"name": "late.txt", "mimeType": "text/plain", "buffer": b"x"}]
+    )
+    await expect(page.locator("#uploads li.is-error .upload-status")).to_have_text(
+        "Refused: the folder 2025 no longer exists (deleted or moved away meanwhile)."
+    )
+    assert await violations(page) == []
+    assert console_beyond_refusals(tab) == []
+
+
+async def test_rename_and_move_files_and_folders_with_refusals_kept_in_the_dialog(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await create_folder(page, "Alpha")
+    await create_folder(page, "Beta")
+    await upload(page, "notes.txt")
+    dialog = page.get_by_role("dialog")
+
+    # A name the service's rules refuse is said in the dialog, before anything is sent.
+    await create_folder(page, "Gamma")
+    await page.get_by_role("button", name="New folder").click()
+    await dialog.get_by_label("Name").fill("a/b")
+    await dialog.get_by_role("button", name="Create folder").click()
+    await expect(dialog.locator("#name-error")).to_have_text("The name must not contain / or \\.")
+    # A name taken (ignoring case): the service's refusal, kept with what was typed.
+    await dialog.get_by_label("Name").fill("alpha")
+    await dialog.get_by_role("button", name="Create folder").click()
+    await expect(dialog.locator("#name-error")).to_have_text(
+        "A folder with this name, ignoring case, is already there."
+    )
+    await expect(dialog.get_by_label("Name")).to_have_value("alpha")
+    await dialog.get_by_role("button", name="Cancel").click()
+    await expect(dialog).to_be_hidden()
+    assert await folders_in(dashboard, token, None) == ["Alpha", "Beta", "Gamma"]
+
+    # Rename a file.
+    await file_row(page, "notes.txt").get_by_role("button", name="Rename").click()
+    await expect(dialog.get_by_label("Name")).to_have_value("notes.txt")
+    await dialog.get_by_label("Name").fill("minutes.txt")
+    await dialog.get_by_role("button", name="Rename file").click()
+    await expect(page.locator("#page-status")).to_have_text("Renamed notes.txt to minutes.txt.")
+    await expect(file_row(page, "minutes.txt")).to_have_count(1)
+
+    # Move it into Beta: it leaves the top level and is there.
+    await file_row(page, "minutes.txt").get_by_role("button", name="Move").click()
+    await expect(dialog.get_by_label("Move to")).to_be_focused()
+    await dialog.get_by_label("Move to").select_option(label="Beta")
+    await dialog.get_by_role("button", name="Move here").click()
+    await expect(page.locator("#page-status")).to_have_text("Moved minutes.txt.")
+    await expect(file_row(page, "minutes.txt")).to_have_count(0)
+    beta = await folder_row(page, "Beta").get_attribute("data-folder-id")
+    assert await files_in(dashboard, token, beta) == ["minutes.txt"]
+
+    # Rename a folder, then move Alpha into Beta: a folder is never offered itself or below.
+    await folder_row(page, "Gamma").get_by_role("button", name="Rename").click()
+    await dialog.get_by_label("Name").fill("Delta")
+    await dialog.get_by_role("button", name="Rename folder").click()
+    await expect(page.locator("#page-status")).to_have_text("Renamed the folder Gamma to Delta.")
+    await folder_row(page, "Alpha").get_by_role("button", name="Move").click()
+    await expect(dialog.get_by_label("Move to").locator("option")).to_have_text(
+        ["All files (the top level)", "Beta", "Delta"]
+    )
+    await dialog.get_by_label("Move to").select_option(label="Beta")
+    await dialog.get_by_role("button", name="Move here").click()
+    await expect(page.locator("#page-status")).to_have_text("Moved the folder Alpha.")
+    await expect(folder_row(page, "Alpha")).to_have_count(0)
+    assert await folders_in(dashboard, token, beta) == ["Alpha"]
+
+    # Moving Beta into its own Alpha is not offered; a name taken where it lands is refused
+    # by the service, said in the dialog.
+    await folder_row(page, "Beta").get_by_role("button", name="Move").click()
+    await expect(dialog.get_by_label("Move to").locator("option")).to_have_text(
+        ["All files (the top level)", "Delta"]
+    )
+    await dialog.get_by_role("button", name="Cancel").click()
+    status, body = await dashboard.api(
+        "POST", "/folders", token=token, json={"name": "Alpha", "parent_id": None}
+    )
+    assert status == 201, body
+    await page.reload()
+    await folder_row(page, "Beta").locator("a").click()
+    await folder_row(page, "Alpha").get_by_role("button", name="Move").click()
+    await dialog.get_by_label("Move to").select_option(label="All files (the top level)")
+    await dialog.get_by_role("button", name="Move here").click()
+    await expect(dialog.locator("#move-error")).to_be_visible()
+    await expect(dialog).to_be_visible()
+    assert await folders_in(dashboard, token, beta) == ["Alpha"]
+    await screenshot(page, "folders-move-refused")
+    await dialog.get_by_role("button", name="Cancel").click()
+    assert await violations(page) == []
+    assert console_beyond_refusals(tab) == []
+
+
+async def test_deleting_a_folder_names_what_goes_with_it(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await create_folder(page, "Old")
+    await create_folder(page, "Empty")
+    await folder_row(page, "Old").locator("a").click()
+    await create_folder(page, "Inner")
+    await upload(page, "a.txt")
+    await upload(page, "b.txt")
+    await crumbs(page).get_by_role("link", name="All files").click()
+    await expect(folder_row(page, "Old")).to_have_count(1)
+
+    dialog = page.get_by_role("dialog")
+    await folder_row(page, "Old").get_by_role("button", name="Delete").click()
+    await expect(dialog.locator("#folder-delete-title")).to_have_text("Delete the folder Old?")
+    await expect(dialog.locator("#folder-delete-description")).to_contain_text(
+        "everything in it: 1 folder and 2 files"
+    )
+    await expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+    await dialog.get_by_role("button", name="Cancel").click()
+    assert await folders_in(dashboard, token, None) == ["Empty", "Old"]
+
+    await folder_row(page, "Old").get_by_role("button", name="Delete").click()
+    await dialog.get_by_role("button", name="Delete folder").click()
+    await expect(page.locator("#page-status")).to_have_text(
+        "Deleted the folder Old and everything in it."
+    )
+    await expect(folder_row(page, "Old")).to_have_count(0)
+    status, body = await dashboard.api("GET", "/files", token=token)
+    assert status == 200 and body["data"]["files"] == []
+
+    await folder_row(page, "Empty").get_by_role("button", name="Delete").click()
+    await expect(dialog.locator("#folder-delete-description")).to_contain_text("is empty")
+    await dialog.get_by_role("button", name="Delete folder").click()
+    await expect(page.locator("#page-status")).to_have_text("Deleted the folder Empty.")
+    assert await folders_in(dashboard, token, None) == []
+    await expect(page.locator("#files-empty")).to_be_visible()
