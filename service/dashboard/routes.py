@@ -1,8 +1,8 @@
 """Serve the dashboard: ``/`` (sign in), ``/keys`` (API keys), ``/files`` (files and folders),
-``/aliases`` (public links), ``/sessions`` (sessions and the password change), ``/activity``
-(the audit trail), ``/settings`` (the account's settings) and their assets under ``/static/``:
-the style sheet, the icon and the JavaScript modules (``static/js/``, each page's entry point
-in ``static/js/pages/``).
+``/aliases`` (public links), ``/sessions`` (sessions and the password change), ``/security``
+(second factors), ``/activity`` (the audit trail), ``/settings`` (the account's settings) and
+their assets under ``/static/``: the style sheet, the icon and the JavaScript modules
+(``static/js/``, each page's entry point in ``static/js/pages/``).
 
 The files are read from the package once, when the routes are added, and served from memory
 with exact content types. A page may hold ``{{name}}`` for one of the service's settings that
@@ -39,6 +39,7 @@ PAGES: dict[str, str] = {
     "/files": "files.html",
     "/aliases": "aliases.html",
     "/sessions": "sessions.html",
+    "/security": "security.html",
     "/activity": "activity.html",
     "/settings": "settings.html",
 }

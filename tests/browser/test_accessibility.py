@@ -64,6 +64,7 @@ async def test_sign_in_create_and_revoke_a_key_with_the_keyboard_only(
         "#nav-files",
         "#nav-aliases",
         "#nav-sessions",
+        "#nav-security",
         "#nav-activity",
         "#nav-settings",
         "#logout",
@@ -211,6 +212,11 @@ async def test_every_control_has_a_label_and_every_button_a_name(tab: Tab, user:
     await expect(page.locator("#aliases-body tr")).to_have_count(1)
     assert await page.evaluate(unlabeled) == []
     assert await page.evaluate(nameless) == []
+    # The security page (its factors set up: tests/browser/test_security_page.py).
+    await page.goto("/security")
+    await expect(page.locator("#mfa-loading")).to_be_hidden()
+    assert await page.evaluate(unlabeled) == []
+    assert await page.evaluate(nameless) == []
 
 
 async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) -> None:
@@ -248,3 +254,7 @@ async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) 
     await page.get_by_role("button", name=re.compile("^I've saved it")).click()
     await no_horizontal_scroll(page)
     await screenshot(page, "phone-keys")
+    await page.goto("/security")
+    await expect(page.locator("#mfa-loading")).to_be_hidden()
+    await no_horizontal_scroll(page)
+    await screenshot(page, "phone-security")

@@ -660,7 +660,7 @@ async def test_the_activity_page_by_keyboard_alone(
 
     # The order: skip link, the pages, log out, the filter, then "Load more" after the rows.
     stops = []
-    for _ in range(10):
+    for _ in range(11):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
@@ -669,6 +669,7 @@ async def test_the_activity_page_by_keyboard_alone(
         "#nav-files",
         "#nav-aliases",
         "#nav-sessions",
+        "#nav-security",
         "#nav-activity",
         "#nav-settings",
         "#logout",

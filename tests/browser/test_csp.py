@@ -146,6 +146,10 @@ async def test_the_browser_reports_no_csp_violation_across_the_dashboard(
     await page.get_by_role("button", name="Save settings").click()
     await expect(page.locator("#settings-status")).to_be_visible()
     assert await violations(page) == []
+    # The security page (its QR code and passkeys: tests/browser/test_security_page.py).
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Security").click()
+    await expect(page.locator("#mfa-loading")).to_be_hidden()
+    assert await violations(page) == []
     await page.get_by_role("button", name="Log out").click()
     await page.wait_for_url(re.compile(r"/$"))
     await expect(page.locator("#notice")).to_be_visible()

@@ -10,6 +10,7 @@ import pytest
 from playwright.async_api import Locator, Page, Route, expect
 
 from service.clock import iso
+from tests.support.api import PASSWORD
 from tests.support.browser import (
     RECORD_VIOLATIONS,
     SECRET_PATTERN,
@@ -172,7 +173,13 @@ async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: 
     # Confirmed: the new secret works and the old one is refused on its very next request.
     await roll(page, "deploy bot", "Not at all: refused from now on")
     await page.get_by_role("dialog").get_by_role("button", name="Roll and cut off").click()
+    # An hour on, the sign-in is no longer recent: the password is asked for again, then the
+    # roll is made without another click, and the tab's session has a new token.
+    reauth = page.get_by_role("dialog", name="Confirm it's you")
+    await reauth.get_by_label("Your password").fill(PASSWORD)
+    await reauth.get_by_role("button", name="Confirm").click()
     third = await new_secret(page, "deploy bot")
+    token = await tab.stored_token()
     await expect(page.locator("#new-secret-grace")).to_have_text(
         "The old secret no longer works: only this one does."
     )
@@ -186,7 +193,11 @@ async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: 
     for secret in (first, second, third):
         assert not [url for url in tab.request_urls if secret in url or token in url]
         assert not [line for line in tab.console if secret in line or token in line]
-    assert not [line for line in tab.console if line.startswith(("error", "pageerror"))]
+    # The one error is the browser's note of the roll refused for the old sign-in (403), which
+    # the dialog then had made.
+    assert [line for line in tab.console if line.startswith(("error", "pageerror"))] == [
+        "error: Failed to load resource: the server responded with a status of 403 (Forbidden)"
+    ]
 
 
 async def test_rolling_during_a_grace_asks_first_since_it_ends_the_older_grace(

@@ -27,6 +27,7 @@ SIGNED_IN_PAGES = [
     "/files",
     "/aliases",
     "/sessions",
+    "/security",
     "/activity",
     "/settings",
     "/no/such/page",
@@ -99,12 +100,12 @@ async def test_an_unknown_address_shows_a_page_with_the_navigation(
     assert response is not None and response.status == 404
     nav = page.get_by_role("navigation", name="Pages")
     await expect(nav.get_by_role("link")).to_have_text(
-        ["API keys", "Files", "Aliases", "Sessions", "Activity", "Settings"]
+        ["API keys", "Files", "Aliases", "Sessions", "Security", "Activity", "Settings"]
     )
     await expect(nav.locator("[aria-current]")).to_have_count(0)  # none of them is this one
     await expect(page.locator("#account-email")).to_have_text(user)
     await expect(page.locator("#not-found-links a")).to_have_text(
-        ["API keys", "Files", "Aliases", "Sessions", "Activity", "Settings"]
+        ["API keys", "Files", "Aliases", "Sessions", "Security", "Activity", "Settings"]
     )
     await screenshot(page, "not-found")
     await nav.get_by_role("link", name="Sessions").click()

@@ -462,7 +462,7 @@ async def test_the_sessions_page_by_keyboard_alone(
 
     # The order: skip link, the pages, log out, the other session's End, end all, the form.
     stops = []
-    for _ in range(12):
+    for _ in range(13):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
@@ -471,6 +471,7 @@ async def test_the_sessions_page_by_keyboard_alone(
         "#nav-files",
         "#nav-aliases",
         "#nav-sessions",
+        "#nav-security",
         "#nav-activity",
         "#nav-settings",
         "#logout",

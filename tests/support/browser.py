@@ -96,9 +96,12 @@ class Dashboard:
 
 
 @asynccontextmanager
-async def serving(redis_server: RedisServer, **settings: Any) -> AsyncIterator[Dashboard]:
-    """The real service (``create_app``) on a free loopback port over ``redis_server``, emptied
-    first, with a ``FakeClock`` and ``settings`` beyond the tests' own (a cheap bcrypt cost)."""
+async def serving(
+    redis_server: RedisServer, port: int = 0, **settings: Any
+) -> AsyncIterator[Dashboard]:
+    """The real service (``create_app``) on a loopback port (``port``, or a free one) over
+    ``redis_server``, emptied first, with a ``FakeClock`` and ``settings`` beyond the tests' own
+    (a cheap bcrypt cost)."""
     if redis_server.process is None:  # another test stopped it and failed before restarting
         redis_server.start()
     client = redis_sync.Redis.from_url(redis_server.url)
@@ -111,7 +114,7 @@ async def serving(redis_server: RedisServer, **settings: Any) -> AsyncIterator[D
     )
     runner = EnvelopeAppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
     port = runner.addresses[0][1]
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))

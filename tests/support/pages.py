@@ -14,6 +14,7 @@ PAGE_SCRIPTS = {
     "files.html": {"type": "module", "src": "/static/js/pages/files.js"},
     "aliases.html": {"type": "module", "src": "/static/js/pages/aliases.js"},
     "sessions.html": {"type": "module", "src": "/static/js/pages/sessions.js"},
+    "security.html": {"type": "module", "src": "/static/js/pages/security.js"},
     "activity.html": {"type": "module", "src": "/static/js/pages/activity.js"},
     "settings.html": {"type": "module", "src": "/static/js/pages/settings.js"},
     "not-found.html": {"type": "module", "src": "/static/js/pages/not-found.js"},

@@ -41,8 +41,16 @@ SENT = {code.value: code.status for code in Code if code.sent}
 # the refusals of the CLI's user commands.
 NOT_SENT = {Code.CLIENT_CLOSED_REQUEST, Code.EMAIL_TAKEN, Code.USER_NOT_FOUND}
 # Snake-case strings in the dashboard's JavaScript that are not the API's codes: the codes it
-# gives failures of its own (no answer, or one without the envelope) and audit actor types.
-DASHBOARD_NOT_CODES = {"network_error", "unexpected_response", "leak_report", "api_key"}
+# gives failures of its own (no answer, or one without the envelope, a reauthentication the
+# user cancelled), audit actor types and the API's name of a second factor's answer.
+DASHBOARD_NOT_CODES = {
+    "network_error",
+    "unexpected_response",
+    "reauthentication_cancelled",
+    "leak_report",
+    "api_key",
+    "recovery_code",
+}
 # The codes the example proxies answer with of their own (docs/gateway.md, docs/operating.md):
 # the forward-auth gateway's fallback when the service sent no X-Auth-Error, the service
 # unreachable, and a 400 it cannot pass on; and a proxy's own failures in front of the service.

@@ -2,7 +2,8 @@
 // refusal read from the error envelope ({success: false, error: {code, message, details}}) into
 // an ApiError, and a session the server says is over sending the user back to sign in.
 
-import { signedOut } from "./session.js";
+import { reauthenticate } from "./reauth.js";
+import { loadSession, signedOut } from "./session.js";
 
 export const API = "/api/v1";
 
@@ -27,6 +28,13 @@ export class ApiError extends Error {
 
 function unreachable() {
   return new ApiError(0, "network_error", "The service could not be reached. Try again.");
+}
+
+// The session token to send: this tab's stored one, which a reauthentication replaces (on this
+// page or another of the tab), else the one the page started with.
+function latest(token) {
+  const session = loadSession();
+  return session ? session.token : token;
 }
 
 // The one place the token goes anywhere: the Authorization header of a request.
@@ -86,7 +94,7 @@ export async function fetchBlob(path, token) {
   let response;
   try {
     response = await fetch(API + path, {
-      headers: withToken({}, token),
+      headers: withToken({}, latest(token)),
       credentials: "omit",
       cache: "no-store",
     });
@@ -114,7 +122,7 @@ export function sendFile(path, token, file, progress, signal, fields = {}) {
     form.append("file", file, file.name);
     const request = new XMLHttpRequest();
     request.open("POST", API + path);
-    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, token))) {
+    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, latest(token)))) {
       request.setRequestHeader(name, value);
     }
     request.upload.addEventListener("progress", (event) => {
@@ -150,12 +158,45 @@ export function sessionEnded(error) {
   return error instanceof ApiError && error.status === 401 && SESSION_ENDED.has(error.code);
 }
 
+// A sensitive change refused until the password is confirmed again (step-up).
+export function needsReauthentication(error) {
+  return error instanceof ApiError && error.status === 403 && error.code === "reauthentication_required";
+}
+
+// What a change the user declined to confirm fails with: nothing was done.
+function notConfirmed() {
+  return new ApiError(
+    403,
+    "reauthentication_cancelled",
+    "You cancelled the password check, so nothing was changed.",
+  );
+}
+
 // `call(method, path, body)` for a signed-in page: any call that finds the session gone sends
-// the user back to sign in, saying why, and never settles (the page is being replaced).
+// the user back to sign in, saying why, and never settles (the page is being replaced). A
+// change that needs a recent sign-in opens the reauthentication dialog (reauth.js) and, once
+// the password is confirmed, is sent again with the new token, which every later call uses;
+// cancelled, it fails with code "reauthentication_cancelled" and nothing changed.
 export function sessionCaller(token) {
+  let current = token;
+  async function send(method, path, body) {
+    try {
+      return await api(method, path, { token: latest(current), body });
+    } catch (failure) {
+      if (!needsReauthentication(failure)) {
+        throw failure;
+      }
+      const renewed = await reauthenticate(latest(current));
+      if (!renewed) {
+        throw notConfirmed();
+      }
+      current = renewed;
+      return api(method, path, { token: current, body });
+    }
+  }
   return async (method, path, body) => {
     try {
-      return await api(method, path, { token, body });
+      return await send(method, path, body);
     } catch (failure) {
       if (sessionEnded(failure)) {
         signedOut(failure);
@@ -206,6 +247,9 @@ export function problemText(why) {
 // "Try again in 30 s." when the server said how long to wait; nothing more after a network
 // failure, whose message says to try again already.
 export function retryHint(failure) {
+  if (failure instanceof ApiError && failure.code === "reauthentication_cancelled") {
+    return "";
+  }
   if (failure instanceof ApiError && failure.retryAfter) {
     return ` Try again in ${failure.retryAfter} s.`;
   }

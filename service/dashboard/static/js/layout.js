@@ -12,6 +12,7 @@ export const PAGES = [
   { page: "files", href: "/files", text: "Files" },
   { page: "aliases", href: "/aliases", text: "Aliases" },
   { page: "sessions", href: "/sessions", text: "Sessions" },
+  { page: "security", href: "/security", text: "Security" },
   { page: "activity", href: "/activity", text: "Activity" },
   { page: "settings", href: "/settings", text: "Settings" },
 ];

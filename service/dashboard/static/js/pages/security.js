@@ -1,0 +1,80 @@
+// The security page (/security): the account's second factors. The authenticator app (TOTP),
+// its recovery codes and passkeys, each in its module under ../security/; this loads their
+// state, and holds the confirmation every removal goes through. Every change needs a recent
+// sign-in: the shared API layer asks for the password again when the service says so.
+
+import { failedText, sessionCaller } from "../api.js";
+import { byId, confirmation, hide, show } from "../dom.js";
+import { signedInFrame } from "../layout.js";
+import { codesSection } from "../security/codes.js";
+import { passkeysSection } from "../security/passkeys.js";
+import { totpSection } from "../security/totp.js";
+import { requireSession } from "../session.js";
+
+// The confirmation dialog: `ask({title, description, confirmText}, run, failing)` opens it;
+// `run()` makes the change and returns what to say, and the page reloads the factors.
+function asker(done) {
+  const dialog = byId("security-dialog");
+  const title = byId("security-dialog-title");
+  const description = byId("security-dialog-description");
+  const confirm = byId("security-dialog-confirm");
+  const asked = confirmation({ dialog, cancel: byId("security-dialog-cancel"), confirm, error: byId("security-dialog-error") });
+  return (what, run, failing) => {
+    title.textContent = what.title;
+    description.textContent = what.description;
+    confirm.textContent = what.confirmText;
+    asked.open(async (report) => {
+      let text;
+      try {
+        text = await run();
+      } catch (failure) {
+        report(failedText(failing, failure));
+        return;
+      }
+      asked.close("done");
+      await done(text);
+    });
+  };
+}
+
+function start(session) {
+  const call = sessionCaller(session.token);
+  signedInFrame("security", session, { call });
+  const pageStatus = byId("page-status");
+  const pageError = byId("page-error");
+  const loading = byId("mfa-loading");
+  const loadError = byId("mfa-error");
+  const sections = [];
+
+  async function refresh() {
+    hide(loadError);
+    try {
+      const mfa = await call("GET", "/auth/mfa");
+      for (const section of sections) {
+        section.render(mfa);
+      }
+    } catch (failure) {
+      show(loadError, failedText("Loading your second factors", failure));
+    } finally {
+      loading.hidden = true;
+    }
+  }
+
+  async function done(text) {
+    hide(pageError);
+    show(pageStatus, text);
+    await refresh();
+  }
+
+  const ask = asker(done);
+  const codes = codesSection({ call, ask, email: session.email });
+  sections.push(codes);
+  sections.push(totpSection({ call, ask, showCodes: codes.showCodes, done }));
+  sections.push(passkeysSection({ call, ask, done }));
+  refresh();
+}
+
+const session = requireSession("Sign in to manage your second factors.");
+if (session) {
+  start(session);
+}

@@ -1,0 +1,202 @@
+// The reauthentication dialog: a sensitive change (creating or rolling a key, the password,
+// ending the other sessions, second factors) answered 403 reauthentication_required, so the
+// user confirms the password (and the second factor, when the account has one) here; the new
+// session token the service gives for it replaces the stored one, and the caller repeats the
+// change (sessionCaller in api.js). Cancelling changes nothing. The dialog is built by this
+// module, once, the first time a page needs it: every signed-in page gets it without markup.
+//
+// api.js imports this module and this one imports api.js: only functions cross, called after
+// both have loaded, so the cycle is harmless.
+
+import { ApiError, api, describe, retryHint, sessionEnded } from "./api.js";
+import { el, hide, show } from "./dom.js";
+import { factorFields } from "./factor.js";
+import { loadSession, saveSession, signedOut } from "./session.js";
+import { promptFailedText, usePasskey } from "./webauthn.js";
+
+let parts = null; // the dialog's elements, once built
+let asking = null; // the promise of the dialog open now: concurrent refusals share it
+
+function build() {
+  const password = el("input", {
+    attrs: { id: "reauth-password", name: "password", type: "password", autocomplete: "current-password", maxlength: "1024", required: "" },
+  });
+  const error = el("p", { className: "error", attrs: { id: "reauth-error", role: "alert" } });
+  error.hidden = true;
+  const cancel = el("button", { text: "Cancel", className: "secondary", attrs: { id: "reauth-cancel", type: "button" } });
+  const confirm = el("button", { text: "Confirm", className: "primary", attrs: { id: "reauth-confirm", type: "submit" } });
+  const factorBox = el("div", { attrs: { id: "reauth-factor" } });
+  const form = el("form", { attrs: { id: "reauth-form", method: "post", novalidate: "" } }, [
+    error,
+    el("div", { className: "field" }, [el("label", { text: "Your password", attrs: { for: "reauth-password" } }), password]),
+    factorBox,
+    el("div", { className: "actions" }, [cancel, confirm]),
+  ]);
+  const dialog = el(
+    "dialog",
+    { attrs: { id: "reauth-dialog", "aria-labelledby": "reauth-title", "aria-describedby": "reauth-description" } },
+    [
+      el("h2", { text: "Confirm it's you", attrs: { id: "reauth-title" } }),
+      el("p", {
+        text: "This change needs a recent sign-in. Enter your password, and it is made as soon as the service accepts it.",
+        attrs: { id: "reauth-description" },
+      }),
+      form,
+    ],
+  );
+  document.body.append(dialog);
+  return { dialog, form, password, error, cancel, confirm, factorBox };
+}
+
+// What the account can answer with, as the login's second step names them; none when the
+// factors can't be read (the service then says what is missing).
+async function methodsOf(token) {
+  try {
+    const state = await api("GET", "/auth/mfa", { token });
+    const methods = [];
+    if (state.totp && state.totp.enabled) {
+      methods.push("totp");
+    }
+    if (Array.isArray(state.webauthn) && state.webauthn.length) {
+      methods.push("webauthn");
+    }
+    if (state.recovery_codes_left > 0) {
+      methods.push("recovery_code");
+    }
+    return methods;
+  } catch (failure) {
+    if (sessionEnded(failure)) {
+      throw failure;
+    }
+    return [];
+  }
+}
+
+// Ask, with the session `token` that was refused: the new token, or null when cancelled.
+function ask(token, methods) {
+  if (!parts) {
+    parts = build();
+  }
+  const { dialog, form, password, error, cancel, confirm, factorBox } = parts;
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const factor = factorFields("reauth", () => send(true));
+    factorBox.replaceChildren(factor.element);
+    const hasFactor = factor.offer(methods);
+    factorBox.hidden = !hasFactor;
+
+    function finish(value, failure) {
+      if (settled) {
+        return;
+      }
+      settled = true;
+      form.removeEventListener("submit", submitted);
+      cancel.removeEventListener("click", cancelled);
+      dialog.removeEventListener("close", closed);
+      password.value = "";
+      factor.clear();
+      if (dialog.open) {
+        dialog.close();
+      }
+      if (failure) {
+        reject(failure);
+      } else {
+        resolve(value);
+      }
+    }
+
+    async function send(withPasskey) {
+      hide(error);
+      password.removeAttribute("aria-invalid");
+      if (!password.value) {
+        show(error, "Enter your password.");
+        password.setAttribute("aria-invalid", "true");
+        password.focus();
+        return;
+      }
+      const body = { password: password.value };
+      confirm.disabled = true;
+      factor.passkeyButton.disabled = true;
+      try {
+        if (withPasskey) {
+          const options = await api("POST", "/auth/reauthenticate/webauthn-options", { token });
+          try {
+            body.webauthn = await usePasskey(options);
+          } catch (prompt) {
+            show(error, promptFailedText(prompt));
+            return;
+          }
+        } else if (hasFactor) {
+          const typed = factor.answer();
+          if (!typed) {
+            show(error, factor.typed ? factor.missingText() : "Use your passkey.");
+            factor.focus();
+            return;
+          }
+          Object.assign(body, typed);
+        }
+        const data = await api("POST", "/auth/reauthenticate", { token, body });
+        saveSession({ ...(loadSession() || {}), token: data.token });
+        finish(data.token);
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          finish(null, failure);
+          return;
+        }
+        const text = failure instanceof ApiError ? `${describe(failure)}${retryHint(failure)}` : "Confirming failed. Try again.";
+        show(error, text);
+        if (failure instanceof ApiError && failure.code === "mfa_code_invalid" && !withPasskey) {
+          factor.invalid();
+        } else {
+          password.focus();
+          password.select();
+        }
+      } finally {
+        confirm.disabled = false;
+        factor.passkeyButton.disabled = false;
+      }
+    }
+
+    function submitted(event) {
+      event.preventDefault();
+      send(false);
+    }
+    function cancelled() {
+      finish(null);
+    }
+    // Escape closes the dialog: a cancel too. (Its close event comes a task later.)
+    function closed() {
+      if (!dialog.open) {
+        finish(null);
+      }
+    }
+    form.addEventListener("submit", submitted);
+    cancel.addEventListener("click", cancelled);
+    dialog.addEventListener("close", closed);
+    hide(error);
+    confirm.disabled = false;
+    dialog.showModal();
+    password.focus();
+  });
+}
+
+// The new session token once the user has confirmed, or null when they cancelled. A session
+// found over meanwhile signs the user out (and never settles).
+export function reauthenticate(token) {
+  if (!asking) {
+    asking = (async () => {
+      try {
+        return await ask(token, await methodsOf(token));
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          signedOut(failure);
+          return new Promise(() => {});
+        }
+        throw failure;
+      } finally {
+        asking = null;
+      }
+    })();
+  }
+  return asking;
+}
