@@ -4,17 +4,21 @@ when they are what their record says, bounded, and never used for another record
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from service.domain.credentials import new_id
 from service.store.blobs import DirectoryBlobs
 from service.store.small_blobs import SmallBlobs
-from tests.store.test_files_store import chunks_of
+
+
+async def one_chunk(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 async def stored(blobs: DirectoryBlobs, data: bytes) -> tuple[str, str]:
     blob_id = new_id("fil")
-    written = await blobs.put(blob_id, chunks_of(data))
+    written = await blobs.put(blob_id, one_chunk(data))
     return blob_id, written.sha256
 
 

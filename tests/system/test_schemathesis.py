@@ -31,6 +31,7 @@ from schemathesis.checks import (
 )
 
 from tests.support.api import SPEC_PERMISSIONS
+from tests.support.mfa import SECRETS_KEY
 from tests.support.openapi import DOCUMENT_PATH
 from tests.support.processes import Server, run_cli, running, service_env
 from tests.support.raw_http import MALFORMED, exchange, parse_responses
@@ -124,6 +125,9 @@ def live(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
         FILEHOST_LOGIN_FAILURES_PER_EMAIL="0",
         FILEHOST_LOGIN_FAILURES_PER_ADDRESS="0",
         FILEHOST_DATA_DIR=str(tmp_path_factory.mktemp("files")),  # its uploads, not the repo's
+        # Every second factor configured, so that its operations answer as they do in use.
+        FILEHOST_SECRETS_KEY=SECRETS_KEY,
+        FILEHOST_PUBLIC_URL=f"http://localhost:{port}",
     )
     with redis_sync.Redis.from_url(url) as client:
         client.flushall()

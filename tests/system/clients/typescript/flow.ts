@@ -44,6 +44,11 @@ const client = createClient<paths>({ baseUrl });
 const login = succeeded(
   await client.POST("/api/v1/auth/login", { body: { email, password } }),
 );
+// A login answers a session, or, for an account with a second factor, that one is required:
+// this account has none.
+if (!("token" in login.data)) {
+  throw new Error("the login asked for a second factor");
+}
 const session = { Authorization: `Bearer ${login.data.token}` };
 
 const created = succeeded(
