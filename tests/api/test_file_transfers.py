@@ -163,10 +163,12 @@ async def test_a_slow_sendfile_call_outlives_its_request_without_touching_a_reus
     token = await api.user_with_session()
     created = await uploaded(api, os.urandom(4 * MIB), token=token)
     real = os.sendfile
+    started = threading.Event()
     calls: list[tuple[int, int]] = []
 
     def slow(out_fd: int, in_fd: int, offset: int, count: int) -> int:
-        time.sleep(0.2)
+        started.set()
+        time.sleep(0.2)  # the client goes away meanwhile
         calls.append((out_fd, in_fd))
         os.fstat(out_fd)  # both still open: EBADF otherwise
         os.fstat(in_fd)
@@ -180,11 +182,14 @@ async def test_a_slow_sendfile_call_outlives_its_request_without_touching_a_reus
         f"Authorization: Bearer {token}\r\n\r\n".encode()
     )
     await reader.readuntil(b"\r\n\r\n")
+    # Gone only once a thread is in the call: gone sooner, the handler sees the connection
+    # closing and never starts one.
+    assert await asyncio.to_thread(started.wait, 10), "no sendfile call was made"
     writer.transport.abort()
-    deadline = time.monotonic() + 10  # a busy machine may take a while to reach the call
+    deadline = time.monotonic() + 10
     while not calls and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-    assert calls, "no sendfile call was made"
+    assert calls, "the sendfile call never returned"
     assert await settled_descriptors(before) <= before
 
 
