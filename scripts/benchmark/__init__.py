@@ -23,8 +23,9 @@ Transfers (``benchmark.transfers``), 100 MiB files one at a time and 16 at once,
 nginx on the same machine moving the same bytes (``sendfile on``; WebDAV ``PUT``, also followed by
 an fsync by the client since nginx cannot fsync a body itself):
   r  download, GET /api/v1/files/{id}/content   w  upload, POST /api/v1/files (multipart)
+  v  download, GET /a/{slug} of the same file through a vanity alias, no credential
 then a 1 GiB upload and download through a one-worker service and how much each grew it.
-``--only rw`` runs only these, ``--only gb`` only gateway scenarios.
+``--only rvw`` runs only these, ``--only gb`` only gateway scenarios.
 
 wrk runs without a Lua script: a ``response`` callback makes wrk build a table of every answer's
 headers, which costs wrk (sharing the cores) more for the server sending more headers. Statuses

@@ -119,7 +119,7 @@ def seed_transfer_key(redis_url: str) -> str:
         accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
         user = await accounts.users.create_user(TRANSFER_EMAIL, PASSWORD)
         key = await accounts.api_keys.create_key(
-            user.id, "bench transfers", ["files.read", "files.write"], 30
+            user.id, "bench transfers", ["files.read", "files.write", "aliases.write"], 30
         )
         passwords.close()
         await close()

@@ -46,6 +46,7 @@ MEMORY_FILE_BYTES = 1024 * MIB
 RUN_SECONDS = 1.0
 MOST_IN_A_ROW = 64
 MANY = 16
+ALIAS_SLUG = "bench-transfer"
 MEMORY_LIMIT = 32 * MIB  # the most a 1 GiB transfer may grow a worker by
 
 
@@ -134,6 +135,14 @@ def _seed_file(seeded: Seeded) -> None:
     seeded.values["file_id"] = orjson.loads(result.bodies[0])["data"]["id"]
 
 
+def _seed_alias(seeded: Seeded) -> None:
+    """A vanity alias of the seeded file (seeded first when no scenario did)."""
+    if "file_id" not in seeded.values:
+        _seed_file(seeded)
+    body = {"file_id": seeded.values["file_id"], "slug": ALIAS_SLUG}
+    seeded.values["slug"] = seeded.api("POST", "/api/v1/aliases", body)["slug"]
+
+
 def _delete_uploads(seeded: Seeded, result: RunResult) -> None:
     for body in result.bodies:
         seeded.api("DELETE", f"/api/v1/files/{orjson.loads(body)['data']['id']}")
@@ -165,6 +174,15 @@ TRANSFERS: dict[str, Transfer] = {
             lambda s: f"{s.service}/api/v1/files/{s.values['file_id']}/content",
             least=0.90,
             setup=_seed_file,
+        ),
+        Transfer(
+            "v",
+            "v download, GET /a/{slug}, no credential",
+            "download",
+            lambda s: f"{s.service}/a/{s.values['slug']}",
+            least=0.90,
+            headers=_nothing,
+            setup=_seed_alias,
         ),
         Transfer(
             "w",
