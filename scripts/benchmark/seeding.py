@@ -32,6 +32,7 @@ PASSWORD = "bench password 1234"
 # The bench alias's slug: scenario a asks for /a/<it> (benchmark.scenarios.ALIAS_PATH).
 ALIAS_SLUG = "bench-alias"
 EMAIL = "bench@example.com"
+ALIAS_EMAIL = "bench-aliases@example.com"
 TRANSFER_EMAIL = "transfers@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
@@ -68,7 +69,9 @@ def seed_account(
             await accounts.api_keys.create_key(user.id, f"filler {n}", ["files.read"], 30)
         session = await accounts.login.login(EMAIL, PASSWORD)
         if data_dir is not None:
-            await _alias_of_a_file(accounts, user.id)
+            # Another account's file: the bench account's list, what b and c read, stays empty.
+            sharer = await accounts.users.create_user(ALIAS_EMAIL, PASSWORD)
+            await _alias_of_a_file(accounts, sharer.id)
         passwords.close()
         await close()
         good = reader.secret
