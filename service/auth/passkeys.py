@@ -71,12 +71,23 @@ def _descriptor(passkey: Passkey) -> PublicKeyCredentialDescriptor:
     return PublicKeyCredentialDescriptor(id=unb64url(passkey.credential_id))
 
 
+def browser_origin(url: str) -> str:
+    """The origin a browser reports for pages under ``url`` (``FILEHOST_PUBLIC_URL``, which may
+    carry a path): scheme and host in lower case, the port only when it is not the scheme's
+    default, no path."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    port = "" if parts.port in (None, default) else f":{parts.port}"
+    return f"{parts.scheme.lower()}://{host}{port}"
+
+
 class Passkeys:
     def __init__(self, public_url: str, rp_name: str = "filehost") -> None:
-        # A browser's origin: the public URL's scheme, host and port, never its path.
-        parts = urlsplit(public_url)
-        self.origin = f"{parts.scheme}://{parts.netloc}".lower()
-        self.rp_id = parts.hostname or ""
+        self.origin = browser_origin(public_url)
+        self.rp_id = urlsplit(public_url).hostname or ""
         self._rp_name = rp_name
 
     def registration_options(
