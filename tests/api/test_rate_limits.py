@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import redis as redis_sync
 
 from tests.support.api import Api, assert_error, bearer
@@ -24,6 +25,14 @@ def remaining(response) -> int:  # type: ignore[no-untyped-def]
     return int(match.group(1))
 
 
+@pytest.fixture
+async def steady(make_api) -> Api:  # type: ignore[no-untyped-def]
+    """The default burst refilling once a second: a bucket's key lives a second in Redis, which
+    expires it in real time, so a slow machine can't refill it between a test's requests (at
+    the default 100/s it would be gone 10 ms after one request)."""
+    return await make_api(rate_limit_per_second=1, rate_limit_burst=200)
+
+
 async def test_an_accepted_key_is_told_its_policy_and_what_is_left(api: Api) -> None:
     token = await api.user_with_session()
     key = (await api.create_key(token))["secret_key"]
@@ -36,11 +45,8 @@ async def test_an_accepted_key_is_told_its_policy_and_what_is_left(api: Api) -> 
     assert remaining(first) == 199
 
 
-async def test_each_accepted_request_takes_one_from_the_bucket(make_api) -> None:  # type: ignore[no-untyped-def]
-    # One request a second: the bucket's key lives a second in Redis, which expires it in real
-    # time, so a slow machine cannot refill it between the two requests (at the default 100/s
-    # it would be gone after 10 ms).
-    api = await make_api(rate_limit_per_second=1, rate_limit_burst=200)
+async def test_each_accepted_request_takes_one_from_the_bucket(steady: Api) -> None:
+    api = steady
     token = await api.user_with_session()
     key = (await api.create_key(token))["secret_key"]
 
@@ -123,8 +129,8 @@ async def test_limits_off_means_no_fields_and_no_bucket(make_api, redis_client) 
     assert redis_client.keys("fh:rate:*") == []
 
 
-async def test_refusals_other_than_the_rate_carry_no_rate_fields(make_api) -> None:  # type: ignore[no-untyped-def]
-    api = await make_api(rate_limit_per_second=1, rate_limit_burst=200)  # no refill in between
+async def test_refusals_other_than_the_rate_carry_no_rate_fields(steady: Api) -> None:
+    api = steady
     token = await api.user_with_session()
     key = (await api.create_key(token))["secret_key"]
 
@@ -196,8 +202,8 @@ async def test_a_busy_key_takes_leases_yet_no_instance_admits_more_than_the_buck
     assert scripts - statuses.count(429) < accepted / 2
 
 
-async def test_requests_served_from_a_lease_count_down_one_by_one(make_api) -> None:  # type: ignore[no-untyped-def]
-    api = await make_api(rate_limit_per_second=1, rate_limit_burst=200)  # no refill in between
+async def test_requests_served_from_a_lease_count_down_one_by_one(steady: Api) -> None:
+    api = steady
     token = await api.user_with_session()
     key = (await api.create_key(token))["secret_key"]
 
