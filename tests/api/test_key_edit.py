@@ -291,7 +291,9 @@ async def test_a_rate_of_its_own_replaces_the_default_and_null_restores_it(
 async def test_a_lower_rate_is_in_force_on_the_next_request_though_the_worker_holds_a_lease(
     make_api: Any,
 ) -> None:
-    api = await make_api(rate_limit_per_second=1000, rate_limit_burst=1000)
+    # A slow refill, so what the requests below take from the bucket is still there however slow
+    # the machine: the bucket's expiry runs on Redis's real clock.
+    api = await make_api(rate_limit_per_second=10, rate_limit_burst=1000)
     token, key = await key_and_session(api)
     secret = key["secret_key"]
     # Leases of 1, 2, 4, 8, 16 and 32 requests: the last one is far from used up.
@@ -300,7 +302,7 @@ async def test_a_lower_rate_is_in_force_on_the_next_request_though_the_worker_ho
 
     await edited(api, token, key["id"], {"rate_limit": {"per_second": 1, "burst": 1}})
 
-    # The bucket holds the 40 taken above (40 ms at 1000/s): at 1/s with a burst of 1 there
+    # The bucket holds the 40 taken above (4 s at 10/s): at 1/s with a burst of 1 there
     # is no room, and the worker's lease, taken under the old rate, serves nothing more.
     refused = await api.files(key=secret)
     await assert_error(refused, 429, "rate_limited")
