@@ -88,6 +88,43 @@ async def test_a_download_goes_out_through_sendfile_byte_for_byte(
     assert sum(sent) == 5242000
 
 
+def corked(fd: int) -> bool:
+    sock = socket.socket(fileno=fd)
+    try:
+        return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
+    finally:
+        sock.detach()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
+async def test_a_body_is_sent_corked_and_its_last_segment_pushed_once_it_is_sent(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Full segments only while the body goes out (nginx's ``tcp_nopush``), and the cork off
+    once it is sent, so a kept-alive connection gets its tail and next answer at once."""
+    token = await api.user_with_session()
+    data = os.urandom(3 * MIB + 7)
+    created = await uploaded(api, data, token=token)
+    during: list[bool] = []
+    connection: list[int] = []
+    real = os.sendfile
+
+    def watching(out_fd: int, *args: Any) -> int:
+        during.append(corked(out_fd))
+        if not connection:
+            connection.append(os.dup(out_fd))  # the same socket, to look at once it is sent
+        return real(out_fd, *args)
+
+    monkeypatch.setattr(os, "sendfile", watching)
+    try:
+        assert await download(api, token, created["id"]) == (200, data)
+        assert during and all(during)
+        assert not corked(connection[0])
+    finally:
+        for fd in connection:
+            os.close(fd)
+
+
 async def test_a_file_through_an_alias_goes_out_through_sendfile_and_head_sends_none(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
