@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,31 @@ async def test_an_upload_written_in_batches_is_whole_and_hashed_in_order(
     created = await uploaded(api, data, token=token)
     assert created["size"] == len(data)
     assert created["sha256"] == hashlib.sha256(data).hexdigest()
+    assert await download(api, token, created["id"]) == (200, data)
+
+
+@pytest.mark.skipif(blob_store._start_writeback is None, reason="sync_file_range is Linux's")
+async def test_each_batch_but_the_last_starts_its_writeback_in_order(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fsync at the end of an upload has only its last batch left to wait for."""
+    monkeypatch.setattr(blob_store, "WRITE_BATCH", 64 * 1024)
+    real = blob_store._start_writeback
+    ranges: list[tuple[int, int]] = []
+
+    def recording(fd: int, offset: int, count: int, flags: int) -> int:
+        ranges.append((offset, count))
+        return real(fd, offset, count, flags)  # type: ignore[misc]
+
+    monkeypatch.setattr(blob_store, "_start_writeback", recording)
+    token = await api.user_with_session()
+    data = os.urandom(MIB + 777)
+    created = await uploaded(api, data, token=token)
+    assert created["sha256"] == hashlib.sha256(data).hexdigest()
+    assert ranges and ranges[0][0] == 0
+    assert all(start + count == after for (start, count), (after, _) in pairwise(ranges))
+    covered = ranges[-1][0] + ranges[-1][1]
+    assert 0 < len(data) - covered <= 64 * 1024 + 256 * 1024  # the last batch, fsynced instead
     assert await download(api, token, created["id"]) == (200, data)
 
 

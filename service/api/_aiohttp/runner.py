@@ -121,6 +121,13 @@ class EnvelopeAppRunner(web.AppRunner):
         return app.get(GATEWAY_LANE)
 
 
+# How much of a request's body a connection reads ahead of its handler: it stops reading at
+# twice this. aiohttp's 64 KiB stops it after every read the event loop makes (256 KiB), so an
+# upload's bytes arrived in pieces too small for the multipart reader, each one a pause and a
+# resume of the socket.
+READ_BUFFER = 512 * 1024
+
+
 class ListenError(OSError):
     """The address could not be bound (in use, not this machine's, not permitted): the
     ``OSError``'s errno and reason, with no traceback to show."""
@@ -168,6 +175,7 @@ def run_app(
         access_log_class=access_log_class,
         handle_signals=handle_signals,
         keepalive_timeout=75.0,  # web.run_app's default (the handler's own is an hour)
+        read_bufsize=READ_BUFFER,
         shutdown_timeout=shutdown_timeout,  # how long requests in flight get to finish
         header_timeout=header_timeout,
         body_timeout=body_timeout,
