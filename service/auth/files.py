@@ -120,7 +120,7 @@ class Files:
     async def upload(
         self,
         principal: Principal,
-        chunks: AsyncIterable[bytes],
+        chunks: AsyncIterable[bytes | memoryview],
         name: str | None,
         content_type: str | None,
         before_record: Callable[[], Awaitable[str | Unset | None]],

@@ -81,7 +81,7 @@ class Blob(Protocol):
 class BlobStore(Protocol):
     """The storage interface: another backend (object storage, say) implements these three."""
 
-    async def put(self, blob_id: str, chunks: AsyncIterable[bytes]) -> Written:
+    async def put(self, blob_id: str, chunks: AsyncIterable[bytes | memoryview]) -> Written:
         """Store every chunk as the blob ``blob_id``, all or nothing. An exception raised by
         ``chunks`` (e.g. a size limit) propagates after whatever was written is removed."""
         ...
@@ -140,7 +140,7 @@ class DirectoryBlobs:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._made = True
 
-    async def put(self, blob_id: str, chunks: AsyncIterable[bytes]) -> Written:
+    async def put(self, blob_id: str, chunks: AsyncIterable[bytes | memoryview]) -> Written:
         final = self.path(blob_id)
         await asyncio.to_thread(self._make_root)
         temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
@@ -232,12 +232,12 @@ class _Writer:
         self._pool = pool
         self.digest = hashlib.sha256()
         self.size = 0
-        self._batch: list[bytes] = []
+        self._batch: list[bytes | memoryview] = []
         self._batched = 0
         self._written = 0
         self._in_flight: Future[None] | None = None
 
-    async def add(self, data: bytes) -> None:
+    async def add(self, data: bytes | memoryview) -> None:
         self.size += len(data)
         self._batch.append(data)
         self._batched += len(data)
@@ -267,7 +267,7 @@ class _Writer:
             os.close(self._fd)
 
 
-def _write(fd: int, digest: Any, pieces: list[bytes], offset: int, last: bool) -> None:
+def _write(fd: int, digest: Any, pieces: list[bytes | memoryview], offset: int, last: bool) -> None:
     """Hash and append ``pieces``, which start at ``offset`` (hashlib releases the GIL for
     buffers this large). The last batch is followed by an fsync, the others by the start of
     their writeback, so the fsync finds little left to do instead of the whole file."""

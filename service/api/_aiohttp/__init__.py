@@ -3,10 +3,10 @@ private and may change in any release. The rest of the service imports only what
 exports, never its modules.
 
 What it holds: the protocol handler (parser errors and read timeouts answered in the JSON
-envelope, and the gateway lane), the server and runner that use it, the fast JSON answer, and
-the router shortcut. Each is a speed-up or a refusal made our way; outside the tested aiohttp
-versions (``TESTED_AIOHTTP``) the service turns them off with one warning and serves through
-aiohttp's documented path (``fast_paths``).
+envelope, and the gateway lane), the server and runner that use it, the fast JSON answer, the
+router shortcut, and the reader of an upload's file part. Each is a speed-up or a refusal made
+our way; outside the tested aiohttp versions (``TESTED_AIOHTTP``) the service turns them off with
+one warning and serves through aiohttp's documented path (``fast_paths``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from service.api._aiohttp.answer import (
     header_block,
     serialise_head,
 )
+from service.api._aiohttp.multipart import part_body
 from service.api._aiohttp.routing import PlainRoute, PlainRoutes, use_route
 from service.api._aiohttp.runner import EnvelopeAppRunner, EnvelopeServer, ListenError, run_app
 
@@ -45,6 +46,7 @@ __all__ = [
     "Reply",
     "fast_paths",
     "header_block",
+    "part_body",
     "run_app",
     "serialise_head",
     "use_route",

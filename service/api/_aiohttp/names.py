@@ -76,6 +76,8 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
     "aiohttp.web_server.Server": ("_kwargs", "_loop"),
     "aiohttp.web_runner.AppRunner": ("_make_server",),
     "aiohttp.helpers": ("rfc822_formatted_time",),
+    "aiohttp.multipart.BodyPartReader": ("_at_eof", "_boundary", "_content", "_length"),
+    "aiohttp.streams.StreamReader": ("unread_data",),
 }
 
 
@@ -154,9 +156,9 @@ def warn_if_off() -> None:
     log.warning(
         "aiohttp %s is not among the tested releases (>=%s,<%s) or lacks private names this "
         "service relies on: serving through aiohttp's documented path, without the gateway "
-        "lane, the fast answers and router shortcut, the JSON envelope (and the service's own "
-        "Server header) for requests aiohttp's parser refuses, or the header and body read "
-        "deadlines",
+        "lane, the fast answers, router shortcut and upload reader, the JSON envelope (and the "
+        "service's own Server header) for requests aiohttp's parser refuses, or the header and "
+        "body read deadlines",
         aiohttp.__version__,
         *TESTED_AIOHTTP,
     )

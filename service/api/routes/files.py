@@ -33,7 +33,7 @@ from aiohttp import BodyPartReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import Answer, Reply
+from service.api._aiohttp import Answer, Reply, part_body
 from service.api.alias_requests import public_origin
 from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
@@ -271,12 +271,9 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     if _alias_field(fields):  # the same, for an alias asked for before the file
         await _check_alias(request, principal)
 
-    async def chunks() -> AsyncIterator[bytes]:
+    async def chunks() -> AsyncIterator[bytes | memoryview]:
         total = 0
-        while True:
-            data = await part.read_chunk(UPLOAD_CHUNK)
-            if not data:
-                return
+        async for data in part_body(part, UPLOAD_CHUNK):
             total += len(data)
             if total > limit:
                 raise _TooLarge()

@@ -1,0 +1,182 @@
+"""An upload's file part read straight from the stream (``part_body``) yields exactly the bytes
+aiohttp's own reader does, however the connection split the body (a delimiter across two pieces,
+pieces of a byte, bytes that begin the delimiter and then differ), and leaves the form where
+``MultipartReader.next`` reads the fields after it as before. Run both with the fast reader and
+with aiohttp's own (``FAST_PATHS`` off), which must agree."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+from aiohttp import BodyPartReader, MultipartReader
+from aiohttp.streams import StreamReader
+from multidict import CIMultiDict
+
+from service.api._aiohttp import names, part_body
+
+BOUNDARY = "formBoundary7MA4YWxkTrZu0gW"
+DELIMITER = b"\r\n--" + BOUNDARY.encode()
+HEADERS = CIMultiDict({"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
+
+# Bodies around the delimiter: empty, its prefixes, a CR or CRLF at either end, the delimiter
+# with its last byte changed, and random bytes holding such near misses.
+BODIES = [
+    b"",
+    b"x",
+    b"\r",
+    b"\n",
+    b"\r\n",
+    b"\r\n-",
+    b"\r\n--",
+    DELIMITER[:-1],
+    DELIMITER[:-1] + b"X",
+    b"abc" + DELIMITER[:-1] + b"Xdef",
+    b"\r\n\r\n\r\n",
+    b"ends with CR\r",
+    b"x--" + BOUNDARY.encode(),  # the boundary without the CRLF before it is data
+    os.urandom(3000),
+    b"".join(os.urandom(97) + DELIMITER[: n % len(DELIMITER)] for n in range(60)),
+]
+
+
+class _Protocol:
+    """What a StreamReader asks of its connection's protocol."""
+
+    _reading_paused = False
+    connected = True
+
+    def pause_reading(self, **_: object) -> None:
+        pass
+
+    def resume_reading(self, **_: object) -> None:
+        pass
+
+
+def form(body: bytes, part_headers: str = "") -> bytes:
+    opening = (
+        f"--{BOUNDARY}\r\n"
+        f'Content-Disposition: form-data; name="file"; filename="a.bin"\r\n{part_headers}\r\n'
+    )
+    rest = (
+        f"\r\n--{BOUNDARY}\r\n"
+        'Content-Disposition: form-data; name="folder_id"\r\n\r\nroot'
+        f"\r\n--{BOUNDARY}--\r\n"
+    )
+    return opening.encode() + body + rest.encode()
+
+
+async def read_form(
+    pieces: list[bytes], chunk_size: int = 256, chunked: bool = False
+) -> tuple[bytes, str, Any]:
+    """The file part's bytes through ``part_body``, the next field's text, and what follows;
+    ``chunked``: each piece came as a chunk of ``Transfer-Encoding: chunked``."""
+    stream = StreamReader(_Protocol(), 2**16, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
+    feeding = asyncio.create_task(feed(stream, pieces, chunked))
+    try:
+        reader = MultipartReader(HEADERS, stream)
+        part = await reader.next()
+        assert isinstance(part, BodyPartReader) and part.name == "file"
+        data = b"".join([bytes(piece) async for piece in part_body(part, chunk_size)])
+        field = await reader.next()
+        assert isinstance(field, BodyPartReader) and field.name == "folder_id"
+        return data, await field.text(), await reader.next()
+    finally:
+        await feeding
+
+
+async def feed(stream: StreamReader, pieces: list[bytes], chunked: bool) -> None:
+    """Each piece as the connection would deliver it, the reader running between them (so each
+    read finds one piece), then the end of the body."""
+    for piece in pieces:
+        if chunked:
+            stream.begin_http_chunk_receiving()
+        stream.feed_data(piece)
+        if chunked:
+            stream.end_http_chunk_receiving()
+        await asyncio.sleep(0)
+    stream.feed_eof()
+
+
+def split(data: bytes, size: int) -> list[bytes]:
+    return [data[start : start + size] for start in range(0, len(data), size)]
+
+
+@pytest.fixture(params=["fast", "aiohttp's own"])
+def reader_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param != "fast":
+        monkeypatch.setattr(names, "FAST_PATHS", False)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, len(DELIMITER) - 1, len(DELIMITER), 64, 1 << 20])
+async def test_every_body_is_read_whole_however_the_pieces_fall(
+    reader_kind: str, size: int
+) -> None:
+    for body in BODIES:
+        data, field, after = await read_form(split(form(body), size), chunk_size=64)
+        assert (data, field, after) == (body, "root", None), (body[:40], size)
+
+
+@pytest.mark.parametrize("size", [1, 5, 64, 1 << 20])
+async def test_a_body_sent_in_http_chunks_is_read_whole(reader_kind: str, size: int) -> None:
+    for body in BODIES:
+        data, field, after = await read_form(split(form(body), size), chunked=True)
+        assert (data, field, after) == (body, "root", None), (body[:40], size)
+
+
+async def test_a_delimiter_split_at_every_offset_between_two_pieces(reader_kind: str) -> None:
+    body = os.urandom(200) + b"\r\n-"
+    whole = form(body)
+    start = whole.index(DELIMITER, len(whole) - len(DELIMITER) * 3 - 120)
+    for cut in range(start - 5, start + len(DELIMITER) + 5):
+        data, field, after = await read_form([whole[:cut], whole[cut:]])
+        assert (data, field, after) == (body, "root", None), cut
+
+
+async def test_a_body_that_ends_inside_the_file_is_an_error(reader_kind: str) -> None:
+    whole = form(os.urandom(500))
+    cut = whole.index(DELIMITER) - 10
+    with pytest.raises(ValueError):
+        await read_form([whole[:cut]])
+
+
+async def test_a_part_with_a_length_of_its_own_is_read_by_that_length() -> None:
+    body = os.urandom(1000)
+    data, field, after = await read_form(split(form(body, f"Content-Length: {len(body)}\r\n"), 100))
+    assert (data, field, after) == (body, "root", None)
+
+
+async def test_the_fast_reader_hands_on_views_of_the_pieces_without_copying_them() -> None:
+    body = os.urandom(300_000)
+    stream_pieces = split(form(body), 65_536)
+    stream = StreamReader(_Protocol(), 2**16, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
+    feeding = asyncio.create_task(feed(stream, stream_pieces, chunked=False))
+    part = await MultipartReader(HEADERS, stream).next()
+    assert isinstance(part, BodyPartReader)
+    handed = [piece async for piece in part_body(part, 256)]
+    await feeding
+    assert b"".join(handed) == body
+    large = [piece for piece in handed if len(piece) > 1000]
+    assert large and all(isinstance(piece, memoryview) for piece in large)
+
+
+async def outcome(pieces: list[bytes]) -> object:
+    try:
+        return await read_form(pieces)
+    except Exception as error:  # the outcome compared is the error's type
+        return type(error)
+
+
+async def test_a_file_that_begins_with_the_delimiter_ends_where_aiohttp_ends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CRLF that ends a part's headers may begin the delimiter (an empty part has no line of
+    its own): a body that begins with the boundary is read as aiohttp reads it."""
+    whole = form(b"--" + BOUNDARY.encode() + b"\r\nmore")
+    fast = [await outcome(split(whole, size)) for size in (1, 5, 1 << 20)]
+    monkeypatch.setattr(names, "FAST_PATHS", False)
+    own = [await outcome(split(whole, size)) for size in (1, 5, 1 << 20)]
+    assert fast == own
