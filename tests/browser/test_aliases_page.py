@@ -117,6 +117,8 @@ async def test_an_alias_of_a_file_made_used_disabled_enabled_and_deleted(
     assert await aliases_of(dashboard, token) == []
     await dialog.get_by_label("Address (optional)").fill("my-report")
     await dialog.get_by_label("Expires").select_option(label="After 7 days")
+    # No limit in the settings: nothing to waive.
+    await expect(dialog.get_by_label("No view limit, whatever your settings say")).to_be_hidden()
     await dialog.get_by_label("View limit (optional)").fill("3")
     await dialog.get_by_label("Password (optional)").fill("hunter22")
     await dialog.get_by_role("button", name="Create alias").click()
@@ -228,6 +230,22 @@ async def test_an_alias_of_a_folder_takes_the_accounts_defaults(
     await expect(row.locator("td.alias-target")).to_have_text("Folder Shared")
     await expect(row.locator("td.alias-views")).to_have_text("0 of 5")
     await expect(row.locator("td.alias-password")).to_have_text("None")
+
+    # A limit the settings set can be waived for one alias.
+    await page.get_by_role("button", name="Create alias").click()
+    await dialog.get_by_label("A folder").check()
+    waive = dialog.get_by_label("No view limit, whatever your settings say")
+    await expect(waive).to_be_visible()
+    await waive.check()
+    await expect(dialog.get_by_label("View limit (optional)")).to_be_disabled()
+    await dialog.get_by_role("button", name="Create alias").click()
+    await expect(dialog).to_be_hidden()
+    unlimited = next(
+        alias for alias in await aliases_of(dashboard, token) if alias["id"] != made["id"]
+    )
+    assert unlimited["max_views"] is None
+    row = alias_row(page, unlimited["slug"])
+    await expect(row.locator("td.alias-views")).to_have_text("0 (no limit)")
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 // Creating an alias, in a dialog opened by "Create alias": a file or a folder (listed by its
 // path), an optional address (slug), an expiry and a view limit (else the account's defaults,
-// which the dialog says), an optional password, and whether it works from now. Every field is
-// checked by the service's rules first; the service's refusal is shown by its field, the
-// dialog kept as typed.
+// which the dialog says; "no view limit" overrides a limit they set), an optional password, and
+// whether it works from now. Every field is checked by the service's rules first; the service's
+// refusal is shown by its field, the dialog kept as typed.
 
 import { ApiError, describe, problemText } from "../api.js";
 import { byId, el, hide, show, whenClosed } from "../dom.js";
@@ -52,6 +52,8 @@ export function createAliasDialog(page) {
   const slug = byId("alias-slug");
   const expiry = byId("alias-expiry");
   const views = byId("alias-views");
+  const noLimit = byId("alias-views-none");
+  const noLimitChoice = byId("alias-views-none-choice");
   const password = byId("alias-password");
   const enabled = byId("alias-enabled");
   const problems = {
@@ -119,14 +121,27 @@ export function createAliasDialog(page) {
       viewsHint.textContent = `A whole number of at least 1. Empty: ${
         Number.isInteger(most) ? `your settings' limit, ${most}` : "no limit, as your settings say"
       }.`;
+      // Only a limit the settings set needs a way round it.
+      noLimitChoice.hidden = !Number.isInteger(most);
     } catch {
       expiryHint.textContent = "Your settings' default lifetime, set on the Settings page.";
       viewsHint.textContent = "A whole number of at least 1. Empty: your settings' default.";
+      noLimitChoice.hidden = false;
     }
   }
 
+  // No limit at all: the number has nothing to say.
+  noLimit.addEventListener("change", () => {
+    views.disabled = noLimit.checked;
+    if (noLimit.checked) {
+      views.value = "";
+    }
+  });
+
   opener.addEventListener("click", async () => {
     form.reset();
+    views.disabled = false;
+    noLimitChoice.hidden = true;
     clearProblems();
     submit.disabled = true;
     dialog.returnValue = "";
@@ -171,7 +186,9 @@ export function createAliasDialog(page) {
       body.expires_in_seconds = Number(expiry.value);
     }
     const typedViews = views.value.trim();
-    if (typedViews) {
+    if (noLimit.checked) {
+      body.max_views = null;
+    } else if (typedViews) {
       const most = /^\d{1,16}$/.test(typedViews) ? Number(typedViews) : NaN;
       if (!(most >= 1 && most <= LARGEST)) {
         found.max_views = "A whole number of at least 1, or empty.";
