@@ -138,6 +138,7 @@ export function createAliasDialog(page) {
     }
   });
 
+  opener.disabled = false; // served disabled: a click before this would have done nothing
   opener.addEventListener("click", async () => {
     form.reset();
     views.disabled = false;

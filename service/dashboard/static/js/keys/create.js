@@ -27,6 +27,7 @@ export function createDialog(keys) {
     field.focus();
   }
 
+  opener.disabled = false; // served disabled: a click before this would have done nothing
   opener.addEventListener("click", () => {
     form.reset();
     revealChecked(grid); // a fresh form: nothing chosen, the later permissions folded away

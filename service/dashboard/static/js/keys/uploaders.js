@@ -80,6 +80,7 @@ export function uploaderDialog(keys) {
   for (const chosen of Object.keys(KINDS)) {
     const button = byId(`uploader-${chosen}`);
     button.addEventListener("click", () => open(chosen, button));
+    button.disabled = false; // served disabled: a click before this would have done nothing
   }
   byId("uploader-cancel").addEventListener("click", () => dialog.close("cancel"));
   whenClosed(dialog, () => {

@@ -285,7 +285,9 @@ function start(session) {
     }
   }
 
-  byId("folder-create").addEventListener("click", () => {
+  const folderCreate = byId("folder-create");
+  folderCreate.disabled = false; // served disabled: a click before this would have done nothing
+  folderCreate.addEventListener("click", () => {
     hide(pageStatus);
     const parent = open;
     askName({
