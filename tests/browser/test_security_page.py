@@ -128,6 +128,11 @@ async def test_turn_on_the_app_then_sign_in_with_a_code_and_with_a_recovery_code
     await page.get_by_role("button", name="Verify").click()
     await page.wait_for_url("**/keys")
     await expect(page.locator("#account-email")).to_have_text(user)
+    # The sessions page says this one was opened with the second factor.
+    await page.get_by_role("link", name="Sessions").click()
+    await page.wait_for_url("**/sessions")
+    this_one = page.locator("#sessions-body tr.is-current")
+    await expect(this_one.locator(".session-factors")).to_have_text("With a second factor")
 
     # A recovery code works once, and the page counts one fewer.
     await log_out(page)

@@ -124,6 +124,8 @@ async def test_the_list_marks_this_device_and_ending_another_refuses_its_token(
     await expect(theirs.locator(".device-name")).to_have_text(HOSTILE_AGENT)
     await expect(page.locator("#sessions-body img, #sessions-body b")).to_have_count(0)
     assert await page.evaluate("() => window.__pwned") is None
+    # Signed in with a password alone (the account has no second factor).
+    await expect(theirs.locator(".session-factors")).to_have_text("Password only")
     await expect(theirs.locator("td.session-ip")).to_have_text(listed[0]["ip"])
     await expect(theirs.locator("td.session-created time")).to_have_attribute(
         "datetime", listed[0]["created_at"]

@@ -1,5 +1,5 @@
-// The sessions page (/sessions): every place the account is signed in, to end one or all the
-// others, and the password change. The passwords live only in their fields, emptied once the
+// The sessions page (/sessions): every place the account is signed in (and whether with a
+// second factor), to end one or all the others, and the password change. The passwords live only in their fields, emptied once the
 // change is made.
 
 import { ApiError, failedText, sessionCaller } from "../api.js";
@@ -13,6 +13,11 @@ import { when } from "../time.js";
 // "Chrome on Linux", or the User-Agent itself when it is no browser's, shortened.
 function device(item) {
   return deviceText(item.user_agent);
+}
+
+// How the session was opened: its assurance level, as the API lists it.
+function factorsText(aal) {
+  return aal === 2 ? "With a second factor" : "Password only";
 }
 
 // `end(item)` opens the confirmation to end the session `item`.
@@ -30,7 +35,10 @@ function sessionRow(item, end) {
   const row = el("tr", {}, [
     cell("Device", "key-name session-device", deviceBox),
     cell("Address", "session-ip", el("code", { text: item.ip || "unknown" })),
-    cell("Signed in", "session-created", when(item.created_at, "—")),
+    cell("Signed in", "session-created", [
+      when(item.created_at, "—"),
+      el("div", { className: "hint session-factors", text: factorsText(item.aal) }),
+    ]),
     cell("Last seen", "session-last-seen", when(item.last_seen_at, "—")),
     cell("Expires", "session-expires", when(item.expires_at, "—")),
     cell("Actions", "key-actions", action),
