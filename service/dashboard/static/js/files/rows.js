@@ -61,10 +61,13 @@ export function folderRow(folder, actions) {
   return row;
 }
 
-// `actions`: {download(file, button), rename(file), move(file), remove(file)}.
+// `actions`: {download(file, button), share(file, button), rename(file), move(file),
+// remove(file)}.
 export function fileRow(file, actions) {
   const save = rowButton("Download", "secondary", ` ${file.name}`);
   save.addEventListener("click", () => actions.download(file, save));
+  const share = rowButton("Share", "secondary", ` ${file.name}`);
+  share.addEventListener("click", () => actions.share(file, share));
   const rename = rowButton("Rename", "secondary", ` ${file.name}`);
   rename.addEventListener("click", () => actions.rename(file));
   const move = rowButton("Move", "secondary", ` ${file.name}`);
@@ -76,7 +79,7 @@ export function fileRow(file, actions) {
     cell("Size", "file-size", el("span", { text: size(file.size), attrs: { title: `${file.size} bytes` } })),
     cell("Type", "file-type", el("code", { text: file.content_type })),
     cell("Uploaded", "file-uploaded", when(file.created_at, "—")),
-    cell("Actions", "key-actions", el("div", { className: "row-actions" }, [save, rename, move, remove])),
+    cell("Actions", "key-actions", el("div", { className: "row-actions" }, [save, share, rename, move, remove])),
   ]);
   row.dataset.fileId = file.id;
   return row;

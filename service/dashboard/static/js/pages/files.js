@@ -53,6 +53,33 @@ async function download(token, file, button, pageError) {
   }
 }
 
+// A public link to the file: a new alias with the account's defaults (its expiry and view
+// limit), its address copied to the clipboard and said on the page, where it can be selected
+// when copying is blocked. The Aliases page lists it, to disable or delete.
+async function share(call, file, button, pageStatus, pageError) {
+  button.disabled = true;
+  hide(pageStatus);
+  hide(pageError);
+  try {
+    const alias = await call("POST", "/aliases", { file_id: file.id });
+    let copied = true;
+    try {
+      await navigator.clipboard.writeText(alias.url);
+    } catch {
+      copied = false;
+    }
+    show(
+      pageStatus,
+      `${copied ? "Copied a new public link" : "Made a new public link (copy it from here)"} to ` +
+        `${file.name}: ${alias.url} — the Aliases page lists it.`,
+    );
+  } catch (failure) {
+    show(pageError, failedText(`Making a link to ${file.name}`, failure));
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function deleteDialog(call, pageStatus, afterwards) {
   const dialog = byId("delete-dialog");
   const name = byId("delete-name");
@@ -187,6 +214,7 @@ function start(session) {
 
   const fileActions = {
     download: (file, button) => download(token, file, button, pageError),
+    share: (file, button) => share(call, file, button, pageStatus, pageError),
     rename: (file) =>
       askName({
         heading: `Rename ${file.name}`,
