@@ -101,6 +101,8 @@ LOGIN_OUTCOMES = (
 )
 # What a store error that failed a request was: Redis unreachable or its connection lost, too
 # slow, an error reply (a script's, a cluster's), or a record that could not be read.
+# The ways a file's bytes are downloaded, by path: its content address, or a vanity alias.
+DOWNLOAD_WAYS = ("content", "alias")
 STORE_ERROR_KINDS = ("connection", "timeout", "error_reply", "corrupt_record", "other")
 
 disable_created_metrics()
@@ -223,6 +225,13 @@ class Metrics:
             "Bytes of the files stored by uploads.",
             registry=own,
         )
+        self._download_bytes = Counter(
+            "filehost_download_bytes",
+            "Bytes of file content sent by downloads (200 and 206), by the way they came: "
+            "content (GET /files/{id}/content) or alias (GET /a/{slug}).",
+            ("via",),
+            registry=own,
+        )
         self._store_errors = Counter(
             "filehost_store_errors",
             "Requests failed by the store (503), by route template and kind of failure.",
@@ -232,6 +241,8 @@ class Metrics:
         for outcome in LOGIN_OUTCOMES:  # present from the start, so a rate can be taken at once
             self._logins.labels(outcome)
         self._uploads.labels("stored")
+        for via in DOWNLOAD_WAYS:
+            self._download_bytes.labels(via)
         if tuple(self._request_seconds._upper_bounds) != _BOUNDS:  # see _add_observations
             raise RuntimeError("prometheus-client's histogram buckets are not as expected")
         # (route, method, status, credential, outcome) -> a ``_new_row`` of that kind's requests
@@ -264,6 +275,10 @@ class Metrics:
         self._uploads.labels(outcome).inc()
         if size:
             self._upload_bytes.inc(size)
+
+    def downloaded(self, via: str, size: int) -> None:
+        """A download's body of ``size`` bytes was sent, ``via`` one of ``DOWNLOAD_WAYS``."""
+        self._download_bytes.labels(via).inc(size)
 
     def redis_command(self, seconds: float) -> None:
         # Called for every reply on the hot connection.

@@ -1,6 +1,7 @@
 """What ``/metrics`` tells an operator beyond requests and checks: what is running (build info),
-uploads by outcome and their bytes, logins by outcome (never which emails exist), and the
-requests the store failed by kind; and none of prometheus-client's ``_created`` series."""
+uploads by outcome and their bytes, the bytes downloads sent, logins by outcome (never which
+emails exist), and the requests the store failed by kind; and none of prometheus-client's
+``_created`` series."""
 
 from __future__ import annotations
 
@@ -84,6 +85,42 @@ async def test_uploads_are_counted_by_outcome_with_the_bytes_stored(
         "validation_failed": 1,
     }
     assert value(text, "filehost_upload_bytes_total") == 30
+
+
+async def test_downloads_are_counted_in_bytes_sent_by_the_way_they_came(
+    make_api: Any, tmp_path: Path
+) -> None:
+    api = await make_api(data_dir=tmp_path)
+    token = await api.user_with_session()
+    small = await uploaded(api, b"s" * 100, token=token)  # served from memory
+    large = await uploaded(api, b"L" * 200_000, token=token)  # sent with sendfile
+    made = await api.client.post(
+        "/api/v1/aliases", json={"file_id": small["id"], "slug": "counted"}, headers=bearer(token)
+    )
+    assert made.status == 201, await made.text()
+
+    def content(file: dict[str, Any]) -> str:
+        return f"/api/v1/files/{file['id']}/content"
+
+    for path, headers, status in (
+        (content(small), {}, 200),
+        (content(large), {}, 200),
+        (content(large), {"Range": "bytes=0-999"}, 206),
+        (content(large), {"If-None-Match": f'"{large["sha256"]}"'}, 304),  # no body
+        ("/a/counted", {}, 200),
+    ):
+        response = await api.client.get(path, headers={**bearer(token), **headers})
+        assert response.status == status, path
+        await response.read()
+    assert (await api.client.head("/a/counted")).status == 200  # no body
+
+    text = await scrape(api)
+    counts = {
+        dict(labels)["via"]: count
+        for (name, labels), count in samples(text).items()
+        if name == "filehost_download_bytes_total"
+    }
+    assert counts == {"content": 100 + 200_000 + 1000, "alias": 100}
 
 
 async def test_logins_are_counted_by_outcome_and_no_label_names_an_email(

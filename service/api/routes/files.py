@@ -468,6 +468,8 @@ async def send_file(
         small.body = content[start : start + length] if chosen is not None else content
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
+        if request.method != hdrs.METH_HEAD:
+            _count_download(request, admission, length)
         return small
     blob = await files.open(record)
     try:
@@ -484,9 +486,16 @@ async def send_file(
             await response.write_eof()
         else:
             await send_blob(request, response, blob, start, length)
+            _count_download(request, admission, length)
         return response
     finally:
         await blob.close()
+
+
+def _count_download(request: web.Request, admission: Admission | None, size: int) -> None:
+    metrics = request.app.get(METRICS)
+    if metrics is not None and size:
+        metrics.downloaded("content" if admission is None else "alias", size)
 
 
 def _content_headers(
