@@ -243,6 +243,7 @@ class Metrics:
         self._uploads.labels("stored")
         for via in DOWNLOAD_WAYS:
             self._download_bytes.labels(via)
+        self._downloaded = dict.fromkeys(DOWNLOAD_WAYS, 0)
         if tuple(self._request_seconds._upper_bounds) != _BOUNDS:  # see _add_observations
             raise RuntimeError("prometheus-client's histogram buckets are not as expected")
         # (route, method, status, credential, outcome) -> a ``_new_row`` of that kind's requests
@@ -277,8 +278,10 @@ class Metrics:
             self._upload_bytes.inc(size)
 
     def downloaded(self, via: str, size: int) -> None:
-        """A download's body of ``size`` bytes was sent, ``via`` one of ``DOWNLOAD_WAYS``."""
-        self._download_bytes.labels(via).inc(size)
+        """A download's body of ``size`` bytes was sent, ``via`` one of ``DOWNLOAD_WAYS``:
+        added up here and written into the counter with the rest at the next ``flush`` (a
+        public alias's small file is a request as busy as any)."""
+        self._downloaded[via] += size
 
     def redis_command(self, seconds: float) -> None:
         # Called for every reply on the hot connection.
@@ -327,6 +330,10 @@ class Metrics:
     def flush(self) -> None:
         """Write the counts gathered since the last flush into the metrics."""
         self._tally()
+        downloaded, self._downloaded = self._downloaded, dict.fromkeys(DOWNLOAD_WAYS, 0)
+        for via, size in downloaded.items():
+            if size:
+                self._download_bytes.labels(via).inc(size)
         pending, self._pending = self._pending, {}
         request_seconds: dict[str, list[float]] = {}
         auth_seconds: dict[str, list[float]] = {}
