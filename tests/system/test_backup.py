@@ -34,9 +34,11 @@ from tests.support.processes import PASSWORD, create_user, running, service_env
 from tests.support.redis import RedisServer, aof_redis, free_port, stopped_at_exit
 
 USERS = ("ana@example.com", "ben@example.com", "cyd@example.com")
-# Each user's traffic: BEFORE rounds, then the backup starts; rounds go on while it runs, and
-# AFTER more once it ended (one step of each kind), or stop at ROUNDS in all.
-BEFORE, AFTER, ROUNDS = 12, 5, 200
+# Each user's traffic: BEFORE rounds, then the backup starts; rounds go on while it runs, one
+# every DURING_PACE seconds at most (so a slow machine's longer backup does not use them up),
+# and AFTER more once it ended (one step of each kind), or stop at ROUNDS in all.
+BEFORE, AFTER, ROUNDS = 12, 5, 1000
+DURING_PACE = 0.01
 # serve waits this long for Redis, past the backup's longest pause (--max-pause-ms): requests
 # wait while the store is read, and none is refused for it.
 REDIS_TIMEOUT = "6"
@@ -147,6 +149,8 @@ class Traffic:
                 after += 1
                 if after > AFTER:
                     return
+            elif self.backup.state == "running":
+                await asyncio.sleep(DURING_PACE)
             await self.step(round_)
 
 
