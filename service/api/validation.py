@@ -318,13 +318,15 @@ class CreateUploaderRequest:
     name: str  # the key's name too
     folder_id: str | None  # None: the whole account
     alias: bool
+    expires_days: int | None = None  # None: the account's default_key_expires_days setting
 
 
 def parse_create_uploader(body: dict[str, Any]) -> CreateUploaderRequest:
     """``POST /uploaders``'s body: ``kind`` and ``name`` required, ``folder_id`` (a string, or
-    null) and ``alias`` (a boolean) optional; each problem named under its field."""
+    null), ``alias`` (a boolean) and ``expires_days`` (as ``POST /keys`` takes it) optional;
+    each problem named under its field."""
     problems: dict[str, Any] = {}
-    _refuse_unknown_fields(body, ("kind", "name", "folder_id", "alias"), problems)
+    _refuse_unknown_fields(body, ("kind", "name", "folder_id", "alias", "expires_days"), problems)
     kind = body.get("kind")
     if kind not in KINDS:
         problems["kind"] = f"is required and must be one of: {', '.join(KINDS)}"
@@ -337,10 +339,15 @@ def parse_create_uploader(body: dict[str, Any]) -> CreateUploaderRequest:
     alias = body.get("alias", False)
     if not isinstance(alias, bool):
         problems["alias"] = "must be true or false"
+    expires_days = body.get("expires_days")
+    if "expires_days" in body:
+        problem = _expires_days_problem(expires_days)
+        if problem:
+            problems["expires_days"] = problem
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert name is not None
-    return CreateUploaderRequest(kind, name, folder_id, alias)
+    return CreateUploaderRequest(kind, name, folder_id, alias, expires_days)
 
 
 EDIT_KEY_FIELDS = (

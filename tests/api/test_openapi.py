@@ -213,6 +213,7 @@ BODY_PATHS = {
         "name": "laptop",
         "folder_id": None,
         "alias": True,
+        "expires_days": 365,
     },
     ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},
     ("PATCH", "/api/v1/folders/{folder_id}"): {"name": "Receipts", "parent_id": None},

@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import shutil
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import aiohttp
 import pytest
 
 from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import parse_iso
 from tests.support.folders import folder
 from tests.support.openapi import validator
 
@@ -291,6 +293,24 @@ async def test_an_api_key_is_refused_like_on_every_session_only_route(api: Api) 
     await assert_error(verify, 403, "session_required")
 
 
+async def test_the_key_lives_expires_days_else_the_accounts_default(api: Api) -> None:
+    token = await api.user_with_session()
+
+    def lifetime(key: dict[str, Any]) -> timedelta:
+        return parse_iso(key["expires_at"]) - parse_iso(key["created_at"])
+
+    assert lifetime((await uploader(api, token, kind="curl", name="a"))["key"]) == timedelta(90)
+    made = await uploader(api, token, kind="sharex", name="b", expires_days=365)
+    assert lifetime(made["key"]) == timedelta(365)
+    changed = await api.client.patch(
+        "/api/v1/settings", json={"default_key_expires_days": 7}, headers=bearer(token)
+    )
+    assert changed.status == 200, await changed.text()
+    assert lifetime((await uploader(api, token, kind="curl", name="c"))["key"]) == timedelta(7)
+    made = await uploader(api, token, kind="curl", name="d", expires_days=30)
+    assert lifetime(made["key"]) == timedelta(30)
+
+
 @pytest.mark.parametrize(
     ("body", "fields"),
     [
@@ -302,7 +322,10 @@ async def test_an_api_key_is_refused_like_on_every_session_only_route(api: Api) 
         ({"kind": "sharex", "name": "x" * 101}, {"name"}),
         ({"kind": "curl", "name": "x", "alias": "yes"}, {"alias"}),
         ({"kind": "curl", "name": "x", "folder_id": 7}, {"folder_id"}),
-        ({"kind": "curl", "name": "x", "expires_days": 7}, {"expires_days"}),
+        ({"kind": "curl", "name": "x", "expires_days": 0}, {"expires_days"}),
+        ({"kind": "curl", "name": "x", "expires_days": "7"}, {"expires_days"}),
+        ({"kind": "curl", "name": "x", "expires_days": None}, {"expires_days"}),
+        ({"kind": "curl", "name": "x", "lifetime": 7}, {"lifetime"}),
         ({"kind": 1, "name": 2}, {"kind", "name"}),
     ],
 )

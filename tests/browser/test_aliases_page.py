@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -28,6 +29,7 @@ from tests.support.browser import (
     sign_in,
     violations,
 )
+from tests.support.clock import parse_iso
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -269,6 +271,10 @@ async def test_an_uploader_download_holds_a_key_shown_once_that_may_only_upload(
         ["Where your settings send uploads", "Inbox"]
     )
     await dialog.get_by_label("Uploads go to").select_option(label="Inbox")
+    # ShareX's key for a year; curl's as the settings say (no setting: 90 days).
+    await expect(dialog.get_by_label("How long the key lasts")).to_have_value("")
+    if kind == "sharex":
+        await dialog.get_by_label("How long the key lasts").select_option(label="365 days")
     async with page.expect_download() as downloading:
         await dialog.get_by_role("button", name="Create key and download").click()
     download = await downloading.value
@@ -294,6 +300,11 @@ async def test_an_uploader_download_holds_a_key_shown_once_that_may_only_upload(
         ["files.write", "aliases.write"]
     )
     await expect(row.locator("td.key-folders li")).to_have_text(["Inbox"])
+    status, body = await dashboard.api("GET", "/keys", token=token)
+    assert status == 200, body
+    (listed,) = [key for key in body["data"]["keys"] if key["name"] == f"{kind} laptop"]
+    lifetime = parse_iso(listed["expires_at"]) - parse_iso(listed["created_at"])
+    assert lifetime == timedelta(days=365 if kind == "sharex" else 90)
 
     # It uploads into the folder and hands back a link; it may not list anything.
     made = await upload(dashboard, token, "shot.png", b"png", key=secret)

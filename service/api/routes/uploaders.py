@@ -25,6 +25,7 @@ async def create_uploader(request: web.Request) -> web.Response:
         asked.name,
         asked.folder_id,
         asked.alias,
+        asked.expires_days,
         await acting(request, principal),
     )
     write = uploaders.sharex if asked.kind == uploaders.SHAREX else uploaders.curl_script

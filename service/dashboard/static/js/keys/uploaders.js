@@ -45,6 +45,7 @@ export function uploaderDialog(keys) {
   const name = byId("uploader-name");
   const folder = byId("uploader-folder");
   const alias = byId("uploader-alias");
+  const expiry = byId("uploader-expiry");
   let kind = null;
   let opener = null;
 
@@ -101,6 +102,9 @@ export function uploaderDialog(keys) {
     const body = { kind, name: name.value.trim(), ...(folder.value ? { folder_id: folder.value } : {}) };
     if (alias.checked) {
       body.alias = true;
+    }
+    if (expiry.value) {
+      body.expires_days = Number(expiry.value);
     }
     submit.disabled = true;
     let made;
