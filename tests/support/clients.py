@@ -54,11 +54,20 @@ async def create_key(http: aiohttp.ClientSession, server: Server, token: str) ->
 async def wait_for_two_workers(http: aiohttp.ClientSession, server: Server) -> None:
     """Both workers have bound the port once unauthenticated probes are answered by two pids.
 
-    Probes use /auth/session so they are not confused with the requests under test."""
+    Probes use /auth/session so they are not confused with the requests under test. A probe
+    refused a connection is tried again while ``serve`` runs (its stderr says why, if it
+    stopped): what it answers is the point, not that every probe connects."""
     deadline = time.monotonic() + 15
     while True:
         for _ in range(10):
-            status, _body = await request(http, "GET", f"{server.base}/auth/session")
+            try:
+                status, _body = await request(http, "GET", f"{server.base}/auth/session")
+            except aiohttp.ClientConnectorError:
+                exited = server.process.poll()
+                assert exited is None, f"serve exited with {exited}: {server.stderr()}"
+                assert time.monotonic() < deadline, f"serve stopped listening: {server.stderr()}"
+                await asyncio.sleep(0.05)
+                continue
             assert status == 401
         pids = {pid for pid, _m, path, _s in server.access_lines() if path.endswith("/session")}
         if len(pids) >= 2:
