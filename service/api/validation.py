@@ -261,10 +261,15 @@ def _check_permissions(permissions: Any) -> tuple[list[str], Any]:
     return [name_ for name_ in PERMISSIONS if name_ in set(permissions)], None
 
 
-def _expires_days_problem(expires_days: Any) -> str | None:
+def _expires_days(body: dict[str, Any], problems: dict[str, Any]) -> int | None:
+    """The body's ``expires_days`` (None when it has none: a default applies), its problem
+    noted under the field; null is not a value it may have."""
+    if "expires_days" not in body:
+        return None
+    expires_days = body["expires_days"]
     if not _is_int(expires_days) or not 1 <= expires_days <= MAX_EXPIRES_DAYS:
-        return f"must be a whole number from 1 to {MAX_EXPIRES_DAYS}"
-    return None
+        problems["expires_days"] = f"must be a whole number from 1 to {MAX_EXPIRES_DAYS}"
+    return expires_days  # type: ignore[no-any-return]
 
 
 def _check_folder_ids(value: Any) -> tuple[tuple[str, ...] | None, str | None]:
@@ -296,11 +301,7 @@ def parse_create_key(body: dict[str, Any]) -> CreateKeyRequest:
     if problem:
         problems["permissions"] = problem
 
-    expires_days = body.get("expires_days")
-    if "expires_days" in body:
-        problem = _expires_days_problem(expires_days)
-        if problem:
-            problems["expires_days"] = problem
+    expires_days = _expires_days(body, problems)
 
     folder_ids, problem = _check_folder_ids(body.get("folder_ids"))
     if problem:
@@ -339,11 +340,7 @@ def parse_create_uploader(body: dict[str, Any]) -> CreateUploaderRequest:
     alias = body.get("alias", False)
     if not isinstance(alias, bool):
         problems["alias"] = "must be true or false"
-    expires_days = body.get("expires_days")
-    if "expires_days" in body:
-        problem = _expires_days_problem(expires_days)
-        if problem:
-            problems["expires_days"] = problem
+    expires_days = _expires_days(body, problems)
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     assert name is not None
@@ -416,11 +413,7 @@ def parse_edit_key(body: dict[str, Any]) -> KeyEdit:
         permissions, problem = _check_permissions(body["permissions"])
         if problem:
             problems["permissions"] = problem
-    if "expires_days" in body:
-        expires_days = body["expires_days"]
-        problem = _expires_days_problem(expires_days)
-        if problem:
-            problems["expires_days"] = problem
+    expires_days = _expires_days(body, problems)
     if "enabled" in body:
         enabled = body["enabled"]
         if not isinstance(enabled, bool):
