@@ -234,7 +234,6 @@ class _Writer:
         self.size = 0
         self._batch: list[bytes | memoryview] = []
         self._batched = 0
-        self._written = 0
         self._in_flight: Future[None] | None = None
 
     async def add(self, data: bytes | memoryview) -> None:
@@ -252,9 +251,11 @@ class _Writer:
     async def _send(self, last: bool) -> None:
         if self._in_flight is not None:
             await asyncio.wrap_future(self._in_flight)
-        batch, offset = self._batch, self._written
-        self._batch, self._written, self._batched = [], offset + self._batched, 0
-        self._in_flight = self._pool.submit(_write, self._fd, self.digest, batch, offset, last)
+        batch, length = self._batch, self._batched
+        self._batch, self._batched = [], 0
+        self._in_flight = self._pool.submit(
+            _write, self._fd, self.digest, batch, self.size - length, length, last
+        )
 
     def close(self) -> None:
         """Close the file now, or, while a thread still writes to it (the upload was cancelled
@@ -267,9 +268,11 @@ class _Writer:
             os.close(self._fd)
 
 
-def _write(fd: int, digest: Any, pieces: list[bytes | memoryview], offset: int, last: bool) -> None:
-    """Hash and append ``pieces``, which start at ``offset`` (hashlib releases the GIL for
-    buffers this large). The last batch is followed by an fsync, the others by the start of
+def _write(
+    fd: int, digest: Any, pieces: list[bytes | memoryview], offset: int, length: int, last: bool
+) -> None:
+    """Hash and append ``pieces``, ``length`` bytes from ``offset`` (hashlib releases the GIL
+    for buffers this large). The last batch is followed by an fsync, the others by the start of
     their writeback, so the fsync finds little left to do instead of the whole file."""
     for piece in pieces:
         digest.update(piece)
@@ -279,7 +282,7 @@ def _write(fd: int, digest: Any, pieces: list[bytes | memoryview], offset: int, 
     if last:
         os.fsync(fd)
     elif _start_writeback is not None:
-        _start_writeback(fd, offset, sum(map(len, pieces)), _SYNC_FILE_RANGE_WRITE)
+        _start_writeback(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
 def _writeback_starter() -> Callable[[int, int, int, int], int] | None:
