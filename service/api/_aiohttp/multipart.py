@@ -54,9 +54,9 @@ async def part_body(part: BodyPartReader, chunk_size: int) -> AsyncIterator[byte
             found = held.find(delimiter)
             if found >= 0:
                 break
-            if len(held) > keep and (data := body_of(held[:-keep])):
+            if data := body_of(held[:-keep]):  # empty while held is no longer than keep
                 yield data
-            held = held[-keep:] if len(held) > keep else held
+            held = held[-keep:]
             continue
         found = (held + more[:keep]).find(delimiter)  # a delimiter across the seam
         if found >= 0:
