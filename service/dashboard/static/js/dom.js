@@ -48,6 +48,13 @@ export function whenClosed(dialog, forget) {
   });
 }
 
+// A button the page serves disabled, since a click before its script listens would do
+// nothing: `click` is what it does from now, and it is enabled.
+export function onClick(button, click) {
+  button.addEventListener("click", click);
+  button.disabled = false;
+}
+
 // A modal dialog that asks before a change, with a Cancel button and a confirming one.
 // `open(run)` shows it with the focus on Cancel; the confirming button then calls
 // `run(report)`, which makes the change and closes the dialog when done, or calls `report`

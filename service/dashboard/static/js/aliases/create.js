@@ -5,7 +5,7 @@
 // refusal is shown by its field, the dialog kept as typed.
 
 import { ApiError, describe, problemText } from "../api.js";
-import { byId, el, hide, show, whenClosed } from "../dom.js";
+import { byId, el, hide, onClick, show, whenClosed } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { length } from "../keys/rules.js";
 
@@ -138,8 +138,7 @@ export function createAliasDialog(page) {
     }
   });
 
-  opener.disabled = false; // served disabled: a click before this would have done nothing
-  opener.addEventListener("click", async () => {
+  onClick(opener, async () => {
     form.reset();
     views.disabled = false;
     noLimitChoice.hidden = true;

@@ -3,7 +3,7 @@
 // has closed; a refusal stays in the dialog with what was typed.
 
 import { ApiError, describe } from "../api.js";
-import { byId, hide, show, whenClosed } from "../dom.js";
+import { byId, hide, onClick, show, whenClosed } from "../dom.js";
 import { permissionGrid, revealChecked } from "../permissions.js";
 import { folderChoice } from "./folders.js";
 import { nameProblem } from "./rules.js";
@@ -27,8 +27,7 @@ export function createDialog(keys) {
     field.focus();
   }
 
-  opener.disabled = false; // served disabled: a click before this would have done nothing
-  opener.addEventListener("click", () => {
+  onClick(opener, () => {
     form.reset();
     revealChecked(grid); // a fresh form: nothing chosen, the later permissions folded away
     hide(error);

@@ -4,7 +4,7 @@
 // download, and shows the new key's secret once, as creating any key does.
 
 import { ApiError, describe } from "../api.js";
-import { byId, el, hide, show, whenClosed } from "../dom.js";
+import { byId, el, hide, onClick, show, whenClosed } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { nameProblem } from "./rules.js";
 
@@ -80,8 +80,7 @@ export function uploaderDialog(keys) {
 
   for (const chosen of Object.keys(KINDS)) {
     const button = byId(`uploader-${chosen}`);
-    button.addEventListener("click", () => open(chosen, button));
-    button.disabled = false; // served disabled: a click before this would have done nothing
+    onClick(button, () => open(chosen, button));
   }
   byId("uploader-cancel").addEventListener("click", () => dialog.close("cancel"));
   whenClosed(dialog, () => {

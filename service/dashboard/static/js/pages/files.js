@@ -5,7 +5,7 @@
 // so a reload, the back button and a copied link show the same one.
 
 import { ApiError, describe, failedText, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
-import { byId, confirmation, el, hide, show } from "../dom.js";
+import { byId, confirmation, el, hide, onClick, show } from "../dom.js";
 import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js";
 import { TOP, breadcrumbs, fileRow, folderHref, folderRow } from "../files/rows.js";
 import { uploads } from "../files/upload.js";
@@ -313,9 +313,7 @@ function start(session) {
     }
   }
 
-  const folderCreate = byId("folder-create");
-  folderCreate.disabled = false; // served disabled: a click before this would have done nothing
-  folderCreate.addEventListener("click", () => {
+  onClick(byId("folder-create"), () => {
     hide(pageStatus);
     const parent = open;
     askName({

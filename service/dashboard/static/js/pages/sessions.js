@@ -1,6 +1,6 @@
 // The sessions page (/sessions): every place the account is signed in (and whether with a
-// second factor), to end one or all the others, and the password change. The passwords live only in their fields, emptied once the
-// change is made.
+// second factor), to end one or all the others, and the password change. The passwords live
+// only in their fields, emptied once the change is made.
 
 import { ApiError, failedText, sessionCaller } from "../api.js";
 import { deviceNode, deviceText } from "../devices.js";
