@@ -13,16 +13,13 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from service.auth.mfa import _qr_svg
 from tests.support.api import PASSWORD
 from tests.support.browser import (
-    DESKTOP,
-    LOCALE,
     RECORD_VIOLATIONS,
     SECRET_PATTERN,
-    TIMEOUT_MS,
     Dashboard,
     Tab,
     key_row,
@@ -53,19 +50,10 @@ async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def tab(browser: Browser, dashboard: Dashboard) -> AsyncIterator[Tab]:
-    context = await browser.new_context(base_url=dashboard.base, viewport=DESKTOP, locale=LOCALE)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.set_default_navigation_timeout(TIMEOUT_MS)
-    await context.add_init_script(RECORD_VIOLATIONS)
-    page = await context.new_page()
-    opened = Tab(page, context)
-    page.on("console", lambda message: opened.console.append(f"{message.type}: {message.text}"))
-    page.on("pageerror", lambda error: opened.console.append(f"pageerror: {error}"))
-    try:
-        yield opened
-    finally:
-        await context.close()
+async def tab(tab: Tab) -> Tab:
+    """The suite's tab, recording every CSP violation from its first page on."""
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    return tab
 
 
 async def turn_on_totp(page: Page, dashboard: Dashboard) -> tuple[str, list[str]]:
