@@ -19,78 +19,27 @@ import pytest
 
 from service.api.access_log import AccessLogger
 from service.api.context import GATEWAY_LANE, SETTINGS
-from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
 from tests.support.api import Api, EnvelopeTestServer, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
+from tests.support.lane import comparable, count_lane_answers, exchange, pipelined, raw_get
 from tests.support.metrics import value
 
 VERIFY = "/api/v1/auth/verify"
 FILES = "/api/v1/files"
-_GENERATED_ID = re.compile(r"X-Request-ID: [0-9a-f]{32}\r\n")
 
 
 @pytest.fixture
 def lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths of the requests the lane answered, in order."""
-    answered: list[str] = []
-    answer = GatewayLane.answer
-
-    async def counted(self: GatewayLane, route: Any, message: Any, *rest: Any) -> bytes:
-        answered.append(message.path)
-        return await answer(self, route, message, *rest)
-
-    monkeypatch.setattr(GatewayLane, "answer", counted)
-    return answered
-
-
-async def _pipelined(port: int, raw: bytes, answers: int = 1) -> list[bytes]:
-    """Send ``raw`` (one or more requests) at once on one connection; the answers, in order."""
-    return await _exchange(port, [raw], answers)
-
-
-async def _exchange(
-    port: int, requests: list[bytes], answers: int = 0, bodies: bool = True
-) -> list[bytes]:
-    """Send each request on one connection once the answer to the one before it came; the
-    answers, in order (``answers`` of them for the last, when it holds several requests; their
-    heads only, without ``bodies``)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        result = []
-        for index, raw in enumerate(requests):
-            writer.write(raw)
-            expected = answers if answers and index == len(requests) - 1 else 1
-            for _ in range(expected):
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-                length = re.search(rb"Content-Length: (\d+)", head)
-                body = b""
-                if length and bodies:
-                    body = await reader.readexactly(int(length.group(1)))
-                result.append(head + body)
-        return result
-    finally:
-        writer.close()
-
-
-def _request(path: str, headers: dict[str, str], version: str = "1.1") -> bytes:
-    lines = [f"GET {path} HTTP/{version}", "Host: 127.0.0.1"]
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+    return count_lane_answers(monkeypatch)
 
 
 def _key_may_read(key: str) -> dict[str, str]:
     """A verify sub-request's headers asking whether ``key`` may read files."""
     return {"X-API-Key": key, "X-Required-Permission": "files.read"}
-
-
-def _comparable(answer: bytes) -> bytes:
-    answer = re.sub(rb"Date: [^\r]*\r\n", b"Date: -\r\n", answer)
-    # Both servers take from the same credential's bucket: what remains differs by a request.
-    answer = re.sub(rb'(RateLimit: "credential";r=)\d+', rb"\1-", answer)
-    return _GENERATED_ID.sub("X-Request-ID: generated\r\n", answer.decode()).encode()
 
 
 @pytest.fixture
@@ -315,12 +264,12 @@ async def test_the_lane_answers_as_aiohttps_handling_does(
     headers = {name: value.format(**credentials) for name, value in template.items()}
     lane, plain = both
     # Twice on each connection: a connection's first request and a kept-alive one.
-    via_lane = await _exchange(lane.client.server.port, [_request(path, headers)] * 2)
+    via_lane = await exchange(lane.client.server.port, [raw_get(path, headers)] * 2)
     assert lane_answers == [path, path]
-    via_aiohttp = await _exchange(plain.client.server.port, [_request(path, headers)] * 2)
+    via_aiohttp = await exchange(plain.client.server.port, [raw_get(path, headers)] * 2)
     assert lane_answers == [path, path]
     for ours, theirs in zip(via_lane, via_aiohttp, strict=True):
-        assert _comparable(ours) == _comparable(theirs)
+        assert comparable(ours) == comparable(theirs)
     assert b"fhk_" not in b"".join(via_lane) and b"fhs_" not in b"".join(via_lane)
 
 
@@ -342,11 +291,11 @@ async def test_the_lanes_answers_leave_no_reference_cycles(
     path, template = CASES[case]
     headers = {name: value.format(**credentials) for name, value in template.items()}
     port = both[0].client.server.port
-    await _exchange(port, [_request(path, headers)])
+    await exchange(port, [raw_get(path, headers)])
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage, to look at
     try:
-        await _exchange(port, [_request(path, headers)] * 3)
+        await exchange(port, [raw_get(path, headers)] * 3)
         gc.collect()
         ours = [type(thing).__name__ for thing in gc.garbage if _made_by_the_service(thing)]
     finally:
@@ -377,7 +326,7 @@ async def test_requests_the_lane_does_not_take_are_answered_by_aiohttp(
     lane, _ = both
     body = "{}" if "Content-Length" in extra else ""
     raw = f"{request_line}\r\nHost: x\r\nX-API-Key: {credentials['reader']}\r\n{extra}\r\n{body}"
-    [answer] = await _exchange(lane.client.server.port, [raw.encode()], bodies=False)
+    [answer] = await exchange(lane.client.server.port, [raw.encode()], bodies=False)
     assert lane_answers == []
     assert answer.startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")) and b"X-Request-ID: " in answer
 
@@ -389,18 +338,18 @@ async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
     key = _key_may_read(credentials["reader"])
     session = {"Authorization": f"Bearer {credentials['token']}"}
     raw = (
-        _request(VERIFY, {**key, "X-Request-ID": "r1"})  # the lane
-        + _request("/api/v1/auth/session", {**session, "X-Request-ID": "r2"})  # aiohttp
-        + _request(VERIFY, {**key, "X-Request-ID": "r3"})  # behind aiohttp's: aiohttp
-        + _request(FILES, {**session, "X-Request-ID": "r4"})
+        raw_get(VERIFY, {**key, "X-Request-ID": "r1"})  # the lane
+        + raw_get("/api/v1/auth/session", {**session, "X-Request-ID": "r2"})  # aiohttp
+        + raw_get(VERIFY, {**key, "X-Request-ID": "r3"})  # behind aiohttp's: aiohttp
+        + raw_get(FILES, {**session, "X-Request-ID": "r4"})
     )
-    answers = await _pipelined(lane.client.server.port, raw, 4)
+    answers = await pipelined(lane.client.server.port, raw, 4)
     ids = [re.search(rb"X-Request-ID: (\S+)", answer).group(1) for answer in answers]
     assert ids == [b"r1", b"r2", b"r3", b"r4"]
     assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
     assert lane_answers == [VERIFY]
     # The connection is idle again: its next request is the lane's.
-    more = await _pipelined(lane.client.server.port, _request(VERIFY, key) * 3, 3)
+    more = await pipelined(lane.client.server.port, raw_get(VERIFY, key) * 3, 3)
     assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in more)
     assert lane_answers == [VERIFY] * 2  # the first; the two behind it wait for it in aiohttp
 
@@ -428,8 +377,8 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
         server = EnvelopeTestServer(app)
         await server.start_server(access_log_class=AccessLogger)
         client = await aiohttp_client(server)
-        request = _request(VERIFY, _key_may_read(key))
-        answers = await _exchange(client.server.port, [request] * 3)
+        request = raw_get(VERIFY, _key_may_read(key))
+        answers = await exchange(client.server.port, [request] * 3)
         assert all(answer.startswith(b"HTTP/1.1 200 OK") for answer in answers)
         assert lane_answers == [VERIFY] * 3
         request_lines.flush()
@@ -466,12 +415,12 @@ async def test_a_client_gone_mid_request_leaves_the_lane_serving(
     lane_answers: list[str],
 ) -> None:
     lane, _ = both
-    request = _request(VERIFY, _key_may_read(credentials["reader"]))
+    request = raw_get(VERIFY, _key_may_read(credentials["reader"]))
     _, writer = await _held_at_the_store(lane.client.server.port, request, redis_client)
     writer.close()  # gone before its answer
     await asyncio.sleep(0.3)
     assert lane_answers == [VERIFY]
-    [answer] = await _exchange(lane.client.server.port, [request])
+    [answer] = await exchange(lane.client.server.port, [request])
     assert answer.startswith(b"HTTP/1.1 200 OK")
     assert lane_answers == [VERIFY, VERIFY]
 
@@ -483,7 +432,7 @@ async def test_shutdown_waits_for_the_lanes_request_in_hand(
     lane_answers: list[str],
 ) -> None:
     lane, _ = both
-    request = _request(VERIFY, _key_may_read(credentials["reader"]))
+    request = raw_get(VERIFY, _key_may_read(credentials["reader"]))
     reader, writer = await _held_at_the_store(lane.client.server.port, request, redis_client)
     try:
         assert lane_answers == [VERIFY]
@@ -575,7 +524,7 @@ async def test_every_pipelined_request_is_answered_in_order_as_without_the_lane(
     plain = await make_api(rate_limit_burst=10_000, gateway_lane=False)
     token = await lane.user_with_session("pipeline@example.com")
     key = _key_may_read((await lane.create_key(token))["secret_key"])
-    raw = b"".join(_request(VERIFY, {**key, "X-Request-ID": f"p{n}"}) for n in range(count))
+    raw = b"".join(raw_get(VERIFY, {**key, "X-Request-ID": f"p{n}"}) for n in range(count))
     if split == WHOLE:
         pieces = [raw]
     elif split == CUT_ONCE:
