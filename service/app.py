@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from functools import partial
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -35,7 +36,7 @@ from service.api.routes.keys import add_key_routes
 from service.api.routes.mfa import add_mfa_routes
 from service.api.routes.openapi import add_openapi_route
 from service.api.routes.ops import add_ops
-from service.api.routes.public_aliases import add_public_alias_routes
+from service.api.routes.public_aliases import PUBLIC_PREFIX, add_public_alias_routes, lane_route
 from service.api.routes.sessions import add_session_routes
 from service.api.routes.settings import add_settings_routes
 from service.api.routes.uploaders import add_uploader_routes
@@ -154,7 +155,10 @@ def create_app(
         if not app[STORE].lookup.pipelined:
             return
         routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
-        app[GATEWAY_LANE] = GatewayLane(app, routes, addresses, metrics, rate_fields)
+        aliases = partial(lane_route, app[POLICY].alias_access)
+        app[GATEWAY_LANE] = GatewayLane(
+            app, routes, addresses, metrics, rate_fields, (f"{PUBLIC_PREFIX}/", aliases)
+        )
 
     if settings.gateway_lane and fast_paths():
         app.on_startup.append(open_gateway_lane)  # after every cleanup context's start

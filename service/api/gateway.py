@@ -3,10 +3,13 @@ parsed request, without aiohttp's per-request objects.
 
 Which requests: a keep-alive HTTP/1.1 ``GET`` without a body to exactly one of the lane's paths
 (``GET /api/v1/auth/verify``, the forward-auth sub-request, and ``GET /api/v1/files`` without a
-query), on a connection with no other request in hand. The server's protocol handler
-(``service.api._aiohttp``) picks them; anything else (another method or path, a query string,
-HTTP/1.0, ``Connection: close``, ``Expect``, a body, a request pipelined behind one not yet
-answered, a client that does not read its answers) goes through aiohttp as before.
+query), or to ``GET /a/{slug}`` of a vanity alias this worker last served a small file through
+without a password (``routes.public_aliases.lane_route``), on a connection with no other request
+in hand. The server's protocol handler (``service.api._aiohttp``) picks them; anything else
+(another method or path, a query string, HTTP/1.0, ``Connection: close``, ``Expect``, a body, a
+request pipelined behind one not yet answered, a client that does not read its answers) goes
+through aiohttp as before. A route may also hand its request back (its reply is None, before
+anything of it was counted or sent): aiohttp then handles it as if the lane had never seen it.
 
 What it does is what ``service.api.handling.request_handling`` does for those routes, through
 the same functions: the trace (request id, client address with trusted proxies), the route
@@ -35,7 +38,7 @@ from aiohttp import web
 from aiohttp.http import RawRequestMessage
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import EMPTY_BODY_STATUSES, JSON, Reply, serialise_head
+from service.api._aiohttp import EMPTY_BODY_STATUSES, Reply, serialise_head
 from service.api.client_address import ClientAddresses
 from service.api.envelope import error_body, refusal
 from service.api.headers import RESOURCE_HEADERS, trace_headers
@@ -44,19 +47,25 @@ from service.observability.log_lines import LINES
 from service.observability.metrics import Metrics
 from service.observability.trace import RequestTrace, current_trace, request_id_from
 
-# A gateway route: the application, the request's headers and its trace to the answer. Raises
-# what any handler raises (an ``ApiError``, a Redis error), answered as the envelope.
-LaneRoute = Callable[[web.Application, CIMultiDictProxy[str], RequestTrace], Awaitable[Reply]]
+# A gateway route: the application, the request's headers and its trace to the answer, or None
+# to hand the request to aiohttp. Raises what any handler raises (an ``ApiError``, a Redis
+# error), answered as the envelope.
+LaneRoute = Callable[
+    [web.Application, CIMultiDictProxy[str], RequestTrace], Awaitable[Reply | None]
+]
+# The route, if any, for a path under a prefix the lane serves some of (its rest and the
+# request's headers).
+PrefixRoutes = Callable[[str, CIMultiDictProxy[str]], LaneRoute | None]
 
 
 _GET = "GET"
-_CONTENT_TYPE = ("Content-Type", JSON)
+_CONTENT_TYPE = "Content-Type"
 
 
 class GatewayLane:
     """The lane's routes by path, and how it answers one request (see the module)."""
 
-    __slots__ = ("_addresses", "_app", "_metrics", "_rate_fields", "routes")
+    __slots__ = ("_addresses", "_app", "_metrics", "_prefixed", "_rate_fields", "routes")
 
     def __init__(
         self,
@@ -65,18 +74,32 @@ class GatewayLane:
         addresses: ClientAddresses,
         metrics: Metrics | None,
         rate_fields: RateLimitFields | None,
+        prefixed: tuple[str, PrefixRoutes] | None = None,
     ) -> None:
         self._app = app
         self.routes = routes
         self._addresses = addresses
         self._metrics = metrics
         self._rate_fields = rate_fields
+        self._prefixed = prefixed
+
+    def route_for(self, message: RawRequestMessage) -> LaneRoute | None:
+        """The route for ``message``'s path: one of ``routes`` exactly, or one under the prefix
+        whose routes are asked (``prefixed``); None when the lane does not take it."""
+        path = message.path
+        route = self.routes.get(path)
+        if route is None and self._prefixed is not None:
+            prefix, routes = self._prefixed
+            if path.startswith(prefix):
+                return routes(path[len(prefix) :], message.headers)
+        return route
 
     async def answer(
         self, route: LaneRoute, message: RawRequestMessage, remote: str | None, log_access: bool
-    ) -> bytes:
+    ) -> bytes | None:
         """The whole answer to ``message`` (a request the lane takes, from the peer ``remote``),
-        to be written as it is; counted in the metrics and, with ``log_access``, logged."""
+        to be written as it is; counted in the metrics and, with ``log_access``, logged. None
+        when the route hands the request to aiohttp (then nothing is counted or logged)."""
         headers = message.headers
         path = message.path
         trace = RequestTrace(
@@ -86,10 +109,13 @@ class GatewayLane:
         # each of its requests in a task): log records made while it is handled carry its id.
         current_trace.set(trace)
         try:
-            status, body, own = await route(self._app, headers, trace)
+            reply = await route(self._app, headers, trace)
         except Exception as exc:  # as request_handling answers it
-            status, body, own = _refused(exc, trace, path)
-        pairs = [_CONTENT_TYPE, *own] if body is not None else [*own]
+            reply = _refused(exc, trace, path)
+        if reply is None:
+            return None
+        status, body, own, content_type = reply
+        pairs = [(_CONTENT_TYPE, content_type), *own] if body is not None else [*own]
         pairs += trace_headers(trace, self._rate_fields)
         if status in EMPTY_BODY_STATUSES or status < 200:
             length, body = None, None

@@ -30,8 +30,9 @@ from service.clock import Clock
 from service.domain.aliases import slug_key
 from service.domain.records import FilePage, FileRecord, FolderPage, FolderRecord, RateLimit
 from service.errors import ApiError, Code
-from service.store.alias_views import PASSWORD, UNUSABLE, AliasViews
+from service.store.alias_views import PASSWORD, UNUSABLE, USABLE, AliasViews
 from service.store.counters import CounterStore
+from service.store.files import FilesStore, file_record
 from service.store.keys import RedisKeys
 
 # The cookie a folder alias's password grants, for its path only, and how long it lasts.
@@ -40,6 +41,8 @@ COOKIE_SECONDS = 30 * 60
 _SLUG_SHAPE = re.compile(r"[A-Za-z0-9_-]{3,64}")
 # The most client addresses whose bucket a worker remembers before it forgets them all.
 _BUCKETS_KEPT = 10_000
+# The most aliases of small files a worker remembers (``KnownFile``) before it forgets them all.
+_KNOWN_KEPT = 10_000
 _COOKIE = re.compile(r"([0-9]{1,16})\.([0-9a-f]{16})\.([0-9a-f]{64})")
 
 
@@ -69,6 +72,21 @@ class Opened:
     cookie: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class KnownFile:
+    """An alias of a file this worker last served whole, without a password: what the next
+    request for its slug can read in the same round trip as its view (``open_known``)."""
+
+    slug_key: str
+    alias_id: str
+    user_id: str
+    file_id: str
+    read: bytes  # the read of the file's record, packed once (``FilesStore.get_command``)
+    # The file's record as last read, and as it was stored: read again only when it changed.
+    member: str | None = None
+    record: FileRecord | None = None
+
+
 def _not_found() -> ApiError:
     return ApiError(Code.ALIAS_NOT_FOUND)
 
@@ -81,6 +99,7 @@ class AliasAccess:
     def __init__(
         self,
         views: AliasViews,
+        files: FilesStore,
         counters: CounterStore,
         keys: RedisKeys,
         reach: Reach,
@@ -89,6 +108,7 @@ class AliasAccess:
         settings: AccessSettings,
     ) -> None:
         self._views = views
+        self._files = files
         self._counters = counters
         self._keys = keys
         self._reach = reach
@@ -98,6 +118,7 @@ class AliasAccess:
         rate = settings.rate
         self._rate = None if rate is None else (rate.interval_us, rate.tolerance_us)
         self._buckets: dict[str | None, str | None] = {}
+        self._known: dict[str, KnownFile] = {}
 
     async def open(
         self,
@@ -148,6 +169,73 @@ class AliasAccess:
         if again.status == PASSWORD:  # a new password since it was read
             raise ApiError(Code.ALIAS_PASSWORD_INVALID)
         return replace(opened, password_hash=checked, cookie=given)
+
+    # -- aliases of files this worker served: one round trip -------------------------------------
+
+    def known(self, slug: str) -> KnownFile | None:
+        """The file the alias of ``slug`` (as the request spelt it) was of when this worker last
+        served it whole without a password; None when it did not, or learned since that it
+        changed."""
+        return self._known.get(slug)
+
+    def remember(self, slug: str, opened: Opened) -> None:
+        """``opened``, a file alias without a password, was just served through ``slug``."""
+        if opened.password_hash is not None or not opened.target_id.startswith("fil_"):
+            return
+        if len(self._known) >= _KNOWN_KEPT:
+            self._known.clear()
+        user_id, file_id = opened.user_id, opened.target_id
+        self._known[slug] = KnownFile(
+            opened.slug_key,
+            opened.alias_id,
+            user_id,
+            file_id,
+            self._files.get_command(user_id, file_id),
+        )
+
+    def forget(self, slug: str) -> None:
+        self._known.pop(slug, None)
+
+    async def open_known(
+        self, slug: str, known: KnownFile, address: str | None
+    ) -> tuple[Opened, FileRecord] | None:
+        """``open`` and ``file`` in one round trip, for an alias this worker knows (``known``):
+        its view counted, the address's rate taken, and the file it was of read in the same
+        write. None, with nothing counted and the alias forgotten, when it is no longer that
+        alias of that file without a password (another alias holds the slug, it is unusable,
+        it has a password, the file is gone): then ``open`` tells what it is now. 429 past the
+        address's rate, as ``open``."""
+        bucket = self._bucket(address)
+        view, member, wait = await self._views.view_reading(
+            known.slug_key,
+            self._clock.now_ms(),
+            known.alias_id,
+            known.read,
+            bucket,
+            None if bucket is None else self._rate,
+        )
+        if view.status != USABLE:
+            self._known.pop(slug, None)
+            if wait:
+                raise _too_many(math.ceil(wait / 1_000_000))
+            return None
+        opened = Opened(known.slug_key, view.user_id, view.alias_id, view.target_id, True)
+        try:
+            if wait:
+                raise _too_many(math.ceil(wait / 1_000_000))
+            if member is not None and member == known.member:
+                record = known.record
+            else:
+                record = None if member is None else file_record(member)
+                self._known[slug] = replace(known, member=member, record=record)
+        except BaseException:
+            await self._views.give_back(known.slug_key, view.alias_id)
+            raise
+        if record is None or view.target_id != known.file_id or view.user_id != known.user_id:
+            self._known.pop(slug, None)
+            await self._views.give_back(known.slug_key, view.alias_id)
+            return None
+        return opened, record
 
     def _bucket(self, address: str | None) -> str | None:
         """The unit an address is counted in (``login_throttle.address_bucket``), remembered

@@ -90,6 +90,7 @@ def make_policy(
     rate = settings.alias_rate_per_second
     alias_access = AliasAccess(
         stores.alias_views,
+        stores.files,
         stores.counters,
         stores.keys,
         reach,

@@ -110,6 +110,28 @@ class View:
 
 
 _NOT_USABLE = View(UNUSABLE)
+# A call ``_together`` sends: a script's call and its values, or a packed command and ().
+_Call = tuple[ScriptCall | bytes, tuple[bytes, ...]]
+
+
+def _by_sha(call: _Call) -> bytes:
+    command, values = call
+    return command if isinstance(command, bytes) else command.by_sha.pack(*values)
+
+
+def _view_args(
+    now_ms: int, count: bool, alias_id: str | None, password_hash: str | None
+) -> tuple[bytes, ...]:
+    return (
+        b"%d" % now_ms,
+        b"1" if count else b"0",
+        alias_id[4:].encode() if alias_id else b"",
+        password_hash.encode() if password_hash else b"",
+    )
+
+
+def _take_args(now_ms: int, rate: tuple[int, int]) -> tuple[bytes, ...]:
+    return b"%d" % (now_ms * 1000), b"%d" % rate[0], b"%d" % rate[1]
 
 
 def _view(reply: Any) -> View:
@@ -133,17 +155,14 @@ class AliasViews:
         self._take = redis.register_script(_TAKE)
         self._hot_view = ScriptCall(_VIEW, self._view.sha, 1, ARG, ARG, ARG, ARG, ARG)
         self._hot_take = ScriptCall(_TAKE, self._take.sha, 1, ARG, ARG, ARG, ARG)
+        self._hot_give_back = ScriptCall(_GIVE_BACK, self._give_back.sha, 1, ARG, ARG)
         self._secret: bytes | None = None
 
-    async def _run_view(self, entry: str, args: tuple[bytes, ...]) -> Any:
-        if self._hot is not None:
-            return await self._hot.run_script(self._hot_view, entry.encode(), *args)
-        return await self._view(keys=[entry], args=list(args))
+    def _view_call(self, entry: str, args: tuple[bytes, ...]) -> _Call:
+        return self._hot_view, (entry.encode(), *args)
 
-    async def _run_take(self, bucket: str, args: tuple[bytes, ...]) -> Any:
-        if self._hot is not None:
-            return await self._hot.run_script(self._hot_take, bucket.encode(), *args)
-        return await self._take(keys=[bucket], args=list(args))
+    def _take_call(self, bucket: str, args: tuple[bytes, ...]) -> _Call:
+        return self._hot_take, (bucket.encode(), *args)
 
     async def view(
         self,
@@ -160,57 +179,84 @@ class AliasViews:
         when ``count`` and it is usable; and, with ``address`` and ``rate`` (interval and
         tolerance, µs), the µs the address must wait (0: its request was taken from its
         bucket). Both in one round trip (two keys, so two scripts, sent together)."""
-        args = (
-            b"%d" % now_ms,
-            b"1" if count else b"0",
-            alias_id[4:].encode() if alias_id else b"",
-            password_hash.encode() if password_hash else b"",
-        )
+        args = _view_args(now_ms, count, alias_id, password_hash)
         entry = self.keys.alias_entry(slug_key)
         if address is None or rate is None:
-            return _view(await self._run_view(entry, args)), 0
-        take_args = (b"%d" % (now_ms * 1000), b"%d" % rate[0], b"%d" % rate[1])
-        bucket = self.keys.alias_rate(address)
-        # One node's connection takes both in one write; a cluster's may send them to two.
-        if isinstance(self._hot, PipelinedRedis):
-            seen, wait = await self._both(entry, args, bucket, take_args)
-        else:
+            if self._hot is None:
+                return _view(await self._view(keys=[entry], args=list(args))), 0
+            return _view((await self._together([self._view_call(entry, args)]))[0]), 0
+        bucket, take = self.keys.alias_rate(address), _take_args(now_ms, rate)
+        if self._hot is None:
             seen, wait = await asyncio.gather(
-                self._run_view(entry, args), self._run_take(bucket, take_args)
+                self._view(keys=[entry], args=list(args)),
+                self._take(keys=[bucket], args=list(take)),
+            )
+        else:
+            seen, wait = await self._together(
+                [self._view_call(entry, args), self._take_call(bucket, take)]
             )
         return _view(seen), int(wait)
 
-    async def _both(
-        self, entry: str, args: tuple[bytes, ...], bucket: str, take_args: tuple[bytes, ...]
-    ) -> tuple[Any, Any]:
-        """The view and the take on one connection, sent in the same write without a task of
-        their own: the connection hands back each reply's future at once. Every reply is
+    async def view_reading(
+        self,
+        slug_key: str,
+        now_ms: int,
+        alias_id: str,
+        read: bytes,
+        address: str | None = None,
+        rate: tuple[int, int] | None = None,
+    ) -> tuple[View, Any, int]:
+        """``view`` of the alias ``alias_id`` (counted when usable; unusable when the slug is
+        now another alias's) and the address's take, with ``read``, a packed command reading
+        another key (the file the alias was last seen to be of), all sent in one write: one
+        round trip where ``view`` and then the read would be two. ``read``'s reply is returned
+        as it came. Only over the worker's hot connection."""
+        if self._hot is None:
+            raise RuntimeError("view_reading needs the worker's pipelined connection")
+        args = _view_args(now_ms, True, alias_id, None)
+        calls = [self._view_call(self.keys.alias_entry(slug_key), args), (read, ())]
+        if address is not None and rate is not None:
+            calls.append(self._take_call(self.keys.alias_rate(address), _take_args(now_ms, rate)))
+        replies = await self._together(calls)
+        return _view(replies[0]), replies[1], int(replies[2]) if len(replies) > 2 else 0
+
+    async def _together(self, calls: list[_Call]) -> list[Any]:
+        """Each of ``calls`` (a script's call and its values, run by its SHA1 and by its source
+        on a server that lacks it; or a command already packed), sent at once over the hot
+        connection: on one server in the same write, without a task of its own (the connection
+        hands back each reply's future at once); on a cluster to each key's node. Every reply is
         awaited before any failure is raised, so none is left unread."""
         hot = self._hot
-        assert isinstance(hot, PipelinedRedis)
-        calls = ((self._hot_view, entry, args), (self._hot_take, bucket, take_args))
-        pending = [
-            hot.execute_packed(call.by_sha.pack(key.encode(), *more)) for call, key, more in calls
-        ]
-        replies = []
+        assert hot is not None
+        packed = [_by_sha(call) for call in calls]
+        if isinstance(hot, PipelinedRedis):
+            pending: list[Any] = [hot.execute_packed(command) for command in packed]
+        else:
+            pending = [asyncio.ensure_future(hot.execute_packed(command)) for command in packed]
+        replies: list[Any] = []
         failed: BaseException | None = None
-        for (call, key, more), reply in zip(calls, pending, strict=True):
+        for (call, values), reply in zip(calls, pending, strict=True):
             try:
                 replies.append(await reply)
             except ResponseError as error:
-                if not str(error).startswith("NOSCRIPT"):
+                if isinstance(call, bytes) or not str(error).startswith("NOSCRIPT"):
                     failed = failed or error
                     continue
-                replies.append(await hot.execute_packed(call.by_source.pack(key.encode(), *more)))
+                replies.append(await hot.execute_packed(call.by_source.pack(*values)))
             except BaseException as error:
                 failed = failed or error
         if failed is not None:
             raise failed
-        return replies[0], replies[1]
+        return replies
 
     async def give_back(self, slug_key: str, alias_id: str) -> None:
         """Take back a view counted for an answer that was not served."""
-        await self._give_back(keys=[self.keys.alias_entry(slug_key)], args=[alias_id[4:]])
+        entry, alias = self.keys.alias_entry(slug_key), alias_id[4:]
+        if self._hot is None:
+            await self._give_back(keys=[entry], args=[alias])
+            return
+        # Over the hot connection, as the view was: the gateway lane runs outside any task.
+        await self._together([(self._hot_give_back, (entry.encode(), alias.encode()))])
 
     async def cookie_secret(self) -> bytes:
         """The key that signs a folder alias's cookie: made once for the whole deployment (the

@@ -67,13 +67,14 @@ def _check(name: str, value: str) -> None:
 
 
 class Reply(NamedTuple):
-    """What a gateway route answers (``service.api.gateway``): a status, a JSON body already
-    serialised (or none) and the route's own headers, as plain values. The same route answers
-    through aiohttp as ``Answer.of(reply)``."""
+    """What a gateway route answers (``service.api.gateway``): a status, a body (JSON already
+    serialised, unless ``content_type`` says otherwise) or none, and the route's own headers,
+    as plain values. The same route answers through aiohttp as ``Answer.of(reply)``."""
 
     status: int
     body: bytes | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    content_type: str = JSON
 
 
 # A header's line but for its CRLF, from its ``(name, value)``: both are strings.
@@ -146,6 +147,8 @@ class Answer(web.Response):
     @classmethod
     def of(cls, reply: Reply) -> Answer:
         answer = cls(reply.body, reply.status)
+        if reply.body is not None and reply.content_type != JSON:
+            answer.headers[hdrs.CONTENT_TYPE] = reply.content_type
         if reply.headers:
             answer.headers.extend(reply.headers)
         return answer

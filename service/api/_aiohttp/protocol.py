@@ -85,6 +85,7 @@ class EnvelopeRequestHandler(RequestHandler):
         "_in_lane",
         "_lane",
         "_lane_context",
+        "_lane_message",
         "_phase",
         "_read_by",
         "_read_timer",
@@ -112,6 +113,7 @@ class EnvelopeRequestHandler(RequestHandler):
         self._lane = lane
         self._in_lane: Coroutine[Any, Any, bytes] | None = None  # the request it is answering
         self._lane_context: Context | None = None
+        self._lane_message: RawRequestMessage | None = None  # the request it is answering
         self._handed = False  # whether aiohttp's loop was ever handed a request
         self._remote: str | None = None
         self._phase = _IDLE
@@ -212,7 +214,7 @@ class EnvelopeRequestHandler(RequestHandler):
         client reads what it is sent (else aiohttp's handling waits until it does)."""
         if body is not EMPTY_PAYLOAD or type(message) is not RawRequestMessage:
             return None
-        route = self._lane.routes.get(message.path)  # type: ignore[union-attr]
+        route = self._lane.route_for(message)  # type: ignore[union-attr]
         if (
             route is None
             or message.method != hdrs.METH_GET
@@ -239,6 +241,7 @@ class EnvelopeRequestHandler(RequestHandler):
         self._in_lane = self._lane.answer(  # type: ignore[union-attr]
             route, message, self._remote, self._logging_enabled
         )
+        self._lane_message = message
         self._lane_context = context = copy_context()
         context.run(self._advance_in_lane)
 
@@ -254,8 +257,7 @@ class EnvelopeRequestHandler(RequestHandler):
             return
         except (Exception, asyncio.CancelledError):
             log.exception("could not answer a request in the gateway lane")
-            self.force_close()
-            self._finish_in_lane(None)
+            self._fail_in_lane()
             return
         if getattr(awaited, "_asyncio_future_blocking", None):  # a future, as a task takes it
             awaited._asyncio_future_blocking = False
@@ -265,14 +267,23 @@ class EnvelopeRequestHandler(RequestHandler):
         else:
             coroutine.close()  # type: ignore[union-attr]
             log.error("the gateway lane cannot wait for %s", type(awaited).__name__)
-            self.force_close()
-            self._finish_in_lane(None)
+            self._fail_in_lane()
+
+    def _fail_in_lane(self) -> None:
+        self.force_close()
+        self._lane_message = None
+        self._finish_in_lane(b"")
 
     def _finish_in_lane(self, answer: bytes | None) -> None:
+        """Write the lane's ``answer``; None hands its request to aiohttp instead."""
+        message, self._lane_message = self._lane_message, None
         self._in_lane = self._lane_context = None
         self._request_in_progress = False
+        if answer is None and message is not None:
+            self._hand_over(message)
+            return
         transport = self.transport
-        if answer is not None and transport is not None:
+        if answer and transport is not None:
             transport.write(answer)
             # The keep-alive timer, as aiohttp's loop sets it after each request.
             loop = self._loop
@@ -285,6 +296,18 @@ class EnvelopeRequestHandler(RequestHandler):
         waiter = self._waiter
         if self._messages and waiter is not None and not waiter.done():
             waiter.set_result(None)  # what came in meanwhile, in aiohttp's hands now
+
+    def _hand_over(self, message: RawRequestMessage) -> None:
+        """Queue ``message``, which the lane took but handed back, for aiohttp's handling: first,
+        before any request that came in behind it. aiohttp frees a parser slot for it again as
+        it takes it, one more than the parser counted, which can only let one more pipelined
+        request be parsed ahead (the count stops at zero)."""
+        self._manager.requests_count -= 1  # type: ignore[union-attr]  # aiohttp counts it
+        self._messages.appendleft((message, EMPTY_PAYLOAD))
+        self._handed = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _expect(self, phase: int, seconds: float) -> None:
         """Wait for ``phase`` for at most ``seconds`` from now; the timer fires no later."""

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator
+from functools import lru_cache
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -463,9 +464,9 @@ async def send_file(
         # One write of headers and bytes, from memory: no thread, no open file.
         chosen = byte_range(request, len(content), etag)
         start, length = chosen if chosen is not None else (0, len(content))
-        small = web.Response(status=200 if chosen is None else 206)
-        _content_headers(small, record, etag, chosen, len(content))
-        small.body = content[start : start + length] if chosen is not None else content
+        body = content[start : start + length] if chosen is not None else content
+        small = Answer(body, 200 if chosen is None else 206)
+        _content_headers(small, record, chosen, len(content))
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
         if request.method != hdrs.METH_HEAD:
@@ -477,7 +478,7 @@ async def send_file(
         chosen = byte_range(request, size, etag)
         start, length = chosen if chosen is not None else (0, size)
         response = web.StreamResponse(status=200 if chosen is None else 206)
-        _content_headers(response, record, etag, chosen, size)
+        _content_headers(response, record, chosen, size)
         response.content_length = length
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
@@ -499,25 +500,29 @@ def _count_download(request: web.Request, admission: Admission | None, size: int
 
 
 def _content_headers(
-    response: web.StreamResponse,
-    record: FileRecord,
-    etag: str,
-    chosen: tuple[int, int] | None,
-    size: int,
+    response: web.StreamResponse, record: FileRecord, chosen: tuple[int, int] | None, size: int
 ) -> None:
-    """A file's headers, wherever its bytes come from: risky types as ``application/octet-stream``
-    and ``attachment``."""
-    inline = record.content_type in INLINE_TYPES
-    headers = response.headers
-    headers[hdrs.CONTENT_TYPE] = record.content_type if inline else OCTET_STREAM
-    headers[hdrs.CONTENT_DISPOSITION] = content_disposition(
-        "inline" if inline else "attachment", record.name
-    )
-    headers[hdrs.ETAG] = etag
-    headers[hdrs.ACCEPT_RANGES] = "bytes"
+    """A file's headers, wherever its bytes come from (``file_headers``)."""
+    content_type, headers = file_headers(record)
+    response.headers[hdrs.CONTENT_TYPE] = content_type
+    response.headers.extend(headers)
     if chosen is not None:
         start, length = chosen
-        headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{start + length - 1}/{size}"
+        response.headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{start + length - 1}/{size}"
+
+
+@lru_cache(maxsize=4096)
+def file_headers(record: FileRecord) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A file's content type and the headers that follow it in a whole file's answer: risky
+    types as ``application/octet-stream`` and ``attachment``. The same for the same record, so
+    a file served again and again (through an alias) has them made once."""
+    inline = record.content_type in INLINE_TYPES
+    disposition = content_disposition("inline" if inline else "attachment", record.name)
+    return record.content_type if inline else OCTET_STREAM, (
+        (hdrs.CONTENT_DISPOSITION, disposition),
+        (hdrs.ETAG, f'"{record.sha256}"'),
+        (hdrs.ACCEPT_RANGES, "bytes"),
+    )
 
 
 async def delete_file(request: web.Request) -> web.Response:

@@ -9,6 +9,12 @@ answer's shape. A file's bytes go out through ``routes.files.send_file``, exactl
 ``GET /files/{id}/content`` sends them. What is decided (which alias may be used, its views, its
 password, what it reaches) is ``service.auth.alias_access``.
 
+Once this worker has served a small file whole through an alias without a password, the
+alias's next plain ``GET``s are answered in the gateway lane (``lane_route``, and
+``service.api.gateway``): its view, its address's rate and its file's record in one round trip,
+the same answer as here; whatever changed about the alias since, the lane hands the request back
+to these handlers.
+
 Every 404 of these paths is the one ``alias_not_found``, the same bytes whatever the reason. A
 view is counted for every 200 and 206 (a listing, a file, a part of one), never for HEAD, a 304
 or a refusal: counted before the bytes go out, given back when the answer turns out otherwise.
@@ -16,24 +22,30 @@ or a refusal: counted before the bytes go out, given back when the answer turns 
 
 from __future__ import annotations
 
+from functools import partial
+
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
+from multidict import CIMultiDictProxy
 
+from service.api._aiohttp import Answer, Reply
 from service.api.alias_pages import PAGE_CSP, FileItem, Link, listing_page, password_page
 from service.api.alias_requests import public_origin
-from service.api.context import POLICY
+from service.api.context import METRICS, POLICY
 from service.api.credentials import single_header
 from service.api.folder_requests import MAX_LIMIT, page_size
-from service.api.routes.files import send_file
+from service.api.gateway import LaneRoute
+from service.api.routes.files import file_headers, send_file
 from service.api.views import alias_url, ok
-from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, Opened
+from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
 from service.clock import iso
 from service.domain.records import FolderRecord
 from service.errors import ApiError, Code
-from service.observability.trace import current_trace
+from service.observability.trace import RequestTrace, current_trace
 from service.store.files import BadCursor, decode_cursor
 
 PUBLIC_PREFIX = "/a"
+ALIAS_ROUTE = f"{PUBLIC_PREFIX}/{{slug}}"
 ALIAS_PASSWORD = "X-Alias-Password"  # noqa: S105 - a header name
 # The refusals a browser gets as the password form rather than JSON.
 _FORM_CODES = {
@@ -150,6 +162,10 @@ async def _answer(
         if (item_id or opened.target_id).startswith("fil_"):
             record = await access.file(opened, item_id)
             response = await send_file(request, request.app[POLICY].files, record, views)
+            # Served whole from memory (an Answer) with its view counted: the gateway lane may
+            # take the slug's next request (``lane_route``).
+            if item_id is None and opened.counted and type(response) is Answer:
+                access.remember(request.match_info["slug"], opened)
         else:
             lineage = await access.folder(opened, item_id)
             response = await _listing(request, opened, lineage, views)
@@ -158,6 +174,50 @@ async def _answer(
     if opened.cookie is not None:
         _give_cookie(request, response, opened.cookie)
     return response
+
+
+# -- the gateway lane's route ----------------------------------------------------------------
+
+
+def lane_route(access: AliasAccess, slug: str, headers: CIMultiDictProxy[str]) -> LaneRoute | None:
+    """The gateway lane's route for ``GET /a/{slug}`` (``service.api.gateway``): for an alias this
+    worker last served a small file through, whole and without a password, asked for without a
+    condition or a range. Its view, its address's rate and its file's record are then one round
+    trip (``AliasAccess.open_known``) and the bytes come from memory, with the same answer as
+    ``open_alias`` gives; anything else about the alias now, it hands to aiohttp."""
+    known = access.known(slug)
+    if known is None or any(name in headers for name in _CONDITIONS):
+        return None
+    return partial(_known_file, slug, known)
+
+
+async def _known_file(
+    slug: str,
+    known: KnownFile,
+    app: web.Application,
+    headers: CIMultiDictProxy[str],
+    trace: RequestTrace,
+) -> Reply | None:
+    trace.route = ALIAS_ROUTE
+    policy = app[POLICY]
+    access = policy.alias_access
+    try:
+        found = await access.open_known(slug, known, trace.remote)
+    except ApiError as refused:
+        raise _one_not_found(refused) from None
+    if found is None:
+        return None
+    opened, record = found
+    content = await policy.files.small_content(record)
+    if content is None:  # not small any more, or its bytes not what the record says
+        access.forget(slug)
+        await access.give_back(opened)
+        return None
+    metrics = app.get(METRICS)
+    if metrics is not None and content:
+        metrics.downloaded("alias", len(content))
+    content_type, own = file_headers(record)
+    return Reply(200, content, own, content_type)
 
 
 async def post_password(request: web.Request) -> web.StreamResponse:
