@@ -81,7 +81,7 @@ class KnownFile:
     alias_id: str
     user_id: str
     file_id: str
-    read: bytes  # the read of the file's record, packed once (``FilesStore.get_command``)
+    record_field: tuple[str, str]  # where the file's record is (``FilesStore.record_field``)
     # The file's record as last read, and as it was stored: read again only when it changed.
     member: str | None = None
     record: FileRecord | None = None
@@ -190,7 +190,7 @@ class AliasAccess:
             opened.alias_id,
             user_id,
             file_id,
-            self._files.get_command(user_id, file_id),
+            self._files.record_field(user_id, file_id),
         )
 
     def forget(self, slug: str) -> None:
@@ -210,7 +210,7 @@ class AliasAccess:
             known.slug_key,
             self._clock.now_ms(),
             known.alias_id,
-            known.read,
+            known.record_field,
             bucket,
             None if bucket is None else self._rate,
         )

@@ -26,38 +26,41 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from service.store.keys import RedisKeys
-from service.store.pipelined import ARG, PipelinedRedis, ScriptCall
+from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 
 # What an alias's entry says of a request for it (status first): {0} unusable (unknown,
 # disabled, switched off, moving to a new slug, expired, used up, or not the alias expected);
 # {2, user, alias, target, hash} a password is needed (none was checked, or not the one the
-# entry holds); {1, user, alias, target, views} usable, with the view added when ARGV[2] is
-# '1'. KEYS: entry.
-# ARGV: now ms, count ('1' or '0'), the alias id expected (stored form; '' any), the bcrypt hash
-# a given password was checked against ('' none).
-_VIEW = """
-local values = redis.call('HMGET', KEYS[1], 'u', 'i', 't', 'v', 'm', 'e', 'p', 'x', 'k', 'z')
-if not values[1] or values[8] or values[9] or values[10] then
-  return {0}
+# entry holds); {1, user, alias, target, views} usable, with the view added when ``count`` is
+# '1'. ``now`` ms; ``expected`` the alias id expected (stored form; '' any); ``hash`` the bcrypt
+# hash a given password was checked against ('' none).
+_VIEW_FUNCTION = """
+local function view(entry, now, count, expected, hash)
+  local values = redis.call('HMGET', entry, 'u', 'i', 't', 'v', 'm', 'e', 'p', 'x', 'k', 'z')
+  if not values[1] or values[8] or values[9] or values[10] then
+    return {0}
+  end
+  if values[6] and tonumber(values[6]) <= tonumber(now) then
+    return {0}
+  end
+  local views = tonumber(values[4] or '0')
+  if values[5] and views >= tonumber(values[5]) then
+    return {0}
+  end
+  if expected ~= '' and expected ~= values[2] then
+    return {0}
+  end
+  if values[7] and hash ~= values[7] then
+    return {2, values[1], values[2], values[3], values[7]}
+  end
+  if count == '1' then
+    views = redis.call('HINCRBY', entry, 'v', 1)
+  end
+  return {1, values[1], values[2], values[3], views}
 end
-if values[6] and tonumber(values[6]) <= tonumber(ARGV[1]) then
-  return {0}
-end
-local views = tonumber(values[4] or '0')
-if values[5] and views >= tonumber(values[5]) then
-  return {0}
-end
-if ARGV[3] ~= '' and ARGV[3] ~= values[2] then
-  return {0}
-end
-if values[7] and ARGV[4] ~= values[7] then
-  return {2, values[1], values[2], values[3], values[7]}
-end
-if ARGV[2] == '1' then
-  views = redis.call('HINCRBY', KEYS[1], 'v', 1)
-end
-return {1, values[1], values[2], values[3], views}
 """
+# KEYS: entry. ARGV: now, count, expected, hash (``view``'s).
+_VIEW = _VIEW_FUNCTION + "return view(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n"
 
 # Gives back a view counted for an answer that was not served, while the entry is still alias
 # ARGV[1]'s; never below zero. KEYS: entry.
@@ -72,25 +75,47 @@ return 1
 """
 
 # Takes one request from a client address's bucket (GCRA, as the credentials' buckets): 0 when
-# taken, else µs until one more request fits. Never replicated or written to the AOF: a bucket
-# lives seconds. KEYS: bucket. ARGV: now µs, interval µs, tolerance µs.
-_TAKE = """
-if redis.set_repl then
-  redis.set_repl(redis.REPL_NONE)
+# taken, else µs until one more request fits. The bucket is never replicated or written to the
+# AOF (it lives seconds): nothing the script writes after it is either. ``now``, ``interval``,
+# ``tolerance`` in µs.
+_TAKE_FUNCTION = """
+local function take(bucket, now, interval, tolerance)
+  if redis.set_repl then
+    redis.set_repl(redis.REPL_NONE)
+  end
+  now, interval, tolerance = tonumber(now), tonumber(interval), tonumber(tolerance)
+  local tat = tonumber(redis.call('GET', bucket)) or now
+  if tat < now then
+    tat = now
+  end
+  if now + tolerance - tat < interval then
+    return math.max(1, tat + interval - tolerance - now)
+  end
+  local next_tat = tat + interval
+  redis.call('SET', bucket, string.format('%.0f', next_tat), 'PX',
+    math.max(1, math.ceil((next_tat - now) / 1000)))
+  return 0
 end
-local now, interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then
-  tat = now
-end
-if now + tolerance - tat < interval then
-  return math.max(1, tat + interval - tolerance - now)
-end
-local next_tat = tat + interval
-redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX',
-  math.max(1, math.ceil((next_tat - now) / 1000)))
-return 0
 """
+# KEYS: bucket. ARGV: now, interval, tolerance (``take``'s).
+_TAKE = _TAKE_FUNCTION + "return take(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n"
+
+# On one server, where a script may use keys of any slot: ``view`` (counted), then, when ARGV[5]
+# is '1', ``take``, and a hash field read as it is: {view's reply, the field or nil, take's}.
+# KEYS: entry, bucket (any key when no take), the hash. ARGV: view's four, '1'/'0', take's
+# three, the field.
+_VIEW_TAKE_READ = (
+    _VIEW_FUNCTION
+    + _TAKE_FUNCTION
+    + """
+local seen = view(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local wait = 0
+if ARGV[5] == '1' then
+  wait = take(KEYS[2], ARGV[6], ARGV[7], ARGV[8])
+end
+return {seen, redis.call('HGET', KEYS[3], ARGV[9]), wait}
+"""
+)
 
 # An unusable alias, a usable one, one that needs its password.
 UNUSABLE, USABLE, PASSWORD = 0, 1, 2
@@ -156,6 +181,11 @@ class AliasViews:
         self._hot_view = ScriptCall(_VIEW, self._view.sha, 1, ARG, ARG, ARG, ARG, ARG)
         self._hot_take = ScriptCall(_TAKE, self._take.sha, 1, ARG, ARG, ARG, ARG)
         self._hot_give_back = ScriptCall(_GIVE_BACK, self._give_back.sha, 1, ARG, ARG)
+        self._view_take_read = redis.register_script(_VIEW_TAKE_READ)
+        self._hot_view_take_read = ScriptCall(
+            _VIEW_TAKE_READ, self._view_take_read.sha, 3, *(ARG,) * 12
+        )
+        self._hot_hget = CommandTemplate("HGET", ARG, ARG)
         self._secret: bytes | None = None
 
     def _view_call(self, entry: str, args: tuple[bytes, ...]) -> _Call:
@@ -202,21 +232,41 @@ class AliasViews:
         slug_key: str,
         now_ms: int,
         alias_id: str,
-        read: bytes,
+        field: tuple[str, str],
         address: str | None = None,
         rate: tuple[int, int] | None = None,
     ) -> tuple[View, Any, int]:
         """``view`` of the alias ``alias_id`` (counted when usable; unusable when the slug is
-        now another alias's) and the address's take, with ``read``, a packed command reading
-        another key (the file the alias was last seen to be of), all sent in one write: one
-        round trip where ``view`` and then the read would be two. ``read``'s reply is returned
-        as it came. Only over the worker's hot connection."""
-        if self._hot is None:
+        now another alias's) and the address's take, with a read of ``field`` (a hash and its
+        field: the record of the file the alias was last seen to be of), in one round trip where
+        ``view`` and then the read would be two: one script on one server, three commands sent
+        together on a cluster. The field's value is returned as stored (None when absent). Only
+        over the worker's hot connection."""
+        hot = self._hot
+        if hot is None:
             raise RuntimeError("view_reading needs the worker's pipelined connection")
-        args = _view_args(now_ms, True, alias_id, None)
-        calls = [self._view_call(self.keys.alias_entry(slug_key), args), (read, ())]
+        entry = self.keys.alias_entry(slug_key).encode()
+        view_args = _view_args(now_ms, True, alias_id, None)
+        take = None
         if address is not None and rate is not None:
-            calls.append(self._take_call(self.keys.alias_rate(address), _take_args(now_ms, rate)))
+            take = self.keys.alias_rate(address), _take_args(now_ms, rate)
+        hash_name, hash_field = field[0].encode(), field[1].encode()
+        if isinstance(hot, PipelinedRedis):
+            if take is None:
+                keys, taking = (entry, entry, hash_name), (b"0", b"0", b"0", b"0")
+            else:
+                keys, taking = (entry, take[0].encode(), hash_name), (b"1", *take[1])
+            [reply] = await self._together(
+                [(self._hot_view_take_read, (*keys, *view_args, *taking, hash_field))]
+            )
+            seen, member, wait = reply
+            return _view(seen), member, int(wait)
+        calls: list[_Call] = [
+            (self._hot_view, (entry, *view_args)),
+            (self._hot_hget.pack(hash_name, hash_field), ()),
+        ]
+        if take is not None:
+            calls.append(self._take_call(*take))
         replies = await self._together(calls)
         return _view(replies[0]), replies[1], int(replies[2]) if len(replies) > 2 else 0
 

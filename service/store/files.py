@@ -347,16 +347,19 @@ class FilesStore:
         await self._redis.set(self.keys.top_files_placed(user_id), "1")
 
     async def get(self, user_id: str, file_id: str) -> FileRecord | None:
+        key = self.keys.account_files(user_id)
         if self._hot is not None:
-            member = await self._hot.execute_packed(self.get_command(user_id, file_id))
+            member = await self._hot.execute_packed(
+                self._hot_get.pack(key.encode(), file_id.encode())
+            )
         else:
-            member = await self._redis.hget(self.keys.account_files(user_id), file_id)
+            member = await self._redis.hget(key, file_id)
         return None if member is None else file_record(member)
 
-    def get_command(self, user_id: str, file_id: str) -> bytes:
-        """``get``'s read as a packed command, for a caller that sends it beside others (its
-        reply, the stored member or None, is read with ``file_record``)."""
-        return self._hot_get.pack(self.keys.account_files(user_id).encode(), file_id.encode())
+    def record_field(self, user_id: str, file_id: str) -> tuple[str, str]:
+        """Where ``get`` reads a file's record: a hash and its field, for a caller that reads it
+        beside other things (the value, or None, is read with ``file_record``)."""
+        return self.keys.account_files(user_id), file_id
 
     async def read(self, user_id: str, file_id: str) -> tuple[str, FileRecord] | None:
         """A file's member as stored and its record, for a compare-and-set change."""

@@ -271,3 +271,18 @@ async def test_bytes_no_longer_kept_or_not_as_recorded_are_handed_to_aiohttp(
     assert _body(via_lane) == b"HELLO, LANE"
     assert lane_answers == [SHARED, SHARED, HANDED_BACK + SHARED]
     assert await _views(lane, shared["token"], shared["alias"]["id"]) == 4
+
+
+async def test_with_the_public_rate_off_the_lane_serves_without_a_bucket(
+    make_api: Any, lane_answers: list[str], redis_client: Any
+) -> None:
+    api = await make_api(alias_rate_per_second=0)
+    token = await api.user_with_session("no-rate@example.com")
+    file = await uploaded(api, b"unlimited", token=token)
+    made = await alias(api, {"file_id": file["id"], "slug": "unlimited"}, token=token)
+    buckets = set(redis_client.keys("fh:rate:*"))
+    answers = await exchange(_port(api), [raw_get("/a/unlimited", {})] * 3)
+    assert [_body(answer) for answer in answers] == [b"unlimited"] * 3
+    assert lane_answers == ["/a/unlimited"] * 2
+    assert set(redis_client.keys("fh:rate:*")) == buckets
+    assert await _views(api, token, made["id"]) == 3
