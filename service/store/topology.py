@@ -2,7 +2,10 @@
 
 Every worker has two: redis-py's asyncio client for everything but the hot path, and the hot
 path's auto-pipelined connection (``service.store.pipelined``). Both fail fast and closed: bounded
-timeouts and one immediate retry, so an unreachable store is a 503 within about two timeouts.
+timeouts, and one immediate retry only when the connection fails (a pooled connection Redis closed
+by a restart), never after a timeout: a command whose reply is late may have run, and running a
+write twice answers wrongly (a revocation would find its key gone, 404). So an unreachable store
+is a 503 within about one timeout.
 
 - ``single``: one server named by ``REDIS_URL`` (or the embedded store's socket).
 - ``sentinel``: the master that Redis Sentinel names. redis-py's Sentinel client asks the sentinels
@@ -28,7 +31,6 @@ from redis.backoff import NoBackoff
 from redis.connection import SSLConnection, parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.config import Settings
 from service.store.keys import RedisKeys
@@ -54,8 +56,7 @@ def _fail_fast(timeout_seconds: float) -> dict[str, Any]:
     return {
         "socket_timeout": timeout_seconds,
         "socket_connect_timeout": timeout_seconds,
-        "retry": Retry(NoBackoff(), 1),
-        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         "health_check_interval": 0,
     }
 
@@ -72,8 +73,9 @@ def _closed_socket_is_connection_error(client: Redis) -> Redis:
 
 
 def connect_redis(url: str, timeout_seconds: float) -> Redis:
-    """A client of one server that fails fast: bounded timeouts and one immediate retry, so a
-    dead store turns into a 503 within about two timeouts instead of a hanging request."""
+    """A client of one server that fails fast: bounded timeouts and one immediate retry of a
+    failed connection (see the module), so a dead store turns into a 503 within about one
+    timeout instead of a hanging request."""
     client = Redis.from_url(url, decode_responses=True, **_fail_fast(timeout_seconds))
     return _closed_socket_is_connection_error(client)
 
