@@ -111,7 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
         "FILEHOST_REDIS_TIMEOUT_SECONDS",
         Float(0.05, 30.0),
         0.75,
-        "Connect and command timeout; a dead or paused store is a 503 within about twice this. "
+        "Connect and command timeout; a dead or paused store is a 503 within about 1.5 times this. "
         "`/readyz` waits this long for a PING",
     ),
     Setting(
