@@ -51,6 +51,9 @@ NOT_ON_A_CLUSTER = {
     "tests/api/test_gateway_lane.py::test_shutdown_waits_for_the_lanes_request_in_hand": (
         "holds the lookup's reply back with CLIENT PAUSE on the one server"
     ),
+    "tests/api/test_alias_lane.py::test_a_hand_back_whose_client_is_gone_is_dropped_quietly": (
+        "holds the view's reply back with CLIENT PAUSE on the one server"
+    ),
     "tests/api/test_errors.py::test_unresponsive_store_times_out_into_503_and_recovers": (
         "pauses the one server with SIGSTOP and expects every request to fail; on a cluster only "
         "that node's slots do (tests/system/scale covers a cluster's failures)"

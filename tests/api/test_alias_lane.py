@@ -8,6 +8,7 @@ is sent on raw connections to a server with the lane and to one without it, on o
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -18,7 +19,14 @@ from tests.support.aliases import alias, edit_alias, listed
 from tests.support.api import Api, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
-from tests.support.lane import HANDED_BACK, comparable, count_lane_answers, exchange, raw_get
+from tests.support.lane import (
+    HANDED_BACK,
+    comparable,
+    count_lane_answers,
+    exchange,
+    held_at_the_store,
+    raw_get,
+)
 from tests.support.metrics import samples
 
 ALIASES = "/api/v1/aliases"
@@ -286,3 +294,23 @@ async def test_with_the_public_rate_off_the_lane_serves_without_a_bucket(
     assert lane_answers == ["/a/unlimited"] * 2
     assert set(redis_client.keys("fh:rate:*")) == buckets
     assert await _views(api, token, made["id"]) == 3
+
+
+async def test_a_hand_back_whose_client_is_gone_is_dropped_quietly(
+    both: tuple[Api, Api],
+    shared: dict[str, Any],
+    lane_answers: list[str],
+    redis_client: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lane, _ = both
+    await exchange(_port(lane), [raw_get(SHARED, {})])
+    token, made = shared["token"], shared["alias"]
+    assert (await edit_alias(lane, made["id"], {"enabled": False}, token=token)).status == 200
+    _, writer = await held_at_the_store(_port(lane), raw_get(SHARED, {}), redis_client)
+    writer.close()  # gone before the lane learns the alias changed
+    await asyncio.sleep(0.3)
+    assert lane_answers == [SHARED, HANDED_BACK + SHARED]
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
+    [answer] = await exchange(_port(lane), [raw_get(SHARED, {})])
+    assert _status(answer) == 404

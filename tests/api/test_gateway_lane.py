@@ -24,7 +24,14 @@ from service.observability.log_lines import LineBuffer
 from tests.support.api import Api, EnvelopeTestServer, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
-from tests.support.lane import comparable, count_lane_answers, exchange, pipelined, raw_get
+from tests.support.lane import (
+    comparable,
+    count_lane_answers,
+    exchange,
+    held_at_the_store,
+    pipelined,
+    raw_get,
+)
 from tests.support.metrics import value
 
 VERIFY = "/api/v1/auth/verify"
@@ -395,19 +402,6 @@ async def test_a_lane_request_is_counted_and_logged_as_any_other(
     assert value(text, checks, credential="api_key", outcome="ok") == 3
 
 
-async def _held_at_the_store(
-    port: int, request: bytes, redis_client: Any
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection that sent ``request`` while the store is paused for 200 ms, so that its
-    lookup waits for a reply when this returns."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    redis_client.execute_command("CLIENT", "PAUSE", 200)
-    writer.write(request)
-    await writer.drain()
-    await asyncio.sleep(0.05)
-    return reader, writer
-
-
 async def test_a_client_gone_mid_request_leaves_the_lane_serving(
     both: tuple[Api, Api],
     credentials: dict[str, str],
@@ -416,7 +410,7 @@ async def test_a_client_gone_mid_request_leaves_the_lane_serving(
 ) -> None:
     lane, _ = both
     request = raw_get(VERIFY, _key_may_read(credentials["reader"]))
-    _, writer = await _held_at_the_store(lane.client.server.port, request, redis_client)
+    _, writer = await held_at_the_store(lane.client.server.port, request, redis_client)
     writer.close()  # gone before its answer
     await asyncio.sleep(0.3)
     assert lane_answers == [VERIFY]
@@ -433,7 +427,7 @@ async def test_shutdown_waits_for_the_lanes_request_in_hand(
 ) -> None:
     lane, _ = both
     request = raw_get(VERIFY, _key_may_read(credentials["reader"]))
-    reader, writer = await _held_at_the_store(lane.client.server.port, request, redis_client)
+    reader, writer = await held_at_the_store(lane.client.server.port, request, redis_client)
     try:
         assert lane_answers == [VERIFY]
         closing = asyncio.ensure_future(lane.client.server.close())  # stops as SIGTERM does

@@ -62,6 +62,19 @@ async def exchange(
         writer.close()
 
 
+async def held_at_the_store(
+    port: int, request: bytes, redis_client: Any
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that sent ``request`` while the store (one server) is paused for 200 ms, so
+    that the request waits for Redis's reply when this returns."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    redis_client.execute_command("CLIENT", "PAUSE", 200)
+    writer.write(request)
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    return reader, writer
+
+
 def raw_get(path: str, headers: dict[str, str], version: str = "1.1") -> bytes:
     lines = [f"GET {path} HTTP/{version}", "Host: 127.0.0.1"]
     lines += [f"{name}: {value}" for name, value in headers.items()]

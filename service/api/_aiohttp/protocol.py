@@ -279,11 +279,11 @@ class EnvelopeRequestHandler(RequestHandler):
         message, self._lane_message = self._lane_message, None
         self._in_lane = self._lane_context = None
         self._request_in_progress = False
-        if answer is None and message is not None:
-            self._hand_over(message)
-            return
         transport = self.transport
-        if answer and transport is not None:
+        if answer is None:
+            if message is not None and self._manager is not None and not self._force_close:
+                self._hand_over(message)  # else the client is gone: nothing to answer
+        elif answer and transport is not None:
             transport.write(answer)
             # The keep-alive timer, as aiohttp's loop sets it after each request.
             loop = self._loop
