@@ -101,9 +101,9 @@ LOGIN_OUTCOMES = (
 )
 # What a store error that failed a request was: Redis unreachable or its connection lost, too
 # slow, an error reply (a script's, a cluster's), or a record that could not be read.
+STORE_ERROR_KINDS = ("connection", "timeout", "error_reply", "corrupt_record", "other")
 # The ways a file's bytes are downloaded, by path: its content address, or a vanity alias.
 DOWNLOAD_WAYS = ("content", "alias")
-STORE_ERROR_KINDS = ("connection", "timeout", "error_reply", "corrupt_record", "other")
 
 disable_created_metrics()
 

@@ -111,7 +111,7 @@ class EnvelopeRequestHandler(RequestHandler):
         if self._logging_enabled and not isinstance(self.access_logger, AccessLogger):
             lane = None
         self._lane = lane
-        self._in_lane: Coroutine[Any, Any, bytes] | None = None  # the request it is answering
+        self._in_lane: Coroutine[Any, Any, bytes | None] | None = None  # its answer's making
         self._lane_context: Context | None = None
         self._lane_message: RawRequestMessage | None = None  # the request it is answering
         self._handed = False  # whether aiohttp's loop was ever handed a request
