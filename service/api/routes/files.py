@@ -494,9 +494,15 @@ async def send_file(
 
 
 def _count_download(request: web.Request, admission: Admission | None, size: int) -> None:
-    metrics = request.app.get(METRICS)
+    count_download(request.app, "content" if admission is None else "alias", size)
+
+
+def count_download(app: web.Application, via: str, size: int) -> None:
+    """A download's body of ``size`` bytes sent, ``via`` its content address or an alias, in
+    the metrics when they are on."""
+    metrics = app.get(METRICS)
     if metrics is not None and size:
-        metrics.downloaded("content" if admission is None else "alias", size)
+        metrics.downloaded(via, size)
 
 
 def _content_headers(

@@ -31,11 +31,11 @@ from multidict import CIMultiDictProxy
 from service.api._aiohttp import Answer, Reply
 from service.api.alias_pages import PAGE_CSP, FileItem, Link, listing_page, password_page
 from service.api.alias_requests import public_origin
-from service.api.context import METRICS, POLICY
+from service.api.context import POLICY
 from service.api.credentials import single_header
 from service.api.folder_requests import MAX_LIMIT, page_size
 from service.api.gateway import LaneRoute
-from service.api.routes.files import file_headers, send_file
+from service.api.routes.files import count_download, file_headers, send_file
 from service.api.views import alias_url, ok
 from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
 from service.clock import iso
@@ -213,9 +213,7 @@ async def _known_file(
         access.forget(slug)
         await access.give_back(opened)
         return None
-    metrics = app.get(METRICS)
-    if metrics is not None and content:
-        metrics.downloaded("alias", len(content))
+    count_download(app, "alias", len(content))
     content_type, own = file_headers(record)
     return Reply(200, content, own, content_type)
 
