@@ -22,7 +22,6 @@ from tests.support.folders import folder
 from tests.support.lane import (
     HANDED_BACK,
     comparable,
-    count_lane_answers,
     exchange,
     held_at_the_store,
     raw_get,
@@ -31,17 +30,6 @@ from tests.support.metrics import samples
 
 ALIASES = "/api/v1/aliases"
 SHARED = "/a/shared"
-
-
-@pytest.fixture
-def lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    return count_lane_answers(monkeypatch)
-
-
-@pytest.fixture
-async def both(make_api: Any) -> tuple[Api, Api]:
-    """The same service twice, on one store: with the gateway lane, and without it."""
-    return await make_api(), await make_api(gateway_lane=False)
 
 
 @pytest.fixture

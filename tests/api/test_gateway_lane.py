@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from service.api.access_log import AccessLogger
-from service.api.context import GATEWAY_LANE, SETTINGS
+from service.api.context import SETTINGS
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
 from tests.support.api import Api, EnvelopeTestServer, bearer
@@ -26,7 +26,6 @@ from tests.support.files import uploaded
 from tests.support.folders import folder
 from tests.support.lane import (
     comparable,
-    count_lane_answers,
     exchange,
     held_at_the_store,
     pipelined,
@@ -38,24 +37,9 @@ VERIFY = "/api/v1/auth/verify"
 FILES = "/api/v1/files"
 
 
-@pytest.fixture
-def lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths of the requests the lane answered, in order."""
-    return count_lane_answers(monkeypatch)
-
-
 def _key_may_read(key: str) -> dict[str, str]:
     """A verify sub-request's headers asking whether ``key`` may read files."""
     return {"X-API-Key": key, "X-Required-Permission": "files.read"}
-
-
-@pytest.fixture
-async def both(make_api: Any) -> tuple[Api, Api]:
-    """The same service twice, on one store: with the gateway lane, and without it."""
-    lane = await make_api()
-    plain = await make_api(gateway_lane=False)
-    assert GATEWAY_LANE in lane.app and GATEWAY_LANE not in plain.app
-    return lane, plain
 
 
 @pytest.fixture
