@@ -293,9 +293,7 @@ async def test_share_makes_a_public_link_copies_it_and_the_link_serves_the_file(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.grant_permissions(
-        ["clipboard-read", "clipboard-write"], origin=dashboard.base
-    )
+    await tab.allow_clipboard(dashboard.base)
     await open_files_page(page, user)
     await page.set_input_files(
         "#file-picker",

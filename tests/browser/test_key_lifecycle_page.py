@@ -93,9 +93,7 @@ def permission_box(page: Page, permission: str) -> Locator:
 async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: Dashboard) -> None:
     page = tab.page
     await tab.context.add_init_script(RECORD_VIOLATIONS)
-    await tab.context.grant_permissions(
-        ["clipboard-read", "clipboard-write"], origin=dashboard.base
-    )
+    await tab.allow_clipboard(dashboard.base)
     await sign_in(page, user)
     token = await tab.stored_token()
     first = await create_key(page, "deploy bot", ["files.read"])

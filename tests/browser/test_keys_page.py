@@ -71,9 +71,7 @@ async def test_sign_in_create_use_revoke_and_log_out(
     await expect(page.locator("#keys-empty")).to_be_visible()
 
     # Create: the secret is shown once, with a warning and a working copy button.
-    await tab.context.grant_permissions(
-        ["clipboard-read", "clipboard-write"], origin=dashboard.base
-    )
+    await tab.allow_clipboard(dashboard.base)
     secret = await create_key(page, "backup script", ["files.read", "folders.read"], 30)
     await expect(page.locator("#new-secret .warning")).to_contain_text("won't be shown again")
     await expect(page.locator("#new-secret-title")).to_be_focused()
@@ -285,9 +283,7 @@ async def test_a_new_keys_panel_shows_a_command_that_works_as_pasted(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.grant_permissions(
-        ["clipboard-read", "clipboard-write"], origin=dashboard.base
-    )
+    await tab.allow_clipboard(dashboard.base)
     await sign_in(page, user)
     usage = page.locator("#new-secret-usage")
 

@@ -134,6 +134,11 @@ class Tab:
     console: list[str] = field(default_factory=list)
     request_urls: list[str] = field(default_factory=list)
 
+    async def allow_clipboard(self, origin: str) -> None:
+        """Let ``origin``'s pages read and write the clipboard (a copy button, and the test
+        reading what it copied)."""
+        await self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
+
     async def session_storage(self) -> str:
         """All of this tab's sessionStorage and localStorage, as one string to search."""
         return await self.page.evaluate(
