@@ -38,7 +38,9 @@ BODIES = [
     b"ends with CR\r",
     b"x--" + BOUNDARY.encode(),  # the boundary without the CRLF before it is data
     os.urandom(3000),
-    b"".join(os.urandom(97) + DELIMITER[: n % len(DELIMITER)] for n in range(60)),
+    # Each prefix is followed by "." (never a delimiter's next byte): random bytes after the
+    # longest one would complete the delimiter once in 256 runs, making it no body at all.
+    b"".join(os.urandom(97) + DELIMITER[: n % len(DELIMITER)] + b"." for n in range(60)),
 ]
 
 
