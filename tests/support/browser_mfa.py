@@ -6,7 +6,6 @@ two steps as a person goes through them."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -18,13 +17,7 @@ from tests.support.api import PASSWORD
 from tests.support.browser import Dashboard, serving
 from tests.support.clock import FakeClock
 from tests.support.mfa import SECRETS_KEY
-from tests.support.redis import RedisServer
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.redis import RedisServer, free_port
 
 
 @asynccontextmanager

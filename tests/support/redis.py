@@ -22,11 +22,20 @@ from redis.retry import Retry
 
 from service.store.embedded import find_server_binary
 
+# Ports this process has handed out: each test process asks for many, and a port released after
+# the probe may be handed back at once, giving one server's two listeners the same port.
+_HANDED_OUT: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free on loopback now, and never one this process handed out before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 @dataclass
