@@ -92,6 +92,7 @@ async def _alias_of_a_file(accounts: Any, user_id: str) -> None:
     from service.domain.permissions import ALL_PERMISSIONS_MASK
     from service.domain.principal import CredentialType, Principal
     from service.domain.records import UNSET
+    from service.store.blobs import ChunkSource
 
     owner = Principal(user_id, CredentialType.SESSION, ALL_PERMISSIONS_MASK, 2**53)
 
@@ -101,7 +102,9 @@ async def _alias_of_a_file(accounts: Any, user_id: str) -> None:
     async def no_more_fields() -> Any:
         return UNSET
 
-    record = await accounts.files.upload(owner, chunks(), "bench.txt", "text/plain", no_more_fields)
+    record = await accounts.files.upload(
+        owner, ChunkSource(chunks()), "bench.txt", "text/plain", no_more_fields
+    )
     await accounts.aliases.create(owner, "file", record.id, "file_id", slug=ALIAS_SLUG)
 
 

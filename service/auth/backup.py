@@ -56,7 +56,7 @@ import orjson
 from service.clock import Clock, iso
 from service.domain.records import FileRecord
 from service.store.backup import BackupStore, PauseTooLong, Record
-from service.store.blobs import READ_CHUNK, DirectoryBlobs
+from service.store.blobs import READ_CHUNK, ChunkSource, DirectoryBlobs
 
 FORMAT = "filehost-auth backup"
 VERSION = 1
@@ -290,7 +290,7 @@ class Backups:
 
     async def _restore_bytes(self, path: Path, entry: dict[str, Any]) -> None:
         try:
-            written = await self._blobs.put(entry["id"], _chunks(path))
+            written = await self._blobs.put(entry["id"], ChunkSource(_chunks(path)))
         except FileNotFoundError:
             raise BackupError(f"the backup lacks the bytes of {entry['id']}") from None
         if (written.size, written.sha256) != (entry["size"], entry["sha256"]):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +39,7 @@ from service.domain.principal import Principal
 from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
 from service.store.audit import EventBatch
-from service.store.blobs import Blob, BlobMissing, BlobStore
+from service.store.blobs import Blob, BlobMissing, BlobStore, Source
 from service.store.errors import AccountGone
 from service.store.files import FilesStore, FolderGone
 from service.store.small_blobs import SmallBlobs
@@ -120,22 +120,22 @@ class Files:
     async def upload(
         self,
         principal: Principal,
-        chunks: AsyncIterable[bytes | memoryview],
+        source: Source,
         name: str | None,
         content_type: str | None,
         before_record: Callable[[], Awaitable[str | Unset | None]],
         origin: audit.Origin = audit.NO_ORIGIN,
         actor: Actor = None,
     ) -> FileRecord:
-        """Store the bytes ``chunks`` yields, then (once ``before_record`` has accepted the
+        """Store the bytes ``source`` fills, then (once ``before_record`` has accepted the
         rest of the request and said which folder it names: an id, None for the top level,
         ``UNSET`` for the account's default) the record: a new file named for display after
         ``name``, typed after ``content_type``, recorded as ``file.uploaded`` by ``actor`` in
-        the same step. Whatever fails on the way (the chunks, ``before_record``, the folder,
+        the same step. Whatever fails on the way (the source, ``before_record``, the folder,
         the quota, the store) leaves no bytes, no record and no event."""
         user_id = principal.user_id
         file_id = new_id("fil")
-        written = await self.blobs.put(file_id, chunks)
+        written = await self.blobs.put(file_id, source)
         recorded = False
         record = events = None
         try:

@@ -6,12 +6,18 @@ base62 characters), never by anything a client wrote, so no client input ever re
 ``DirectoryBlobs`` keeps each blob as ``<root>/<id>``. ``put`` writes to a temporary file in the
 same directory (``.tmp-<random>``) and renames it into place only once every byte is written and
 fsynced; whatever stops it before that (the client gone, the size limit, any error, a
-cancellation) removes the temporary file, so a blob is either whole or absent. Disk work runs in
-threads, never on the event loop: an upload's bytes are gathered into batches of about a MiB,
-each hashed and written by a thread of the uploads' own pool while the next is gathered. On
-Linux each batch's writeback to disk starts once it is written, so the one fsync at the end
-(then the rename, then the directory's fsync) waits for the last batch rather than the whole
-file; memory held per upload is two batches.
+cancellation) removes the temporary file, so a blob is either whole or absent.
+
+An upload's bytes come from a ``Source``, which fills them into one of the upload's two buffers
+of ``WRITE_BATCH`` bytes; each full buffer is hashed and written by a thread of the uploads' own
+pool while the source fills the other, so the event loop never waits on the disk and no byte is
+copied between the source and the disk. Where the filesystem allows it, the file is written
+with ``O_DIRECT``: an upload must reach the disk anyway (the fsync at the end), and through the
+page cache it cost a copy of every byte and writeback competing with the next uploads; direct
+writes need whole blocks from page-aligned memory, so each buffer's last partial block is
+carried to the front of the next one, and the file's last bytes go through the page cache.
+Elsewhere each batch's writeback starts once it is written (Linux's ``sync_file_range``), so the
+fsync waits for the last batch rather than the whole file.
 
 A blob is never changed once in place, only removed: so a hard link to it (``pin``, in a
 ``.backup-<random>`` directory inside the root, on the same filesystem) holds its bytes as they
@@ -23,12 +29,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
+import fcntl
 import hashlib
+import mmap
 import os
 import re
 import secrets
 import shutil
 import sys
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,9 +50,11 @@ _BLOB_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
 _TEMPORARY_PREFIX = ".tmp-"
 _PINNED_PREFIX = ".backup-"
 READ_CHUNK = 256 * 1024
-# How many bytes an upload gathers before they go to a thread to be hashed and written: a thread
-# hop per batch rather than per chunk the network delivers.
-WRITE_BATCH = 1024 * 1024
+# The size of each of an upload's two buffers: a thread hop per batch rather than per piece the
+# network delivers.
+WRITE_BATCH = 4 * 1024 * 1024
+# A source is asked to fill a buffer while at least this much of it is free; then it is written.
+FILL_ROOM = 64 * 1024
 # Uploads written at once per process, each at most one batch at a time.
 WRITING_THREADS = 16
 
@@ -63,6 +75,35 @@ class Written:
     sha256: str
 
 
+class Source(Protocol):
+    """Where an upload's bytes come from."""
+
+    async def fill(self, buffer: Any, start: int, end: int) -> int:
+        """Write the next bytes into ``buffer[start:end]`` (``buffer`` is a writable bytes-like
+        object with ``find``, e.g. an ``mmap``; at least ``FILL_ROOM`` bytes of room); how many,
+        at least one, or 0 once there are no more. Raising (e.g. a size limit) stops the upload."""
+        ...
+
+
+class ChunkSource:
+    """A ``Source`` over an async iterable of chunks (a file being restored, a test's bytes)."""
+
+    def __init__(self, chunks: AsyncIterable[bytes | memoryview]) -> None:
+        self._chunks = aiter(chunks)
+        self._left = memoryview(b"")
+
+    async def fill(self, buffer: Any, start: int, end: int) -> int:
+        while not self._left:
+            try:
+                self._left = memoryview(await anext(self._chunks)).cast("B")
+            except StopAsyncIteration:
+                return 0
+        count = min(end - start, len(self._left))
+        buffer[start : start + count] = self._left[:count]
+        self._left = self._left[count:]
+        return count
+
+
 class Blob(Protocol):
     """An open blob: read ``length`` bytes from ``start`` as chunks, then close."""
 
@@ -81,9 +122,10 @@ class Blob(Protocol):
 class BlobStore(Protocol):
     """The storage interface: another backend (object storage, say) implements these three."""
 
-    async def put(self, blob_id: str, chunks: AsyncIterable[bytes | memoryview]) -> Written:
-        """Store every chunk as the blob ``blob_id``, all or nothing. An exception raised by
-        ``chunks`` (e.g. a size limit) propagates after whatever was written is removed."""
+    async def put(self, blob_id: str, source: Source) -> Written:
+        """Store what ``source`` fills as the blob ``blob_id``, all or nothing. An exception
+        raised by ``source`` (e.g. a size limit) propagates after whatever was written is
+        removed."""
         ...
 
     async def open(self, blob_id: str) -> Blob:
@@ -140,19 +182,15 @@ class DirectoryBlobs:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._made = True
 
-    async def put(self, blob_id: str, chunks: AsyncIterable[bytes | memoryview]) -> Written:
+    async def put(self, blob_id: str, source: Source) -> Written:
         final = self.path(blob_id)
         await asyncio.to_thread(self._make_root)
         temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
-        fd = await asyncio.to_thread(
-            os.open, temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
-        )
-        writer = _Writer(fd, self._writing())
+        fd, direct = await asyncio.to_thread(_create, temporary)
+        writer = _Writer(fd, self._writing(), direct)
         try:
             try:
-                async for data in chunks:
-                    await writer.add(data)
-                await writer.finish()
+                await writer.write_all(source)
             finally:
                 writer.close()
             await asyncio.to_thread(_rename_durably, temporary, final)
@@ -167,7 +205,7 @@ class DirectoryBlobs:
         """The threads that hash and write uploads: their own, so that fsyncs waiting on the
         disk never hold up the default pool's other work (opening blobs, backups)."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(WRITING_THREADS, thread_name_prefix="blob-writer")
+            self._pool = _started_pool(WRITING_THREADS, "blob-writer")
         return self._pool
 
     async def open(self, blob_id: str) -> Blob:
@@ -223,66 +261,149 @@ class DirectoryBlobs:
 
 
 class _Writer:
-    """An upload's bytes on their way to its file: gathered into batches, each hashed and
-    written by a thread while the event loop gathers the next. One batch is written at a time,
-    in order, so memory held is two batches at most."""
+    """An upload's bytes on their way to its file: filled by the source into one of two
+    buffers while threads hash the other and write it, both at once. One batch is hashed and
+    written at a time, in order."""
 
-    def __init__(self, fd: int, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, fd: int, pool: ThreadPoolExecutor, direct: bool) -> None:
         self._fd = fd
         self._pool = pool
+        self._file = _File(fd, direct)
         self.digest = hashlib.sha256()
         self.size = 0
-        self._batch: list[bytes | memoryview] = []
-        self._batched = 0
-        self._in_flight: Future[None] | None = None
+        self._buffers = (mmap.mmap(-1, WRITE_BATCH), mmap.mmap(-1, WRITE_BATCH))
+        self._in_flight: tuple[Future[None], ...] = ()
 
-    async def add(self, data: bytes | memoryview) -> None:
-        self.size += len(data)
-        self._batch.append(data)
-        self._batched += len(data)
-        if self._batched >= WRITE_BATCH:
-            await self._send(last=False)
+    async def write_all(self, source: Source) -> None:
+        """Every byte ``source`` fills, hashed and written; then the fsync: every byte is on
+        disk when this returns."""
+        carried = 0  # bytes at the buffer's start, carried from the last one: hashed already
+        index = 0
+        room = min(FILL_ROOM, WRITE_BATCH // 2)  # always more than a carried partial block
+        while True:
+            buffer = self._buffers[index]
+            filled = carried
+            ended = False
+            while len(buffer) - filled >= room:
+                count = await source.fill(buffer, filled, len(buffer))
+                if not count:
+                    ended = True
+                    break
+                filled += count
+            self.size += filled - carried
+            await self._written()  # the other buffer, before this one
+            through = filled if ended else self._file.writable(filled)
+            self._in_flight = (
+                self._pool.submit(_hash, self.digest, buffer, carried, filled),
+                self._pool.submit(self._file.write, buffer, through, ended),
+            )
+            if ended:
+                await self._written()
+                return
+            index = 1 - index
+            carried = filled - through
+            self._buffers[index][:carried] = buffer[through:filled]
 
-    async def finish(self) -> None:
-        """Write what is left, then fsync: every byte is on disk when this returns."""
-        await self._send(last=True)
-        await asyncio.wrap_future(self._in_flight)  # type: ignore[arg-type]
-
-    async def _send(self, last: bool) -> None:
-        if self._in_flight is not None:
-            await asyncio.wrap_future(self._in_flight)
-        batch, length = self._batch, self._batched
-        self._batch, self._batched = [], 0
-        self._in_flight = self._pool.submit(
-            _write, self._fd, self.digest, batch, self.size - length, length, last
-        )
+    async def _written(self) -> None:
+        for future in self._in_flight:
+            await asyncio.wrap_future(future)
 
     def close(self) -> None:
-        """Close the file now, or, while a thread still writes to it (the upload was cancelled
-        or failed meanwhile), once that thread is done: a descriptor is never closed under a
+        """Close the file now, or, while a thread still uses it (the upload was cancelled or
+        failed meanwhile), once the threads are done: a descriptor is never closed under a
         write, which could then land in whatever file reused its number."""
-        in_flight = self._in_flight
-        if in_flight is not None and not in_flight.done():
-            in_flight.add_done_callback(lambda _: os.close(self._fd))
-        else:
-            os.close(self._fd)
+        pending = [future for future in self._in_flight if not future.done()]
+        if not pending:
+            self._closed()
+            return
+
+        def one_done(future: Future[None]) -> None:
+            pending.remove(future)
+            if not pending:
+                self._closed()
+
+        for future in pending:
+            future.add_done_callback(one_done)
+
+    def _closed(self) -> None:
+        os.close(self._fd)
+        for buffer in self._buffers:
+            # A view of it held by a failed write's traceback: unmapped once that is freed.
+            with contextlib.suppress(BufferError):
+                buffer.close()
 
 
-def _write(
-    fd: int, digest: Any, pieces: list[bytes | memoryview], offset: int, length: int, last: bool
-) -> None:
-    """Hash and append ``pieces``, ``length`` bytes from ``offset`` (hashlib releases the GIL
-    for buffers this large). The last batch is followed by an fsync, the others by the start of
-    their writeback, so the fsync finds little left to do instead of the whole file."""
-    for piece in pieces:
-        digest.update(piece)
-        view = memoryview(piece)
+def _started_pool(threads: int, name: str) -> ThreadPoolExecutor:
+    """A pool with all its threads started. ``ThreadPoolExecutor`` starts a thread only when it
+    counts none idle, and counts each finished task as one idle thread: a pool used one task at
+    a time keeps a single thread, and two tasks sent together then run one after the other."""
+    pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
+    all_started = threading.Barrier(threads)
+    for _ in range(threads):
+        pool.submit(all_started.wait)
+    return pool
+
+
+def _hash(digest: Any, buffer: mmap.mmap, start: int, end: int) -> None:
+    """Hash ``buffer[start:end]`` (hashlib releases the GIL for buffers this large)."""
+    with memoryview(buffer) as view:
+        digest.update(view[start:end])
+
+
+class _File:
+    """The file an upload is written to, from the writing threads, one batch at a time."""
+
+    def __init__(self, fd: int, direct: bool) -> None:
+        self._fd = fd
+        self._direct = direct
+        self._offset = 0
+
+    def writable(self, filled: int) -> int:
+        """How much of a buffer filled this far to write now: direct writes take whole blocks,
+        the rest waits for the next batch."""
+        return filled - filled % BLOCK if self._direct else filled
+
+    def write(self, buffer: mmap.mmap, through: int, last: bool) -> None:
+        """Write ``buffer[:through]``; after the last batch, fsync. Between batches, without
+        direct writes, start the batch's writeback, so the fsync finds little left to do."""
+        with memoryview(buffer) as view:
+            if last and self._direct:  # whole blocks directly, the rest through the page cache
+                whole = through - through % BLOCK
+                self._write_all(view[:whole])
+                self._stop_direct()
+                self._write_all(view[whole:through])
+            else:
+                self._write_all(view[:through])
+        if last:
+            os.fsync(self._fd)
+        elif not self._direct and _start_writeback is not None:
+            _start_writeback(self._fd, self._offset - through, through, _SYNC_FILE_RANGE_WRITE)
+
+    def _write_all(self, view: memoryview) -> None:
         while view:
-            view = view[os.write(fd, view) :]
-    if last:
-        os.fsync(fd)
-    elif _start_writeback is not None:
-        _start_writeback(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+            try:
+                written = os.write(self._fd, view)
+            except OSError as error:
+                # A filesystem that took O_DIRECT at open may still refuse the writes.
+                if error.errno != errno.EINVAL or not self._direct:
+                    raise
+                self._stop_direct()
+                continue
+            self._offset += written
+            view = view[written:]
+
+    def _stop_direct(self) -> None:
+        """Write through the page cache from now on."""
+        if self._direct:
+            flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+            fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
+            self._direct = False
+
+
+# The alignment direct writes need, of their memory, file offset and length: every disk's
+# logical block size divides it.
+BLOCK = 4096
+_O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
 def _writeback_starter() -> Callable[[int, int, int, int], int] | None:
@@ -302,6 +423,19 @@ def _writeback_starter() -> Callable[[int, int, int, int], int] | None:
 
 _SYNC_FILE_RANGE_WRITE = 2
 _start_writeback = _writeback_starter()
+
+
+def _create(path: Path) -> tuple[int, bool]:
+    """A new file at ``path`` for writing, opened for direct writes where the filesystem allows
+    them; whether it did."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    if _O_DIRECT:
+        try:
+            return os.open(path, flags | _O_DIRECT, 0o600), True
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags, 0o600), False
 
 
 def _rename_durably(source: Path, target: Path) -> None:

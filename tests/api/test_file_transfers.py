@@ -234,7 +234,7 @@ async def test_a_slow_sendfile_call_outlives_its_request_without_touching_a_reus
 async def test_an_upload_written_in_batches_is_whole_and_hashed_in_order(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blob_store, "WRITE_BATCH", 64 * 1024)  # many batches, odd chunk edges
+    monkeypatch.setattr(blob_store, "WRITE_BATCH", 256 * 1024)  # many batches, odd edges
     token = await api.user_with_session()
     data = b"".join(os.urandom(97 * 1024 + n) for n in range(40))
     created = await uploaded(api, data, token=token)
@@ -247,8 +247,10 @@ async def test_an_upload_written_in_batches_is_whole_and_hashed_in_order(
 async def test_each_batch_but_the_last_starts_its_writeback_in_order(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fsync at the end of an upload has only its last batch left to wait for."""
-    monkeypatch.setattr(blob_store, "WRITE_BATCH", 64 * 1024)
+    """Without direct writes, the fsync at the end of an upload has only its last batch left
+    to wait for."""
+    monkeypatch.setattr(blob_store, "_O_DIRECT", 0)
+    monkeypatch.setattr(blob_store, "WRITE_BATCH", 256 * 1024)
     real = blob_store._start_writeback
     ranges: list[tuple[int, int]] = []
 
@@ -265,7 +267,7 @@ async def test_each_batch_but_the_last_starts_its_writeback_in_order(
     assert all(start + count == after for (start, count), (after, _) in pairwise(ranges))
     covered = ranges[-1][0] + ranges[-1][1]
     # Left for the fsync: the last batch, less than one (empty when the bytes ended a batch).
-    assert 0 <= len(data) - covered < 64 * 1024
+    assert 0 <= len(data) - covered < 256 * 1024
     assert await download(api, token, created["id"]) == (200, data)
 
 
@@ -355,7 +357,7 @@ async def test_a_cancelled_upload_closes_its_file_only_once_the_thread_is_done(
             yield os.urandom(256 * 1024)
             await asyncio.sleep(0)
 
-    task = asyncio.create_task(store.put("fil_" + "A" * 22, chunks()))
+    task = asyncio.create_task(store.put("fil_" + "A" * 22, blob_store.ChunkSource(chunks())))
     deadline = time.monotonic() + 5
     while not writing:
         assert time.monotonic() < deadline, "no batch was written"

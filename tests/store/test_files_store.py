@@ -6,6 +6,7 @@ one script, that a page is one plain command, and that a blob is whole or absent
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import os
 from collections.abc import AsyncIterator
@@ -17,7 +18,8 @@ from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
 from service.domain.records import FileRecord
-from service.store.blobs import BlobMissing, DirectoryBlobs
+from service.store import blobs as blob_store
+from service.store.blobs import BlobMissing, ChunkSource, DirectoryBlobs
 from service.store.errors import AccountGone
 from service.store.files import BadCursor, FilesStore, decode_cursor, encode_cursor
 from service.store.stores import open_stores
@@ -123,10 +125,13 @@ def test_a_cursor_round_trips() -> None:
 # -- the directory backend ---------------------------------------------------------------------
 
 
-async def chunks_of(*parts: bytes) -> AsyncIterator[bytes]:
-    for part in parts:
-        yield part
-        await asyncio.sleep(0)
+def chunks_of(*parts: bytes) -> ChunkSource:
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+            await asyncio.sleep(0)
+
+    return ChunkSource(chunks())
 
 
 async def test_put_open_delete(tmp_path: Path) -> None:
@@ -158,7 +163,7 @@ async def test_a_put_that_fails_half_way_leaves_nothing(tmp_path: Path) -> None:
         raise ConnectionResetError("the client went away")
 
     with pytest.raises(ConnectionResetError):
-        await blobs.put(new_id("fil"), failing())
+        await blobs.put(new_id("fil"), ChunkSource(failing()))
     assert list((tmp_path / "files").iterdir()) == []
 
 
@@ -172,13 +177,52 @@ async def test_a_cancelled_put_leaves_nothing(tmp_path: Path) -> None:
             started.set()
             await asyncio.sleep(0.001)
 
-    task = asyncio.create_task(blobs.put(new_id("fil"), endless()))
+    task = asyncio.create_task(blobs.put(new_id("fil"), ChunkSource(endless())))
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.sleep(0.05)
     assert list((tmp_path / "files").iterdir()) == []
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 65536 + 5, 700_000])
+@pytest.mark.parametrize("direct", [True, False], ids=["direct writes", "page cache"])
+async def test_every_length_is_stored_whole_either_way_of_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, direct: bool
+) -> None:
+    """Direct writes take whole blocks and carry the rest to the next batch; the file's last
+    bytes go through the page cache. Small batches put many block edges inside the file."""
+    monkeypatch.setattr(blob_store, "WRITE_BATCH", 3 * 65536 + 100)
+    if not direct:
+        monkeypatch.setattr(blob_store, "_O_DIRECT", 0)
+    blobs = DirectoryBlobs(tmp_path / "files")
+    data = os.urandom(size)
+    pieces = [data[start : start + 50_001] for start in range(0, size, 50_001)]
+    blob_id = new_id("fil")
+    written = await blobs.put(blob_id, chunks_of(*pieces))
+    assert (written.size, written.sha256) == (size, hashlib.sha256(data).hexdigest())
+    assert (tmp_path / "files" / blob_id).read_bytes() == data
+
+
+def test_a_filesystem_that_refuses_a_direct_write_gets_it_through_the_page_cache(
+    tmp_path: Path,
+) -> None:
+    """Memory that is not page-aligned makes a direct write fail (EINVAL), as a filesystem that
+    takes O_DIRECT at open but not for writing does: the bytes go through the page cache."""
+    path = tmp_path / "blob"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | blob_store._O_DIRECT, 0o600)
+    except OSError:
+        pytest.skip("this filesystem refuses O_DIRECT")
+    try:
+        written = blob_store._File(fd, direct=True)
+        data = bytearray(os.urandom(3 * 4096 + 10))
+        written.write(memoryview(data)[1:], len(data) - 1, last=True)  # type: ignore[arg-type]
+        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & blob_store._O_DIRECT
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == data[1:]
 
 
 @pytest.mark.parametrize("blob_id", ["../x", "fil_../../../../etc/passwd", "", "fil_" + "a" * 21])

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from service.domain.credentials import new_id
-from service.store.blobs import DirectoryBlobs
+from service.store.blobs import ChunkSource, DirectoryBlobs
 from service.store.small_blobs import SmallBlobs
 
 
@@ -18,7 +18,7 @@ async def one_chunk(data: bytes) -> AsyncIterator[bytes]:
 
 async def stored(blobs: DirectoryBlobs, data: bytes) -> tuple[str, str]:
     blob_id = new_id("fil")
-    written = await blobs.put(blob_id, one_chunk(data))
+    written = await blobs.put(blob_id, ChunkSource(one_chunk(data)))
     return blob_id, written.sha256
 
 

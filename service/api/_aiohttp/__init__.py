@@ -22,7 +22,8 @@ from service.api._aiohttp.answer import (
     header_block,
     serialise_head,
 )
-from service.api._aiohttp.multipart import part_body
+from service.api._aiohttp.multipart import PartBody
+from service.api._aiohttp.request_body import BodyGoesOn, RequestBody
 from service.api._aiohttp.routing import PlainRoute, PlainRoutes, use_route
 from service.api._aiohttp.runner import EnvelopeAppRunner, EnvelopeServer, ListenError, run_app
 
@@ -37,16 +38,18 @@ __all__ = [
     "JSON",
     "SERVER_NAME",
     "Answer",
+    "BodyGoesOn",
     "EnvelopeAppRunner",
     "EnvelopeServer",
     "HeaderBlock",
     "ListenError",
+    "PartBody",
     "PlainRoute",
     "PlainRoutes",
     "Reply",
+    "RequestBody",
     "fast_paths",
     "header_block",
-    "part_body",
     "run_app",
     "serialise_head",
     "use_route",

@@ -1,83 +1,81 @@
-"""A multipart part's body read straight from the request's stream: each piece the connection
-delivered, searched once for the closing delimiter and handed on as a view, never copied.
+"""A multipart part's body filled straight into the caller's buffer from the request's body
+(``RequestBody``: aiohttp's stream, then the socket), each byte searched once there for the
+closing delimiter, never copied on the way.
 
 aiohttp's ``BodyPartReader.read_chunk`` copies every byte several times (the stream's pieces
 joined to the size asked, then joined again with the previous chunk to search the seam), which
 made the multipart reader most of an upload's cost on the event loop. Once the delimiter is
-found, what follows it goes back to the stream and the part is marked read, so
-``MultipartReader.next`` goes on exactly as after ``read_chunk``. A part that announces its own
-``Content-Length``, or an aiohttp outside the tested releases, is read with ``read_chunk``.
+found, what follows it goes back to the stream (``RequestBody.put_back``) and the part is marked
+read, so ``MultipartReader.next`` goes on exactly as after ``read_chunk``. A part that announces
+its own ``Content-Length``, or an aiohttp outside the tested releases, is read with
+``read_chunk``.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import BodyPartReader
 
 from service.api._aiohttp import names
+from service.api._aiohttp.request_body import RequestBody
 
 
-async def part_body(part: BodyPartReader, chunk_size: int) -> AsyncIterator[bytes | memoryview]:
-    """The bytes of ``part``'s body, in pieces of any size (``chunk_size`` at most where
-    aiohttp's own reader is used). ``ValueError`` when the body ends before its delimiter."""
-    if not names.FAST_PATHS or part._length is not None or part.at_eof():
-        while data := await part.read_chunk(chunk_size):
-            yield data
-        return
-    content = part._content
-    delimiter = b"\r\n" + part._boundary
-    keep = len(delimiter) - 1  # a piece's tail that may be the start of the delimiter
-    # Bytes read but not yet handed on, no delimiter starting before their end. They begin with
-    # the CRLF that ended the part's headers, put back as aiohttp's reader does: a part that
-    # is empty may have no line of its own, the delimiter following its headers at once.
-    held = b"\r\n"
-    put_back = len(held)
+class PartBody:
+    """The body of ``part`` as a source of bytes (``fill``), from ``body``. ``ValueError`` when
+    the request's body ends before the part's delimiter."""
 
-    def body_of(view: bytes | memoryview) -> bytes | memoryview:
-        nonlocal put_back
-        if put_back:
-            cut = min(put_back, len(view))
-            put_back -= cut
-            view = view[cut:]
-        return view
+    def __init__(self, part: BodyPartReader, body: RequestBody) -> None:
+        self._part = part
+        self._body = body
+        self._ended = part.at_eof()
+        self._fast = names.FAST_PATHS and part._length is None
+        self._delimiter = b"\r\n" + part._boundary
+        # The bytes last filled that may begin the delimiter: filled again at the front of the
+        # next fill, and handed on only once what follows shows they don't. They begin as the
+        # CRLF that ended the part's headers, put back as aiohttp's reader does: a part that is
+        # empty may have no line of its own, the delimiter following its headers at once.
+        self._held = b"\r\n"
+        self._skip = len(self._held)  # of the held bytes, how many are not the part's
 
-    while True:
-        # Everything the connection has delivered: taking it all lets the connection read on
-        # at once (it stops at twice its read-ahead), which is worth joining a few pieces.
-        more = await content.readany()
-        if not more:
-            raise ValueError("the body ended inside a part")
-        if len(more) < keep:  # a piece too small to hold a seam of its own: rare, merged
-            held += more
-            found = held.find(delimiter)
+    async def fill(self, buffer: Any, start: int, end: int) -> int:
+        """Write the part's next bytes into ``buffer[start:end]``, which has room for more than
+        twice the delimiter (the blob store gives ``FILL_ROOM``); how many, 0 once the part has
+        ended."""
+        if self._ended:
+            return 0
+        if not self._fast:
+            data = await self._part.read_chunk(end - start)
+            buffer[start : start + len(data)] = data
+            self._ended = not data
+            return len(data)
+        delimiter, held, skip = self._delimiter, self._held, self._skip
+        keep = len(delimiter) - 1  # a tail that may be the start of the delimiter
+        stop = start + len(held)
+        buffer[start:stop] = held
+        searched = start
+        while True:
+            if stop >= end:  # never with room for two delimiters
+                raise ValueError("no room left to read the part into")
+            count = await self._body.fill(buffer, stop, end)
+            if not count:
+                raise ValueError("the body ended inside a part")
+            stop += count
+            found = buffer.find(delimiter, searched, stop)
             if found >= 0:
+                body_end = max(found, start + skip)
                 break
-            if data := body_of(held[:-keep]):  # empty while held is no longer than keep
-                yield data
-            held = held[-keep:]
-            continue
-        found = (held + more[:keep]).find(delimiter)  # a delimiter across the seam
+            body_end = stop - keep
+            if body_end > start + skip:  # something to hand on: all but the tail
+                self._held = bytes(buffer[body_end:stop])
+                self._skip = 0
+                break
+            searched = max(start, stop - keep)  # too little yet: read on into the same space
+        length = body_end - start - skip
+        if skip and length:  # the put-back CRLF is no byte of the part's: move over it
+            buffer[start : start + length] = buffer[start + skip : body_end]
         if found >= 0:
-            held += more
-            break
-        if data := body_of(held):  # no delimiter starts in it: all of it is the body's
-            yield data
-        found = more.find(delimiter)
-        if found >= 0:
-            held = more
-            break
-        yield memoryview(more)[:-keep]
-        held = more[-keep:]
-    if data := body_of(memoryview(held)[:found]):
-        yield data
-    _give_back(content, held[found + 2 :])  # from the boundary on, for MultipartReader.next
-    part._at_eof = True
-
-
-def _give_back(content: object, rest: bytes) -> None:
-    if rest:
-        with warnings.catch_warnings():  # deprecated for applications; aiohttp's reader uses it
-            warnings.simplefilter("ignore", DeprecationWarning)
-            content.unread_data(rest)  # type: ignore[attr-defined]
+            self._ended = True
+            await self._body.put_back(bytes(buffer[found + 2 : stop]))  # from the boundary on
+            self._part._at_eof = True
+        return length

@@ -44,6 +44,8 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
         "_paused",
         "_payload_parser",
         "_process_keepalive",
+        "_read_bufsize",
+        "_reading_paused",
         "_request_count",
         "_request_in_progress",
         "_upgraded",

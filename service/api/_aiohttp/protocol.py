@@ -29,6 +29,8 @@ aiohttp has no documented hook for either, so this module subclasses the pieces 
   when a request comes in pieces.
 - ``EnvelopeRequestHandler``'s gateway lane (``service.api.gateway``): a request the lane takes
   is answered from the parsed message instead of being queued for aiohttp's handling.
+- ``EnvelopeRequestHandler.socket_body``: the rest of a large body read straight from the socket
+  (``request_body``), and the connection handed back to aiohttp's parser afterwards.
 
 The server that makes these handlers is ``runner``'s.
 """
@@ -42,11 +44,12 @@ from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import hdrs, web
-from aiohttp.http import HttpProcessingError, HttpVersion11, RawRequestMessage
+from aiohttp.http import HttpProcessingError, HttpRequestParser, HttpVersion11, RawRequestMessage
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from service.api._aiohttp import names
+from service.api._aiohttp.request_body import SocketBody
 from service.api.access_log import AccessLogger
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ class EnvelopeRequestHandler(RequestHandler):
     deadlines for a request's headers and body."""
 
     __slots__ = (
+        "_auto_decompress",
         "_body",
         "_body_timeout",
         "_handed",
@@ -91,6 +95,7 @@ class EnvelopeRequestHandler(RequestHandler):
         "_read_timer",
         "_refusal",
         "_remote",
+        "_socket_body",
     )
 
     def __init__(
@@ -120,6 +125,8 @@ class EnvelopeRequestHandler(RequestHandler):
         self._read_by = 0.0
         self._read_timer: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None
+        self._socket_body: SocketBody | None = None
+        self._auto_decompress = kwargs.get("auto_decompress", True)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -129,6 +136,8 @@ class EnvelopeRequestHandler(RequestHandler):
             self._remote = str(peer[0]) if isinstance(peer, list | tuple) else str(peer)
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        if self._socket_body is not None:
+            self._socket_body.fail(ConnectionResetError("Connection lost"))
         super().connection_lost(exc)
         self._phase = _IDLE
         self._body = None
@@ -309,6 +318,74 @@ class EnvelopeRequestHandler(RequestHandler):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    # -- a body read from the socket --------------------------------------------------------------
+
+    def socket_body(self, body: StreamReader, remaining: int) -> SocketBody | None:
+        """Read the ``remaining`` bytes of ``body`` (the request in hand's, its stream drained)
+        from the socket from now on, the connection not reading meanwhile; None where that is
+        not plainly safe (``request_body``)."""
+        transport = self.transport
+        if (
+            transport is None
+            or body is not self._body
+            or self._phase != _BODY
+            or self._socket_body is not None
+            or self._reading_paused  # the parser may hold bytes of the body
+            or self._buffer_paused
+            or self._messages
+            or self._upgraded
+            or self._payload_parser is not None
+            or self._force_close
+            or self._close
+            or transport.get_extra_info("sslcontext") is not None
+        ):
+            return None
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return None
+        try:
+            transport.pause_reading()
+        except (AttributeError, NotImplementedError, RuntimeError):
+            return None
+        self._socket_body = reading = SocketBody(self, body, sock.fileno(), remaining)
+        return reading
+
+    def body_bytes_arrived(self, count: int) -> None:
+        """``count`` bytes of the body came from the socket: its deadline moves as in
+        ``data_received``."""
+        if self._phase == _BODY:
+            self._read_by += count / MIN_BODY_BYTES_PER_SECOND
+
+    def socket_body_read(self) -> None:
+        """The body was read to its end from the socket: a new parser for what follows it on
+        the connection (the old one still counts the body's bytes it never saw), and reading
+        on."""
+        self._socket_body = None
+        self._phase = _IDLE
+        self._body = None
+        self._parser = HttpRequestParser(
+            self,
+            self._loop,
+            self._read_bufsize,
+            max_line_size=self.max_line_size,
+            max_field_size=self.max_field_size,
+            max_headers=self.max_headers,
+            payload_exception=RequestPayloadError,
+            auto_decompress=self._auto_decompress,
+            max_msg_queue_size=self._max_msg_queue_size,
+        )
+        transport = self.transport
+        if transport is not None:
+            transport.resume_reading()
+
+    def socket_body_abandoned(self) -> None:
+        """The body was given up half-read: the connection closes after the answer, which aiohttp
+        does for a body not at its end when it may not linger to read it."""
+        self._socket_body = None
+        self._phase = _IDLE
+        self._body = None
+        self._lingering_time = 0.0
+
     def _expect(self, phase: int, seconds: float) -> None:
         """Wait for ``phase`` for at most ``seconds`` from now; the timer fires no later."""
         loop = self._loop
@@ -343,6 +420,8 @@ class EnvelopeRequestHandler(RequestHandler):
             # error envelope) and the connection is closed after that answer, without first
             # reading on what is left of the body.
             self._lingering_time = 0.0
+            if self._socket_body is not None:
+                self._socket_body.fail(web.HTTPRequestTimeout())
             body.set_exception(web.HTTPRequestTimeout())
         elif phase == _OPENED:
             self.force_close()  # nothing was sent: closed as an idle keep-alive connection is

@@ -7,10 +7,11 @@ everything), and shapes the answer. The metadata lives in Redis (``service.store
 bytes behind the blob interface (``service.store.blobs``). Another account's file answers
 exactly like an unknown id: 404 ``file_not_found``.
 
-An upload is streamed: the multipart field ``file`` goes chunk by chunk into the blob store,
-never whole into memory (the other fields, ``folder_id`` and ``alias``, may come before or
-after it), and stops at ``FILEHOST_MAX_UPLOAD_BYTES`` with 413 (the connection is then closed, so
-the rest is never processed). The bytes are renamed into place when complete, then the record is
+An upload is streamed: the multipart field ``file`` is filled straight into the blob store's
+buffers (``RequestBody``, ``PartBody``), never whole into memory (the other fields,
+``folder_id`` and ``alias``, may come before or after it), and stops at
+``FILEHOST_MAX_UPLOAD_BYTES`` with 413 (the connection is then closed, so the rest is never
+processed). The bytes are renamed into place when complete, then the record is
 written; any failure on the way removes what was written, so a file is either listed with all
 its bytes or not there at all. With ``alias=true`` (and ``aliases.write``) a vanity alias of the
 new file is made too, with the account's defaults, and the answer names it.
@@ -25,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
 from functools import lru_cache
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -34,7 +34,7 @@ from aiohttp import BodyPartReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import Answer, Reply, part_body
+from service.api._aiohttp import Answer, BodyGoesOn, PartBody, Reply, RequestBody
 from service.api.alias_requests import public_origin
 from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
@@ -60,7 +60,6 @@ log = logging.getLogger("service.api.routes.files")
 
 
 FILES_PATH = f"{PREFIX}/files"
-UPLOAD_CHUNK = 256 * 1024
 # The multipart framing around one file (boundaries, part headers; aiohttp caps each header
 # line at 8190 bytes): a declared Content-Length past the limit by more than this cannot be a
 # file within the limit, and is refused before a byte of the body is read.
@@ -160,6 +159,21 @@ class _TooLarge(Exception):
     pass
 
 
+class _AtMost:
+    """A file part's bytes, ``_TooLarge`` once there are more than ``limit``."""
+
+    def __init__(self, source: PartBody, limit: int) -> None:
+        self._source = source
+        self._left = limit
+
+    async def fill(self, buffer: Any, start: int, end: int) -> int:
+        count = await self._source.fill(buffer, start, end)
+        self._left -= count
+        if self._left < 0:
+            raise _TooLarge()
+        return count
+
+
 def _too_large(limit: int) -> web.Response:
     """413, and the connection closed after it: the rest of the body is never read."""
     response = error_response(
@@ -248,6 +262,22 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     await files.check_room(principal)
     origin, actor = await acting_with(request, principal)
 
+    body = RequestBody(request, rest_limit=FRAMING_ALLOWANCE)
+    try:
+        return await _store_upload(request, principal, body, files, origin, actor, limit)
+    finally:
+        body.close()  # a body left half-read closes the connection after the answer
+
+
+async def _store_upload(
+    request: web.Request,
+    principal: Principal,
+    body: RequestBody,
+    files: Files,
+    origin: Origin,
+    actor: Any,
+    limit: int,
+) -> tuple[web.StreamResponse, int]:
     try:
         reader = await request.multipart()
         fields: dict[str, str] = {}
@@ -272,14 +302,6 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     if _alias_field(fields):  # the same, for an alias asked for before the file
         await _check_alias(request, principal)
 
-    async def chunks() -> AsyncIterator[bytes | memoryview]:
-        total = 0
-        async for data in part_body(part, UPLOAD_CHUNK):
-            total += len(data)
-            if total > limit:
-                raise _TooLarge()
-            yield data
-
     async def rest_of_the_body() -> str | Unset | None:
         try:
             while (more := await reader.next()) is not None:
@@ -302,7 +324,7 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     try:
         record = await files.upload(
             principal,
-            chunks(),
+            _AtMost(PartBody(part, body), limit),
             readable(part.filename),
             part.headers.get(hdrs.CONTENT_TYPE),
             rest_of_the_body,
@@ -311,6 +333,8 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
         )
     except _TooLarge:
         return _too_large(limit), 0
+    except BodyGoesOn:
+        raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON}) from None
     except _MALFORMED:
         raise _malformed() from None
     view = file_view(record)

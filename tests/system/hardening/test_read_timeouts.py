@@ -230,3 +230,39 @@ def test_an_upload_that_keeps_coming_is_not_cut_at_the_body_timeout(server: Serv
     assert took > 2 * BODY_TIMEOUT, took  # it did outlast the plain deadline
     assert status == 201, body
     assert orjson.loads(body)["data"]["size"] == len(content)
+
+
+def test_a_large_upload_that_stops_coming_is_cut_at_its_deadline_with_a_408(
+    server: Server,
+) -> None:
+    """Past its first bytes a large body is read straight from the socket (``RequestBody``); the
+    same deadline holds there: the upload stalls, is answered 408, the connection closes."""
+    with connect(server) as sock:
+        login = orjson.dumps({"email": UPLOADER, "password": PASSWORD})
+        sock.sendall(
+            b"POST /api/v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(login), login)
+        )
+        status, _headers, body = answer_of(sock)
+        assert status == 200, body
+        token = orjson.loads(body)["data"]["token"].encode()
+
+        part = (
+            b'--b\r\nContent-Disposition: form-data; name="file"; filename="stalled.bin"\r\n'
+            b"Content-Type: application/octet-stream\r\n\r\n" + bytes(range(256)) * 8192
+        ) + b"\r\n--b--\r\n"
+        sent = 100 * 1024
+        sock.sendall(
+            b"POST /api/v1/files HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n%s"
+            % (token, len(part), part[:sent])
+        )
+        start = time.monotonic()
+        raw = read_to_close(sock)
+        after = time.monotonic() - start
+
+    [answer] = responses(raw)
+    is_request_timeout(answer)
+    # The deadline: the body timeout, moved on by what arrived after the headers.
+    most = BODY_TIMEOUT + sent / (64 * 1024)
+    assert BODY_TIMEOUT - 0.1 <= after < most + 1.0, after

@@ -1,0 +1,204 @@
+"""A large upload's body is read straight from the socket (``RequestBody``): the bytes are the
+same, aiohttp's readers get what follows the file (the form's other fields), the connection is
+handed back to aiohttp's parser for what is pipelined behind the body, and a body that cannot
+be handed back closes the connection after its answer. Small and chunked bodies go through
+aiohttp as before."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from service.api._aiohttp import protocol
+from service.api._aiohttp.request_body import SOCKET_READ_FROM, SocketBody
+from tests.support.api import Api, bearer
+from tests.support.files import FILES_URL, multipart, uploaded
+from tests.support.folders import folder
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def socket_bodies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The remaining byte count of every body read from a socket from now on."""
+    made: list[int] = []
+
+    class Counted(SocketBody):
+        def __init__(self, handler: Any, content: Any, fileno: int, remaining: int) -> None:
+            made.append(remaining)
+            super().__init__(handler, content, fileno, remaining)
+
+    monkeypatch.setattr(protocol, "SocketBody", Counted)
+    return made
+
+
+def raw_upload(token: str, body: bytes, headers: dict[str, str]) -> bytes:
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    return (
+        f"POST {FILES_URL} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n"
+        f"{head}Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+def listing_request(token: str) -> str:
+    return f"GET {FILES_URL} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\r\n"
+
+
+async def answers_on_one_connection(api: Api, raw: bytes, count: int) -> tuple[list[Any], bool]:
+    """Send ``raw`` at once; the ``count`` answers (status, JSON body) and whether the server
+    closed the connection after them."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.client.server.port)
+    try:
+        writer.write(raw)
+        found = []
+        for _ in range(count):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            lines = head.decode("latin-1").split("\r\n")
+            length = next(
+                int(line.split(":", 1)[1])
+                for line in lines
+                if line.lower().startswith("content-length:")
+            )
+            body = await reader.readexactly(length)
+            found.append((int(lines[0].split()[1]), orjson.loads(body)))
+        try:
+            closed = await asyncio.wait_for(reader.read(1), 1) == b""
+        except TimeoutError:
+            closed = False  # still open, waiting for another request
+        return found, closed
+    finally:
+        writer.close()
+
+
+async def test_a_large_upload_is_read_from_the_socket_and_a_small_one_through_aiohttp(
+    api: Api, socket_bodies: list[int]
+) -> None:
+    token = await api.user_with_session()
+    data = os.urandom(3 * MIB + 12345)
+    created = await uploaded(api, data, token=token)
+    assert created["sha256"] == hashlib.sha256(data).hexdigest()
+    assert len(socket_bodies) == 1 and socket_bodies[0] >= SOCKET_READ_FROM
+    small = os.urandom(SOCKET_READ_FROM // 4)
+    assert (await uploaded(api, small, token=token))["sha256"] == hashlib.sha256(small).hexdigest()
+    assert len(socket_bodies) == 1
+
+
+async def test_a_chunked_upload_is_read_through_aiohttp(api: Api, socket_bodies: list[int]) -> None:
+    token = await api.user_with_session()
+    data = os.urandom(2 * MIB + 7)
+    body, headers = multipart(data)
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 100_000):
+            yield body[start : start + 100_000]
+
+    response = await api.client.post(FILES_URL, data=pieces(), headers={**headers, **bearer(token)})
+    assert response.status == 201, await response.text()
+    assert (await response.json())["data"]["sha256"] == hashlib.sha256(data).hexdigest()
+    assert socket_bodies == []
+
+
+async def test_the_fields_after_a_large_file_are_read_from_what_follows_it(
+    api: Api, socket_bodies: list[int]
+) -> None:
+    token = await api.user_with_session()
+    place = await folder(api, "after", token=token)
+    data = os.urandom(2 * MIB)
+    created = await uploaded(api, data, token=token, folder_id=place["id"], folder_after=True)
+    assert created["folder_id"] == place["id"]
+    assert len(socket_bodies) == 1
+
+
+async def test_a_request_pipelined_behind_a_large_upload_is_answered_after_it(
+    api: Api, socket_bodies: list[int]
+) -> None:
+    token = await api.user_with_session()
+    data = os.urandom(2 * MIB + 3)
+    body, headers = multipart(data)
+    listing = listing_request(token)
+    answers, closed = await answers_on_one_connection(
+        api, raw_upload(token, body, headers) + listing.encode() + listing.encode(), 3
+    )
+    [(stored, created), (listed, page), (again, same)] = answers
+    assert (stored, listed, again) == (201, 200, 200)
+    assert created["data"]["sha256"] == hashlib.sha256(data).hexdigest()
+    assert [item["id"] for item in page["data"]["files"]] == [created["data"]["id"]]
+    assert same == page
+    assert not closed
+    assert len(socket_bodies) == 1
+
+
+def form_with_junk_after_the_file(junk: int) -> tuple[bytes, dict[str, str]]:
+    boundary = "b0undary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\n\r\n'
+    ).encode()
+    body += os.urandom(MIB)
+    body += f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="junk"\r\n\r\n'.encode()
+    body += b"j" * junk + f"\r\n--{boundary}--\r\n".encode()
+    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+async def test_an_unknown_field_after_a_large_file_is_refused_as_through_aiohttp(
+    api: Api, socket_bodies: list[int]
+) -> None:
+    """What was read past the file goes back to aiohttp's multipart reader, which names the
+    field; the body was read to its end, so the connection serves the next request."""
+    token = await api.user_with_session()
+    body, headers = form_with_junk_after_the_file(200 * 1024)
+    listing = listing_request(token)
+    answers, closed = await answers_on_one_connection(
+        api, raw_upload(token, body, headers) + listing.encode(), 2
+    )
+    [(status, refused), (listed, page)] = answers
+    assert status == 400, refused
+    assert refused["error"]["code"] == "validation_failed"
+    assert list(refused["error"]["details"]) == ["junk"]
+    assert (listed, page["data"]["files"]) == (200, [])
+    assert not closed
+    assert len(socket_bodies) == 1
+
+
+async def test_more_than_the_framing_allowance_left_after_a_large_file_is_dropped_and_refused(
+    api: Api, socket_bodies: list[int]
+) -> None:
+    """What is left of the body after the file is read into memory to hand back to aiohttp:
+    beyond the framing allowance it can't be a form's short fields. It is read and dropped, so
+    the client gets its answer and the connection serves the next request."""
+    token = await api.user_with_session()
+    body, headers = form_with_junk_after_the_file(8 * MIB)
+    listing = listing_request(token)
+    answers, closed = await answers_on_one_connection(
+        api, raw_upload(token, body, headers) + listing.encode(), 2
+    )
+    [(status, refused), (listed, page)] = answers
+    assert status == 400, refused
+    assert refused["error"]["code"] == "validation_failed"
+    assert list(refused["error"]["details"]) == ["body"]
+    assert (listed, page["data"]["files"]) == (200, [])
+    assert not closed
+    assert len(socket_bodies) == 1
+    assert (await (await api.files(token=token)).json())["data"]["files"] == []
+
+
+async def test_a_file_past_the_limit_read_from_the_socket_gets_413_and_the_connection_closes(
+    make_api: Any, tmp_path: Path, socket_bodies: list[int]
+) -> None:
+    """A declared length within the limit and its framing allowance, a file past the limit:
+    refused once the limit is passed, the rest of the body never read."""
+    api = await make_api(data_dir=tmp_path, max_upload_bytes=MIB)
+    token = await api.user_with_session()
+    body, headers = multipart(os.urandom(MIB + 32 * 1024))
+    answers, closed = await answers_on_one_connection(api, raw_upload(token, body, headers), 1)
+    [(status, refused)] = answers
+    assert status == 413 and refused["error"]["code"] == "payload_too_large"
+    assert closed
+    assert len(socket_bodies) == 1
+    assert (await (await api.files(token=token)).json())["data"]["files"] == []
