@@ -7,6 +7,7 @@ with aiohttp's own (``FAST_PATHS`` off), which must agree."""
 from __future__ import annotations
 
 import asyncio
+import mmap
 import os
 from typing import Any
 
@@ -16,6 +17,7 @@ from aiohttp.streams import StreamReader
 from multidict import CIMultiDict
 
 from service.api._aiohttp import PartBody, RequestBody, names
+from service.api._aiohttp.multipart import find
 
 BOUNDARY = "formBoundary7MA4YWxkTrZu0gW"
 DELIMITER = b"\r\n--" + BOUNDARY.encode()
@@ -196,3 +198,25 @@ async def test_a_file_that_begins_with_the_delimiter_ends_where_aiohttp_ends_it(
     monkeypatch.setattr(names, "FAST_PATHS", False)
     own = [await outcome(split(whole, size)) for size in (1, 5, 1 << 20)]
     assert fast == own
+
+
+@pytest.mark.parametrize("kind", ["mmap", "bytearray", "bytes"])
+def test_the_delimiter_search_finds_what_bytes_find_does(kind: str) -> None:
+    """``find`` (the C library's ``memmem`` on a writable buffer) answers as ``bytes.find``:
+    the first place, an index into the whole buffer, within the range only."""
+    data = bytearray(os.urandom(300_000))
+    for at in (0, 5, 1000, 299_969):
+        data[at : at + len(DELIMITER)] = DELIMITER
+    if kind == "mmap":
+        buffer: Any = mmap.mmap(-1, len(data))
+        buffer[:] = data
+    else:
+        buffer = bytes(data) if kind == "bytes" else data
+    whole = bytes(data)
+    for start, end in [(0, len(data)), (1, len(data)), (6, 1030), (6, 1029), (1001, 299_999)]:
+        for needle in (DELIMITER, DELIMITER[:-1] + b"!", b"\r\n"):
+            assert find(buffer, needle, start, end) == whole.find(needle, start, end), (
+                kind,
+                start,
+                end,
+            )

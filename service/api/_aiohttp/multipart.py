@@ -13,6 +13,8 @@ its own ``Content-Length``, or an aiohttp outside the tested releases, is read w
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import BodyPartReader
@@ -61,7 +63,7 @@ class PartBody:
             if not count:
                 raise ValueError("the body ended inside a part")
             stop += count
-            found = buffer.find(delimiter, searched, stop)
+            found = find(buffer, delimiter, searched, stop)
             if found >= 0:
                 body_end = max(found, start + skip)
                 break
@@ -79,3 +81,36 @@ class PartBody:
             await self._body.put_back(bytes(buffer[found + 2 : stop]))  # from the boundary on
             self._part._at_eof = True
         return length
+
+
+def _libc_memmem() -> Callable[..., int | None] | None:
+    """The C library's ``memmem``, None where there is none."""
+    try:
+        memmem = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError):
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    return memmem  # type: ignore[no-any-return]
+
+
+_memmem = _libc_memmem()
+
+
+def find(buffer: Any, needle: bytes, start: int, end: int) -> int:
+    """Where ``needle`` first is in ``buffer[start:end]`` (an index into ``buffer``), or -1.
+    glibc's ``memmem`` searches random bytes about twice as fast as Python's ``bytes.find``,
+    and runs without the GIL, so the threads hashing and writing go on meanwhile; a buffer it
+    can't take (read-only) is searched with ``find``."""
+    if _memmem is None or end - start < len(needle):
+        return int(buffer.find(needle, start, end))
+    try:
+        held = ctypes.c_char.from_buffer(buffer)  # its address, the buffer kept while held
+    except TypeError:
+        return int(buffer.find(needle, start, end))
+    try:
+        base = ctypes.addressof(held)
+        at = _memmem(base + start, end - start, needle, len(needle))
+    finally:
+        del held
+    return -1 if at is None else at - base
