@@ -202,3 +202,30 @@ async def test_a_file_past_the_limit_read_from_the_socket_gets_413_and_the_conne
     assert closed
     assert len(socket_bodies) == 1
     assert (await (await api.files(token=token)).json())["data"]["files"] == []
+
+
+async def test_a_large_upload_that_waits_for_100_continue_is_read_from_the_socket(
+    api: Api, socket_bodies: list[int]
+) -> None:
+    """curl asks ``Expect: 100-continue`` for bodies over 1 MiB and sends the body only once
+    told to go on."""
+    token = await api.user_with_session()
+    data = os.urandom(2 * MIB + 99)
+    body, headers = multipart(data)
+    head, _, _ = raw_upload(token, body, {**headers, "Expect": "100-continue"}).partition(
+        b"\r\n\r\n"
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.client.server.port)
+    try:
+        writer.write(head + b"\r\n\r\n")
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert interim.startswith(b"HTTP/1.1 100 Continue"), interim
+        writer.write(body)
+        final = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert final.startswith(b"HTTP/1.1 201"), final
+        length = int(final.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        created = orjson.loads(await reader.readexactly(length))["data"]
+    finally:
+        writer.close()
+    assert created["sha256"] == hashlib.sha256(data).hexdigest()
+    assert len(socket_bodies) == 1
