@@ -114,6 +114,18 @@ def answer_of(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return answer
 
 
+def signed_in(sock: socket.socket) -> bytes:
+    """The uploader's session token, from a login on ``sock`` (which stays open)."""
+    login = orjson.dumps({"email": UPLOADER, "password": PASSWORD})
+    sock.sendall(
+        b"POST /api/v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(login), login)
+    )
+    status, _headers, body = answer_of(sock)
+    assert status == 200, body
+    return orjson.loads(body)["data"]["token"].encode()  # type: ignore[no-any-return]
+
+
 def is_request_timeout(answer: tuple[int, dict[str, str], bytes]) -> None:
     status, headers, body = answer
     assert status == 408, answer
@@ -200,14 +212,7 @@ def test_an_upload_that_keeps_coming_is_not_cut_at_the_body_timeout(server: Serv
     """The body's deadline moves on with what arrives (MIN_BODY_BYTES_PER_SECOND): an upload
     taking twice the body timeout at about twice that rate is stored whole."""
     with connect(server) as sock:
-        login = orjson.dumps({"email": UPLOADER, "password": PASSWORD})
-        sock.sendall(
-            b"POST /api/v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(login), login)
-        )
-        status, _headers, body = answer_of(sock)
-        assert status == 200, body
-        token = orjson.loads(body)["data"]["token"].encode()
+        token = signed_in(sock)
 
         content = bytes(range(256)) * 2048  # 512 KiB
         part = (
@@ -238,14 +243,7 @@ def test_a_large_upload_that_stops_coming_is_cut_at_its_deadline_with_a_408(
     """Past its first bytes a large body is read straight from the socket (``RequestBody``); the
     same deadline holds there: the upload stalls, is answered 408, the connection closes."""
     with connect(server) as sock:
-        login = orjson.dumps({"email": UPLOADER, "password": PASSWORD})
-        sock.sendall(
-            b"POST /api/v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(login), login)
-        )
-        status, _headers, body = answer_of(sock)
-        assert status == 200, body
-        token = orjson.loads(body)["data"]["token"].encode()
+        token = signed_in(sock)
 
         part = (
             b'--b\r\nContent-Disposition: form-data; name="file"; filename="stalled.bin"\r\n'
