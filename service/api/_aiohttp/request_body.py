@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 # Below this many bytes left, a body is read through aiohttp: switching costs a few system calls.
 SOCKET_READ_FROM = 256 * 1024
-# The piece a body's unwanted rest is read and dropped in.
+# The most read from aiohttp's stream at once, and the piece a body's unwanted rest is
+# read and dropped in.
+_STREAM_PIECE = 256 * 1024
 _DROP_PIECE = 64 * 1024
 
 
@@ -76,7 +78,9 @@ class RequestBody:
         if socket is not None:
             return await socket.fill(buffer, start, end)
         content = self._content
-        data = content.read_nowait(end - start)
+        # A piece at a time: the stream joins what it holds into one bytes object per read.
+        wanted = min(end - start, _STREAM_PIECE)
+        data = content.read_nowait(wanted)
         if not data:
             handler = self._handler
             left = self._length - content.total_bytes
@@ -84,7 +88,7 @@ class RequestBody:
                 self._socket = handler.socket_body(content, left)
                 if self._socket is not None:
                     return await self._socket.fill(buffer, start, end)
-            data = await content.read(end - start)
+            data = await content.read(wanted)
         buffer[start : start + len(data)] = data
         return len(data)
 
