@@ -119,6 +119,9 @@ class AliasAccess:
         self._rate = None if rate is None else (rate.interval_us, rate.tolerance_us)
         self._buckets: dict[str | None, str | None] = {}
         self._known: dict[str, KnownFile] = {}
+        # Requests the lane took from an address's bucket and then handed to aiohttp's handling
+        # (``open_known`` returned None): ``open`` does not take them again.
+        self._taken_for_hand_back: dict[str, int] = {}
 
     async def open(
         self,
@@ -139,8 +142,9 @@ class AliasAccess:
         key = slug_key(slug)
         now = self._clock.now_ms()
         bucket = self._bucket(address)
+        take = bucket is not None and not self._taken_already(bucket)
         view, wait = await self._views.view(
-            key, now, count=count, address=bucket, rate=None if bucket is None else self._rate
+            key, now, count=count, address=bucket, rate=self._rate if take else None
         )
         if wait:
             if count and view.status not in (UNUSABLE, PASSWORD):
@@ -193,9 +197,6 @@ class AliasAccess:
             self._files.record_field(user_id, file_id),
         )
 
-    def forget(self, slug: str) -> None:
-        self._known.pop(slug, None)
-
     async def open_known(
         self, slug: str, known: KnownFile, address: str | None
     ) -> tuple[Opened, FileRecord] | None:
@@ -218,6 +219,7 @@ class AliasAccess:
             self._known.pop(slug, None)
             if wait:
                 raise _too_many(math.ceil(wait / 1_000_000))
+            self._handing_back(bucket)
             return None
         opened = Opened(known.slug_key, view.user_id, view.alias_id, view.target_id, True)
         try:
@@ -232,10 +234,36 @@ class AliasAccess:
             await self._views.give_back(known.slug_key, view.alias_id)
             raise
         if record is None or view.target_id != known.file_id or view.user_id != known.user_id:
-            self._known.pop(slug, None)
-            await self._views.give_back(known.slug_key, view.alias_id)
+            await self.hand_back(slug, opened, address)
             return None
         return opened, record
+
+    async def hand_back(self, slug: str, opened: Opened, address: str | None) -> None:
+        """A request ``open_known`` opened goes to aiohttp's handling after all: the slug is
+        forgotten, its view given back, and the request it took from ``address``'s bucket
+        counted for that handling, which opens the alias again."""
+        self._known.pop(slug, None)
+        self._handing_back(self._bucket(address))
+        await self._views.give_back(opened.slug_key, opened.alias_id)
+
+    def _handing_back(self, bucket: str | None) -> None:
+        if bucket is None or self._rate is None:
+            return
+        if len(self._taken_for_hand_back) >= _BUCKETS_KEPT:
+            self._taken_for_hand_back.clear()  # at worst a few requests not taken twice
+        self._taken_for_hand_back[bucket] = self._taken_for_hand_back.get(bucket, 0) + 1
+
+    def _taken_already(self, bucket: str) -> bool:
+        """Whether a request from ``bucket`` was taken already, by the lane, which handed it
+        back; counted off when so."""
+        left = self._taken_for_hand_back.get(bucket)
+        if not left:
+            return False
+        if left == 1:
+            del self._taken_for_hand_back[bucket]
+        else:
+            self._taken_for_hand_back[bucket] = left - 1
+        return True
 
     def _bucket(self, address: str | None) -> str | None:
         """The unit an address is counted in (``login_throttle.address_bucket``), remembered

@@ -231,6 +231,24 @@ async def test_an_address_past_its_rate_is_refused_in_the_lane_as_by_aiohttp(
     assert await _views(lane, token, made["id"]) == 2  # the refused request's view given back
 
 
+async def test_a_handed_back_request_takes_one_request_of_its_addresss_rate(
+    make_api: Any, lane_answers: list[str]
+) -> None:
+    """The lane takes the request from the address's bucket with the alias's view; a request it
+    hands to aiohttp's handling is not taken again there."""
+    lane = await make_api(alias_rate_per_second=1, alias_rate_burst=3)
+    token = await lane.user_with_session("burst@example.com")
+    file = await uploaded(lane, b"three", token=token)
+    made = await alias(lane, {"file_id": file["id"], "slug": "three"}, token=token)
+    await exchange(_port(lane), [raw_get("/a/three", {})] * 2)  # learnt, then the lane's
+    assert (await edit_alias(lane, made["id"], {"enabled": False}, token=token)).status == 200
+    # The third of a burst of three: handed back by the lane, not found, not refused its rate.
+    [third] = await exchange(_port(lane), [raw_get("/a/three", {})])
+    assert lane_answers == ["/a/three", "/a/three", HANDED_BACK + "/a/three"]
+    assert _status(third) == 404, third
+    assert b'"code":"alias_not_found"' in third
+
+
 async def test_pipelined_alias_requests_are_answered_in_order_a_handed_back_one_first(
     both: tuple[Api, Api], shared: dict[str, Any], lane_answers: list[str]
 ) -> None:

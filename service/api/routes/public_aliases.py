@@ -210,8 +210,7 @@ async def _known_file(
     opened, record = found
     content = await policy.files.small_content(record)
     if content is None:  # not small any more, or its bytes not what the record says
-        access.forget(slug)
-        await access.give_back(opened)
+        await access.hand_back(slug, opened, trace.remote)
         return None
     count_download(app, "alias", len(content))
     content_type, own = file_headers(record)
