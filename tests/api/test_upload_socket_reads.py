@@ -26,14 +26,14 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture
-def socket_bodies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The remaining byte count of every body read from a socket from now on."""
-    made: list[int] = []
+def socket_bodies(monkeypatch: pytest.MonkeyPatch) -> list[SocketBody]:
+    """Every body read from a socket from now on."""
+    made: list[SocketBody] = []
 
     class Counted(SocketBody):
         def __init__(self, handler: Any, content: Any, fileno: int, remaining: int) -> None:
-            made.append(remaining)
             super().__init__(handler, content, fileno, remaining)
+            made.append(self)
 
     monkeypatch.setattr(protocol, "SocketBody", Counted)
     return made
@@ -78,19 +78,21 @@ async def answers_on_one_connection(api: Api, raw: bytes, count: int) -> tuple[l
 
 
 async def test_a_large_upload_is_read_from_the_socket_and_a_small_one_through_aiohttp(
-    api: Api, socket_bodies: list[int]
+    api: Api, socket_bodies: list[SocketBody]
 ) -> None:
     token = await api.user_with_session()
     data = os.urandom(3 * MIB + 12345)
     created = await uploaded(api, data, token=token)
     assert created["sha256"] == hashlib.sha256(data).hexdigest()
-    assert len(socket_bodies) == 1 and socket_bodies[0] >= SOCKET_READ_FROM
+    assert len(socket_bodies) == 1 and socket_bodies[0].remaining == 0
     small = os.urandom(SOCKET_READ_FROM // 4)
     assert (await uploaded(api, small, token=token))["sha256"] == hashlib.sha256(small).hexdigest()
     assert len(socket_bodies) == 1
 
 
-async def test_a_chunked_upload_is_read_through_aiohttp(api: Api, socket_bodies: list[int]) -> None:
+async def test_a_chunked_upload_is_read_through_aiohttp(
+    api: Api, socket_bodies: list[SocketBody]
+) -> None:
     token = await api.user_with_session()
     data = os.urandom(2 * MIB + 7)
     body, headers = multipart(data)
@@ -106,7 +108,7 @@ async def test_a_chunked_upload_is_read_through_aiohttp(api: Api, socket_bodies:
 
 
 async def test_the_fields_after_a_large_file_are_read_from_what_follows_it(
-    api: Api, socket_bodies: list[int]
+    api: Api, socket_bodies: list[SocketBody]
 ) -> None:
     token = await api.user_with_session()
     place = await folder(api, "after", token=token)
@@ -117,7 +119,7 @@ async def test_the_fields_after_a_large_file_are_read_from_what_follows_it(
 
 
 async def test_a_request_pipelined_behind_a_large_upload_is_answered_after_it(
-    api: Api, socket_bodies: list[int]
+    api: Api, socket_bodies: list[SocketBody]
 ) -> None:
     token = await api.user_with_session()
     data = os.urandom(2 * MIB + 3)
@@ -157,7 +159,7 @@ def form_with_junk_after_the_file(junk: int) -> tuple[bytes, dict[str, str]]:
     ],
 )
 async def test_what_follows_a_large_file_is_refused_and_the_connection_serves_on(
-    api: Api, socket_bodies: list[int], junk: int, named: str
+    api: Api, socket_bodies: list[SocketBody], junk: int, named: str
 ) -> None:
     """Either way the body is read to its end, so the client gets its answer and the next
     request on the connection is served."""
@@ -177,7 +179,7 @@ async def test_what_follows_a_large_file_is_refused_and_the_connection_serves_on
 
 
 async def test_a_file_past_the_limit_read_from_the_socket_gets_413_and_the_connection_closes(
-    make_api: Any, tmp_path: Path, socket_bodies: list[int]
+    make_api: Any, tmp_path: Path, socket_bodies: list[SocketBody]
 ) -> None:
     """A declared length within the limit and its framing allowance, a file past the limit:
     refused once the limit is passed, the rest of the body never read."""
@@ -193,7 +195,7 @@ async def test_a_file_past_the_limit_read_from_the_socket_gets_413_and_the_conne
 
 
 async def test_a_large_upload_that_waits_for_100_continue_is_read_from_the_socket(
-    api: Api, socket_bodies: list[int]
+    api: Api, socket_bodies: list[SocketBody]
 ) -> None:
     """curl asks ``Expect: 100-continue`` for bodies over 1 MiB and sends the body only once
     told to go on."""
@@ -217,3 +219,28 @@ async def test_a_large_upload_that_waits_for_100_continue_is_read_from_the_socke
         writer.close()
     assert created["sha256"] == hashlib.sha256(data).hexdigest()
     assert len(socket_bodies) == 1
+
+
+async def test_a_body_refused_just_past_the_limit_is_read_to_its_end_before_the_413(
+    make_api: Any, tmp_path: Path, socket_bodies: list[SocketBody]
+) -> None:
+    """A connection closed with bytes unread is reset, and the client may lose its answer: the
+    last few KiB of a body refused for its size are read and dropped first, as aiohttp's
+    lingering close does, even when they come after the refusal."""
+    api = await make_api(data_dir=tmp_path, max_upload_bytes=MIB)
+    token = await api.user_with_session()
+    body, headers = multipart(os.urandom(MIB + 40 * 1024))
+    raw = raw_upload(token, body, headers)
+    later = 20 * 1024  # past the limit already before these come
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.client.server.port)
+    try:
+        writer.write(raw[:-later])
+        await asyncio.sleep(0.3)
+        writer.write(raw[-later:])
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        await asyncio.wait_for(reader.read(), 10)  # to the end: closed, not reset
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 413"), head
+    [read] = socket_bodies
+    assert read.remaining == 0

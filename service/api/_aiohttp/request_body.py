@@ -28,6 +28,7 @@ TCP connection (no TLS), nothing else queued or held on the connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -104,12 +105,21 @@ class RequestBody:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self._content.unread_data(unread)
 
-    def close(self) -> None:
-        """Give up a body still being read from the socket: the connection closes after the
-        answer. Nothing to do otherwise."""
+    async def close(self) -> None:
+        """Done with the body. One still being read from the socket is given up, and the
+        connection closes after the answer; but when at most ``rest_limit`` bytes of it are
+        left (an upload refused just past the size limit), they are read and dropped first, as
+        aiohttp's lingering close does: a connection closed with bytes unread is reset, and
+        the client may lose the answer."""
         socket, self._socket = self._socket, None
-        if socket is not None:
-            socket.abandon(ConnectionAbortedError("the request's body was not read to its end"))
+        if socket is None:
+            return
+        task = asyncio.current_task()
+        if socket.remaining <= self._rest_limit and not (task is not None and task.cancelling()):
+            with contextlib.suppress(Exception):
+                await socket.drop_rest()
+                return
+        socket.abandon(ConnectionAbortedError("the request's body was not read to its end"))
 
 
 class SocketBody:
@@ -187,36 +197,49 @@ class SocketBody:
             waiter.set_exception(self._error)
         return self._error
 
+    @property
+    def remaining(self) -> int:
+        return self._remaining
+
     async def finish(self, unread: bytes, rest_limit: int) -> None:
         """``unread`` and the rest of the body into the stream, the stream ended, and the
         connection back to aiohttp's reading. When more than ``rest_limit`` bytes were left,
         they are read and dropped instead (the connection stays usable, the client reads its
         answer), and ``BodyGoesOn`` is raised."""
-        goes_on = self._remaining > rest_limit
+        if self._remaining > rest_limit:
+            await self.drop_rest()
+            raise BodyGoesOn()
+        rest = bytearray(self._remaining)
+        filled = 0
         try:
-            if goes_on:
-                rest = bytearray()
-                dropped = bytearray(_DROP_PIECE)
-                while self._remaining:
-                    await self.fill(dropped, 0, len(dropped))
-            else:
-                rest = bytearray(self._remaining)
-                filled = 0
-                while filled < len(rest):
-                    filled += await self.fill(rest, filled, len(rest))
+            while filled < len(rest):
+                filled += await self.fill(rest, filled, len(rest))
         except BaseException as error:
             self.abandon(error)
             raise
+        self._hand_back(unread + rest)
+
+    async def drop_rest(self) -> None:
+        """Read what is left of the body and drop it; then the stream ended, and the connection
+        back to aiohttp's reading."""
+        dropped = bytearray(_DROP_PIECE)
+        try:
+            while self._remaining:
+                await self.fill(dropped, 0, len(dropped))
+        except BaseException as error:
+            self.abandon(error)
+            raise
+        self._hand_back(b"")
+
+    def _hand_back(self, data: bytes | bytearray) -> None:
         self._release()
         content = self._content
-        if not goes_on and (unread or rest):
-            content.feed_data(unread + rest)
+        if data:
+            content.feed_data(bytes(data))
         content.feed_eof()
         handler, self._handler = self._handler, None
         if handler is not None:
             handler.socket_body_read()
-        if goes_on:
-            raise BodyGoesOn()
 
     def abandon(self, error: BaseException) -> None:
         """Stop reading from the socket: the stream fails with ``error``, and the connection

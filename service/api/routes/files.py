@@ -266,7 +266,7 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
     try:
         return await _store_upload(request, principal, body, files, origin, actor, limit)
     finally:
-        body.close()  # a body left half-read closes the connection after the answer
+        await body.close()  # a body left half-read: the connection closes after the answer
 
 
 async def _store_upload(
