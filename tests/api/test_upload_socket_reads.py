@@ -178,6 +178,25 @@ async def test_what_follows_a_large_file_is_refused_and_the_connection_serves_on
     assert len(socket_bodies) == 1
 
 
+async def test_megabytes_read_past_the_file_do_not_hold_up_the_next_request(
+    api: Api, socket_bodies: list[SocketBody]
+) -> None:
+    """A field of a few MiB after the file may come in the same read as the file's end: handed
+    back to the body's stream at once, it fills the stream past its high-water mark, which
+    pauses the connection's reading; the request behind the body is still read and answered.
+    (Read in a later piece instead, it is dropped and the body refused: either is a 400.)"""
+    token = await api.user_with_session()
+    body, headers = form_with_junk_after_the_file(3 * MIB)
+    listing = listing_request(token)
+    answers, closed = await answers_on_one_connection(
+        api, raw_upload(token, body, headers) + listing.encode(), 2
+    )
+    [(status, refused), (listed, page)] = answers
+    assert status == 400 and list(refused["error"]["details"]) in (["junk"], ["body"]), refused
+    assert (listed, page["data"]["files"]) == (200, [])
+    assert not closed
+
+
 async def test_a_file_past_the_limit_read_from_the_socket_gets_413_and_the_connection_closes(
     make_api: Any, tmp_path: Path, socket_bodies: list[SocketBody]
 ) -> None:

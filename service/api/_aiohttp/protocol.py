@@ -374,8 +374,12 @@ class EnvelopeRequestHandler(RequestHandler):
             auto_decompress=self._auto_decompress,
             max_msg_queue_size=self._max_msg_queue_size,
         )
+        # What was handed back to the body's stream may have filled it past its high-water mark,
+        # which paused reading; the stream holds its whole body, so nothing is read for it now,
+        # and what the connection reads next is the next request's.
+        self._reading_paused = False
         transport = self.transport
-        if transport is not None:
+        if transport is not None and not self._buffer_paused:
             transport.resume_reading()
 
     def socket_body_abandoned(self) -> None:
