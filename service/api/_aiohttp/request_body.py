@@ -11,14 +11,15 @@ into the caller's buffer, waiting for them on the event loop (a slow client hold
 
 When the caller has what it wants (``put_back``), the bytes it read past that and the rest of the
 body (at most ``rest_limit`` bytes; more is read, dropped and answered with ``BodyGoesOn``) go
-into the ``StreamReader``, which is
-then ended, so aiohttp's readers (the multipart reader's next part) go on as usual; the
-connection gets a new HTTP parser (the old one still expects the body's bytes it never saw) and
-reads on, so a request pipelined behind the body is served as usual. Each byte read moves the
-body's deadline as one arriving through aiohttp does; when the deadline passes, the read fails
-with 408. A body given up half-read (``close`` before ``put_back``: an error, a timeout, the client
-gone, a cancellation) ends the stream with an error, and the connection is closed after the
-answer, since the rest of the body is still in the socket.
+into the ``StreamReader``, which is then ended, so aiohttp's readers (the multipart reader's next
+part) go on as usual; the connection gets a new HTTP parser (the old one still expects the body's
+bytes it never saw) and reads on, so a request pipelined behind the body is served as usual.
+Each byte read moves the body's deadline as one arriving through aiohttp does; when the deadline
+passes, the read fails with 408. A body given up half-read (``close`` before ``put_back``: an
+error, a timeout, the client gone, a cancellation) ends the stream with an error, and the
+connection is closed after the answer, since the rest of the body is still in the socket; only
+a rest of at most ``rest_limit`` bytes is read and dropped first, so that the client, which
+may still be sending it, reads its answer rather than a reset.
 
 Read from the socket only where that is plainly safe: the service's own protocol handler, an
 uncompressed body with a ``Content-Length`` and at least ``SOCKET_READ_FROM`` bytes left, a plain
