@@ -36,6 +36,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.config import Settings
 from service.store.pipelined import PipelinedRedis, ScriptCall
@@ -281,6 +282,12 @@ class _Pipeline(ClusterPipeline):
 class FailClosedCluster(RedisCluster):
     """redis-py's cluster client, whose own errors (no node reachable, slots not covered) are
     ``RedisError``s like every other store failure, so the HTTP layer answers 503, not 500."""
+
+    # A command whose reply timed out may have run: sent again once the cluster is found anew,
+    # a write would run twice. Only errors that say it did not run are retried.
+    ERRORS_ALLOW_RETRY = tuple(
+        error for error in RedisCluster.ERRORS_ALLOW_RETRY if error is not RedisTimeoutError
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -12,12 +12,21 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from service.config import Settings
 from service.domain.credentials import digest
-from service.store.cluster import ClusterPipelinedRedis, first_key, key_slot
+from service.store.cluster import (
+    ClusterPipelinedRedis,
+    connect_cluster_client,
+    first_key,
+    key_slot,
+)
 from tests.support.clients import create_key, fresh_session, login, request, wait_for_two_workers
 from tests.support.cluster import ClusterServer, wait_until
 from tests.support.processes import create_user, running, service_env
@@ -149,6 +158,40 @@ async def test_no_node_answering_is_a_connection_error() -> None:
             await hot.execute("HMGET", "fh:key:x", "u")
     finally:
         await hot.aclose()
+
+
+async def test_a_command_whose_reply_is_late_is_not_sent_again(
+    empty_cluster: ClusterServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on one server (``tests/store/test_redis_client.py``): a command whose reply did not come
+    within the timeout may have run, and must not run again (a revocation sent twice would find
+    its key gone). redis-py's cluster client retries after a timeout once it has found the
+    cluster anew; the service's client does not. Each send to the node here runs the command
+    and then times out, as a reply lost on the way would."""
+    seeds = tuple(("127.0.0.1", node.port) for node in empty_cluster.nodes[1:])
+    client = connect_cluster_client(
+        Settings(redis_url=empty_cluster.url, cluster_seeds=seeds, redis_timeout_seconds=0.3)
+    )
+    real = ClusterNode.execute_command
+    sent: list[tuple[Any, ...]] = []
+
+    async def reply_lost(node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
+        if args[0] in ("INCR", "INCRBY"):
+            sent.append(args)
+            await real(node, *args, **kwargs)
+            raise RedisTimeoutError("Timeout reading from socket")
+        return await real(node, *args, **kwargs)
+
+    try:
+        await client.set("{late}counted", 0)
+        monkeypatch.setattr(ClusterNode, "execute_command", reply_lost)
+        with pytest.raises(RedisTimeoutError):
+            await client.incr("{late}counted")
+        monkeypatch.undo()
+        assert len(sent) == 1
+        assert int(await client.get("{late}counted")) == 1
+    finally:
+        await client.aclose()
 
 
 async def test_data_lands_on_every_node_and_a_resharding_costs_no_5xx(
