@@ -7,6 +7,7 @@ aiohttp as before."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import os
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ import pytest
 
 from service.api._aiohttp import protocol
 from service.api._aiohttp.request_body import SOCKET_READ_FROM, SocketBody
+from service.store import blobs as blob_store
 from tests.support.api import Api, bearer
 from tests.support.files import FILES_URL, multipart, uploaded
 from tests.support.folders import folder
@@ -261,5 +263,30 @@ async def test_a_body_refused_just_past_the_limit_is_read_to_its_end_before_the_
     finally:
         writer.close()
     assert head.startswith(b"HTTP/1.1 413"), head
+    [read] = socket_bodies
+    assert read.remaining == 0
+
+
+async def test_an_upload_that_fails_half_way_is_read_to_its_end_and_the_connection_serves_on(
+    api: Api, socket_bodies: list[SocketBody], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk refusing a write (ENOSPC) fails the upload after its first batch: the rest of
+    the body is read and dropped, as aiohttp's lingering close does, so the client reads its
+    error rather than a reset, and the next request on the connection is served."""
+    token = await api.user_with_session()
+
+    def disk_full(*_: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(blob_store._File, "write", disk_full)
+    body, headers = multipart(os.urandom(20 * MIB))
+    listing = listing_request(token)
+    answers, closed = await answers_on_one_connection(
+        api, raw_upload(token, body, headers) + listing.encode(), 2
+    )
+    [(status, failed), (listed, page)] = answers
+    assert status >= 500 and failed["success"] is False, failed
+    assert (listed, page["data"]["files"]) == (200, [])
+    assert not closed
     [read] = socket_bodies
     assert read.remaining == 0

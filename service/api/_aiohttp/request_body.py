@@ -16,10 +16,10 @@ part) go on as usual; the connection gets a new HTTP parser (the old one still e
 bytes it never saw) and reads on, so a request pipelined behind the body is served as usual.
 Each byte read moves the body's deadline as one arriving through aiohttp does; when the deadline
 passes, the read fails with 408. A body given up half-read (``close`` before ``put_back``: an
-error, a timeout, the client gone, a cancellation) ends the stream with an error, and the
-connection is closed after the answer, since the rest of the body is still in the socket; only
-a rest of at most ``rest_limit`` bytes is read and dropped first, so that the client, which
-may still be sending it, reads its answer rather than a reset.
+upload refused or failed half-way) is read on and dropped for at most ``LINGER_SECONDS``, so
+that the client, still sending, reads its answer rather than a reset; when that is not done in
+time, or reading itself failed (a timeout, the client gone), the stream ends with an error and
+the connection is closed after the answer.
 
 Read from the socket only where that is plainly safe: the service's own protocol handler, an
 uncompressed body with a ``Content-Length`` and at least ``SOCKET_READ_FROM`` bytes left, a plain
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 # Below this many bytes left, a body is read through aiohttp: switching costs a few system calls.
 SOCKET_READ_FROM = 256 * 1024
+# How long the rest of a body given up is read and dropped, as aiohttp's lingering close.
+LINGER_SECONDS = 10.0
 # The most read from aiohttp's stream at once, and the piece a body's unwanted rest is
 # read and dropped in.
 _STREAM_PIECE = 256 * 1024
@@ -107,18 +109,20 @@ class RequestBody:
                 self._content.unread_data(unread)
 
     async def close(self) -> None:
-        """Done with the body. One still being read from the socket is given up, and the
-        connection closes after the answer; but when at most ``rest_limit`` bytes of it are
-        left (an upload refused just past the size limit), they are read and dropped first, as
-        aiohttp's lingering close does: a connection closed with bytes unread is reset, and
-        the client may lose the answer."""
+        """Done with the body. One still being read from the socket (an upload refused or
+        failed half-way) is read on and dropped, for at most ``LINGER_SECONDS``, as aiohttp's
+        lingering close does: a connection closed with bytes unread is reset, and the client,
+        still sending, would lose its answer. Not when the read itself failed (a timeout, the
+        client gone) or the handler is being cancelled: then the connection just closes after
+        the answer."""
         socket, self._socket = self._socket, None
         if socket is None:
             return
         task = asyncio.current_task()
-        if socket.remaining <= self._rest_limit and not (task is not None and task.cancelling()):
-            with contextlib.suppress(Exception):
-                await socket.drop_rest()
+        if not socket.failed and not (task is not None and task.cancelling()):
+            with contextlib.suppress(Exception):  # not read in time: given up below
+                async with asyncio.timeout(LINGER_SECONDS):
+                    await socket.drop_rest()
                 return
         socket.abandon(ConnectionAbortedError("the request's body was not read to its end"))
 
@@ -201,6 +205,11 @@ class SocketBody:
     @property
     def remaining(self) -> int:
         return self._remaining
+
+    @property
+    def failed(self) -> bool:
+        """Whether reading failed (a timeout, the connection lost): nothing more can be read."""
+        return self._error is not None
 
     async def finish(self, unread: bytes, rest_limit: int) -> None:
         """``unread`` and the rest of the body into the stream, the stream ended, and the
