@@ -44,7 +44,7 @@ from service.clock import SystemClock, iso
 from service.config import ConfigError, Settings, load_settings
 from service.errors import ApiError, Code
 from service.observability.log_lines import write_line
-from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
+from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs, StorageFull
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
 from service.store.files import decode_cursor
 from service.store.stores import Stores, open_stores
@@ -566,6 +566,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return asyncio.run(run(settings, args))
     except BackupError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except StorageFull:  # restoring files' bytes
+        where = settings.data_dir / FILES_DIRECTORY
+        print(f"error: no room left in {where} for the files' bytes", file=sys.stderr)
         return 1
     except OSError as error:  # the backup's directory: permissions, space
         where = f" ({error.filename})" if error.filename else ""

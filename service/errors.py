@@ -445,6 +445,10 @@ class Code(StrEnum):
     INTERNAL_ERROR = _Row(
         500, code="internal_error", message="The server could not handle this request."
     )
+    # The files' filesystem is full (or the service's quota on it used up): nothing was stored.
+    STORAGE_FULL = _Row(
+        507, code="storage_full", message="The server has no room to store this file now."
+    )
     # The credential store cannot be reached: every protected request is refused (fail closed).
     STORE_UNAVAILABLE = _Row(
         503,

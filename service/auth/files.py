@@ -39,7 +39,7 @@ from service.domain.principal import Principal
 from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
 from service.store.audit import EventBatch
-from service.store.blobs import Blob, BlobMissing, BlobStore, Source
+from service.store.blobs import Blob, BlobMissing, BlobStore, Source, StorageFull
 from service.store.errors import AccountGone
 from service.store.files import FilesStore, FolderGone
 from service.store.small_blobs import SmallBlobs
@@ -135,7 +135,11 @@ class Files:
         the quota, the store) leaves no bytes, no record and no event."""
         user_id = principal.user_id
         file_id = new_id("fil")
-        written = await self.blobs.put(file_id, source)
+        try:
+            written = await self.blobs.put(file_id, source)
+        except StorageFull:
+            log.error("no room left for uploaded files: uploads are refused (507) until there is")
+            raise ApiError(Code.STORAGE_FULL) from None
         recorded = False
         record = events = None
         try:

@@ -67,6 +67,15 @@ class BlobMissing(Exception):
     """No blob has this id."""
 
 
+class StorageFull(Exception):
+    """The filesystem has no room for the blob (no space, or the quota used up); nothing of it
+    was kept."""
+
+
+# What the filesystem says when it is full.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     """A blob that ``put`` stored: its length and SHA-256 (hex)."""
@@ -125,7 +134,7 @@ class BlobStore(Protocol):
     async def put(self, blob_id: str, source: Source) -> Written:
         """Store what ``source`` fills as the blob ``blob_id``, all or nothing. An exception
         raised by ``source`` (e.g. a size limit) propagates after whatever was written is
-        removed."""
+        removed; ``StorageFull`` when the backend has no room."""
         ...
 
     async def open(self, blob_id: str) -> Blob:
@@ -186,7 +195,12 @@ class DirectoryBlobs:
         final = self.path(blob_id)
         await asyncio.to_thread(self._make_root)
         temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
-        fd, direct = await asyncio.to_thread(_create, temporary)
+        try:
+            fd, direct = await asyncio.to_thread(_create, temporary)
+        except OSError as error:  # no room even for the file's entry
+            if error.errno in _NO_ROOM:
+                raise StorageFull() from error
+            raise
         writer = _Writer(fd, self._writing(), direct)
         try:
             try:
@@ -194,10 +208,12 @@ class DirectoryBlobs:
             finally:
                 writer.close()
             await asyncio.to_thread(_rename_durably, temporary, final)
-        except BaseException:
+        except BaseException as error:
             # Shielded: a cancelled upload (the client went away) must still clean up.
             with contextlib.suppress(Exception):
                 await asyncio.shield(asyncio.to_thread(_unlink, temporary))
+            if isinstance(error, OSError) and error.errno in _NO_ROOM:
+                raise StorageFull() from error
             raise
         return Written(writer.size, writer.digest.hexdigest())
 

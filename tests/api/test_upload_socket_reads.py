@@ -270,9 +270,10 @@ async def test_a_body_refused_just_past_the_limit_is_read_to_its_end_before_the_
 async def test_an_upload_that_fails_half_way_is_read_to_its_end_and_the_connection_serves_on(
     api: Api, socket_bodies: list[SocketBody], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The disk refusing a write (ENOSPC) fails the upload after its first batch: the rest of
-    the body is read and dropped, as aiohttp's lingering close does, so the client reads its
-    error rather than a reset, and the next request on the connection is served."""
+    """The disk refusing a write (ENOSPC) fails the upload after its first batch with 507
+    ``storage_full``: the rest of the body is read and dropped, as aiohttp's lingering close
+    does, so the client reads that rather than a reset, and the next request on the connection
+    is served."""
     token = await api.user_with_session()
 
     def disk_full(*_: Any) -> None:
@@ -285,7 +286,7 @@ async def test_an_upload_that_fails_half_way_is_read_to_its_end_and_the_connecti
         api, raw_upload(token, body, headers) + listing.encode(), 2
     )
     [(status, failed), (listed, page)] = answers
-    assert status >= 500 and failed["success"] is False, failed
+    assert status == 507 and failed["error"]["code"] == "storage_full", failed
     assert (listed, page["data"]["files"]) == (200, [])
     assert not closed
     [read] = socket_bodies

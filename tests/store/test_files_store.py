@@ -6,6 +6,7 @@ one script, that a page is one plain command, and that a blob is whole or absent
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import hashlib
 import os
@@ -19,7 +20,7 @@ from redis.asyncio import Redis
 from service.domain.credentials import new_id
 from service.domain.records import FileRecord
 from service.store import blobs as blob_store
-from service.store.blobs import BlobMissing, ChunkSource, DirectoryBlobs
+from service.store.blobs import BlobMissing, ChunkSource, DirectoryBlobs, StorageFull
 from service.store.errors import AccountGone
 from service.store.files import BadCursor, FilesStore, decode_cursor, encode_cursor
 from service.store.stores import open_stores
@@ -223,6 +224,24 @@ def test_a_filesystem_that_refuses_a_direct_write_gets_it_through_the_page_cache
     finally:
         os.close(fd)
     assert path.read_bytes() == data[1:]
+
+
+@pytest.mark.parametrize("where", ["_create", "write"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+async def test_a_full_disk_is_storage_full_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, code: int
+) -> None:
+    def no_room(*_: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    if where == "write":
+        monkeypatch.setattr(blob_store._File, "write", no_room)
+    else:
+        monkeypatch.setattr(blob_store, "_create", no_room)
+    blobs = DirectoryBlobs(tmp_path / "files")
+    with pytest.raises(StorageFull):
+        await blobs.put(new_id("fil"), chunks_of(os.urandom(300_000)))
+    assert not (tmp_path / "files").exists() or list((tmp_path / "files").iterdir()) == []
 
 
 @pytest.mark.parametrize("blob_id", ["../x", "fil_../../../../etc/passwd", "", "fil_" + "a" * 21])
