@@ -197,12 +197,7 @@ class DirectoryBlobs:
         temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
         try:
             fd, direct = await asyncio.to_thread(_create, temporary)
-        except OSError as error:  # no room even for the file's entry
-            if error.errno in _NO_ROOM:
-                raise StorageFull() from error
-            raise
-        writer = _Writer(fd, self._writing(), direct)
-        try:
+            writer = _Writer(fd, direct, self._writing())
             try:
                 await writer.write_all(source)
             finally:
@@ -212,7 +207,7 @@ class DirectoryBlobs:
             # Shielded: a cancelled upload (the client went away) must still clean up.
             with contextlib.suppress(Exception):
                 await asyncio.shield(asyncio.to_thread(_unlink, temporary))
-            if isinstance(error, OSError) and error.errno in _NO_ROOM:
+            if isinstance(error, OSError) and error.errno in _NO_ROOM:  # even at creating it
                 raise StorageFull() from error
             raise
         return Written(writer.size, writer.digest.hexdigest())
@@ -281,8 +276,7 @@ class _Writer:
     buffers while threads hash the other and write it, both at once. One batch is hashed and
     written at a time, in order."""
 
-    def __init__(self, fd: int, pool: ThreadPoolExecutor, direct: bool) -> None:
-        self._fd = fd
+    def __init__(self, fd: int, direct: bool, pool: ThreadPoolExecutor) -> None:
         self._pool = pool
         self._file = _File(fd, direct)
         self.digest = hashlib.sha256()
@@ -342,7 +336,7 @@ class _Writer:
             future.add_done_callback(one_done)
 
     def _closed(self) -> None:
-        os.close(self._fd)
+        self._file.close()
         for buffer in self._buffers:
             # A view of it held by a failed write's traceback: unmapped once that is freed.
             with contextlib.suppress(BufferError):
@@ -407,6 +401,9 @@ class _File:
                 continue
             self._offset += written
             view = view[written:]
+
+    def close(self) -> None:
+        os.close(self._fd)
 
     def _stop_direct(self) -> None:
         """Write through the page cache from now on."""

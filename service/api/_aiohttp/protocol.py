@@ -360,9 +360,7 @@ class EnvelopeRequestHandler(RequestHandler):
         """The body was read to its end from the socket: a new parser for what follows it on
         the connection (the old one still counts the body's bytes it never saw), and reading
         on."""
-        self._socket_body = None
-        self._phase = _IDLE
-        self._body = None
+        self._socket_body_done()
         self._parser = HttpRequestParser(
             self,
             self._loop,
@@ -385,10 +383,14 @@ class EnvelopeRequestHandler(RequestHandler):
     def socket_body_abandoned(self) -> None:
         """The body was given up half-read: the connection closes after the answer, which aiohttp
         does for a body not at its end when it may not linger to read it."""
+        self._socket_body_done()
+        self._lingering_time = 0.0
+
+    def _socket_body_done(self) -> None:
+        """No body is being read, from the socket or through aiohttp."""
         self._socket_body = None
         self._phase = _IDLE
         self._body = None
-        self._lingering_time = 0.0
 
     def _expect(self, phase: int, seconds: float) -> None:
         """Wait for ``phase`` for at most ``seconds`` from now; the timer fires no later."""
