@@ -15,13 +15,13 @@ worker is a process of its own sharing the port, and each stops on SIGTERM or SI
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import signal
 
 import orjson
 import uvloop
 from aiohttp import web
 
+from benchmark.workers import run_workers
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
 
 # The same answer the service gives its benchmark account, made the same way per request.
@@ -82,24 +82,7 @@ def main() -> int:
     if args.workers == 1:  # in this process: what ``bench --instructions`` runs under valgrind
         worker(args.kind, args.port, args.redis_url, args.entry)
         return 0
-    context = multiprocessing.get_context("spawn")
-    workers = [
-        context.Process(target=worker, args=(args.kind, args.port, args.redis_url, args.entry))
-        for _ in range(args.workers)
-    ]
-    for process in workers:
-        process.start()
-
-    def stop(signum: int, _frame: object) -> None:
-        for process in workers:
-            if process.exitcode is None:
-                process.terminate()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    for process in workers:
-        process.join()
-    return 0
+    return run_workers(worker, (args.kind, args.port, args.redis_url, args.entry), args.workers)
 
 
 if __name__ == "__main__":

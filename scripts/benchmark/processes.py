@@ -180,6 +180,18 @@ def floor(kind: str, redis_url: str, workers: int, entry: str) -> Iterator[tuple
         yield running
 
 
+@contextmanager
+def upload_floor(directory: Path, workers: int) -> Iterator[tuple[str, int]]:
+    """The bare upload receiver (``benchmark.upload_floor``), storing into ``directory``."""
+    port = free_port()
+    command, env = package_command(
+        "benchmark.upload_floor",
+        *("--port", str(port), "--workers", str(workers), "--directory", str(directory)),
+    )
+    with server(command, env, port) as running:
+        yield running
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of process ``pid`` and all its descendants (the workers)."""
     stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, cpu seconds)

@@ -208,19 +208,20 @@ def _spread(values: list[float], digits: int = 2) -> str:
 def transfer_table(rows: list[Row]) -> str:
     lines = [
         "| transfer | at once | MiB/s | nginx MiB/s (min-max) | × nginx (min-max) | "
-        "× nginx + fsync (min-max) | server CPU s per 100 MiB | nginx CPU s per 100 MiB | "
-        "client's cores busy | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "× nginx + fsync (min-max) | × bare receiver (min-max) | server CPU s per 100 MiB | "
+        "nginx CPU s per 100 MiB | client's cores busy | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         nginx = row.floors["nginx"]
         durable = _spread(row.ratios("nginx+fsync")) if "nginx+fsync" in row.floors else "–"
+        bare = _spread(row.ratios("bare")) if "bare" in row.floors else "–"
         floor_runs = [run for runs in row.floors.values() for run in runs]
         lines.append(
             f"| {row.transfer.label} | {row.at_once} | "
             f"{statistics.median(r.mib_per_second for r in row.runs):,.0f} | "
             f"{_spread([r.mib_per_second for r in nginx], 0)} | "
-            f"{_spread(row.ratios('nginx'))} | {durable} | "
+            f"{_spread(row.ratios('nginx'))} | {durable} | {bare} | "
             f"{statistics.median(r.server_cpu for r in row.runs):.3f} | "
             f"{statistics.median(r.server_cpu for r in nginx):.3f} | "
             f"{statistics.median(r.client_cores for r in row.runs):.2f} / "
@@ -245,8 +246,17 @@ def transfer_verdicts(rows: list[Row]) -> list[str]:
         if "nginx+fsync" in row.floors:
             line += (
                 f" (× nginx followed by an fsync of what it stored: "
-                f"{statistics.median(row.ratios('nginx+fsync')):.2f})"
+                f"{statistics.median(row.ratios('nginx+fsync')):.2f}"
             )
+            if "bare" in row.floors:
+                bare = row.floors["bare"]
+                line += (
+                    f"; × the bare receiver: {statistics.median(row.ratios('bare')):.2f}, "
+                    "which itself moves "
+                    f"{statistics.median(r.mib_per_second for r in bare):,.0f} MiB/s at "
+                    f"{statistics.median(r.server_cpu for r in bare):.3f} s of CPU per 100 MiB"
+                )
+            line += ")"
         verdicts.append(line)
     return verdicts
 
@@ -266,7 +276,10 @@ def transfer_section(
         "serving the same file, uploads (multipart, the service hashing and fsyncing them) "
         "beside nginx storing the same body with `PUT`, and beside the same `PUT` followed by "
         "an fsync of the stored file and its directory by the client, since nginx has no "
-        "setting to fsync a body itself. A run is one transfer at a time, or "
+        "setting to fsync a body itself, and beside a bare receiver "
+        "(`scripts/benchmark/upload_floor.py`: a thread per connection, no HTTP framework) "
+        "doing what an upload must: the search for the multipart delimiter, SHA-256, direct "
+        "writes, the fsync and the rename. A run is one transfer at a time, or "
         f"{MANY} at once each on a connection of its own, one after another until it has lasted "
         f"{RUN_SECONDS:g} s. The client (`scripts/benchmark/transfer_client.py`) is a thread per "
         "connection that sends files with `sendfile` and splices answers into /dev/null, so "

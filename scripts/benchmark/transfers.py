@@ -4,10 +4,12 @@ same bytes on the same machine, and what a 1 GiB transfer costs a worker in memo
 The scenarios are named (``TRANSFERS``, one letter each, for ``--only``); each says which way
 the bytes go, builds its URL and headers from what was seeded (``Seeded``) and may seed what it
 needs first (``setup``). The floor of a download is nginx serving the same file with
-``sendfile``; of an upload, nginx storing the same body with WebDAV ``PUT``. Adding a path, e.g.
-a public alias ``GET /a/{slug}``, is one more entry: a ``setup`` that creates the alias through
-the API (``Seeded.api``) and keeps its slug in ``Seeded.values``, and a URL builder that reads
-it.
+``sendfile``; of an upload, nginx storing the same body with WebDAV ``PUT``, that ``PUT``
+followed by an fsync, and a bare receiver doing what an upload must (``benchmark.upload_floor``:
+the delimiter search, SHA-256, direct writes and the fsync, with no HTTP framework). Adding a
+path, e.g. a public alias ``GET /a/{slug}``, is one more entry: a ``setup`` that creates the
+alias through the API (``Seeded.api``) and keeps its slug in ``Seeded.values``, and a URL
+builder that reads it.
 
 Each scenario runs one transfer at a time and ``MANY`` at once, in a row for ``RUN_SECONDS``; every
 run sits beside a run of its floor (the floor first in odd rounds, last in even ones), and each
@@ -60,6 +62,8 @@ class Seeded:
     key: str
     source: Path
     nginx_root: Path
+    upload_floor: str = ""  # the bare receiver's URL
+    upload_floor_root: Path | None = None  # where it stores
     values: dict[str, str] = field(default_factory=dict)
     _names: Any = field(default_factory=itertools.count)
 
@@ -153,6 +157,12 @@ def _delete_puts(seeded: Seeded, result: RunResult) -> None:
         path.unlink()
 
 
+def _delete_received(seeded: Seeded, result: RunResult) -> None:
+    assert seeded.upload_floor_root is not None
+    for path in seeded.upload_floor_root.iterdir():
+        path.unlink()
+
+
 def _sync_put(seeded: Seeded, url: str) -> None:
     """What nginx cannot be told to do: make the file a PUT stored, and its name, durable."""
     path = seeded.nginx_root / urlsplit(url).path.lstrip("/")
@@ -226,6 +236,17 @@ FLOORS = {
         expected=(201, 204),
         cleanup=_delete_puts,
         after=_sync_put,
+    ),
+    "bare upload": Transfer(
+        "U",
+        "bare receiver: delimiter search, SHA-256, direct writes, fsync",
+        "upload",
+        lambda s: f"{s.upload_floor}/upload",
+        method="POST",
+        headers=_nothing,
+        expected=(201,),
+        multipart=True,
+        cleanup=_delete_received,
     ),
 }
 
@@ -308,15 +329,23 @@ def transfer_part(
                 redis_url, workers, log=workdir / "transfer-service.log", extra=service_env
             )
         )
+        received = workdir / "upload-floor"
+        floor_url, floor_pid = stack.enter_context(processes.upload_floor(received, workers))
         os.link(source, www / "file.bin")  # the same bytes, on the same filesystem
-        seeded = Seeded(service_url, nginx_url, key, source, www)
+        seeded = Seeded(service_url, nginx_url, key, source, www, floor_url, received)
         for name in names:
             if TRANSFERS[name].setup is not None:
                 TRANSFERS[name].setup(seeded)  # type: ignore[misc]
-        pids = {"service": service_pid, "nginx": nginx_pid}
+        pids = {
+            "service": service_pid,
+            "nginx": nginx_pid,
+            "nginx+fsync": nginx_pid,
+            "bare": floor_pid,
+        }
         for row in rows:  # warm-up: the file in the page cache, the first connections made
             measure(row.transfer, seeded, service_pid, 1)
-            measure(FLOORS[row.transfer.direction], seeded, nginx_pid, 1)
+            for side, floor in _floors(row.transfer).items():
+                measure(floor, seeded, pids[side], 1)
         for round_number in range(1, rounds + 1):
             print(f"transfers, round {round_number}/{rounds}", flush=True)
             for row in rows:
@@ -324,7 +353,7 @@ def transfer_part(
                 order = ["service", *floors] if round_number % 2 == 0 else [*floors, "service"]
                 for side in order:
                     transfer = row.transfer if side == "service" else floors[side]
-                    pid = pids["service" if side == "service" else "nginx"]
+                    pid = pids[side]
                     result = measure(transfer, seeded, pid, row.at_once)
                     if side == "service":
                         row.runs.append(result)
@@ -345,10 +374,14 @@ def transfer_part(
 
 def _floors(transfer: Transfer) -> dict[str, Transfer]:
     """The floor runs beside a scenario: nginx, and for an upload also nginx followed by an
-    fsync of what it stored (which nginx cannot do itself)."""
+    fsync of what it stored (which nginx cannot do itself) and the bare receiver."""
     if transfer.direction == "download":
         return {"nginx": FLOORS["download"]}
-    return {"nginx": FLOORS["upload"], "nginx+fsync": FLOORS["durable upload"]}
+    return {
+        "nginx": FLOORS["upload"],
+        "nginx+fsync": FLOORS["durable upload"],
+        "bare": FLOORS["bare upload"],
+    }
 
 
 # -- memory --------------------------------------------------------------------------------------
