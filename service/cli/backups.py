@@ -1,0 +1,52 @@
+"""``backup`` and ``restore``: the store and the files' bytes, consistently."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from service.auth.backup import Backups
+from service.cli.prompts import counted
+from service.cli.store import opened
+from service.clock import SystemClock, iso
+from service.config import Settings
+from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return f"{count} bytes"
+
+
+async def run(settings: Settings, args: argparse.Namespace) -> int:
+    async with opened(settings) as (_, store):
+        blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+        backups = Backups(store.backup, blobs, SystemClock())
+        if args.command == "backup":
+            made = await backups.back_up(args.to, args.max_pause_ms)
+            print(
+                f"backed up {counted(made.records, 'record')} and {counted(made.files, 'file')} "
+                f"({_size(made.bytes)}) to {args.to}: the store as it was at "
+                f"{iso(made.taken_at)}; writes waited {made.paused_ms} ms"
+            )
+            if made.missing_bytes:
+                print(
+                    f"warning: {counted(len(made.missing_bytes), 'file record')} already had no "
+                    f"bytes in {blobs.root} ({', '.join(made.missing_bytes[:5])}"
+                    f"{', …' if len(made.missing_bytes) > 5 else ''}): kept as they were",
+                    file=sys.stderr,
+                )
+        else:
+            done = await backups.restore(args.source)
+            expired = f"; {done.expired} past their deadline left out" if done.expired else ""
+            resumed = " (finishing a restore cut short)" if done.resumed else ""
+            print(
+                f"restored {counted(done.records, 'record')} and {counted(done.files, 'file')} "
+                f"({_size(done.bytes)}) from {args.source}{resumed}: the store as it was at "
+                f"{iso(done.taken_at)}{expired}. Revoke again any key, and end any session, "
+                "revoked or ended after that time"
+            )
+    return 0
