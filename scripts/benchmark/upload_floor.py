@@ -72,6 +72,8 @@ def find(buffer: mmap.mmap, needle: bytes, start: int, end: int) -> int:
 
 
 class Connection:
+    """One client's connection: requests read and answered one after another."""
+
     def __init__(self, sock: socket.socket, directory: Path, pool: ThreadPoolExecutor) -> None:
         self.sock = sock
         self.directory = directory
