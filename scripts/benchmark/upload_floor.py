@@ -12,7 +12,9 @@ another that writes it with ``O_DIRECT`` (whole blocks; the file's last bytes th
 cache), while the connection fills the other buffer. Then fsync, a rename into place, an fsync
 of the directory, and a small JSON answer with the file's size and SHA-256, which the bench's
 client does not check but a person trying it can. A request it cannot take (no length, no
-boundary, a body that ends before its delimiter) closes the connection.
+boundary, a body that ends before its delimiter) closes the connection. Requests on one
+connection are taken one after another, but not pipelined: one sent before the last answer was
+read may be lost. The bench's client sends one upload per connection.
 
 ``PYTHONPATH=scripts python -m benchmark.upload_floor --port P --workers N --directory D``:
 stores into ``D`` (``<pid>-<n>.bin``, removed by the bench after each run); listens on 127.0.0.1
