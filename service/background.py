@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 from collections.abc import Coroutine
 from typing import Any
 
@@ -30,8 +31,18 @@ class BackgroundWrites:
 
     def _finished(self, what: str, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("background write failed: %s: %s", what, type(task.exception()).__name__)
+        error = None if task.cancelled() else task.exception()
+        if error is None:
+            return
+        log.warning("background write failed: %s: %s", what, type(error).__name__)
+        # The failed frames would otherwise outlive the task in a cycle (a timeout's context
+        # manager, a local of one of them, holds the task, which holds the error's traceback),
+        # left for the collector: on the gateway's path, requests are meant to make no garbage.
+        seen: set[int] = set()
+        while error is not None and id(error) not in seen:
+            seen.add(id(error))
+            traceback.clear_frames(error.__traceback__)
+            error = error.__cause__ or error.__context__
 
     async def drain(self, seconds: float = 5.0) -> None:
         if self._tasks:
