@@ -152,15 +152,18 @@ def _delete_uploads(seeded: Seeded, result: RunResult) -> None:
         seeded.api("DELETE", f"/api/v1/files/{orjson.loads(body)['data']['id']}")
 
 
-def _delete_puts(seeded: Seeded, result: RunResult) -> None:
-    for path in (seeded.nginx_root / "put").iterdir():
+def _emptied(directory: Path) -> None:
+    for path in directory.iterdir():
         path.unlink()
+
+
+def _delete_puts(seeded: Seeded, result: RunResult) -> None:
+    _emptied(seeded.nginx_root / "put")
 
 
 def _delete_received(seeded: Seeded, result: RunResult) -> None:
     assert seeded.upload_floor_root is not None
-    for path in seeded.upload_floor_root.iterdir():
-        path.unlink()
+    _emptied(seeded.upload_floor_root)
 
 
 def _sync_put(seeded: Seeded, url: str) -> None:

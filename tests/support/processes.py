@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,24 @@ PASSWORD = "Serve-Test-Password-1"
 # Request-rate limits are a separate concern: the hardening tests send many requests with one
 # credential.
 NO_RATE_LIMIT = {"FILEHOST_RATE_LIMIT_PER_SECOND": "0"}
+
+
+def wait_listening(
+    process: subprocess.Popen[Any], port: int, what: str, details: Callable[[], str], timeout: float
+) -> None:
+    """Return once ``process`` listens on ``port`` on loopback; fail naming ``what``, with
+    ``details()`` (its output, say), when it exits first or does not listen within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise AssertionError(f"{what} exited with {process.returncode}: {details()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not listen in time: {details()}") from None
+            time.sleep(0.05)
 
 
 def service_env(redis_url: str | None, port: int, **extra: str) -> dict[str, str]:
@@ -100,19 +118,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}/api/v1"
 
     def wait_ready(self, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"serve exited with {self.process.returncode}: {self.stderr()}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"serve did not listen in time: {self.stderr()}") from None
-                time.sleep(0.05)
+        wait_listening(self.process, self.port, "serve", self.stderr, timeout)
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.process.poll() is None:

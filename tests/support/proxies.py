@@ -24,7 +24,7 @@ from pathlib import Path
 import trustme
 
 from tests.support.paths import REPO_ROOT
-from tests.support.processes import Server, env_for, running
+from tests.support.processes import Server, env_for, running, wait_listening
 from tests.support.redis import free_port
 
 DEPLOY = REPO_ROOT / "deploy"
@@ -88,20 +88,6 @@ class Proxy:
         return "\n".join(self.read(name) for name in ("error.log", "output.log", "access.log"))
 
 
-def _wait_for(process: subprocess.Popen[bytes], port: int, describe: Iterator[str]) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        if process.poll() is not None:
-            raise AssertionError(f"the proxy exited with {process.returncode}: {next(describe)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the proxy did not listen: {next(describe)}") from None
-            time.sleep(0.05)
-
-
 def _wait_for_certificate(
     process: subprocess.Popen[bytes], port: int, certificates: Certificates
 ) -> None:
@@ -155,7 +141,7 @@ def _running(
         )
     proxy = Proxy(kind, base, redirecting, directory, process)
     try:
-        _wait_for(process, port, iter(lambda: proxy.logs()[-4000:], None))
+        wait_listening(process, port, "the proxy", lambda: proxy.logs()[-4000:], 20)
         yield proxy
     finally:
         _stop(process)

@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import orjson
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from tests.support.processes import wait_listening
 from tests.support.redis import free_port
 
 BATCH = 4 * 1024 * 1024
@@ -32,14 +32,7 @@ def floor(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         [*command, "--workers", "1", "--directory", str(stored)], cwd=REPO_ROOT, env=env
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "floor not up"
-                time.sleep(0.05)
+        wait_listening(process, port, "the upload floor", lambda: "", 30)
         yield port, stored
     finally:
         process.terminate()
