@@ -62,6 +62,8 @@ __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the te
 async def _finish_what_was_cut_short(policy: Policy) -> None:
     await policy.removals.finish_all()
     await policy.aliases.finish_all()
+    users = await policy.users.list_users()
+    await policy.api_keys.upgrade_uploader_keys([user.id for user in users])
 
 
 def create_app(

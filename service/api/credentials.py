@@ -137,10 +137,9 @@ async def acting_standing(
 async def acting_recently(request: web.Request, principal: Principal) -> Origin:
     """``acting`` for a sensitive operation: 403 ``reauthentication_required`` unless the session
     authenticated within ``FILEHOST_REAUTH_SECONDS`` (``Sessions.require_recent``). What calls it
-    is the list of sensitive operations: creating and rolling keys, changing the password or a
-    second factor, ending every other session (and a key edit that widens it, through
-    ``ApiKeys.edit_key``). An endpoint that makes an upload credential (``POST /uploaders``,
-    when there is one) is to call it too."""
+    is the list of sensitive operations: creating and rolling keys (``POST /uploaders``
+    included), changing the password or a second factor, ending every other session (and a
+    key edit that widens it, through ``ApiKeys.edit_key``)."""
     origin, standing = await acting_standing(request, principal)
     request.app[POLICY].sessions.require_recent(standing)
     return origin

@@ -39,6 +39,7 @@ def created_key_view(record: KeyRecord, secret: str) -> dict[str, Any]:
         "created_at": iso(record.created_at),
         "expires_at": iso(record.expires_at),
         "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
+        "uploader": record.uploader,
     }
 
 
@@ -60,6 +61,7 @@ def key_view(record: KeyRecord) -> dict[str, Any]:
         ),
         "previous_secret_expires_at": iso(record.previous_secret_expires_at),
         "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
+        "uploader": record.uploader,
     }
 
 

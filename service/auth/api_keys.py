@@ -88,6 +88,8 @@ def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
         )
     if after.folder_ids != before.folder_ids:
         edited["folder_ids"] = None if after.folder_ids is None else list(after.folder_ids)
+    if after.uploader != before.uploader:
+        edited["uploader"] = after.uploader
     return edited
 
 
@@ -99,12 +101,16 @@ class ApiKeys:
         clock: Clock,
         max_keys: int,
         settings: AccountSettings,
+        deployment_rate: tuple[float, int] | None = None,
     ) -> None:
+        """``deployment_rate``: (per second, burst) of a key without a rate of its own, None
+        when no rate is limited; an edit that raises a key's rate above it widens the key."""
         self._store = store
         self._trail = trail
         self._clock = clock
         self._max_keys = max_keys
         self._settings = settings
+        self._deployment_rate = deployment_rate
 
     async def create_key(
         self,
@@ -119,9 +125,9 @@ class ApiKeys:
         """Create a key living ``expires_days`` (None: the account's
         ``default_key_expires_days``, else 90), bound to ``folder_ids`` (None: the whole
         account; 404 ``folder_not_found`` naming the field when one is not a live folder of
-        the account); recorded as ``key.created`` (its name, permissions and expiry, its
-        folders when bound, and the kind of ``uploader`` it was made for) in the step that
-        confirms it."""
+        the account), upload-only when made for an ``uploader`` (whose kind it keeps);
+        recorded as ``key.created`` (its name, permissions and expiry, its folders when bound,
+        and the kind of ``uploader`` it was made for) in the step that confirms it."""
         _check_folders(folder_ids)
         if expires_days is None:
             expires_days = await self._settings.default_key_expires_days(user_id)
@@ -136,6 +142,7 @@ class ApiKeys:
             expires_at=now + expires_days * DAY_MS,
             last_used_at=None,
             folder_ids=folder_ids,
+            uploader=uploader,
         )
         limit = self._max_keys
         created: dict[str, Any] = {
@@ -170,6 +177,7 @@ class ApiKeys:
                 max_active=limit,
                 events=events,
                 folder_ids=folder_ids,
+                uploader=uploader,
             )
         except AccountGone:
             # The session was checked, then its user deleted before the key was made.
@@ -228,7 +236,9 @@ class ApiKeys:
         )
 
         def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch | None:
-            if require_recent is not None and key_widening.widens(before, after):
+            if require_recent is not None and key_widening.widens(
+                before, after, self._deployment_rate
+            ):
                 require_recent()  # raises before anything is written
             # Named as it was until this edit: a new name is among the changes.
             target = audit.key_target(key_id, before.name, before.key_prefix)
@@ -254,6 +264,48 @@ class ApiKeys:
         if record is None:
             raise ApiError(Code.KEY_NOT_FOUND)
         return record
+
+    async def upgrade_uploader_keys(self, user_ids: list[str]) -> None:
+        """``mark_earlier_uploader_keys`` for every account, once per deployment: a start-up
+        step, noted as done only when every account was visited (so one cut short runs again
+        at the next start)."""
+        if await self._store.uploader_keys_marked():
+            return
+        for user_id in user_ids:
+            await self.mark_earlier_uploader_keys(user_id)
+        await self._store.note_uploader_keys_marked()
+
+    async def mark_earlier_uploader_keys(self, user_id: str) -> int:
+        """Make upload-only the account's live keys that an uploader configuration made before
+        keys carried that mark, found by their ``key.created`` event (``changes.uploader``);
+        each change recorded as ``key.edited`` with ``changes.uploader``. How many live keys
+        it found. A key whose event has left the trail is not found (``docs/operating.md``)."""
+        now = self._clock.now_ms()
+        marked = 0
+        for event in await self._trail.matching(user_id, audit.KEY_CREATED, '"uploader"'):
+            key_id = (event.get("target") or {}).get("key_id")
+            kind = (event.get("changes") or {}).get("uploader")
+            if not isinstance(key_id, str) or not isinstance(kind, str):
+                continue
+
+            def events_for(before: KeyRecord, after: KeyRecord) -> EventBatch:
+                target = audit.key_target(before.id, before.name, before.key_prefix)
+                changes = _edited_fields(before, after)
+                return self._trail.batch(
+                    now,
+                    audit.event(
+                        audit.KEY_EDITED, now, audit.NO_ORIGIN, target=target, changes=changes
+                    ),
+                )
+
+            try:
+                edited = await self._store.edit(
+                    user_id, key_id, now, KeyChanges(uploader=kind), events_for
+                )
+            except (AccountGone, KeyChanged):
+                continue
+            marked += edited is not None
+        return marked
 
     async def forget_folders(self, user_id: str, folder_ids: list[str]) -> None:
         """Take these deleted folders out of the folders of every key of the account bound to

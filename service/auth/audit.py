@@ -30,6 +30,10 @@ class AuditTrail:
     async def record(self, user_id: str, at: int, *events: dict[str, Any]) -> None:
         await self._store.record(user_id, self.batch(at, *events))
 
+    async def matching(self, user_id: str, kind: str, containing: str) -> list[dict[str, Any]]:
+        """The account's events of ``kind`` whose JSON holds ``containing``, in no order."""
+        return await self._store.matching(user_id, kind, containing)
+
     async def page(
         self, user_id: str, limit: int, before: int | None, kind: str | None
     ) -> EventPage:

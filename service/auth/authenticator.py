@@ -334,10 +334,29 @@ class Authenticator:
 
 
 def require(principal: Principal, permission: str) -> None:
-    """Refuse with 403 unless the principal holds ``permission``."""
+    """Refuse with 403 unless the principal holds ``permission`` (an upload-only key holds
+    none: ``require_for_upload`` is the upload's own check)."""
     if not principal.may(permission):
-        raise ApiError(
+        raise _lacks(principal, permission)
+
+
+def require_for_upload(principal: Principal, permission: str) -> None:
+    """``require`` for an upload and the alias asked for with it: what an upload-only key may
+    do too."""
+    if not principal.may_upload(permission):
+        raise _lacks(principal, permission)
+
+
+def _lacks(principal: Principal, permission: str) -> ApiError:
+    if principal.upload_only and principal.may_upload(permission):
+        message = f"This API key may only upload: it may not use {permission} for this."
+        return ApiError(
             Code.INSUFFICIENT_PERMISSION,
-            f"This API key lacks the permission {permission}.",
-            details={"required_permission": permission},
+            message,
+            details={"required_permission": permission, "upload_only": True},
         )
+    return ApiError(
+        Code.INSUFFICIENT_PERMISSION,
+        f"This API key lacks the permission {permission}.",
+        details={"required_permission": permission},
+    )

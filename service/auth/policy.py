@@ -84,7 +84,16 @@ def make_policy(
     )
     account_settings.aliases = aliases
     api_keys = ApiKeys(
-        stores.api_keys, trail, clock, settings.max_keys_per_account, account_settings
+        stores.api_keys,
+        trail,
+        clock,
+        settings.max_keys_per_account,
+        account_settings,
+        (
+            (settings.rate_limit_per_second, settings.rate_limit_burst)
+            if settings.rate_limit_per_second > 0
+            else None
+        ),
     )
     removals = Removals(stores.folder_removal, blobs, aliases, unbind=api_keys.forget_folders)
     rate = settings.alias_rate_per_second

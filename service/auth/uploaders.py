@@ -32,11 +32,11 @@ class Uploaders:
         expires_days: int | None = None,
         origin: audit.Origin = audit.NO_ORIGIN,
     ) -> CreatedKey:
-        """A new key named ``name`` for an uploader of ``kind`` (checked by the caller), with
-        ``files.write`` (and ``aliases.write`` with ``alias``), bound to ``folder_id`` when
-        given, expiring after ``expires_days`` (None: the account's default, as for any key):
-        404 ``folder_not_found`` naming ``folder_id`` unless it is a live folder of the
-        principal's (a session's: a key never gets here)."""
+        """A new upload-only key named ``name`` for an uploader of ``kind`` (checked by the
+        caller), with ``files.write`` (and ``aliases.write`` with ``alias``), bound to
+        ``folder_id`` when given, expiring after ``expires_days`` (None: the account's
+        default, as for any key): 404 ``folder_not_found`` naming ``folder_id`` unless it is
+        a live folder of the principal's (a session's: a key never gets here)."""
         folder_ids = None
         if folder_id is not None:
             await self._reach.folder(principal, folder_id, "folder_id")

@@ -437,9 +437,10 @@ SETTINGS: tuple[Setting, ...] = (
         "FILEHOST_REAUTH_SECONDS",
         Int(30, 86_400, kind="integer (s)"),
         600,
-        "How recent a session's last authentication must be for a sensitive operation (creating "
-        "or rolling a key, widening one, the password, second factors, ending every other "
-        "session); older: 403 `reauthentication_required` until `POST /auth/reauthenticate`",
+        "How recent a session's last authentication must be for a sensitive operation (making "
+        "or rolling a key, an uploader's included, widening one, the password, second factors, "
+        "ending every other session); older: 403 `reauthentication_required` until "
+        "`POST /auth/reauthenticate`",
     ),
 )
 

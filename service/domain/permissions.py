@@ -72,8 +72,13 @@ ALL_PERMISSIONS_MASK: int = (1 << len(PERMISSIONS)) - 1
 # pays nothing for binding, and a worker that predates binding refuses a bound key's entry as
 # damaged (its mask is out of range) rather than letting it reach the whole account.
 BOUND_TO_FOLDERS: int = 1 << 15
+# Never a permission either: the mark of an upload-only key (one an uploader configuration
+# made). Whatever its permission names, such a key may upload and alias what it uploads, and
+# nothing else: ``Principal.may`` refuses it every permission, ``may_upload`` the upload's. A
+# worker that predates the mark refuses the key's entry as damaged, as for binding.
+UPLOAD_ONLY: int = 1 << 14
 # The largest mask a key's digest entry may hold: anything above it is a damaged entry.
-ENTRY_MASK_LIMIT: int = ALL_PERMISSIONS_MASK | BOUND_TO_FOLDERS
+ENTRY_MASK_LIMIT: int = ALL_PERMISSIONS_MASK | UPLOAD_ONLY | BOUND_TO_FOLDERS
 # How many folders one key may be bound to (GitHub's fine-grained tokens take up to 50
 # repositories): every binding check of a bound key reads the list whole.
 MAX_KEY_FOLDERS = 50

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
-from service.domain.permissions import BIT, BOUND_TO_FOLDERS
+from service.domain.permissions import BIT, BOUND_TO_FOLDERS, UPLOAD_ONLY
 from service.domain.records import RateVerdict
 
 
@@ -27,7 +27,18 @@ class Principal(NamedTuple):
     rate: RateVerdict | None = None  # this request's take from the credential's rate bucket
 
     def may(self, permission: str) -> bool:
+        """Whether the credential holds ``permission``; an upload-only key holds none."""
+        return self.permissions & (BIT[permission] | UPLOAD_ONLY) == BIT[permission]
+
+    def may_upload(self, permission: str) -> bool:
+        """``may`` for an upload itself (``files.write``) and the alias asked for with it
+        (``aliases.write``): the one thing an upload-only key may do too."""
         return bool(self.permissions & BIT[permission])
+
+    @property
+    def upload_only(self) -> bool:
+        """Whether this is an upload-only key (``UPLOAD_ONLY``)."""
+        return bool(self.permissions & UPLOAD_ONLY)
 
     @property
     def bound(self) -> bool:

@@ -97,6 +97,7 @@ class KeyRecord:
     rate_limit: tuple[int, int] | None = None  # (per second, burst); None: the deployment's
     previous_secret_expires_at: int | None = None  # a rolled-out secret's grace, while it lasts
     folder_ids: tuple[str, ...] | None = None  # the folders it is bound to; None: the account
+    uploader: str | None = None  # the uploader it was made for: it may only upload
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,7 @@ class KeyChanges:
     rate_limit: tuple[int, int] | None = None
     sets_folder_ids: bool = False
     folder_ids: tuple[str, ...] | None = None  # set when ``sets_folder_ids``; None: the account
+    uploader: str | None = None  # marks the key upload-only, for this kind; never unmarks
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,13 @@ class ApiKeyStore:
         self._confirm_roll = redis.register_script(_CONFIRM_ROLL)
         self._forget_key = redis.register_script(_FORGET_KEY)
 
+    async def uploader_keys_marked(self) -> bool:
+        """Whether the keys uploaders made before the upload-only mark were marked."""
+        return bool(await self.redis.exists(self.keys.uploader_keys_marked))
+
+    async def note_uploader_keys_marked(self) -> None:
+        await self.redis.set(self.keys.uploader_keys_marked, "1")
+
     async def add(
         self,
         *,
@@ -159,8 +166,10 @@ class ApiKeyStore:
         max_active: int,
         events: EventBatch | None = None,
         folder_ids: tuple[str, ...] | None = None,
+        uploader: str | None = None,
     ) -> bool:
-        """Store a new key, bound to ``folder_ids`` (None: the whole account); False when the
+        """Store a new key, bound to ``folder_ids`` (None: the whole account), upload-only when
+        made for an ``uploader`` (its kind); False when the
         account already holds ``max_active`` active keys. Raises ``AccountGone`` when the user
         record is gone, or went while the key was written, ``FolderNotLive`` when one of the
         folders is not a live folder of the account.
@@ -177,6 +186,7 @@ class ApiKeyStore:
             expires_at=expires_at,
             secret_digest=secret_digest,
             folder_ids=folder_ids,
+            uploader=uploader,
         )
         account = [
             self.keys.user(user_id),

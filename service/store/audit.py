@@ -181,6 +181,16 @@ class AuditStore:
         if batch.events:
             await self._record(keys=[self.keys.account_audit(user_id)], args=batch.args())
 
+    async def matching(self, user_id: str, kind: str, containing: str) -> list[dict[str, Any]]:
+        """Every event of ``kind`` whose JSON holds ``containing`` (``ZSCAN ... MATCH``: a
+        start-up step's read, never a request's)."""
+        found = []
+        async for member, score in self._redis.zscan_iter(
+            self.keys.account_audit(user_id), match=f"{kind}:*{containing}*", count=1000
+        ):
+            found.append(_decode(member, str(score)).event)
+        return found
+
     async def page(
         self, user_id: str, limit: int, before: int | None, kind: str | None, since: int
     ) -> EventPage:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import orjson
 
 from service.domain.key_rules import address_ranges
-from service.domain.permissions import BOUND_TO_FOLDERS
+from service.domain.permissions import BOUND_TO_FOLDERS, UPLOAD_ONLY
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import CorruptRecord
 
@@ -32,7 +32,8 @@ GONE_REPLACED = "replaced"
 GONE_REASONS = (GONE_REVOKED, GONE_LEAKED, GONE_REPLACED)
 
 # The per-request lookup of a key reads these: user, key id, permission mask (with
-# ``BOUND_TO_FOLDERS`` beside the permissions for a key bound to folders), expiry; and, present
+# ``BOUND_TO_FOLDERS`` beside the permissions for a key bound to folders, ``UPLOAD_ONLY`` for
+# an uploader's key), expiry; and, present
 # only when set, disabled ``x``, allowed networks ``n`` (as the authenticator checks them) and
 # ``a`` (the same as address ranges, as the lookup script checks them), own rate ``r``, on a
 # rolled-out secret's entry the end of its grace ``g``, and on a rolled key's entries ``b``, the
@@ -86,6 +87,8 @@ def apply_changes(meta: dict, changes: KeyChanges) -> dict:
             edited["f"] = list(changes.folder_ids)
         else:
             edited.pop("f", None)
+    if changes.uploader is not None:
+        edited["up"] = changes.uploader
     edited["v"] = meta.get("v", 0) + 1
     return edited
 
@@ -107,6 +110,7 @@ def key_record(key_id: str, meta: dict, last_used: str | None, now: int) -> KeyR
             previous_until if previous_until is not None and previous_until > now else None
         ),
         folder_ids=tuple(meta["f"]) if "f" in meta else None,
+        uploader=meta.get("up"),
     )
 
 
@@ -117,7 +121,8 @@ def decode_key_metadata(raw: str) -> dict:
     previous secret's digest and the end of its grace), ``rolling`` until the roll has
     finished, and ``b`` (the digest whose bucket the key's secrets share; none: the
     secret's own); when bound to folders, ``f`` (their ids: a list, empty once every one of
-    them was deleted). Anything else refuses it whole."""
+    them was deleted); for an upload-only key, ``up`` (the kind of uploader it was made for).
+    Anything else refuses it whole."""
     try:
         meta = orjson.loads(raw)
         for field in ("name", "prefix", "d"):
@@ -143,6 +148,8 @@ def decode_key_metadata(raw: str) -> dict:
         folders = meta.get("f", [])
         if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
             raise CorruptRecord()
+        if not isinstance(meta.get("up", ""), str):
+            raise CorruptRecord()
     except (orjson.JSONDecodeError, KeyError, TypeError):
         raise CorruptRecord() from None
     return meta
@@ -157,6 +164,7 @@ def new_key_metadata(
     expires_at: int,
     secret_digest: str,
     folder_ids: tuple[str, ...] | None = None,
+    uploader: str | None = None,
 ) -> dict:
     """A new key's listing metadata (its fields as ``decode_key_metadata`` tells them)."""
     meta = {
@@ -169,13 +177,17 @@ def new_key_metadata(
     }
     if folder_ids is not None:
         meta["f"] = list(folder_ids)
+    if uploader is not None:
+        meta["up"] = uploader
     return meta
 
 
 def entry_mask(meta: dict) -> int:
     """The mask a digest entry of the key holds: its permissions, marked when it is bound to
-    folders (whose ids stay in the metadata, read only for such a key's requests)."""
-    return meta["p"] | BOUND_TO_FOLDERS if "f" in meta else meta["p"]
+    folders (whose ids stay in the metadata, read only for such a key's requests) and when it
+    may only upload."""
+    mask = meta["p"] | BOUND_TO_FOLDERS if "f" in meta else meta["p"]
+    return mask | UPLOAD_ONLY if "up" in meta else mask
 
 
 def named_digests(meta: dict) -> list[str]:

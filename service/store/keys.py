@@ -157,6 +157,10 @@ key                                    type    holds
                                                FILEHOST_AUDIT_RETENTION_DAYS and
                                                FILEHOST_AUDIT_MAX_EVENTS, PEXPIREAT the newest
                                                event's time + the retention
+``P:upgraded:uploader-keys``            string  present once the keys uploader configurations
+                                               made before keys carried the upload-only mark
+                                               were found (by their ``key.created`` event) and
+                                               marked: a start-up step, done once
 ``P:replicated``                        string  the marker a write that must reach a replica
                                                writes before ``WAIT`` (FILEHOST_REPLICA_WAIT_MS);
                                                lives a minute
@@ -204,6 +208,7 @@ class RedisKeys:
         "folder_removals",
         "replicated_marker",
         "restore_marker",
+        "uploader_keys_marked",
         "users_by_email",
     )
 
@@ -224,6 +229,7 @@ class RedisKeys:
         self._alias_guesses = f"{prefix}:alias-guesses:"
         self.alias_switches = f"{prefix}:alias-switches"
         self.alias_cookie_secret = f"{prefix}:alias-cookie-secret"
+        self.uploader_keys_marked = f"{prefix}:upgraded:uploader-keys"
 
     @property
     def prefix(self) -> str:

@@ -31,6 +31,7 @@ CREATE_FIELDS = {
     "created_at",
     "expires_at",
     "folder_ids",
+    "uploader",
 }
 EMAIL = "alice@example.com"
 VALID_BODY: dict[str, Any] = {"name": "ci", "permissions": ["files.read"]}

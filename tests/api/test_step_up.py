@@ -57,6 +57,9 @@ SENSITIVE = [
     ("PATCH", "/api/v1/keys/{key}", {"permissions": ["files.read", "folders.read", "files.write"]}),
     ("PATCH", "/api/v1/keys/{key}", {"allowed_ips": []}),
     ("PATCH", "/api/v1/keys/{key}", {"allowed_ips": ["10.0.0.0/8", "192.0.2.0/24"]}),
+    ("PATCH", "/api/v1/keys/{key}", {"expires_days": 3650}),
+    ("PATCH", "/api/v1/keys/{key}", {"rate_limit": {"per_second": 1000, "burst": 10}}),
+    ("POST", "/api/v1/uploaders", {"kind": "sharex", "name": "laptop", "alias": True}),
     (
         "POST",
         "/api/v1/auth/password",
@@ -99,6 +102,7 @@ NOT_SENSITIVE = [
     ("PATCH", "/api/v1/keys/{key}", {"enabled": False}),
     ("PATCH", "/api/v1/keys/{key}", {"allowed_ips": ["10.1.0.0/16"]}),
     ("PATCH", "/api/v1/keys/{key}", {"rate_limit": {"per_second": 5, "burst": 10}}),
+    ("PATCH", "/api/v1/keys/{key}", {"expires_days": 1}),
     ("DELETE", "/api/v1/keys/{key}", None),
     ("GET", "/api/v1/auth/mfa", None),
     ("POST", "/api/v1/auth/logout", None),
@@ -224,6 +228,36 @@ async def test_reauthentications_and_logouts_at_once_never_leave_a_session_after
         if reauth.status == 200:
             fresh = (await reauth.json())["data"]["token"]
             await mfa_api.client.post("/api/v1/auth/logout", headers=bearer(fresh))
+
+
+async def test_enabling_a_disabled_key_or_lifting_its_own_rate_needs_a_step_up(
+    mfa_api: Api, clock: FakeClock
+) -> None:
+    """Held back as a precaution, a key is not let loose again by a stale session; held back
+    further, it is."""
+    token = await mfa_api.user_with_session(EMAIL)
+    key = await mfa_api.create_key(token, permissions=["files.read"])
+    url = f"/api/v1/keys/{key['id']}"
+    slow = {"enabled": False, "rate_limit": {"per_second": 2, "burst": 5}}
+    response = await mfa_api.client.patch(url, json=slow, headers=bearer(token))
+    assert response.status == 200, await response.text()
+    before = await keys_of(mfa_api, token)
+    clock.advance(seconds=STALE)
+    for widening in (
+        {"enabled": True},
+        {"rate_limit": None},  # the deployment's: 100 per second
+        {"rate_limit": {"per_second": 2, "burst": 6}},
+        {"name": "renamed", "enabled": True},
+    ):
+        response = await mfa_api.client.patch(url, json=widening, headers=bearer(token))
+        await assert_error(response, 403, "reauthentication_required")
+    assert await keys_of(mfa_api, token) == before
+    for narrowing in ({"enabled": False}, {"rate_limit": {"per_second": 1, "burst": 5}}):
+        response = await mfa_api.client.patch(url, json=narrowing, headers=bearer(token))
+        assert response.status == 200, await response.text()
+    fresh = await reauthenticated(mfa_api, token)
+    response = await mfa_api.client.patch(url, json={"enabled": True}, headers=bearer(fresh))
+    assert (await response.json())["data"]["enabled"] is True
 
 
 async def test_unbinding_a_key_from_its_folders_or_adding_one_needs_a_step_up(

@@ -17,9 +17,15 @@ from typing import Any
 
 import aiohttp
 import pytest
+import redis as redis_sync
 
+from service.api.context import REMOVALS_AT_START
+from service.domain import credentials
+
+from tests.support.aliases import ALIASES, alias, alias_part
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import parse_iso
+from tests.support.files import uploaded
 from tests.support.folders import folder
 from tests.support.openapi import validator
 
@@ -136,6 +142,106 @@ async def test_a_key_without_aliases_write_gets_no_alias(api: Api) -> None:
             config["RequestURL"], data=form, headers=config["Headers"]
         ) as response:
             await assert_error(response, 403, "insufficient_permission")
+
+
+async def test_an_uploaders_key_may_upload_and_alias_its_upload_and_nothing_else(
+    api: Api,
+) -> None:
+    """Upload-only is the permission check's, whatever the key's permission names: with a
+    file's id (a folder alias's listing shows them) or an alias's, the key changes nothing."""
+    token = await api.user_with_session()
+    private = await uploaded(api, b"private bytes", token=token)
+    guarded = await alias(
+        api, {"file_id": private["id"], "password": "a long password", "max_views": 1}, token=token
+    )
+    made = await uploader(api, token, kind="sharex", name="shots", alias=True)
+    assert made["key"]["uploader"] == "sharex"
+    key = made["key"]["secret_key"]
+    mine = await uploaded(api, b"shot", key=key, extra=alias_part())
+    assert mine["alias"]["slug"]
+
+    async def refused(method: str, path: str, body: Any = None) -> None:
+        response = await api.client.request(
+            method, path, json=body, headers={"X-API-Key": key}
+        )
+        error = await assert_error(response, 403, "insufficient_permission")
+        assert error["details"]["upload_only"] is True
+
+    for file_id in (private["id"], mine["id"]):
+        await refused("PATCH", f"{FILES}/{file_id}", {"name": "renamed"})
+        await refused("PATCH", f"{FILES}/{file_id}", {"folder_id": None})
+        await refused("DELETE", f"{FILES}/{file_id}")
+    for alias_id in (guarded["id"], mine["alias"]["id"]):
+        await refused("PATCH", f"{ALIASES}/{alias_id}", {"password": None, "max_views": None})
+        await refused("DELETE", f"{ALIASES}/{alias_id}")
+    await refused("POST", ALIASES, {"file_id": private["id"]})
+    # Nothing changed: the file is there, its alias still asks for its password.
+    response = await api.client.get(f"{FILES}/{private['id']}", headers=bearer(token))
+    assert (await response.json())["data"]["name"] == private["name"]
+    response = await api.client.get(f"{ALIASES}/{guarded['id']}", headers=bearer(token))
+    shown = (await response.json())["data"]
+    assert shown["password_protected"] is True and shown["max_views"] == 1
+
+    # Given every permission by its owner, it still may only upload; listed as an uploader's.
+    response = await api.client.patch(
+        f"/api/v1/keys/{made['key']['id']}",
+        json={"permissions": ["files.read", "files.write", "aliases.read", "aliases.write"]},
+        headers=bearer(token),
+    )
+    assert response.status == 200, await response.text()
+    assert (await response.json())["data"]["uploader"] == "sharex"
+    await refused("GET", FILES)
+    await refused("DELETE", f"{FILES}/{private['id']}")
+    assert (await uploaded(api, b"another", key=key))["size"] == 7
+    listed = await api.client.get("/api/v1/keys", headers=bearer(token))
+    [shown] = (await listed.json())["data"]["keys"]
+    assert shown["uploader"] == "sharex"
+    # A gateway is never told it may pass: what it forwards is not an upload to this service.
+    verify = await api.client.get(
+        "/api/v1/auth/verify", headers={"X-API-Key": key, "X-Required-Permission": "files.write"}
+    )
+    await assert_error(verify, 403, "insufficient_permission")
+
+
+async def test_keys_uploaders_made_before_the_mark_are_made_upload_only_at_the_next_start(
+    api: Api, make_api: Any, tmp_path: Path, redis_client: redis_sync.Redis
+) -> None:
+    """A deployment upgraded: the keys its uploaders already hold are found by their
+    ``key.created`` event and marked, once, recorded as ``key.edited``."""
+    await api.app[REMOVALS_AT_START]
+    user = await api.create_user("alice@example.com")
+    token = await api.login("alice@example.com")
+    made = (await uploader(api, token, kind="curl", name="old laptop"))["key"]
+    ordinary = await api.create_key(token, permissions=["files.read", "files.write"])
+    # As an earlier release wrote it: no mark in its metadata or its entry, no upgrade done.
+    listing = f"fh:{{{user.id}}}:keys"
+    meta = json.loads(redis_client.hget(listing, made["id"]))
+    del meta["up"]
+    redis_client.hset(listing, made["id"], json.dumps(meta))
+    redis_client.hset(f"fh:key:{credentials.digest(made['secret_key'])}", "p", meta["p"])
+    redis_client.delete("fh:upgraded:uploader-keys")
+    key = {"X-API-Key": made["secret_key"]}
+    first = await uploaded(api, b"one", key=made["secret_key"])
+    response = await api.client.delete(f"{FILES}/{first['id']}", headers=key)
+    assert response.status == 200, "the earlier release's key deletes"
+
+    restarted = await make_api(data_dir=tmp_path)
+    await restarted.app[REMOVALS_AT_START]
+    second = await uploaded(restarted, b"two", key=made["secret_key"])
+    response = await restarted.client.delete(f"{FILES}/{second['id']}", headers=key)
+    assert (await assert_error(response, 403, "insufficient_permission"))["details"][
+        "upload_only"
+    ]
+    keys = await restarted.client.get("/api/v1/keys", headers=bearer(token))
+    shown = {key["id"]: key["uploader"] for key in (await keys.json())["data"]["keys"]}
+    assert shown == {made["id"]: "curl", ordinary["id"]: None}
+    response = await restarted.client.get(
+        EVENTS, params={"type": "key.edited"}, headers=bearer(token)
+    )
+    [edited] = (await response.json())["data"]["events"]
+    assert edited["target"]["key_id"] == made["id"]
+    assert edited["changes"] == {"uploader": "curl"}
+    assert redis_client.exists("fh:upgraded:uploader-keys")
 
 
 # -- curl --------------------------------------------------------------------------------------

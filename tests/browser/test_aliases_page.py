@@ -299,6 +299,7 @@ async def test_an_uploader_download_holds_a_key_shown_once_that_may_only_upload(
     await expect(row.locator("td.key-permissions li")).to_have_text(
         ["files.write", "aliases.write"]
     )
+    await expect(row.locator("td.key-permissions .badge")).to_have_text("Upload only")
     await expect(row.locator("td.key-folders li")).to_have_text(["Inbox"])
     status, body = await dashboard.api("GET", "/keys", token=token)
     assert status == 200, body

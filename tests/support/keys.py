@@ -26,6 +26,7 @@ LIST_FIELDS = {
     "rate_limit",
     "previous_secret_expires_at",
     "folder_ids",
+    "uploader",
 }
 # What an edit answers: exactly a listed key's fields.
 VIEW_FIELDS = LIST_FIELDS

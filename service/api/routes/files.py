@@ -44,7 +44,7 @@ from service.api.headers import prepare_streamed
 from service.api.sendfile import send_blob
 from service.api.validation import read_json_object, readable
 from service.api.views import alias_url, file_view, ok, ok_reply
-from service.auth.authenticator import require
+from service.auth.authenticator import require, require_for_upload
 from service.auth.files import Files
 from service.clock import iso
 from service.domain.audit_events import Origin
@@ -226,7 +226,7 @@ async def _page_reply(
 
 async def upload_file(request: web.Request) -> web.StreamResponse:
     principal = await authenticate(request)
-    require(principal, "files.write")
+    require_for_upload(principal, "files.write")
     metrics = request.app.get(METRICS)
     if metrics is None:
         return (await _upload(request, principal))[0]
@@ -347,7 +347,7 @@ async def _store_upload(
 
 async def _check_alias(request: web.Request, principal: Principal) -> None:
     """An upload that asks for an alias of its file needs ``aliases.write``, and room for it."""
-    require(principal, "aliases.write")
+    require_for_upload(principal, "aliases.write")
     await request.app[POLICY].aliases.check_room(principal)
 
 

@@ -1,5 +1,6 @@
 """``POST /api/v1/uploaders``: a ShareX custom uploader or a curl script, with a key made for it
-that may only upload, for a signed-in person only (a key never mints another). The answer holds
+that may only upload, for a signed-in person only (a key never mints another) who authenticated
+recently, as for every way of making a key (403 ``reauthentication_required``). The answer holds
 the key as ``POST /keys`` answers it, secret included, and the file's name and text: the one
 time the secret is shown. The address the uploader sends to is the one aliases' links use
 (``alias_requests.public_origin``)."""
@@ -10,7 +11,7 @@ from aiohttp import web
 
 from service.api.alias_requests import public_origin
 from service.api.context import POLICY, PREFIX
-from service.api.credentials import acting, authenticate
+from service.api.credentials import acting_recently, authenticate
 from service.api.validation import parse_create_uploader, read_json_object
 from service.api.views import created_key_view, ok
 from service.domain import uploaders
@@ -26,7 +27,7 @@ async def create_uploader(request: web.Request) -> web.Response:
         asked.folder_id,
         asked.alias,
         asked.expires_days,
-        await acting(request, principal),
+        await acting_recently(request, principal),
     )
     write = uploaders.sharex if asked.kind == uploaders.SHAREX else uploaders.curl_script
     content = write(asked.name, public_origin(request), created.secret, asked.alias)

@@ -9,12 +9,27 @@ import { folderTree } from "../folders.js";
 import { rateText } from "./changes.js";
 import { foldersNode } from "./folders.js";
 
+const UPLOADER_NAMES = { sharex: "ShareX", curl: "curl" };
+
+// An uploader's key is upload-only whatever its permission names: said first, plainly.
 function permissionsNode(key) {
-  return el(
+  const list = el(
     "ul",
     { className: "perm-list", attrs: { "aria-label": "Permissions" } },
     (key.permissions || []).map((name) => el("li", { text: name })),
   );
+  if (!key.uploader) {
+    return list;
+  }
+  const made = UPLOADER_NAMES[key.uploader] || key.uploader;
+  return el("div", {}, [
+    el("span", {
+      className: "badge is-upload-only",
+      text: "Upload only",
+      attrs: { title: `Made for a ${made} uploader: it may upload (and alias what it uploads), nothing else` },
+    }),
+    list,
+  ]);
 }
 
 function allowedNode(key) {
