@@ -8,6 +8,7 @@ HTTP, on the fixtures' real Redis (and the API suite's cluster run)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,29 @@ async def test_a_browser_gets_the_form_and_its_right_password_the_file(api: Api)
         415,
         "unsupported_media_type",
     )
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/x-www-form-urlencoded; charset=bogus", b"password=letmein"),
+        ("application/x-www-form-urlencoded; charset=utf-8", b"password=\xff\xfe"),
+        (
+            "multipart/form-data; boundary=b",
+            b'--b\r\nContent-Disposition: form-data; name="password"\r\n'
+            b"Content-Type: text/plain; charset=bogus\r\n\r\nletmein\r\n--b--\r\n",
+        ),
+    ],
+)
+async def test_a_form_that_cannot_be_decoded_is_400_and_logs_no_error(
+    api: Api, content_type: str, body: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"guarded", token=token)
+    await alias(api, {"file_id": file["id"], "slug": "form", "password": "letmein"}, token=token)
+    response = await api.client.post("/a/form", data=body, headers={"Content-Type": content_type})
+    await assert_error(response, 400, "bad_request")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_folders_password_gives_a_cookie_for_its_path_that_a_new_password_ends(

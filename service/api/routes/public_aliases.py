@@ -227,7 +227,8 @@ async def post_password(request: web.Request) -> web.StreamResponse:
         )
     try:
         form = await request.post()
-    except (ValueError, AssertionError, HttpProcessingError):
+    except (ValueError, LookupError, AssertionError, HttpProcessingError):
+        # LookupError: a charset Python does not know, in the body's or a part's header.
         raise ApiError(Code.BAD_REQUEST, "The form could not be read.") from None
     password = form.get("password")
     if not isinstance(password, str) or len(password) > 1024:
