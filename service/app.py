@@ -19,6 +19,7 @@ from service.api.context import (
     POLICY,
     REMOVALS_AT_START,
     REQUEST_HANDLING,
+    SECRETS_KEY_SOURCE,
     SETTINGS,
     STORE,
 )
@@ -47,21 +48,23 @@ from service.auth.rate_limits import RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
 from service.config import Settings
+from service.config.generated_key import secrets_key_source
 from service.dashboard import add_dashboard_routes
 from service.domain.records import RateLimit
 from service.errors import Code
 from service.observability.log_lines import LINES
 from service.observability.metrics import Metrics
 from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
-from service.store.stores import open_stores
+from service.store.stores import Stores, open_stores
 from service.store.topology import connect_redis, connect_store
 
 __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the tests' client
 
 
-async def _finish_what_was_cut_short(policy: Policy) -> None:
+async def _finish_what_was_cut_short(policy: Policy, stores: Stores) -> None:
     await policy.removals.finish_all()
     await policy.aliases.finish_all()
+    await stores.alias_views.forget_stored_cookie_secret()
     users = await policy.users.list_users()
     await policy.api_keys.upgrade_uploader_keys([user.id for user in users])
 
@@ -92,6 +95,7 @@ def create_app(
         app.middlewares.append(as_middleware(app[REQUEST_HANDLING]))
     app[LOW_LEVEL_REFUSAL] = low_level_refusal
     app[SETTINGS] = settings
+    app[SECRETS_KEY_SOURCE] = secrets_key_source(settings)
     app[RATE_FIELDS] = rate_fields
     app[BLOBS] = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     clock = clock or SystemClock()
@@ -135,7 +139,7 @@ def create_app(
         LINES.start_flushing(asyncio.get_running_loop())
         # Deletions (and aliases' kill switches) cut short by a worker's end are finished by the
         # next start, beside serving.
-        removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY]))
+        removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY], store))
         app[REMOVALS_AT_START] = removals
         yield
         LINES.stop_flushing()

@@ -322,6 +322,13 @@ class Code(StrEnum):
         message="This account already has the maximum of active API keys. "
         "Revoke one before creating another.",
     )
+    # A factor the operator has not configured what it needs for (the secrets key for TOTP, the
+    # public URL for passkeys away from localhost): the message names the setting.
+    MFA_NOT_CONFIGURED = _Row(
+        409,
+        code="mfa_not_configured",
+        message="This second factor needs a setting the operator has not made.",
+    )
     KEY_BUSY = _Row(
         409,
         code="key_busy",
@@ -462,8 +469,7 @@ class Code(StrEnum):
         message="Too many link passwords are being checked. Retry shortly.",
         retry_after=1,
     )
-    # The operator has not configured what a factor needs (FILEHOST_SECRETS_KEY for TOTP,
-    # FILEHOST_PUBLIC_URL for passkeys), or a stored secret can't be decrypted with its keys.
+    # A stored TOTP secret can't be decrypted with the configured keys (they changed).
     MFA_UNAVAILABLE = _Row(
         503,
         code="mfa_unavailable",

@@ -33,6 +33,7 @@ import sys
 import time
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import SpawnProcess
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -66,14 +67,18 @@ _WORKER_CANNOT_LISTEN = 3
 @dataclasses.dataclass(frozen=True, slots=True)
 class Banner:
     """What the start-up line tells whoever started ``serve``: the store it uses, the workers,
-    and the command that creates a user (``command``: how ``serve`` itself was started)."""
+    and the command that creates a user (``command``: how ``serve`` itself was started); then
+    what second factors rest on here (``notes``), and what a deployment must still set."""
 
     store: str
     workers: int
     command: str
+    notes: tuple[str, ...] = ()
 
     def log(self, host: str, port: int) -> None:
-        shown = "localhost" if host in ("", "0.0.0.0", "::") else host  # noqa: S104 - a name
+        # A loopback address is shown as localhost: a page there is a passkeys' relying party,
+        # an address never is.
+        shown = "localhost" if host in _SHOWN_AS_LOCALHOST else host
         if ":" in shown:
             shown = f"[{shown}]"
         url = f"http://{shown}:{port}/"
@@ -98,6 +103,31 @@ class Banner:
                 }
             },
         )
+        for note in self.notes:
+            log.info(note.replace("{dashboard}", url))
+
+
+_SHOWN_AS_LOCALHOST = ("", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost")  # noqa: S104
+
+
+def second_factor_notes(settings: Settings, generated_key: Path | None) -> tuple[str, ...]:
+    """What the start-up tells of second factors: where the secrets key comes from, and that
+    passkeys need ``FILEHOST_PUBLIC_URL`` anywhere but this machine's own browser."""
+    notes = []
+    if generated_key is not None:
+        notes.append(
+            f"second factors: TOTP secrets are sealed with the key generated in {generated_key} "
+            "(mode 0600, in no backup: keep a copy of it apart from them); several instances "
+            "must share one key: set FILEHOST_SECRETS_KEY_FILE to the same key on each "
+            "(docs/operating.md, The secrets key)"
+        )
+    if settings.public_url is None:
+        notes.append(
+            "second factors: FILEHOST_PUBLIC_URL is not set, so passkeys work only in a browser "
+            "on this machine at {dashboard}; a deployment sets it to the address people use "
+            "(docs/configuration.md)"
+        )
+    return tuple(notes)
 
 
 def _where(host: str, port: int) -> str:
@@ -347,17 +377,20 @@ def _worker_process(settings: Settings, parent: int, banner: Banner | None) -> N
     sys.exit(code)
 
 
-def serve(settings: Settings, command: str = "filehost-auth") -> int:
+def serve(
+    settings: Settings, command: str = "filehost-auth", generated_key: Path | None = None
+) -> int:
     """Serve until SIGTERM or SIGINT, then stop the workers (requests in flight finish) and after
     them the embedded store (its append-only file flushed). 0 when everything stopped cleanly;
     ``CANNOT_START`` when it could not start (logged as one line saying what to change).
-    ``command``: how serve was started, for the banner's command that creates a user.
+    ``command``: how serve was started, for the banner's command that creates a user;
+    ``generated_key``: the file of the secrets key serve generated, when none is configured.
 
     Without ``REDIS_URL`` serve owns the embedded store (waiting first for a ``users`` command
     that owns it to finish), and restarts it when it dies."""
     configure_logging(settings.log_level)
     try:
-        return _serve(settings, command)
+        return _serve(settings, command, generated_key)
     except KeyboardInterrupt:  # Ctrl-C before the workers took over the signals
         log.info("interrupted while starting")
         return 130
@@ -366,7 +399,7 @@ def serve(settings: Settings, command: str = "filehost-auth") -> int:
         return 1
 
 
-def _serve(settings: Settings, command: str) -> int:
+def _serve(settings: Settings, command: str, generated_key: Path | None) -> int:
     problem = listen_problem(settings.host, settings.port)
     if problem is not None:
         log.error(problem)
@@ -391,7 +424,7 @@ def _serve(settings: Settings, command: str) -> int:
         store = f"the embedded store in {embedded.data_dir}"
     else:
         store = f"the store at {describe_store(settings.redis_url)}"
-    banner = Banner(store, settings.workers, command)
+    banner = Banner(store, settings.workers, command, second_factor_notes(settings, generated_key))
     metrics_dir = WorkerMetricsDir() if settings.workers > 1 and settings.metrics_enabled else None
     store_stopped_cleanly = True
     try:

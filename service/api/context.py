@@ -29,6 +29,10 @@ METRICS = web.AppKey("metrics", Metrics)
 # Where uploaded bytes live; set before the application starts to keep them elsewhere (tests).
 BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
 
+# Where the secrets key that seals TOTP secrets comes from: ``configured`` (FILEHOST_SECRETS_KEY
+# or _FILE), ``generated`` (the data directory's, ``service.config.generated_key``) or ``missing``.
+SECRETS_KEY_SOURCE = web.AppKey("secrets_key_source", str)
+
 # The start-up's run finishing the folder deletions earlier runs left cut short
 # (``service.auth.removals``), a task beside serving.
 REMOVALS_AT_START = web.AppKey("removals_at_start", asyncio.Task)  # type: ignore[type-abstract]

@@ -10,12 +10,37 @@ be right, so it can't be a guess.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Any
+
+from aiohttp import web
 
 from service.api.validation import MAX_PASSWORD_LENGTH, _refuse_unknown_fields
 from service.auth.mfa import MAX_PASSKEY_NAME_LENGTH, Answer
 from service.domain import recovery_codes, totp
 from service.errors import ApiError, Code
+
+# ``localhost`` and the names below it (RFC 6761: always this machine), with a port.
+_LOCALHOST = re.compile(r"(?:[a-z0-9-]{1,63}\.){0,8}localhost(?::[0-9]{1,5})?", re.IGNORECASE)
+
+
+def loopback_origin(request: web.Request) -> str | None:
+    """The request's own origin when it is a ``localhost`` page reached over loopback (the
+    peer is 127.0.0.0/8 or ::1, the Host ``localhost`` or a name below it): where passkeys
+    work without ``FILEHOST_PUBLIC_URL`` (``Factors.passkeys_at``), as on the machine
+    ``scripts/run`` serves. None for anything else: an address is no relying party, and a
+    name reached through a proxy is the operator's to configure."""
+    try:
+        if request.remote is None or not ipaddress.ip_address(request.remote).is_loopback:
+            return None
+    except ValueError:  # a Unix socket's peer
+        return None
+    host = request.headers.get("Host", "")
+    if not _LOCALHOST.fullmatch(host):
+        return None
+    return f"{request.scheme}://{host.lower()}"
+
 
 # Longer than any token or assertion a client has a reason to send (an assertion's JSON is a few
 # hundred bytes; the body limit bounds the rest).

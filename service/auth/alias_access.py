@@ -10,9 +10,14 @@ queue logins), and is never kept, logged or echoed; the cookie carries no passwo
 signature over the alias, its expiry and a tag of the password's hash (so a new password ends
 every cookie of the old one).
 
-The cookie's key is made once for the whole deployment and kept in Redis
-(``AliasViews.cookie_secret``): every worker and instance signs and checks with it, with nothing
-to configure; deleting it (``P:alias-cookie-secret``) and restarting ends every cookie.
+The cookie's key, and the key of the public ETags, are derived from the operator's secrets key
+(``secret_box.derived_key``), so every worker and instance signs and checks with the same one
+and neither is ever stored: a backup holds nothing that opens a protected alias. A new first
+secrets key ends every cookie (they last 30 minutes) and changes every public ETag.
+
+**A public ETag tells nothing of the bytes.** The owner's download carries the file's SHA-256
+as its ETag; a public alias's carries ``public_etag``, an HMAC of it under the derived key, so
+that nobody without a credential can confirm a guess of a small file's content from it.
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ _COOKIE = re.compile(r"([0-9]{1,16})\.([0-9a-f]{16})\.([0-9a-f]{64})")
 @dataclass(frozen=True, slots=True)
 class AccessSettings:
     """The public side's bounds: the rate per client address (None: off), and the wrong
-    passwords allowed per alias and per address in a window (0: that bound off)."""
+    passwords allowed in a window (0: that bound off) per alias and address, per alias, and
+    per address."""
 
     rate: RateLimit | None
     failures_per_alias: int
     failures_per_address: int
     window_seconds: int
+    failures_per_alias_address: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,12 @@ class AliasAccess:
         passwords: PasswordHasher,
         clock: Clock,
         settings: AccessSettings,
+        cookie_key: bytes,
+        etag_key: bytes,
     ) -> None:
+        self._cookie_key = cookie_key
+        self._etag_key = etag_key
+        self._etags: dict[str, str] = {}
         self._views = views
         self._files = files
         self._counters = counters
@@ -331,16 +343,37 @@ class AliasAccess:
             raise _not_found()
         return found
 
+    def public_etag(self, record: FileRecord) -> str:
+        """The ETag of ``record``'s bytes on the public side: opaque, the same on every worker
+        and instance, changing when the bytes do."""
+        etag = self._etags.get(record.sha256)
+        if etag is None:
+            if len(self._etags) >= _KNOWN_KEPT:
+                self._etags.clear()
+            digest = hmac.new(self._etag_key, record.sha256.encode(), hashlib.sha256)
+            etag = self._etags[record.sha256] = f'"{digest.hexdigest()[:32]}"'
+        return etag
+
     # -- passwords and cookies -----------------------------------------------------------------
 
     async def _check(
         self, alias_id: str, bucket: str | None, password: str, password_hash: str
     ) -> None:
         """Check a password, throttled as logins are (``service.auth.login_throttle``): each
-        attempt is reserved on the alias's and the address's counts before bcrypt; a wrong
-        one keeps them, a right one gives them back."""
+        attempt is reserved before bcrypt on three counts, and a wrong one keeps them, a right
+        one gives them back. The count of this alias from this address is the low bound a
+        guesser meets first, and it holds back that address only; the alias's count over every
+        address is a much higher ceiling, for a guess spread over many addresses; the
+        address's count over every alias bounds one guesser trying many links."""
         settings = self._settings
         counters = []
+        if settings.failures_per_alias_address and bucket is not None:
+            counters.append(
+                (
+                    self._keys.alias_guesses_by_alias_address(alias_id, bucket),
+                    settings.failures_per_alias_address,
+                )
+            )
         if settings.failures_per_alias:
             counters.append(
                 (self._keys.alias_guesses_by_alias(alias_id), settings.failures_per_alias)
@@ -375,15 +408,14 @@ class AliasAccess:
         if reserved:
             await self._counters.release(reserved)
 
-    async def _signature(self, opened: Opened, expires: int, tag: str) -> str:
-        secret = await self._views.cookie_secret()
+    def _signature(self, opened: Opened, expires: int, tag: str) -> str:
         signed = f"{opened.alias_id}|{opened.slug_key}|{expires}|{tag}".encode()
-        return hmac.new(secret, signed, hashlib.sha256).hexdigest()
+        return hmac.new(self._cookie_key, signed, hashlib.sha256).hexdigest()
 
     async def _cookie(self, opened: Opened, password_hash: str, now: int) -> str:
         expires = now + COOKIE_SECONDS * 1000
         tag = _tag(password_hash)
-        return f"{expires}.{tag}.{await self._signature(opened, expires, tag)}"
+        return f"{expires}.{tag}.{self._signature(opened, expires, tag)}"
 
     async def _cookie_holds(
         self, cookie: str, opened: Opened, password_hash: str, now: int
@@ -395,7 +427,7 @@ class AliasAccess:
         expires, tag = int(shape.group(1)), shape.group(2)
         if expires <= now or not hmac.compare_digest(tag, _tag(password_hash)):
             return False
-        expected = await self._signature(opened, expires, tag)
+        expected = self._signature(opened, expires, tag)
         return hmac.compare_digest(expected, shape.group(3))
 
 

@@ -245,11 +245,13 @@ class Login:
         answer: Answer,
         client_address: str | None = None,
         user_agent: str | None = None,
+        loopback_origin: str | None = None,
     ) -> LoginResult:
         """Answer a login's second step with a TOTP code, a recovery code or a passkey's
         assertion: a session (aal 2), or 401 ``mfa_code_invalid`` (``details.attempts_left``)
         counted in the login throttling of the account's email and the client's address, or
-        401 ``mfa_token_invalid`` for a token unknown, expired or spent (no more answers)."""
+        401 ``mfa_token_invalid`` for a token unknown, expired or spent (no more answers).
+        ``loopback_origin``: the request's, for a passkey (``Factors.passkeys_at``)."""
         user_id, digest = mfa_token_parts(mfa_token)
         user_agent = user_agent[: audit.MAX_USER_AGENT_LENGTH] if user_agent else None
         origin = audit.Origin(None, client_address, user_agent)
@@ -265,7 +267,7 @@ class Login:
             raise
         try:
             state = await self._factors.state(user_id)
-            claim = self._factors.claim(user_id, state, answer, step.challenge)
+            claim = self._factors.claim(user_id, state, answer, step.challenge, loopback_origin)
             events = None
             if answer.recovery_code is not None:
                 used = audit.event(audit.MFA_RECOVERY_CODE_USED, now, origin)
@@ -291,7 +293,7 @@ class Login:
         self._outcomes("succeeded")
         return opened
 
-    async def webauthn_options(self, mfa_token: str) -> dict:
+    async def webauthn_options(self, mfa_token: str, loopback_origin: str | None = None) -> dict:
         """The assertion options for a login's second step by passkey; their challenge is kept
         in the step (a new call replaces it). 401 ``mfa_token_invalid`` as for an answer; 409
         ``mfa_not_enabled`` when the account has no passkey."""
@@ -303,7 +305,7 @@ class Login:
                 raise ApiError(Code.MFA_TOKEN_INVALID)
             raise ApiError(Code.MFA_NOT_ENABLED, "This account has no passkey.")
         challenge = new_challenge()
-        options = self._factors.assertion_options(state, challenge)
+        options = self._factors.assertion_options(state, challenge, loopback_origin)
         if not await self._mfa.set_login_challenge(
             user_id, digest, self._clock.now_ms(), challenge
         ):

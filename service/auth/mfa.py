@@ -89,6 +89,14 @@ def _unavailable(message: str) -> ApiError:
     return ApiError(Code.MFA_UNAVAILABLE, message)
 
 
+def _not_configured(message: str, setting: str) -> ApiError:
+    return ApiError(Code.MFA_NOT_CONFIGURED, message, details={"setting": setting})
+
+
+# The most loopback origins whose relying party a worker remembers.
+_LOOPBACK_ORIGINS_KEPT = 16
+
+
 class Factors:
     def __init__(
         self,
@@ -103,7 +111,8 @@ class Factors:
         self._trail = trail
         self._clock = clock
         self.box = SecretBox(tuple(settings.secrets_keys))
-        self.passkeys = Passkeys(settings.public_url) if settings.public_url else None
+        self._configured = Passkeys(settings.public_url) if settings.public_url else None
+        self._at_loopback: dict[str, Passkeys] = {}
         host = urlsplit(settings.public_url).hostname if settings.public_url else None
         self._issuer = host or "filehost"
 
@@ -116,18 +125,43 @@ class Factors:
     def totp_available(self) -> bool:
         return self.box.available
 
-    def _require_passkeys(self) -> Passkeys:
-        if self.passkeys is None:
-            raise _unavailable("Passkeys need the service's public URL (FILEHOST_PUBLIC_URL).")
-        return self.passkeys
+    def passkeys_at(self, loopback_origin: str | None) -> Passkeys | None:
+        """The relying party passkeys are made and used with: the one of
+        ``FILEHOST_PUBLIC_URL``, else, without it, the request's own origin when it is a
+        ``localhost`` page reached over loopback (``loopback_origin``, worked out by the HTTP
+        layer); None when there is neither."""
+        if self._configured is not None:
+            return self._configured
+        if loopback_origin is None:
+            return None
+        found = self._at_loopback.get(loopback_origin)
+        if found is None:
+            if len(self._at_loopback) >= _LOOPBACK_ORIGINS_KEPT:
+                self._at_loopback.clear()
+            found = self._at_loopback[loopback_origin] = Passkeys(loopback_origin)
+        return found
+
+    def _require_passkeys(self, loopback_origin: str | None) -> Passkeys:
+        found = self.passkeys_at(loopback_origin)
+        if found is None:
+            raise _not_configured(
+                "Passkeys need the address people reach this service at: the operator sets "
+                "FILEHOST_PUBLIC_URL (or, on this machine, open the dashboard at "
+                "http://localhost:<port>/).",
+                "FILEHOST_PUBLIC_URL",
+            )
+        return found
 
     # -- TOTP ---------------------------------------------------------------------------------
 
     async def start_totp(self, user: UserRecord) -> TotpEnrollment:
         """A pending enrolment (10 minutes) replacing any earlier one; 409 when TOTP is
-        enabled, 503 ``mfa_unavailable`` when no key can seal its secret."""
+        enabled, 409 ``mfa_not_configured`` when no key can seal its secret."""
         if not self.box.available:
-            raise _unavailable("TOTP needs the operator's secrets key (FILEHOST_SECRETS_KEY).")
+            raise _not_configured(
+                "TOTP needs the operator's secrets key (FILEHOST_SECRETS_KEY).",
+                "FILEHOST_SECRETS_KEY",
+            )
         secret = totp.new_secret()
         expires = self._clock.now_ms() + PENDING_TOTP_MS
         sealed = self.box.seal(secret, _totp_context(user.id))
@@ -206,10 +240,12 @@ class Factors:
 
     # -- passkeys -----------------------------------------------------------------------------
 
-    async def passkey_options(self, user: UserRecord, session_id: str) -> dict[str, Any]:
-        """The creation options for a new passkey; their challenge is kept 5 minutes for this
-        session's ``add_passkey``."""
-        passkeys = self._require_passkeys()
+    async def passkey_options(
+        self, user: UserRecord, session_id: str, loopback_origin: str | None
+    ) -> dict[str, Any]:
+        """The creation options for a new passkey (for the relying party ``passkeys_at``
+        gives); their challenge is kept 5 minutes for this session's ``add_passkey``."""
+        passkeys = self._require_passkeys(loopback_origin)
         state = await self._store.state(user.id)
         if len(state.passkeys) >= MAX_PASSKEYS:
             raise _passkey_limit()
@@ -227,11 +263,12 @@ class Factors:
         name: str,
         credential: dict[str, Any],
         origin: audit.Origin,
+        loopback_origin: str | None,
     ) -> tuple[Passkey, int]:
         """Verify a registration against this session's last challenge (taken: one try) and
         keep the passkey; 400 ``passkey_invalid`` saying why when it doesn't verify. Every other
         session ends."""
-        passkeys = self._require_passkeys()
+        passkeys = self._require_passkeys(loopback_origin)
         now = self._clock.now_ms()
         challenge = await self._store.take_challenge(
             principal.user_id, f"register:{session_id}", now
@@ -285,11 +322,18 @@ class Factors:
 
     # -- answering ----------------------------------------------------------------------------
 
-    def assertion_options(self, state: MfaState, challenge: str) -> dict[str, Any]:
-        return self._require_passkeys().assertion_options(state.passkeys, challenge)
+    def assertion_options(
+        self, state: MfaState, challenge: str, loopback_origin: str | None
+    ) -> dict[str, Any]:
+        return self._require_passkeys(loopback_origin).assertion_options(state.passkeys, challenge)
 
     def claim(
-        self, user_id: str, state: MfaState, answer: Answer, challenge: str | None
+        self,
+        user_id: str,
+        state: MfaState,
+        answer: Answer,
+        challenge: str | None,
+        loopback_origin: str | None,
     ) -> tuple[str, str, int, int]:
         """What the store claims for ``answer`` (``service.store.mfa``'s ``_CLAIM``): the
         checks that need no store (a code against the secret, an assertion's signature) are
@@ -307,7 +351,7 @@ class Factors:
         if not state.passkeys or challenge is None or answer.webauthn is None:
             return ("passkey", "", -1, now)
         try:
-            verified = self._require_passkeys().verify_assertion(
+            verified = self._require_passkeys(loopback_origin).verify_assertion(
                 answer.webauthn, challenge, state.passkeys
             )
         except PasskeyRefused:

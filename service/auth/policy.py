@@ -22,6 +22,7 @@ from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
 from service.auth.reauthentication import Reauthentication
 from service.auth.removals import Removals
+from service.auth.secret_box import derived_key
 from service.auth.sessions import Sessions
 from service.auth.uploaders import Uploaders
 from service.auth.users import Users
@@ -110,7 +111,10 @@ def make_policy(
             settings.alias_password_failures_per_alias,
             settings.alias_password_failures_per_address,
             settings.alias_password_window_seconds,
+            settings.alias_password_failures_per_alias_address,
         ),
+        derived_key(settings.mfa.secrets_keys, "alias cookies"),
+        derived_key(settings.mfa.secrets_keys, "public etags"),
     )
     return Policy(
         users=users,

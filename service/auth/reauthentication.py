@@ -80,7 +80,9 @@ class Reauthentication:
         self._idle_ms = session_settings.idle_seconds * 1000
         self._max_ms = session_settings.max_seconds * 1000
 
-    async def webauthn_options(self, principal: Principal) -> dict[str, Any]:
+    async def webauthn_options(
+        self, principal: Principal, loopback_origin: str | None = None
+    ) -> dict[str, Any]:
         """Assertion options for reauthenticating this session with a passkey; the challenge is
         kept 5 minutes for this session (a new call replaces it)."""
         standing = await self._sessions.standing(principal)
@@ -88,7 +90,7 @@ class Reauthentication:
         if not state.passkeys:
             raise ApiError(Code.MFA_NOT_ENABLED, "This account has no passkey.")
         challenge = new_challenge()
-        options = self._factors.assertion_options(state, challenge)
+        options = self._factors.assertion_options(state, challenge, loopback_origin)
         now = self._clock.now_ms()
         await self._mfa.set_challenge(
             principal.user_id, f"reauth:{standing.id}", challenge, now, now + CHALLENGE_MS
@@ -102,11 +104,13 @@ class Reauthentication:
         answer: Answer | None,
         client_address: str | None,
         origin: audit.Origin,
+        loopback_origin: str | None = None,
     ) -> Reauthenticated:
         """Check the password (and the second factor when the account has one: 400
         ``validation_failed`` naming the fields when none was given) and replace the caller's
         session by a new one. A wrong password is 401 ``invalid_credentials``, a wrong factor 401
-        ``mfa_code_invalid``, each counted as a failed login; neither ends the session."""
+        ``mfa_code_invalid``, each counted as a failed login; neither ends the session.
+        ``loopback_origin``: the request's, for a passkey (``Factors.passkeys_at``)."""
         user = await self._users.get_user(principal.user_id)
         standing = await self._sessions.standing(principal)
         state = await self._factors.state(user.id)
@@ -127,7 +131,7 @@ class Reauthentication:
                     challenge = await self._mfa.take_challenge(
                         user.id, f"reauth:{standing.id}", now
                     )
-                claim = self._factors.claim(user.id, state, answer, challenge)
+                claim = self._factors.claim(user.id, state, answer, challenge, loopback_origin)
                 events = None
                 if answer.recovery_code is not None:
                     used = audit.event(audit.MFA_RECOVERY_CODE_USED, now, origin)

@@ -16,13 +16,25 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import os
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 _VERSION = "v1"
+# What ``derived_key`` derives from when the operator gave no key: the same for every
+# application this process builds, never stored.
+_PROCESS_KEY = os.urandom(32)
 _NONCE_BYTES = 12
+
+
+def derived_key(keys: tuple[bytes, ...], purpose: str) -> bytes:
+    """A key for ``purpose`` (signing alias cookies, public ETags) derived from the first of
+    the operator's keys, so that it is never stored: not in Redis, not in a backup. Without a
+    key (an application built by hand, never ``serve``), from a random one of this process."""
+    base = keys[0] if keys else _PROCESS_KEY
+    return hmac.new(base, b"filehost derived key\0" + purpose.encode(), "sha256").digest()
 
 
 class SecretUnreadable(Exception):

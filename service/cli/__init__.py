@@ -34,6 +34,7 @@ from service.cli import backups, secret_keys, users
 from service.cli.parser import AS_MODULE, INSTALLED, command_parser
 from service.cli.prompts import Refused
 from service.config import ConfigError, Settings, load_settings
+from service.config.generated_key import with_generated_key
 from service.errors import ApiError
 from service.observability.log_lines import write_line
 from service.store.blobs import FILES_DIRECTORY, StorageFull
@@ -57,6 +58,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         if getattr(args, name, None) is not None
     }
     settings = dataclasses.replace(settings, **overrides)
+    if args.command != "serve":  # serve makes it when there is none
+        # The data directory's generated secrets key, when none is configured.
+        settings, _ = with_generated_key(settings, create=False)
     if not 1 <= settings.workers <= 64:
         raise ConfigError("--workers must be between 1 and 64")
     if not 0 <= settings.port <= 65535:
@@ -81,7 +85,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if args.command == "serve":
         from service.server import serve
 
-        return serve(settings, prog)
+        try:
+            settings, generated = with_generated_key(settings, create=True)
+        except ConfigError as error:
+            write_line(logging.ERROR, "service", f"configuration error: {error}")
+            return 2
+        return serve(settings, prog, generated)
 
     run = {"users": users.run, "secrets": secret_keys.run}.get(args.command, backups.run)
     try:

@@ -81,6 +81,9 @@ class Settings:
     public_url: str | None = _DEFAULTS["public_url"]
     alias_rate_per_second: float = _DEFAULTS["alias_rate_per_second"]
     alias_rate_burst: int = _DEFAULTS["alias_rate_burst"]
+    alias_password_failures_per_alias_address: int = _DEFAULTS[
+        "alias_password_failures_per_alias_address"
+    ]
     alias_password_failures_per_alias: int = _DEFAULTS["alias_password_failures_per_alias"]
     alias_password_failures_per_address: int = _DEFAULTS["alias_password_failures_per_address"]
     alias_password_window_seconds: int = _DEFAULTS["alias_password_window_seconds"]

@@ -247,8 +247,9 @@ SETTINGS: tuple[Setting, ...] = (
         "The address people reach the service at, e.g. `https://files.example.com`: an "
         "alias's `url` and the address an uploader configuration sends to are made from it "
         "([api.md](api.md#vanity-aliases)); its origin is passkeys' relying party (its host "
-        "the RP id, the origin assertions must come from), and unset, passkeys can't be added "
-        "or used ([security.md](security.md#second-factors))",
+        "the RP id, the origin assertions must come from); unset, passkeys work only on a "
+        "`localhost` page reached over loopback, as `scripts/run` serves "
+        "([operating.md](operating.md#passkeys-and-the-public-url))",
         "unset: the origin of the request that reads the alias or makes the uploader "
         "(`X-Forwarded-Proto` from a trusted proxy)",
     ),
@@ -268,12 +269,22 @@ SETTINGS: tuple[Setting, ...] = (
         "Requests a client address may send at once to `/a/…`",
     ),
     Setting(
+        "alias_password_failures_per_alias_address",
+        "FILEHOST_ALIAS_PASSWORD_FAILURES_PER_ALIAS_ADDRESS",
+        Int(0, 1_000_000),
+        10,
+        "Wrong passwords for one alias from one client address (IPv6: per /64) in the window "
+        "before that address gets 429 `alias_password_throttled` for that alias: the first "
+        "bound a guesser meets, and one that locks out nobody else; `0` turns it off",
+    ),
+    Setting(
         "alias_password_failures_per_alias",
         "FILEHOST_ALIAS_PASSWORD_FAILURES_PER_ALIAS",
         Int(0, 1_000_000),
-        20,
-        "Wrong passwords per alias in the window before 429 `alias_password_throttled`; `0` "
-        "turns this bound off",
+        1000,
+        "Wrong passwords for one alias from every address together in the window: the ceiling "
+        "of a guess spread over many addresses (when it is reached, the alias's password is "
+        "429 for everyone until the window ends); `0` turns it off",
     ),
     Setting(
         "alias_password_failures_per_address",
@@ -288,7 +299,7 @@ SETTINGS: tuple[Setting, ...] = (
         "FILEHOST_ALIAS_PASSWORD_WINDOW_SECONDS",
         Int(1, _DAY),
         15 * 60,
-        "The window of both alias password bounds, starting at the first wrong password",
+        "The window of the alias password bounds, each starting at its first wrong password",
     ),
     Setting(
         "login_concurrency",
@@ -419,8 +430,11 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "Keys that encrypt TOTP secrets at rest (AES-256-GCM): the first encrypts, every one "
         "decrypts, so a new key goes first and old ones stay until `secrets rotate` has run "
-        "([operating.md](operating.md#the-secrets-key)). Unset, TOTP can't be enabled",
-        "unset",
+        "([operating.md](operating.md#the-secrets-key)); the first also signs, through keys "
+        "derived from it, alias cookies and public ETags. Several instances on one store set "
+        "the same keys",
+        "unset: `serve` generates one into `<FILEHOST_DATA_DIR>/secrets.key` (mode 0600) on its "
+        "first start and uses it",
         "; not with `FILEHOST_SECRETS_KEY_FILE`",
     ),
     Setting(

@@ -1,6 +1,6 @@
 """The public side's use of an alias's entry (``GET /a/{slug}``, ``service.store.aliases`` for the
 entry): resolving a slug and counting its view in one script on one key, giving a view back, the
-request-rate bucket of a client address, and the key that signs a password's cookie.
+request-rate bucket of a client address.
 
 Knows nothing of HTTP. Receives no password, only a bcrypt hash already checked against one.
 The reads go through the worker's auto-pipelined connection (``hot``) when there is one: on a
@@ -18,7 +18,6 @@ served only after its view was counted. A view counted for an answer that then i
 from __future__ import annotations
 
 import asyncio
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,7 +185,6 @@ class AliasViews:
             _VIEW_TAKE_READ, self._view_take_read.sha, 3, *(ARG,) * 12
         )
         self._hot_hget = CommandTemplate("HGET", ARG, ARG)
-        self._secret: bytes | None = None
 
     def _view_call(self, entry: str, args: tuple[bytes, ...]) -> _Call:
         return self._hot_view, (entry.encode(), *args)
@@ -308,14 +306,7 @@ class AliasViews:
         # Over the hot connection, as the view was: the gateway lane runs outside any task.
         await self._together([(self._hot_give_back, (entry.encode(), alias.encode()))])
 
-    async def cookie_secret(self) -> bytes:
-        """The key that signs a folder alias's cookie: made once for the whole deployment (the
-        first worker to need it writes it, the others read it) and kept for this worker."""
-        if self._secret is None:
-            name = self.keys.alias_cookie_secret
-            await self._redis.set(name, secrets.token_hex(32), nx=True)
-            stored = await self._redis.get(name)
-            if not stored:
-                raise RuntimeError("the alias cookie key could not be read back")
-            self._secret = stored.encode()
-        return self._secret
+    async def forget_stored_cookie_secret(self) -> None:
+        """Delete the cookie key earlier releases kept in the store (and so in every backup):
+        the key is now derived from the operator's secrets key, never stored."""
+        await self._redis.delete(self.keys.alias_cookie_secret)

@@ -145,11 +145,12 @@ key                                    type    holds
 ``P:alias-guesses:alias:<alias id>``    string  wrong passwords counted for one alias in the
                                                window; expires with the window
 ``P:alias-guesses:ip:<address>``        string  the same, for one client address (IPv6: its /64)
+``P:alias-guesses:pair:<alias>:<addr>`` string  the same, for one alias from one address
 ``P:rate:{alias-ip:<address>}``         string  request-rate bucket of one client address on
                                                the public alias pages; lives seconds
-``P:alias-cookie-secret``               string  the key that signs the cookie a folder alias's
-                                               password grants; made once, by the first worker
-                                               that needs it
+``P:alias-cookie-secret``               string  the key that signed the cookie a folder alias's
+                                               password grants, in releases before it was
+                                               derived from the secrets key; deleted at start-up
 ``P:{U}:audit``                         zset    the account's audit trail: ``<type>:<JSON
                                                event>`` scored by a sequence number (at least
                                                the event's ms × 1000, above every earlier
@@ -289,6 +290,9 @@ class RedisKeys:
     def alias_entry_prefix(self) -> str:
         """``alias_entry`` without its slug: scripts that name an entry from a slug use it."""
         return self._alias_entry
+
+    def alias_guesses_by_alias_address(self, alias_id: str, address: str) -> str:
+        return f"{self._alias_guesses}pair:{alias_id}:{address}"
 
     def alias_guesses_by_alias(self, alias_id: str) -> str:
         return f"{self._alias_guesses}alias:{alias_id}"

@@ -8,17 +8,21 @@ HTTP, on the fixtures' real Redis (and the API suite's cluster run)."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from service.api.context import BLOBS
+from service.api.context import BLOBS, REMOVALS_AT_START
+from service.config.readers import secret_keys
 from tests.support.aliases import ALIASES, alias, edit_alias, public
 from tests.support.api import Api, assert_error, bearer
 from tests.support.files import uploaded
 from tests.support.folders import SETTINGS, folder, patch
+from tests.support.mfa import OTHER_SECRETS_KEY, SECRETS_KEY
 from tests.support.openapi import validator
 
 # Headers that differ from one answer to the next whatever it is.
@@ -47,14 +51,18 @@ async def test_a_file_alias_answers_exactly_as_the_files_content(api: Api) -> No
     shared = await public(api, "/a/page")
     assert (shared.status, await shared.read()) == (200, data)
     kept = {"ratelimit", "ratelimit-policy"}  # the credential's, on its own download only
-    assert {k.lower(): v for k, v in shared.headers.items() if k.lower() not in PER_ANSWER} == {
-        k.lower(): v for k, v in own.headers.items() if k.lower() not in PER_ANSWER | kept
+    mine = PER_ANSWER | {"etag"}
+    assert {k.lower(): v for k, v in shared.headers.items() if k.lower() not in mine} == {
+        k.lower(): v for k, v in own.headers.items() if k.lower() not in mine | kept
     }
     assert shared.headers["Content-Type"] == "application/octet-stream"
     assert shared.headers["Content-Disposition"].startswith("attachment;")
     assert shared.headers["X-Content-Type-Options"] == "nosniff"
     assert shared.headers["Content-Security-Policy"].startswith("default-src 'none'")
-    assert shared.headers["ETag"] == f'"{hashlib.sha256(data).hexdigest()}"'
+    # The owner's ETag is the bytes' SHA-256; the public one tells nothing of them.
+    assert own.headers["ETag"] == f'"{hashlib.sha256(data).hexdigest()}"'
+    assert re.fullmatch(r'"[0-9a-f]{32}"', shared.headers["ETag"])
+    assert hashlib.sha256(data).hexdigest()[:16] not in shared.headers["ETag"]
     assert "RateLimit" not in shared.headers
 
 
@@ -62,9 +70,10 @@ async def test_views_count_200_and_206_to_the_limit_and_never_head_or_304(api: A
     token = await api.user_with_session()
     file = await uploaded(api, b"0123456789", token=token)
     made = await alias(api, {"file_id": file["id"], "slug": "counted", "max_views": 3}, token=token)
-    etag = f'"{file["sha256"]}"'
     head = await api.client.head("/a/counted")
     assert (head.status, await head.read(), head.headers["Content-Length"]) == (200, b"", "10")
+    etag = head.headers["ETag"]
+    assert etag != f'"{file["sha256"]}"'
     not_modified = await public(api, "/a/counted", **{"If-None-Match": etag})
     assert not_modified.status == 304
     unsatisfiable = await public(api, "/a/counted", Range="bytes=50-")
@@ -73,8 +82,18 @@ async def test_views_count_200_and_206_to_the_limit_and_never_head_or_304(api: A
     part = await public(api, "/a/counted", Range="bytes=2-4")
     assert (part.status, await part.read()) == (206, b"234")
     assert (await public(api, "/a/counted")).status == 200
-    assert (await public(api, "/a/counted", **{"If-None-Match": '"other"'})).status == 200
+    # The bytes' SHA-256 is not the tag: asked with it, the whole file comes, not a 304.
+    sha = f'"{file["sha256"]}"'
+    assert (await public(api, "/a/counted", **{"If-None-Match": sha})).status == 200
     assert await views_of(api, token, made["id"]) == 3
+    # Used up: HEAD and a conditional request are refused as any unusable alias, telling nothing.
+    unknown = await api.client.head("/a/never-made")
+    for refused in (
+        await api.client.head("/a/counted"),
+        await public(api, "/a/counted", **{"If-None-Match": etag}),
+    ):
+        assert refused.status == 404 and "ETag" not in refused.headers
+        assert refused.headers.get("Content-Length") == unknown.headers.get("Content-Length")
     await assert_error(await public(api, "/a/counted"), 404, "alias_not_found")
     await assert_error(await public(api, "/a/counted", Range="bytes=0-1"), 404, "alias_not_found")
     assert await views_of(api, token, made["id"]) == 3
@@ -365,6 +384,33 @@ async def test_a_folders_password_gives_a_cookie_for_its_path_that_a_new_passwor
     )
 
 
+async def test_the_cookie_key_comes_from_the_secrets_key_and_is_never_stored(
+    make_api: Any, tmp_path: Path, redis_client: Any
+) -> None:
+    """Whoever holds a backup (the store's records) can't sign a cookie that opens a protected
+    folder alias: the key is derived from the operator's secrets key, which no backup holds,
+    and the key earlier releases kept in the store is deleted at start-up."""
+    redis_client.set("fh:alias-cookie-secret", "a key an earlier release stored")
+    api = await make_api(data_dir=tmp_path, secrets_key=secret_keys("K", SECRETS_KEY))
+    await api.app[REMOVALS_AT_START]
+    assert not redis_client.exists("fh:alias-cookie-secret")
+    token = await api.user_with_session()
+    top = await folder(api, "private", token=token)
+    await alias(
+        api, {"folder_id": top["id"], "slug": "private", "password": "pw-1234"}, token=token
+    )
+    answer = await api.client.post(
+        "/a/private", data={"password": "pw-1234"}, allow_redirects=False
+    )
+    cookie = {"Cookie": answer.headers["Set-Cookie"].split(";", 1)[0], "Accept": "application/json"}
+    assert not [name for name in redis_client.keys("fh:*") if "cookie" in name]
+
+    same = await make_api(data_dir=tmp_path, secrets_key=secret_keys("K", SECRETS_KEY))
+    assert (await public(same, "/a/private", **cookie)).status == 200  # another instance
+    other = await make_api(data_dir=tmp_path, secrets_key=secret_keys("K", OTHER_SECRETS_KEY))
+    await assert_error(await public(other, "/a/private", **cookie), 401, "alias_password_required")
+
+
 async def test_password_guesses_are_throttled_per_alias_even_for_the_right_one(
     make_api: Any,
 ) -> None:
@@ -382,6 +428,44 @@ async def test_password_guesses_are_throttled_per_alias_even_for_the_right_one(
     assert int(throttled.headers["Retry-After"]) == error["details"]["retry_after_seconds"] > 0
     form = await api.client.post("/a/guessed", data={"password": "the right one"})
     assert form.status == 429 and "Too many wrong passwords" in await form.text()
+
+
+async def test_one_address_guessing_locks_out_only_itself_and_many_meet_a_ceiling(
+    make_api: Any,
+) -> None:
+    """Twenty wrong passwords from one address used to make the right one 429 for everyone:
+    now one address is held back for its own guesses at one alias, and only a guess spread
+    over many addresses meets the alias's ceiling."""
+    api = await make_api(
+        alias_password_failures_per_alias_address=3,
+        alias_password_failures_per_alias=8,
+        alias_password_failures_per_address=0,
+        trusted_proxies=(ipaddress.ip_network("127.0.0.0/8"),),
+    )
+    token = await api.user_with_session()
+    file = await uploaded(api, b"x", token=token)
+    await alias(
+        api, {"file_id": file["id"], "slug": "kept", "password": "the right one"}, token=token
+    )
+
+    async def guess(address: str, password: str = "wrong") -> Any:  # noqa: S107
+        return await public(
+            api, "/a/kept", **{"X-Alias-Password": password, "X-Forwarded-For": address}
+        )
+
+    for _ in range(3):
+        await assert_error(await guess("203.0.113.1"), 401, "alias_password_invalid")
+    await assert_error(await guess("203.0.113.1"), 429, "alias_password_throttled")
+    await assert_error(await guess("203.0.113.1", "the right one"), 429, "alias_password_throttled")
+    # The owner, anywhere else, is not locked out by that.
+    assert (await guess("198.51.100.7", "the right one")).status == 200
+    # Spread over addresses, the guesses meet the alias's ceiling (8): then it holds for all.
+    for n in range(5):
+        await assert_error(await guess(f"192.0.2.{n}"), 401, "alias_password_invalid")
+    await assert_error(await guess("192.0.2.200"), 429, "alias_password_throttled")
+    await assert_error(
+        await guess("198.51.100.7", "the right one"), 429, "alias_password_throttled"
+    )
 
 
 async def test_password_guesses_are_throttled_per_address_across_aliases(make_api: Any) -> None:

@@ -237,8 +237,10 @@ async def test_without_a_secrets_key_totp_fails_closed_and_the_rest_works(api: A
     token = await api.user_with_session(EMAIL)
     state = await mfa_state(api, token)
     assert state["available"] == {"totp": False, "webauthn": False}
+    assert state["setup"]["secrets_key"] == "missing"
     response = await api.client.post("/api/v1/auth/mfa/totp", headers=bearer(token))
-    await assert_error(response, 503, "mfa_unavailable")
+    error = await assert_error(response, 409, "mfa_not_configured")
+    assert error["details"] == {"setting": "FILEHOST_SECRETS_KEY"}
     assert (await api.create_key(token))["id"]
     assert await api.login(EMAIL)
 

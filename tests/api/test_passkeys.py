@@ -208,9 +208,29 @@ async def test_a_removed_passkey_answers_nothing(mfa_api: Api) -> None:
     await assert_error(again, 404, "passkey_not_found")
 
 
-async def test_without_a_public_url_passkeys_fail_closed(make_api) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_public_url_passkeys_work_at_localhost_only(make_api) -> None:  # type: ignore[no-untyped-def]
+    """Without FILEHOST_PUBLIC_URL the relying party is the page's own origin when that is a
+    ``localhost`` page reached over loopback (as ``scripts/run`` serves); anywhere else is a
+    4xx naming the setting, never a 5xx."""
     api = await make_api()
     token = await api.user_with_session(EMAIL)
-    await assert_error(
-        await api.client.post(OPTIONS, headers=bearer(token)), 503, "mfa_unavailable"
-    )
+    refused = await api.client.post(OPTIONS, headers=bearer(token))  # Host: 127.0.0.1:<port>
+    error = await assert_error(refused, 409, "mfa_not_configured")
+    assert error["details"] == {"setting": "FILEHOST_PUBLIC_URL"}
+    state = await api.client.get("/api/v1/auth/mfa", headers=bearer(token))
+    data = (await state.json())["data"]
+    assert data["available"]["webauthn"] is False
+    assert data["setup"]["public_url"] == "missing"
+
+    port = api.client.port
+    here = {**bearer(token), "Host": f"localhost:{port}"}
+    options = await api.client.post(OPTIONS, headers=here)
+    assert options.status == 200, await options.text()
+    assert (await options.json())["data"]["rp"]["id"] == "localhost"
+    state = await api.client.get("/api/v1/auth/mfa", headers=here)
+    data = (await state.json())["data"]
+    assert data["available"]["webauthn"] is True
+    assert data["setup"]["public_url"] == "loopback"
+    # A proxied name is the operator's to configure, even over loopback.
+    proxied = {**bearer(token), "Host": "files.example.com"}
+    await assert_error(await api.client.post(OPTIONS, headers=proxied), 409, "mfa_not_configured")

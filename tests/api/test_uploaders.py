@@ -21,7 +21,6 @@ import redis as redis_sync
 
 from service.api.context import REMOVALS_AT_START
 from service.domain import credentials
-
 from tests.support.aliases import ALIASES, alias, alias_part
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import parse_iso
@@ -161,9 +160,7 @@ async def test_an_uploaders_key_may_upload_and_alias_its_upload_and_nothing_else
     assert mine["alias"]["slug"]
 
     async def refused(method: str, path: str, body: Any = None) -> None:
-        response = await api.client.request(
-            method, path, json=body, headers={"X-API-Key": key}
-        )
+        response = await api.client.request(method, path, json=body, headers={"X-API-Key": key})
         error = await assert_error(response, 403, "insufficient_permission")
         assert error["details"]["upload_only"] is True
 
@@ -229,9 +226,7 @@ async def test_keys_uploaders_made_before_the_mark_are_made_upload_only_at_the_n
     await restarted.app[REMOVALS_AT_START]
     second = await uploaded(restarted, b"two", key=made["secret_key"])
     response = await restarted.client.delete(f"{FILES}/{second['id']}", headers=key)
-    assert (await assert_error(response, 403, "insufficient_permission"))["details"][
-        "upload_only"
-    ]
+    assert (await assert_error(response, 403, "insufficient_permission"))["details"]["upload_only"]
     keys = await restarted.client.get("/api/v1/keys", headers=bearer(token))
     shown = {key["id"]: key["uploader"] for key in (await keys.json())["data"]["keys"]}
     assert shown == {made["id"]: "curl", ordinary["id"]: None}

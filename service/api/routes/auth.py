@@ -11,7 +11,12 @@ from aiohttp import web
 from service.api.client_address import client_address
 from service.api.context import POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting, acting_standing, authenticate
-from service.api.mfa_requests import parse_mfa_token, parse_reauthenticate, parse_second_step
+from service.api.mfa_requests import (
+    loopback_origin,
+    parse_mfa_token,
+    parse_reauthenticate,
+    parse_second_step,
+)
 from service.api.validation import parse_login, read_json_object, user_agent
 from service.api.views import ok
 from service.auth.login import LoginResult, MfaRequired
@@ -54,14 +59,14 @@ async def login_second_step(request: web.Request) -> web.Response:
     mfa_token, answer = parse_second_step(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
     result = await request.app[POLICY].login.second_step(
-        mfa_token, answer, address, user_agent(request)
+        mfa_token, answer, address, user_agent(request), loopback_origin(request)
     )
     return _logged_in(result)
 
 
 async def login_webauthn_options(request: web.Request) -> web.Response:
     mfa_token = parse_mfa_token(await read_json_object(request))
-    return ok(await request.app[POLICY].login.webauthn_options(mfa_token))
+    return ok(await request.app[POLICY].login.webauthn_options(mfa_token, loopback_origin(request)))
 
 
 async def reauthenticate(request: web.Request) -> web.Response:
@@ -69,7 +74,12 @@ async def reauthenticate(request: web.Request) -> web.Response:
     password, answer = parse_reauthenticate(await read_json_object(request))
     address = client_address(request, request.app[SETTINGS].trusted_proxies)
     done = await request.app[POLICY].reauthentication.reauthenticate(
-        principal, password, answer, address, await acting(request, principal)
+        principal,
+        password,
+        answer,
+        address,
+        await acting(request, principal),
+        loopback_origin(request),
     )
     return ok(
         {
@@ -84,7 +94,8 @@ async def reauthenticate(request: web.Request) -> web.Response:
 
 async def reauthenticate_webauthn_options(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
-    return ok(await request.app[POLICY].reauthentication.webauthn_options(principal))
+    reauthentication = request.app[POLICY].reauthentication
+    return ok(await reauthentication.webauthn_options(principal, loopback_origin(request)))
 
 
 async def logout(request: web.Request) -> web.Response:

@@ -462,7 +462,7 @@ async def download_file(request: web.Request) -> web.StreamResponse:
     require(principal, "files.read")
     files = request.app[POLICY].files
     record = await files.get(principal, request.match_info["file_id"])
-    return await send_file(request, files, record)
+    return await send_file(request, files, record, owner_etag(record))
 
 
 class Admission(Protocol):
@@ -472,14 +472,24 @@ class Admission(Protocol):
     async def admit(self) -> bool: ...
 
 
+def owner_etag(record: FileRecord) -> str:
+    """The ETag of a file's bytes for whoever holds a credential to them: their SHA-256, which
+    the file's view shows anyway. The public side sends an opaque one
+    (``AliasAccess.public_etag``)."""
+    return f'"{record.sha256}"'
+
+
 async def send_file(
-    request: web.Request, files: Files, record: FileRecord, admission: Admission | None = None
+    request: web.Request,
+    files: Files,
+    record: FileRecord,
+    etag: str,
+    admission: Admission | None = None,
 ) -> web.StreamResponse:
     """The bytes of ``record`` as ``GET /files/{id}/content`` answers them (and every other
-    path that serves a file): Content-Length, a strong ETag, 304, one ``bytes=`` range as 206,
-    risky types as ``application/octet-stream`` and ``attachment``; for HEAD, the same headers
-    without the bytes. ``admission`` refusing a 200 or 206 is 404 ``alias_not_found``."""
-    etag = f'"{record.sha256}"'
+    path that serves a file): Content-Length, the strong ``etag``, 304, one ``bytes=`` range as
+    206, risky types as ``application/octet-stream`` and ``attachment``; for HEAD, the same
+    headers without the bytes. ``admission`` refusing a 200 or 206 is 404 ``alias_not_found``."""
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return web.Response(status=304, headers={hdrs.ETAG: etag})
@@ -490,7 +500,7 @@ async def send_file(
         start, length = chosen if chosen is not None else (0, len(content))
         body = content[start : start + length] if chosen is not None else content
         small = Answer(body, 200 if chosen is None else 206)
-        _content_headers(small, record, chosen, len(content))
+        _content_headers(small, record, etag, chosen, len(content))
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
         if request.method != hdrs.METH_HEAD:
@@ -502,7 +512,7 @@ async def send_file(
         chosen = byte_range(request, size, etag)
         start, length = chosen if chosen is not None else (0, size)
         response = web.StreamResponse(status=200 if chosen is None else 206)
-        _content_headers(response, record, chosen, size)
+        _content_headers(response, record, etag, chosen, size)
         response.content_length = length
         if admission is not None and not await admission.admit():
             raise ApiError(Code.ALIAS_NOT_FOUND)
@@ -530,10 +540,14 @@ def count_download(app: web.Application, via: str, size: int) -> None:
 
 
 def _content_headers(
-    response: web.StreamResponse, record: FileRecord, chosen: tuple[int, int] | None, size: int
+    response: web.StreamResponse,
+    record: FileRecord,
+    etag: str,
+    chosen: tuple[int, int] | None,
+    size: int,
 ) -> None:
     """A file's headers, wherever its bytes come from (``file_headers``)."""
-    content_type, headers = file_headers(record)
+    content_type, headers = file_headers(record, etag)
     response.headers[hdrs.CONTENT_TYPE] = content_type
     response.headers.extend(headers)
     if chosen is not None:
@@ -542,15 +556,15 @@ def _content_headers(
 
 
 @lru_cache(maxsize=4096)
-def file_headers(record: FileRecord) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """A file's content type and the headers that follow it in a whole file's answer: risky
-    types as ``application/octet-stream`` and ``attachment``. The same for the same record, so
-    a file served again and again (through an alias) has them made once."""
+def file_headers(record: FileRecord, etag: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A file's content type and the headers that follow it in a whole file's answer (with
+    ``etag``): risky types as ``application/octet-stream`` and ``attachment``. The same for the
+    same record, so a file served again and again (through an alias) has them made once."""
     inline = record.content_type in INLINE_TYPES
     disposition = content_disposition("inline" if inline else "attachment", record.name)
     return record.content_type if inline else OCTET_STREAM, (
         (hdrs.CONTENT_DISPOSITION, disposition),
-        (hdrs.ETAG, f'"{record.sha256}"'),
+        (hdrs.ETAG, etag),
         (hdrs.ACCEPT_RANGES, "bytes"),
     )
 

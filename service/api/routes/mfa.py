@@ -16,9 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
-from service.api.context import POLICY, PREFIX
+from service.api.context import POLICY, PREFIX, SECRETS_KEY_SOURCE, SETTINGS
 from service.api.credentials import acting_recently, authenticate
-from service.api.mfa_requests import parse_code, parse_new_passkey
+from service.api.mfa_requests import loopback_origin, parse_code, parse_new_passkey
 from service.api.validation import read_json_object
 from service.api.views import ok
 from service.clock import iso
@@ -38,7 +38,9 @@ def passkey_view(passkey: Passkey) -> dict[str, Any]:
     }
 
 
-def _status_view(state: MfaState, totp_available: bool, webauthn_available: bool) -> dict:
+def _status_view(
+    state: MfaState, totp_available: bool, webauthn_available: bool, setup: dict[str, str]
+) -> dict:
     return {
         "totp": {
             "enabled": state.totp_sealed is not None,
@@ -48,6 +50,7 @@ def _status_view(state: MfaState, totp_available: bool, webauthn_available: bool
         "webauthn": [passkey_view(passkey) for passkey in state.passkeys],
         "recovery_codes_left": state.recovery_codes_left,
         "available": {"totp": totp_available, "webauthn": webauthn_available},
+        "setup": setup,
     }
 
 
@@ -55,7 +58,19 @@ async def mfa_status(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     factors = request.app[POLICY].factors
     state = await factors.state(principal.user_id)
-    return ok(_status_view(state, factors.totp_available, factors.passkeys is not None))
+    here = loopback_origin(request)
+    settings = request.app[SETTINGS]
+    # What the deployment set for second factors, so the page can say what is still to set.
+    setup = {
+        "public_url": (
+            "configured"
+            if settings.public_url is not None
+            else ("loopback" if here is not None else "missing")
+        ),
+        "secrets_key": request.app[SECRETS_KEY_SOURCE],
+    }
+    passkeys = factors.passkeys_at(here) is not None
+    return ok(_status_view(state, factors.totp_available, passkeys, setup))
 
 
 async def start_totp(request: web.Request) -> web.Response:
@@ -112,7 +127,9 @@ async def passkey_options(request: web.Request) -> web.Response:
     policy = request.app[POLICY]
     user = await policy.users.get_user(principal.user_id)
     assert origin.session_id is not None
-    return ok(await policy.factors.passkey_options(user, origin.session_id))
+    return ok(
+        await policy.factors.passkey_options(user, origin.session_id, loopback_origin(request))
+    )
 
 
 async def add_passkey(request: web.Request) -> web.Response:
@@ -121,7 +138,7 @@ async def add_passkey(request: web.Request) -> web.Response:
     name, credential = parse_new_passkey(await read_json_object(request))
     assert origin.session_id is not None
     passkey, ended = await request.app[POLICY].factors.add_passkey(
-        principal, origin.session_id, name, credential, origin
+        principal, origin.session_id, name, credential, origin, loopback_origin(request)
     )
     return ok({**passkey_view(passkey), "sessions_ended": ended}, status=201)
 

@@ -161,7 +161,9 @@ async def _answer(
     try:
         if (item_id or opened.target_id).startswith("fil_"):
             record = await access.file(opened, item_id)
-            response = await send_file(request, request.app[POLICY].files, record, views)
+            etag = access.public_etag(record)
+            files = request.app[POLICY].files
+            response = await send_file(request, files, record, etag, views)
             # Served whole from memory (an Answer) with its view counted: the gateway lane may
             # take the slug's next request (``lane_route``).
             if item_id is None and opened.counted and type(response) is Answer:
@@ -213,7 +215,7 @@ async def _known_file(
         await access.hand_back(slug, opened, trace.remote)
         return None
     count_download(app, "alias", len(content))
-    content_type, own = file_headers(record)
+    content_type, own = file_headers(record, access.public_etag(record))
     return Reply(200, content, own, content_type)
 
 

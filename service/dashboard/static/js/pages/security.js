@@ -8,6 +8,7 @@ import { byId, confirmation, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { codesSection } from "../security/codes.js";
 import { passkeysSection } from "../security/passkeys.js";
+import { setupSection } from "../security/setup.js";
 import { totpSection } from "../security/totp.js";
 import { requireSession } from "../session.js";
 
@@ -71,6 +72,7 @@ function start(session) {
   sections.push(codes);
   sections.push(totpSection({ call, ask, showCodes: codes.showCodes, done }));
   sections.push(passkeysSection({ call, ask, done }));
+  sections.push(setupSection());
   refresh();
 }
 

@@ -93,7 +93,11 @@ export function passkeysSection({ call, ask, done }) {
       table.hidden = passkeys.length === 0;
       empty.hidden = passkeys.length > 0 || !available;
       if (!available) {
-        show(unavailable, "The operator has not set up passkeys on this service (it needs its public address).");
+        show(
+          unavailable,
+          "Passkeys need the address people reach this service at: its operator sets FILEHOST_PUBLIC_URL. " +
+            "(On the server's own machine, they work at http://localhost.)",
+        );
       } else if (!passkeysSupported()) {
         show(unavailable, "This browser can't use passkeys here.");
       } else {
