@@ -397,16 +397,21 @@ class ApiKeys:
         return CreatedKey(record, secret)
 
     async def revoke_key(
-        self, user_id: str, key_id: str, origin: audit.Origin = audit.NO_ORIGIN
+        self,
+        user_id: str,
+        key_id: str,
+        origin: audit.Origin = audit.NO_ORIGIN,
+        actor: dict[str, Any] | None = None,
     ) -> int:
         """Revoke one of the user's keys; 404 for an unknown id or another account's key.
-        Recorded as ``key.revoked`` once the key is found active, before it is removed."""
+        Recorded as ``key.revoked`` (by ``actor`` when given: the command line) once the key is
+        found active, before it is removed."""
         now = self._clock.now_ms()
 
         def events_for(record: KeyRecord) -> EventBatch:
             target = audit.key_target(key_id, record.name, record.key_prefix)
             return self._trail.batch(
-                now, audit.event(audit.KEY_REVOKED, now, origin, target=target)
+                now, audit.event(audit.KEY_REVOKED, now, origin, actor=actor, target=target)
             )
 
         try:

@@ -27,8 +27,10 @@ as they were, and said so.
 the data directory), writes the bytes first (checked against the backup's SHA-256) and the
 records after, so an interrupted restore never leaves a record without its bytes; a marker in
 Redis lets a restore cut short be run again with the same backup. The store comes back as it
-was at the backup's instant: sessions and keys keep their own deadlines (restored sessions stay
-signed in until then), and a key revoked or a session ended after the backup is live again.
+was at the backup's instant, but for its sessions: they are left out (everyone signs in again),
+unless asked to keep them. Keys keep their own deadlines, so a key revoked after the backup is
+live again: the command line lists the keys with their last use and revokes those created or used
+since a given time (``service.cli.keys``).
 
 **The backup** is a directory, mode 0700, of files mode 0600: ``records.jsonl`` (one key a line:
 its name, absolute expiry and ``DUMP`` payload, base64), ``files/<id>`` (the bytes) and
@@ -92,6 +94,7 @@ class RestoreSummary:
     files: int
     bytes: int
     resumed: bool  # finished a restore of the same backup cut short
+    sessions_ended: int = 0  # sessions of the backup left out (``keep_sessions`` false)
 
 
 def _private_directory(path: Path) -> bool:
@@ -236,9 +239,11 @@ class Backups:
             missing_bytes=sorted(missing),
         )
 
-    async def restore(self, source: Path) -> RestoreSummary:
+    async def restore(self, source: Path, keep_sessions: bool = False) -> RestoreSummary:
         """Restore the backup in ``source`` into this deployment's store and data directory,
-        which must hold nothing (or a restore of the same backup cut short)."""
+        which must hold nothing (or a restore of the same backup cut short). Every session of
+        the backup (and every login waiting for its second step) is left out, so everyone signs
+        in again, unless ``keep_sessions``."""
         manifest = _manifest(source)
         if manifest["redis_prefix"] != self._prefix:
             raise BackupError(
@@ -262,15 +267,18 @@ class Backups:
             size += entry["size"]
         now = self._clock.now_ms()
         lines = _records(source / RECORDS, self._prefix)
-        written = await self._store.restore(lines, now, replace=resumed)
+        written, signed_in, sessions = await self._store.restore(
+            lines, now, replace=resumed, keep_sessions=keep_sessions
+        )
         await self._store.end_restore()
         return RestoreSummary(
             taken_at=manifest["taken_at_ms"],
             records=written,
-            expired=manifest["records"] - written,
+            expired=manifest["records"] - written - signed_in,
             files=len(manifest["files"]),
             bytes=size,
             resumed=resumed,
+            sessions_ended=sessions,
         )
 
     async def _refuse_unless_empty(self) -> None:

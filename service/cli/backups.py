@@ -40,13 +40,20 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
         else:
-            done = await backups.restore(args.source)
+            done = await backups.restore(args.source, keep_sessions=args.keep_sessions)
             expired = f"; {done.expired} past their deadline left out" if done.expired else ""
             resumed = " (finishing a restore cut short)" if done.resumed else ""
+            taken = iso(done.taken_at)
+            sessions = (
+                "its sessions kept: end any ended since then again"
+                if args.keep_sessions
+                else f"{counted(done.sessions_ended, 'session')} left out: everyone signs in again"
+            )
             print(
                 f"restored {counted(done.records, 'record')} and {counted(done.files, 'file')} "
                 f"({_size(done.bytes)}) from {args.source}{resumed}: the store as it was at "
-                f"{iso(done.taken_at)}{expired}. Revoke again any key, and end any session, "
-                "revoked or ended after that time"
+                f"{taken}{expired}; {sessions}. Keys revoked since then are live again: "
+                f"`keys list` shows every key with its last use, and `keys revoke --since "
+                f"<time>` revokes those created or used since a time"
             )
     return 0

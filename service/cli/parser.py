@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -59,6 +60,7 @@ def command_parser(prog: str) -> argparse.ArgumentParser:
             "{prog} users delete --email you@example.com",
             "{prog} users reset-mfa --email you@example.com",
             "{prog} backup --to /var/backups/filehost-$(date +%Y%m%d-%H%M)",
+            "{prog} keys revoke --since 2025-01-01T03:00Z",
         )
         + "\n\n"
         + _text(
@@ -185,6 +187,39 @@ def command_parser(prog: str) -> argparse.ArgumentParser:
     reset_mfa.add_argument("--email", required=True)
     reset_mfa.add_argument("--yes", action="store_true", help="reset without asking")
 
+    keys = commands.add_parser(
+        "keys",
+        help="every live API key with its last use; revoke those created or used since a time",
+        description=_text(
+            "list shows every live API key of every account: its owner, name, prefix, when it "
+            "was made and last used. revoke --since revokes at once every key created or used "
+            "at or after that time (after restoring a backup, a key revoked since it was taken "
+            "is live again; after a compromise, the keys whoever got in could have made or "
+            "used), recorded as key.revoked by the command line. Asks on a terminal; elsewhere "
+            "needs --yes. docs/operating.md#backing-up-and-restoring."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "{prog} keys list",
+            "{prog} keys list --json | jq -r 'select(.last_used_at == null) | .id'",
+            "{prog} keys revoke --since 2025-01-01T03:00Z",
+        ),
+    )
+    key_actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+    key_listing = key_actions.add_parser("list", help="list every live key")
+    key_listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    key_revoking = key_actions.add_parser(
+        "revoke", help="revoke every key created or used since a time"
+    )
+    key_revoking.add_argument(
+        "--since",
+        required=True,
+        type=moment,
+        help="an ISO 8601 time (UTC unless it says otherwise; a date alone is its midnight)",
+    )
+    key_revoking.add_argument("--yes", action="store_true", help="revoke without asking")
+
     secrets_ = commands.add_parser(
         "secrets",
         help="the key that encrypts TOTP secrets: make one, re-encrypt with a new one",
@@ -235,14 +270,25 @@ def command_parser(prog: str) -> argparse.ArgumentParser:
         description=_text(
             "Write a backup's files and records into this deployment's store (REDIS_URL, or "
             "the embedded one) and data directory (FILEHOST_DATA_DIR), which must hold nothing. "
-            "The service comes back as it was when the backup was taken: sessions and keys keep "
-            "their own deadlines, and what was revoked or ended after it is live again."
+            "The service comes back as it was when the backup was taken, but signed out: every "
+            "session is left out (--keep-sessions keeps them). Keys keep their own deadlines, "
+            "so one revoked after the backup is live again: see `keys list` and "
+            "`keys revoke --since`."
         ),
         formatter_class=raw,
-        epilog=_examples(prog, "{prog} restore --from /var/backups/filehost-20250101-0300"),
+        epilog=_examples(
+            prog,
+            "{prog} restore --from /var/backups/filehost-20250101-0300",
+            "{prog} keys revoke --since 2025-01-01T03:00Z   # then, after a compromise",
+        ),
     )
     restore.add_argument(
         "--from", dest="source", required=True, type=Path, help="the backup's directory"
+    )
+    restore.add_argument(
+        "--keep-sessions",
+        action="store_true",
+        help="restore the backup's sessions too (they stay signed in until their deadlines)",
     )
     return parser
 
@@ -253,3 +299,16 @@ def milliseconds(text: str) -> int:
     if not 1 <= value <= 60_000:
         raise argparse.ArgumentTypeError("must be between 1 and 60000")
     return value
+
+
+def moment(text: str) -> int:
+    """``--since``: an ISO 8601 time (a date alone is its midnight; no zone: UTC), as ms."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "must be an ISO 8601 time, such as 2025-01-01T03:00Z or 2025-01-01"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)

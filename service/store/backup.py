@@ -199,13 +199,26 @@ class BackupStore:
     async def end_restore(self) -> None:
         await self._redis.delete(self.keys.restore_marker)
 
-    async def restore(self, records: Iterable[Record], now: int, replace: bool = False) -> int:
+    async def restore(
+        self,
+        records: Iterable[Record],
+        now: int,
+        replace: bool = False,
+        keep_sessions: bool = True,
+    ) -> tuple[int, int, int]:
         """Write ``records`` back with their deadlines (``replace``: over keys already there, to
         finish a restore cut short); those already past their deadline at ``now`` are left out,
-        as Redis would have expired them. How many were written."""
-        written, batch = 0, []
+        as Redis would have expired them, and without ``keep_sessions`` every signed-in state
+        (``RedisKeys.is_signed_in_state``). How many records were written, how many were left
+        out as signed-in state, and how many of those were sessions."""
+        written, batch, signed_in, sessions = 0, [], 0, 0
+        session_entry = self.keys.session_entry("")
         for record in records:
             if record.expire_at is not None and record.expire_at <= now:
+                continue
+            if not keep_sessions and self.keys.is_signed_in_state(record.key):
+                signed_in += 1
+                sessions += record.key.startswith(session_entry)
                 continue
             batch.append(record)
             if len(batch) >= _BATCH:
@@ -213,7 +226,7 @@ class BackupStore:
                 batch = []
         if batch:
             written += await self._write(batch, replace)
-        return written
+        return written, signed_in, sessions
 
     async def _write(self, records: list[Record], replace: bool) -> int:
         async with self._redis.pipeline(transaction=False) as pipe:

@@ -244,6 +244,15 @@ class RedisKeys:
             self.restore_marker,
         )
 
+    def is_signed_in_state(self, name: str) -> bool:
+        """Whether the key ``name`` holds a signed-in state (a session's entry, the mark of a
+        session replaced by a reauthentication, an account's session index, its logins waiting
+        for a second step): what a restore leaves out unless asked to keep sessions."""
+        if name.startswith((self._session_entry, self._session_replaced_open)):
+            return True
+        head = f"{self._prefix}:{{"
+        return name.startswith(head) and name.endswith(("}:sessions", "}:mfa-logins"))
+
     def account_files_owner(self, name: str) -> str | None:
         """The user id whose ``account_files`` key is named ``name``; None for any other key."""
         head, tail = f"{self._prefix}:{{", "}:files"

@@ -21,7 +21,7 @@ from service.auth.backup import BackupError, Backups
 from service.clock import SystemClock
 from service.store.backup import BackupStore, PauseTooLong
 from service.store.blobs import DirectoryBlobs
-from tests.support.api import Api, bearer
+from tests.support.api import Api, assert_error, bearer
 from tests.support.files import uploaded
 
 
@@ -70,7 +70,11 @@ async def test_a_file_deleted_after_the_store_was_read_is_whole_in_the_backup(
     redis_server.flush()
     shutil.rmtree(tmp_path / "live")
     restored = await backups(live, tmp_path / "live").restore(tmp_path / "backup")
-    assert restored.files == 2
+    assert (restored.files, restored.sessions_ended) == (2, 1)
+    # Every session of the backup was left out: its owner signs in again.
+    response = await live.client.get("/api/v1/files", headers=bearer(token))
+    await assert_error(response, 401, "invalid_session")
+    token = await live.login("alice@example.com")
     assert set(await listed_files(live, token)) == {kept["id"], doomed["id"]}
     assert await content(live, token, doomed["id"]) == (200, b"bytes deleted mid-backup")
     assert await content(live, token, kept["id"]) == (200, b"kept bytes")
@@ -136,6 +140,7 @@ async def test_a_restore_cut_short_is_finished_by_running_it_again(
 
     assert again.resumed and again.files == 1
     assert await live.app[STORE].backup.restoring() is None
+    token = await live.login("alice@example.com")  # the backup's session was left out
     assert await content(live, token, stored["id"]) == (200, b"some bytes")
 
 

@@ -81,7 +81,8 @@ async def test_a_snapshot_restored_into_the_emptied_store_gives_back_every_recor
 
     snapshot = await stores.backup.snapshot(records.append, no_writes, 5_000)
     redis_server.flush()
-    written = await stores.backup.restore(records, int(time.time() * 1000))
+    written, left_out, _ = await stores.backup.restore(records, int(time.time() * 1000))
+    assert left_out == 0  # the store's own restore keeps sessions unless told otherwise
 
     assert snapshot.records == written == len(records) == len(before)
     assert everything(redis_client) == before  # values and deadlines; no rate bucket, no other
@@ -174,7 +175,10 @@ async def test_a_record_past_its_deadline_is_not_restored(
     dump = redis_client.dump(name)
     redis_client.delete(name)
 
-    assert await stores.backup.restore([Record(name, now - 1, dump)], now) == 0
+    assert await stores.backup.restore([Record(name, now - 1, dump)], now) == (0, 0, 0)
     assert redis_client.exists(name) == 0
-    assert await stores.backup.restore([Record(name, now + HOUR_MS, dump)], now) == 1
+    kept = Record(name, now + HOUR_MS, dump)
+    assert await stores.backup.restore([kept], now, keep_sessions=False) == (0, 1, 1)
+    assert redis_client.exists(name) == 0
+    assert await stores.backup.restore([kept], now) == (1, 0, 0)
     assert redis_client.pexpiretime(name) == now + HOUR_MS

@@ -6,10 +6,10 @@ The traffic is logged with when each step happened relative to the backup: done 
 backup command was started (so in the backup), started after it ended (so not), or between
 (either, but then consistently). What is checked on the restored service: every key the backup
 holds is listed and authenticates, every key revoked in it answers ``api_key_revoked``; every
-session in it is signed in (restored sessions stay valid) and listed; every file listed
-downloads whole with its SHA-256, none is missing its bytes, and the data directory holds
-exactly those; each account's audit trail is the live trail as it was up to one moment, and
-agrees with the keys and files restored.
+session in it is signed in (restored with ``--keep-sessions``, they stay valid) and listed;
+every file listed downloads whole with its SHA-256, none is missing its bytes, and the data
+directory holds exactly those; each account's audit trail is the live trail as it was up to
+one moment, and agrees with the keys and files restored.
 """
 
 from __future__ import annotations
@@ -279,7 +279,9 @@ async def test_a_backup_under_traffic_restores_into_a_fresh_store_whole_and_cons
             FILEHOST_DATA_DIR=str(restored_dir),
             FILEHOST_RATE_LIMIT_PER_SECOND="0",
         )
-        status, said = await cli("restore", "--from", str(backup_dir), env=restored_env)
+        status, said = await cli(
+            "restore", "--from", str(backup_dir), "--keep-sessions", env=restored_env
+        )
         assert status == 0, said
         port = int(restored_env["FILEHOST_PORT"])
         with running(restored_env, port, tmp_path) as restored:
@@ -387,6 +389,86 @@ async def every_file_listed(
     for user in users:
         listed += await list_files(http, base, {"Authorization": f"Bearer {user.main}"})
     return listed
+
+
+async def test_after_a_restore_everyone_signs_in_again_and_keys_since_a_time_are_revoked(
+    redis_url: str, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A restore after a compromise: the backup's sessions are left out, and the keys it holds,
+    revoked since or not, are listed with their last use and revoked by when they were made or
+    used, recorded as revoked by the command line."""
+    port = free_port()
+    env = service_env(
+        redis_url,
+        port,
+        FILEHOST_DATA_DIR=str(tmp_path / "live"),
+        FILEHOST_RATE_LIMIT_PER_SECOND="0",
+    )
+    create_user(env, USERS[0])
+    with running(env, port, tmp_path) as server:
+        async with fresh_session() as http:
+            token = await login(http, server, USERS[0])
+            bearer = {"Authorization": f"Bearer {token}"}
+            made = {}
+            for name in ("old", "new"):
+                _, body = await request(
+                    http,
+                    "POST",
+                    f"{server.base}/keys",
+                    json={"name": name, "permissions": ["files.read"]},
+                    headers=bearer,
+                )
+                made[name] = body["data"]
+                if name == "old":  # used, then the second key made a second later
+                    key = {"X-API-Key": made["old"]["secret_key"]}
+                    files = f"{server.base}/files"
+                    assert (await request(http, "GET", files, headers=key))[0] == 200
+                    await asyncio.sleep(1.1)
+            status, said = await cli("backup", "--to", str(tmp_path / "backup"), env=env)
+            assert status == 0, said
+            # After the backup: the old key revoked, the session ended.
+            await request(http, "DELETE", f"{server.base}/keys/{made['old']['id']}", headers=bearer)
+            await request(http, "POST", f"{server.base}/auth/logout", headers=bearer)
+        assert server.stop() == 0
+
+    redis_server.flush()
+    restored = {**env, "FILEHOST_DATA_DIR": str(tmp_path / "restored")}
+    status, said = await cli("restore", "--from", str(tmp_path / "backup"), env=restored)
+    assert status == 0, said
+    assert "1 session left out: everyone signs in again" in said
+    assert "keys revoke --since" in said
+    status, said = await cli("keys", "list", "--json", env=restored)
+    assert status == 0, said
+    listed = {entry["name"]: entry for entry in map(orjson.loads, said.splitlines())}
+    assert set(listed) == {"old", "new"}
+    assert listed["old"]["last_used_at"] is not None and listed["new"]["last_used_at"] is None
+    assert listed["old"]["email"] == USERS[0]
+    # Without --yes and off a terminal: nothing is revoked.
+    since = listed["new"]["created_at"]
+    status, said = await cli("keys", "revoke", "--since", since, env=restored)
+    assert status == 2 and "nothing revoked" in said, said
+
+    status, said = await cli("keys", "revoke", "--since", since, "--yes", env=restored)
+    assert status == 0 and "1 key revoked" in said, said
+
+    with running(restored, port, tmp_path) as server:
+        async with fresh_session() as http:
+            status, body = await request(
+                http, "GET", f"{server.base}/auth/sessions", headers=bearer
+            )
+            assert (status, body["error"]["code"]) == (401, "invalid_session")
+            # Revoked after the backup, the old key is live again; the new one was revoked.
+            old = {"X-API-Key": made["old"]["secret_key"]}
+            assert (await request(http, "GET", f"{server.base}/files", headers=old))[0] == 200
+            new = {"X-API-Key": made["new"]["secret_key"]}
+            status, body = await request(http, "GET", f"{server.base}/files", headers=new)
+            assert (status, body["error"]["code"]) == (401, "api_key_revoked")
+            token = await login(http, server, USERS[0])
+            trail = await audit_trail(http, server.base, token)
+            [revoked] = [e for e in trail if e["type"] == "key.revoked"]
+            assert revoked["target"]["key_id"] == made["new"]["id"]
+            assert revoked["actor"] == {"type": "cli"}
+        assert server.stop() == 0
 
 
 @pytest.mark.parametrize("target", ["redis", "data directory"])
