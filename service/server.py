@@ -43,6 +43,7 @@ from service.api._aiohttp import ListenError, run_app
 from service.api.access_log import AccessLogger
 from service.app import create_app
 from service.config import Settings
+from service.config.generated_key import with_generated_key
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
@@ -377,20 +378,19 @@ def _worker_process(settings: Settings, parent: int, banner: Banner | None) -> N
     sys.exit(code)
 
 
-def serve(
-    settings: Settings, command: str = "filehost-auth", generated_key: Path | None = None
-) -> int:
+def serve(settings: Settings, command: str = "filehost-auth") -> int:
     """Serve until SIGTERM or SIGINT, then stop the workers (requests in flight finish) and after
     them the embedded store (its append-only file flushed). 0 when everything stopped cleanly;
     ``CANNOT_START`` when it could not start (logged as one line saying what to change).
-    ``command``: how serve was started, for the banner's command that creates a user;
-    ``generated_key``: the file of the secrets key serve generated, when none is configured.
+    ``command``: how serve was started, for the banner's command that creates a user.
+    Without a configured secrets key, it makes one in the data directory on its first start
+    (``service.config.generated_key``).
 
     Without ``REDIS_URL`` serve owns the embedded store (waiting first for a ``users`` command
     that owns it to finish), and restarts it when it dies."""
     configure_logging(settings.log_level)
     try:
-        return _serve(settings, command, generated_key)
+        return _serve(settings, command)
     except KeyboardInterrupt:  # Ctrl-C before the workers took over the signals
         log.info("interrupted while starting")
         return 130
@@ -399,10 +399,20 @@ def serve(
         return 1
 
 
-def _serve(settings: Settings, command: str, generated_key: Path | None) -> int:
+def _serve(settings: Settings, command: str) -> int:
     problem = listen_problem(settings.host, settings.port)
     if problem is not None:
         log.error(problem)
+        return CANNOT_START
+    try:
+        settings, generated_key = with_generated_key(settings, create=True)
+    except OSError as error:
+        log.error(
+            "cannot use the data directory %s: %s; choose another with FILEHOST_DATA_DIR, or "
+            "set FILEHOST_SECRETS_KEY",
+            settings.data_dir,
+            error.strerror or error,
+        )
         return CANNOT_START
     embedded = keeper = None
     if settings.redis_url is None:

@@ -85,12 +85,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if args.command == "serve":
         from service.server import serve
 
-        try:
-            settings, generated = with_generated_key(settings, create=True)
-        except ConfigError as error:
-            write_line(logging.ERROR, "service", f"configuration error: {error}")
-            return 2
-        return serve(settings, prog, generated)
+        return serve(settings, prog)
 
     run = {"users": users.run, "secrets": secret_keys.run, "keys": keys.run}.get(
         args.command, backups.run

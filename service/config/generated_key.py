@@ -31,8 +31,9 @@ def generated_key_path(data_dir: Path) -> Path:
 def with_generated_key(settings: Settings, *, create: bool) -> tuple[Settings, Path | None]:
     """``settings`` with the data directory's generated key when no key is configured, and
     the file it is in (None when a key is configured, or there is none and ``create`` is
-    false). ``create``: write one when there is none (``serve``). A file that can't be read or
-    written, or that holds no key, is a ``ConfigError`` naming what to do."""
+    false). ``create``: write one when there is none (``serve``); a data directory where it
+    can't be written raises the ``OSError``. A file that can't be read, or holds no key, is a
+    ``ConfigError``."""
     if settings.secrets_key is not None or settings.secrets_key_file is not None:
         return settings, None
     path = generated_key_path(settings.data_dir)
@@ -41,6 +42,10 @@ def with_generated_key(settings: Settings, *, create: bool) -> tuple[Settings, P
     try:
         text = path.read_text(encoding="ascii")
     except FileNotFoundError:
+        return settings, None
+    except NotADirectoryError:
+        if create:
+            raise
         return settings, None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(
@@ -71,22 +76,16 @@ def _write_new_key(path: Path) -> None:
     the first one's."""
     key = base64.b64encode(secrets.token_bytes(32)) + b"\n"
     draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handle = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        handle = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(handle, key)
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(draft)
-    except OSError as error:
-        raise ConfigError(
-            f"cannot write a generated secrets key to {path} ({error.strerror or error}); "
-            "choose a writable FILEHOST_DATA_DIR, or set FILEHOST_SECRETS_KEY"
-        ) from None
+        os.write(handle, key)
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(draft)
