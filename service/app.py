@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
 from collections.abc import AsyncIterator
 from functools import partial
 
@@ -54,11 +56,18 @@ from service.domain.records import RateLimit
 from service.errors import Code
 from service.observability.log_lines import LINES
 from service.observability.metrics import Metrics
-from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
+from service.store.blob_stores import open_blob_store
+from service.store.blobs import BlobStore
 from service.store.stores import Stores, open_stores
 from service.store.topology import connect_redis, connect_store
 
 __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the tests' client
+
+
+log = logging.getLogger("service")
+
+# How often the blob store is swept of what crashed uploads left.
+SWEEP_SECONDS = 3600
 
 
 async def _finish_what_was_cut_short(policy: Policy, stores: Stores) -> None:
@@ -67,6 +76,23 @@ async def _finish_what_was_cut_short(policy: Policy, stores: Stores) -> None:
     await stores.alias_views.forget_stored_cookie_secret()
     users = await policy.users.list_users()
     await policy.api_keys.upgrade_uploader_keys([user.id for user in users])
+
+
+async def _sweep_every_hour(blobs: BlobStore) -> None:
+    """What crashed uploads left in the blob store (a temporary file, an incomplete multipart
+    upload), removed once it is an hour old: a minute or two after the start (a moment apart on
+    each worker and instance, none of them slowed while it starts), then every hour. A store
+    that can't be reached is tried again at the next hour."""
+    await asyncio.sleep(SWEEP_SECONDS / 60 * (1 + random.random()))  # noqa: S311 - a jitter
+    while True:
+        try:
+            swept = await blobs.sweep()
+        except OSError as error:
+            log.warning("could not sweep what failed uploads left: %s", error)
+        else:
+            if swept:
+                log.info("removed what %d failed upload(s) left in the file storage", swept)
+        await asyncio.sleep(SWEEP_SECONDS)
 
 
 def create_app(
@@ -97,7 +123,7 @@ def create_app(
     app[SETTINGS] = settings
     app[SECRETS_KEY_SOURCE] = secrets_key_source(settings)
     app[RATE_FIELDS] = rate_fields
-    app[BLOBS] = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+    app[BLOBS] = open_blob_store(settings)
     clock = clock or SystemClock()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -141,11 +167,14 @@ def create_app(
         # next start, beside serving.
         removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY], store))
         app[REMOVALS_AT_START] = removals
+        sweeping = asyncio.create_task(_sweep_every_hour(app[BLOBS]))
         yield
         LINES.stop_flushing()
         removals.cancel()  # whatever is left is finished at the next start
-        await asyncio.gather(removals, return_exceptions=True)
+        sweeping.cancel()
+        await asyncio.gather(removals, sweeping, return_exceptions=True)
         await background.drain()
+        await app[BLOBS].close()
         passwords.close()
         alias_passwords.close()
         if connections is not None:

@@ -463,6 +463,12 @@ class Code(StrEnum):
         message="The credential store is unreachable. Retry shortly.",
         retry_after=1,
     )
+    STORAGE_UNAVAILABLE = _Row(
+        503,
+        code="storage_unavailable",
+        message="The file storage can't be reached. Retry shortly.",
+        retry_after=5,
+    )
     ALIAS_PASSWORD_BUSY = _Row(
         503,
         code="alias_password_busy",

@@ -46,7 +46,9 @@ from service.config import Settings
 from service.config.generated_key import with_generated_key
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
+from service.store.blobs import StorageUnavailable
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
+from service.store.s3_blobs import S3Blobs
 
 log = logging.getLogger("service")
 
@@ -414,6 +416,16 @@ def _serve(settings: Settings, command: str) -> int:
             error.strerror or error,
         )
         return CANNOT_START
+    if settings.object_store is not None:
+        refused = asyncio.run(_object_store_problem(settings))
+        if refused is not None and refused.configuration:
+            log.error("cannot use the object store: %s", refused.reason)
+            return CANNOT_START
+        if refused is not None:
+            log.warning(
+                "the object store does not answer (%s): file transfers answer 503 until it does",
+                refused.reason,
+            )
     embedded = keeper = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir, settings.embedded_server, serving=True)
@@ -450,6 +462,16 @@ def _serve(settings: Settings, command: str) -> int:
         if metrics_dir is not None:
             metrics_dir.close()
     return code if store_stopped_cleanly else 1
+
+
+async def _object_store_problem(settings: Settings) -> StorageUnavailable | None:
+    """What is wrong with the object store the settings name, asked once before serving."""
+    assert settings.object_store is not None
+    blobs = S3Blobs(settings.object_store)
+    try:
+        return await blobs.probe()
+    finally:
+        await blobs.close()
 
 
 def _run_workers(

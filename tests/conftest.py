@@ -25,6 +25,7 @@ from tests.support.clock import FakeClock
 from tests.support.cluster import ClusterServer, WholeClusterClient
 from tests.support.processes import processes_mentioning
 from tests.support.redis import RedisServer, free_port
+from tests.support.seaweedfs import SeaweedFS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,12 +36,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the store the redis_server fixture starts: one server, or a 3-master Redis Cluster "
         "(tests/support/cluster.py; the app then runs with FILEHOST_REDIS_MODE=cluster)",
     )
+    parser.addoption(
+        "--blobs",
+        choices=("directory", "s3"),
+        default=os.environ.get("FILEHOST_TEST_BLOBS", "directory"),
+        help="where the apps the fixtures build keep files' bytes: the data directory, or a "
+        "SeaweedFS the session starts (tests/support/seaweedfs.py; FILEHOST_BLOB_STORE=s3)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Read by tests.support.processes.service_env: the serve and CLI processes of the tests use the
     # same topology as the fixtures.
     os.environ["FILEHOST_TEST_REDIS"] = str(config.getoption("--redis"))
+    os.environ["FILEHOST_TEST_BLOBS"] = str(config.getoption("--blobs"))
 
 
 # Skipped under --redis cluster, each for its reason.
@@ -69,11 +78,33 @@ NOT_ON_A_CLUSTER = {
 }
 
 
+# Skipped under --blobs s3: they test how the directory backend writes and sends files.
+_SENDFILE = "sends a file of this machine's disk with sendfile; an object is streamed"
+ONLY_IN_A_DIRECTORY = {
+    "tests/api/test_file_transfers.py::test_a_download_goes_out_through_sendfile_byte_for_byte": (
+        _SENDFILE
+    ),
+    "tests/api/test_file_transfers.py::test_a_body_is_sent_corked_and_its_last_segment_pushed_"
+    "once_it_is_sent": _SENDFILE,
+    "tests/api/test_file_transfers.py::test_a_file_through_an_alias_goes_out_through_sendfile_"
+    "and_head_sends_none": _SENDFILE,
+    "tests/api/test_file_transfers.py::test_a_slow_sendfile_call_outlives_its_request_without_"
+    "touching_a_reused_descriptor": _SENDFILE,
+    "tests/api/test_file_transfers.py::test_each_batch_but_the_last_starts_its_writeback_in_"
+    "order": "the directory's writeback of each batch to disk",
+    "tests/api/test_upload_socket_reads.py::test_an_upload_that_fails_half_way_is_read_to_its_"
+    "end_and_the_connection_serves_on": "a full disk, made by failing the directory's writes",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--redis") != "cluster":
-        return
+    on_a_cluster = config.getoption("--redis") == "cluster"
+    in_an_object_store = config.getoption("--blobs") == "s3"
     for item in items:
-        reason = NOT_ON_A_CLUSTER.get(item.nodeid.split("[")[0])
+        test = item.nodeid.split("[")[0]
+        reason = (NOT_ON_A_CLUSTER.get(test) if on_a_cluster else None) or (
+            ONLY_IN_A_DIRECTORY.get(test) if in_an_object_store else None
+        )
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -124,16 +155,38 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """A real S3 server for the session (started on first use), with one bucket; each test
+    that uses it takes a key prefix of its own (``SeaweedFS.settings``)."""
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def blobs_mode(request: pytest.FixtureRequest) -> str:
+    """``directory``, or ``s3`` under ``--blobs s3``."""
+    return str(request.config.getoption("--blobs"))
+
+
 @pytest.fixture
-def settings(redis_url: str, redis_mode: str) -> Settings:
+def settings(
+    redis_url: str, redis_mode: str, blobs_mode: str, request: pytest.FixtureRequest
+) -> Settings:
     # Cost 4 keeps the suite fast; the production default (12) is tested in test_config. A
     # cluster run shares the machine with the main run: its three masters answer later there.
-    return Settings(
+    base = Settings(
         redis_url=redis_url,
         bcrypt_cost=4,
         redis_timeout_seconds=0.5 if redis_mode == "single" else 2.0,
         redis_mode=redis_mode,
     )
+    if blobs_mode == "s3":  # under --blobs s3: the session's SeaweedFS, a prefix of its own
+        server: SeaweedFS = request.getfixturevalue("seaweedfs")
+        base = replace(base, **server.settings())
+    return base
 
 
 @pytest.fixture

@@ -17,10 +17,14 @@ import redis
 import benchmark
 from benchmark import ROOT, runs
 from benchmark.load import Measurer, count_instructions, login_storm
+from benchmark.object_store import OBJECT_TRANSFERS, object_part
 from benchmark.processes import redis_server
 from benchmark.report import (
     main_section,
     nginx_version,
+    object_section,
+    object_table,
+    object_verdicts,
     print_report,
     report_table,
     target_verdicts,
@@ -31,8 +35,8 @@ from benchmark.report import (
     write_markdown,
 )
 from benchmark.scenarios import SCENARIOS, scenario_headers
-from benchmark.seeding import key_entry, seed_account
-from benchmark.transfers import TRANSFERS, transfer_part
+from benchmark.seeding import key_entry, seed_account, seed_transfer_key
+from benchmark.transfers import FILE_BYTES, MEMORY_FILE_BYTES, TRANSFERS, _source, transfer_part
 
 
 def parse_args() -> argparse.Namespace:
@@ -55,7 +59,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    everything = "".join(SCENARIOS) + "".join(TRANSFERS)
+    everything = "".join(SCENARIOS) + "".join(TRANSFERS) + "".join(OBJECT_TRANSFERS)
     parser.add_argument(
         "--only",
         default=everything,
@@ -120,6 +124,7 @@ def main() -> int:
     args = parse_args()
     scenarios = tuple(name for name in SCENARIOS if name in args.only)
     transfers = "".join(name for name in TRANSFERS if name in args.only)
+    objects = "".join(name for name in OBJECT_TRANSFERS if name in args.only)
     if args.login_storm:
         url, clients, seconds = args.login_storm
         counts = asyncio.run(login_storm(url, int(clients), float(seconds)))
@@ -134,7 +139,7 @@ def main() -> int:
         print("nginx is not installed (Debian: apt-get install nginx)", file=sys.stderr)
         return 2
 
-    gateway_text = transfer_text = None
+    gateway_text = transfer_text = object_text = None
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         with redis_server(workdir) as (redis_url, client):
@@ -147,8 +152,10 @@ def main() -> int:
                 gateway_text = gateway_part(args, scenarios, workdir, redis_url, client)
             if transfers:
                 transfer_text = transfer_report(args, transfers, workdir, redis_url)
+            if objects:
+                object_text = object_report(args, objects, workdir, redis_url)
     if str(args.output) != "-":
-        write_markdown(args.output, gateway_text, transfer_text)
+        write_markdown(args.output, gateway_text, transfer_text, object_text)
         print(f"wrote {args.output}")
     return 0
 
@@ -226,6 +233,27 @@ def transfer_report(args: argparse.Namespace, transfers: str, workdir: Path, red
         rounds=args.transfer_rounds,
         nginx=nginx_version(),
     )
+
+
+def object_report(args: argparse.Namespace, names: str, workdir: Path, redis_url: str) -> str:
+    """The object-store scenarios beside the plain S3 client, and their memory runs."""
+    started = time.monotonic()
+    source = workdir / "object-transfer.bin"
+    _source(source, FILE_BYTES)
+    env = {"FILEHOST_MAX_UPLOAD_BYTES": str(2 * MEMORY_FILE_BYTES)}
+    key = seed_transfer_key(redis_url)
+    rows, notes = object_part(
+        workdir, redis_url, args.workers, names, args.transfer_rounds, key, source, env
+    )
+    table = object_table(rows)
+    notes = [*object_verdicts(rows), *notes]
+    print()
+    print(table)
+    print()
+    for note in notes:
+        print(f"- {note}")
+    elapsed = time.monotonic() - started
+    return object_section(table, notes, elapsed, workers=args.workers, rounds=args.transfer_rounds)
 
 
 if __name__ == "__main__":

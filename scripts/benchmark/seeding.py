@@ -48,7 +48,8 @@ def seed_account(
     from service.auth.policy import make_policy
     from service.clock import SystemClock
     from service.config import Settings
-    from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
+    from service.store.blobs import FILES_DIRECTORY
+    from service.store.directory_blobs import DirectoryBlobs
     from service.store.stores import open_stores
     from service.store.topology import connect_client
 

@@ -45,6 +45,7 @@ class Request:
     multipart: bool = False
     body: bytes | None = None  # a small body sent as it is (JSON), instead of a file
     after: Callable[[], None] | None = None  # run once the answer is read, timed with it
+    follow: bool = False  # a redirect's Location is fetched too, timed with it
 
 
 @dataclass(slots=True)
@@ -54,6 +55,7 @@ class Outcome:
     sent: int = 0  # body bytes of the request
     body: bytes = b""  # the answer's body, when short (an upload's JSON answer)
     error: str | None = None
+    location: str = ""  # a redirect's
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,7 @@ def _read_answer(sock: socket.socket, outcome: Outcome, buffer: memoryview) -> N
         name.strip().lower(): value.strip()
         for name, _, value in (line.partition(":") for line in lines[1:])
     }
+    outcome.location = fields.get("location", "")
     length = int(fields["content-length"]) if "content-length" in fields else None
     received = len(rest)
     short = [rest] if length is not None and length <= HEAD_LIMIT else None
@@ -175,6 +178,9 @@ def transfer(request: Request, buffer: memoryview) -> Outcome:
             else:
                 sock.sendall(_head(request, None))
             _read_answer(sock, outcome, buffer)
+        if request.follow and outcome.status in (302, 303, 307) and outcome.location:
+            followed = Request("GET", outcome.location, {}, request.expected)
+            return transfer(followed, buffer)
         if request.after is not None and outcome.status in request.expected:
             request.after()
         if outcome.status not in request.expected:

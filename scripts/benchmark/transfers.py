@@ -112,6 +112,7 @@ class Transfer:
     cleanup: Callable[[Seeded, RunResult], None] | None = None
     # Called by the client's thread with the URL once a transfer's answer is read, timed with it.
     after: Callable[[Seeded, str], None] | None = None
+    follow: bool = False  # a redirect is followed, timed with the transfer
 
     def requests(self, seeded: Seeded, count: int) -> list[Request]:
         made = []
@@ -126,6 +127,7 @@ class Transfer:
                     upload=seeded.source if self.direction == "upload" else None,
                     multipart=self.multipart,
                     after=functools.partial(self.after, seeded, url) if self.after else None,
+                    follow=self.follow,
                 )
             )
         return made

@@ -18,6 +18,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.api._aiohttp import Answer
 from service.errors import ApiError, Code, CorruptRecord
 from service.observability.trace import RequestTrace, loggable_path
+from service.store.blobs import StorageUnavailable
 
 log = logging.getLogger("service.api")
 
@@ -88,6 +89,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return _from_http_exception(exc)
     if isinstance(exc, RedisError):
         return ApiError(Code.STORE_UNAVAILABLE)
+    if isinstance(exc, StorageUnavailable):
+        return ApiError(Code.STORAGE_UNAVAILABLE)
     return ApiError(Code.INTERNAL_ERROR)
 
 
@@ -127,6 +130,11 @@ def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiE
         note_store_error(trace, exc)
         log.error(
             "credential store error on %s %s: %s", method, loggable_path(path), type(exc).__name__
+        )
+        return as_api_error(exc)
+    if isinstance(exc, StorageUnavailable):
+        log.warning(
+            "file storage unavailable on %s %s: %s", method, loggable_path(path), exc.reason
         )
         return as_api_error(exc)
     log.error("unexpected error on %s %s", method, loggable_path(path), exc_info=exc)

@@ -77,6 +77,7 @@ class Opened:
     counted: bool
     password_hash: str | None = None
     cookie: str | None = None
+    limited: bool = False  # it has a view limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +165,9 @@ class AliasAccess:
             raise _too_many(math.ceil(wait / 1_000_000))
         if view.status == UNUSABLE:
             raise _not_found()
-        opened = Opened(key, view.user_id, view.alias_id, view.target_id, count)
+        opened = Opened(
+            key, view.user_id, view.alias_id, view.target_id, count, limited=view.limited
+        )
         if view.status != PASSWORD:
             return opened
         assert view.password_hash is not None
@@ -184,7 +187,7 @@ class AliasAccess:
             raise _not_found()
         if again.status == PASSWORD:  # a new password since it was read
             raise ApiError(Code.ALIAS_PASSWORD_INVALID)
-        return replace(opened, password_hash=checked, cookie=given)
+        return replace(opened, password_hash=checked, cookie=given, limited=again.limited)
 
     # -- aliases of files this worker served: one round trip -------------------------------------
 

@@ -15,6 +15,14 @@ file record names bytes that are there. A backup:
    record's size and SHA-256. A file deleted meanwhile has lost its name in the data directory,
    not its bytes: the link still holds them.
 
+With an object store (``FILEHOST_BLOB_STORE=s3``) nothing can be hard-linked, so step 2 is
+different: before step 1, the backup marks the store (``BackupStore.mark_backing_up``), and while
+the mark is there no deletion removes bytes, it only notes them (``Removals.purge``); the mark
+is renewed while the bytes are copied out, and lifted after (it expires by itself should the
+backup die). A record in the snapshot was there when it was read, after the mark was set, so
+its removal, and the bytes' after it, come later: they find the mark and wait. The account's
+next removal run (the backup command runs one for every account at its end) removes them.
+
 So the backup holds exactly the records of that instant and the bytes of each of their files:
 no record without its bytes, and no bytes without a record (an upload whose record was still
 waiting, or crash leftovers, are left out). The records a half-done change leaves behind are
@@ -24,7 +32,7 @@ longer). Records that already named missing bytes before the backup (``missing_b
 as they were, and said so.
 
 **Restoring** refuses a target that holds anything (a key under the prefix in Redis, a blob in
-the data directory), writes the bytes first (checked against the backup's SHA-256) and the
+the blob store), writes the bytes first (checked against the backup's SHA-256) and the
 records after, so an interrupted restore never leaves a record without its bytes; a marker in
 Redis lets a restore cut short be run again with the same backup. The store comes back as it
 was at the backup's instant, but for its sessions: they are left out (everyone signs in again),
@@ -48,7 +56,8 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,8 +66,9 @@ import orjson
 
 from service.clock import Clock, iso
 from service.domain.records import FileRecord
-from service.store.backup import BackupStore, PauseTooLong, Record
-from service.store.blobs import READ_CHUNK, ChunkSource, DirectoryBlobs
+from service.store.backup import BackupStore, PauseTooLong, Record, Snapshot
+from service.store.blobs import READ_CHUNK, BlobMissing, BlobStore, ChunkSource
+from service.store.directory_blobs import DirectoryBlobs
 
 FORMAT = "filehost-auth backup"
 VERSION = 1
@@ -67,6 +77,9 @@ RECORDS = "records.jsonl"
 FILES = "files"
 # How long writes may wait while a backup reads the store, unless told otherwise.
 DEFAULT_MAX_PAUSE_MS = 2000
+# How long a backup's mark holds deletions' bytes back unless renewed (it is, while copying):
+# a backup that dies lets them go this long after.
+BACKUP_MARK_MS = 10 * 60 * 1000
 _FILE_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -144,6 +157,15 @@ def _copy_checked(source: Path, target: Path, record: FileRecord) -> None:
         )
 
 
+async def _nothing_to_pin(files: list[FileRecord]) -> None:
+    """An object store's bytes are held by the backup's mark instead (``Backups._copied``)."""
+
+
+def _private_files_directory(to: Path) -> None:
+    (to / FILES).mkdir(mode=0o700)
+    (to / FILES).chmod(0o700)
+
+
 def _encode(record: Record) -> bytes:
     line = {
         "key": record.key,
@@ -156,7 +178,7 @@ def _encode(record: Record) -> bytes:
 class Backups:
     """Backups of one deployment: its store (under ``prefix``) and its files' bytes."""
 
-    def __init__(self, store: BackupStore, blobs: DirectoryBlobs, clock: Clock) -> None:
+    def __init__(self, store: BackupStore, blobs: BlobStore, clock: Clock) -> None:
         self._store = store
         self._blobs = blobs
         self._clock = clock
@@ -177,38 +199,10 @@ class Backups:
             raise
 
     async def _back_up(self, to: Path, max_pause_ms: int) -> BackupSummary:
-        pinned = await asyncio.to_thread(self._blobs.pinning_directory)
-        try:
-            missing: list[str] = []
-
-            async def pin(files: list[FileRecord]) -> None:
-                ids = [record.id for record in files]
-                missing.extend(await asyncio.to_thread(self._blobs.pin, ids, pinned))
-
-            with _private_file(to / RECORDS) as records:
-                try:
-                    snapshot = await self._store.snapshot(
-                        lambda record: records.write(_encode(record)), pin, max_pause_ms
-                    )
-                except PauseTooLong as error:
-                    raise BackupError(
-                        f"reading the store took {error.took_ms} ms, longer than writes may "
-                        f"wait ({error.max_pause_ms} ms), so writes may have landed meanwhile "
-                        "and nothing was kept: run it again at a quieter moment, or allow a "
-                        "longer wait with --max-pause-ms"
-                    ) from None
-                records.flush()
-                os.fsync(records.fileno())
-            kept = [record for record in snapshot.files if record.id not in set(missing)]
-            (to / FILES).mkdir(mode=0o700)
-            (to / FILES).chmod(0o700)
-            for record in kept:
-                await asyncio.to_thread(
-                    _copy_checked, pinned / record.id, to / FILES / record.id, record
-                )
-            _sync_directory(to / FILES)
-        finally:
-            await asyncio.to_thread(shutil.rmtree, pinned, True)
+        if isinstance(self._blobs, DirectoryBlobs):
+            snapshot, kept, missing = await self._pinned(to, max_pause_ms, self._blobs)
+        else:
+            snapshot, kept, missing = await self._copied(to, max_pause_ms)
         backup_id = secrets.token_hex(8)
         manifest = {
             "format": FORMAT,
@@ -239,6 +233,103 @@ class Backups:
             missing_bytes=sorted(missing),
         )
 
+    async def _pinned(
+        self, to: Path, max_pause_ms: int, blobs: DirectoryBlobs
+    ) -> tuple[Snapshot, list[FileRecord], list[str]]:
+        """The records, and the bytes of the directory's files hard-linked while writes wait
+        (so a deletion right after can't take them), then copied: the snapshot, the records
+        whose bytes were copied, and those whose bytes were already missing."""
+        pinned = await asyncio.to_thread(blobs.pinning_directory)
+        try:
+            missing: list[str] = []
+
+            async def pin(files: list[FileRecord]) -> None:
+                ids = [record.id for record in files]
+                missing.extend(await asyncio.to_thread(blobs.pin, ids, pinned))
+
+            snapshot = await self._snapshot(to, max_pause_ms, pin)
+            kept = [record for record in snapshot.files if record.id not in set(missing)]
+            _private_files_directory(to)
+            for record in kept:
+                await asyncio.to_thread(
+                    _copy_checked, pinned / record.id, to / FILES / record.id, record
+                )
+            _sync_directory(to / FILES)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, pinned, True)
+        return snapshot, kept, missing
+
+    async def _copied(
+        self, to: Path, max_pause_ms: int
+    ) -> tuple[Snapshot, list[FileRecord], list[str]]:
+        """The records, and the bytes of their files copied out of the object store, while
+        deletions leave the bytes they remove noted for later (``BackupStore.mark_backing_up``,
+        set before the records are read and renewed while copying): so no file the records
+        name loses its bytes until the copy is done."""
+        await self._store.mark_backing_up(BACKUP_MARK_MS)
+        renewed = time.monotonic()
+        try:
+            snapshot = await self._snapshot(to, max_pause_ms, _nothing_to_pin)
+            _private_files_directory(to)
+            kept, missing = [], []
+            for record in snapshot.files:
+                if time.monotonic() - renewed > BACKUP_MARK_MS / 4000:
+                    await self._store.mark_backing_up(BACKUP_MARK_MS)
+                    renewed = time.monotonic()
+                try:
+                    await self._download_checked(record, to / FILES / record.id)
+                except BlobMissing:
+                    missing.append(record.id)
+                    continue
+                kept.append(record)
+            _sync_directory(to / FILES)
+        finally:
+            await self._store.done_backing_up()
+        return snapshot, kept, missing
+
+    async def _snapshot(
+        self,
+        to: Path,
+        max_pause_ms: int,
+        while_paused: Callable[[list[FileRecord]], Awaitable[None]],
+    ) -> Snapshot:
+        with _private_file(to / RECORDS) as records:
+            try:
+                snapshot = await self._store.snapshot(
+                    lambda record: records.write(_encode(record)), while_paused, max_pause_ms
+                )
+            except PauseTooLong as error:
+                raise BackupError(
+                    f"reading the store took {error.took_ms} ms, longer than writes may "
+                    f"wait ({error.max_pause_ms} ms), so writes may have landed meanwhile "
+                    "and nothing was kept: run it again at a quieter moment, or allow a "
+                    "longer wait with --max-pause-ms"
+                ) from None
+            records.flush()
+            os.fsync(records.fileno())
+        return snapshot
+
+    async def _download_checked(self, record: FileRecord, target: Path) -> None:
+        """A file's bytes from the blob store into the backup; ``BackupError`` when they are
+        not its record's."""
+        blob = await self._blobs.open(record.id)
+        digest, size = hashlib.sha256(), 0
+        try:
+            with _private_file(target) as writing:
+                async for data in blob.chunks(0, blob.size):
+                    digest.update(data)
+                    size += len(data)
+                    await asyncio.to_thread(writing.write, data)
+                writing.flush()
+                os.fsync(writing.fileno())
+        finally:
+            await blob.close()
+        if (size, digest.hexdigest()) != (record.size, record.sha256):
+            raise BackupError(
+                f"the bytes of {record.id} in the file storage do not match its record "
+                "(size or SHA-256): they were damaged there; nothing was kept"
+            )
+
     async def restore(self, source: Path, keep_sessions: bool = False) -> RestoreSummary:
         """Restore the backup in ``source`` into this deployment's store and data directory,
         which must hold nothing (or a restore of the same backup cut short). Every session of
@@ -263,6 +354,8 @@ class Backups:
         await self._store.begin_restore(manifest["id"])
         size = 0
         for entry in manifest["files"]:  # the bytes first: no record ever names missing bytes
+            if resumed and await self._intact(entry):
+                continue  # restored before the cut
             await self._restore_bytes(source / FILES / entry["id"], entry)
             size += entry["size"]
         now = self._clock.now_ms()
@@ -283,18 +376,38 @@ class Backups:
 
     async def _refuse_unless_empty(self) -> None:
         held = await self._store.held(limit=3)
-        stored = self._blobs.stored()
+        stored = await self._blobs.stored()
         if held or stored:
             found = []
             if held:
                 found.append(f"keys under {self._prefix}: in Redis (such as {held[0]})")
             if stored:
-                found.append(f"{len(stored)} file(s) in {self._blobs.root}")
+                found.append(f"{len(stored)} file(s) in the file storage")
             raise BackupError(
                 "the target is not empty: "
                 + " and ".join(found)
                 + "; restore only into an empty store and data directory (nothing was written)"
             )
+
+    async def _intact(self, entry: dict[str, Any]) -> bool:
+        """Whether the blob store holds a file's bytes whole, as the backup has them (a
+        restore cut short wrote them before the cut); a blob that is not is removed."""
+        try:
+            blob = await self._blobs.open(entry["id"])
+        except BlobMissing:
+            return False
+        digest = hashlib.sha256()
+        try:
+            whole = blob.size == entry["size"]
+            if whole:
+                async for data in blob.chunks(0, blob.size):
+                    digest.update(data)
+        finally:
+            await blob.close()
+        if not whole or digest.hexdigest() != entry["sha256"]:
+            await self._blobs.delete(entry["id"])
+            return False
+        return True
 
     async def _restore_bytes(self, path: Path, entry: dict[str, Any]) -> None:
         try:

@@ -186,7 +186,12 @@ class Files:
                 undo = self._undo(user_id, record, events)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(undo)
-            await self._release(file_id)
+                # Its record was written: a backup may have read it, so its bytes go as a
+                # deletion's do.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._removals.release(user_id, file_id))
+            else:
+                await self._release(file_id)
             raise
         return record
 
@@ -247,6 +252,13 @@ class Files:
         """A small file's whole bytes from the worker's memory (read once); None for a larger
         one, or one whose bytes are not what its record says: ``open`` it instead."""
         return await self._small.read(record.id, record.size, record.sha256)
+
+    async def download_url(
+        self, record: FileRecord, disposition: str, content_type: str
+    ) -> str | None:
+        """Where the client may fetch the file's bytes itself, when the blob store redirects
+        downloads (a short-lived URL); None when the service sends them."""
+        return await self.blobs.download_url(record.id, disposition, content_type)
 
     async def open(self, record: FileRecord) -> Blob:
         """The file's bytes; 404 when a listed file has none (logged: it should never be)."""

@@ -29,7 +29,8 @@ from service.auth.users import Users
 from service.clock import Clock
 from service.config import Settings
 from service.domain.records import RateLimit
-from service.store.blobs import FILES_DIRECTORY, BlobStore, DirectoryBlobs
+from service.store.blob_stores import open_blob_store
+from service.store.blobs import BlobStore
 from service.store.stores import Stores
 
 
@@ -70,7 +71,7 @@ def make_policy(
     sessions = Sessions(stores.sessions, clock, trail, settings.reauth_seconds)
     factors = Factors(stores.mfa, sessions, trail, clock, settings.mfa)
     users = Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login)
-    blobs = blobs or DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+    blobs = blobs or open_blob_store(settings)
     account_settings = AccountSettings(stores.account_settings, clock, trail)
     reach = Reach(stores.files, stores.folders, stores.bindings)
     alias_passwords = alias_passwords or passwords

@@ -51,21 +51,37 @@ class Removals:
     async def purge(self, user_id: str, ids: list[str]) -> None:
         """Remove what is left of these removed files and folders (see the module). Should
         removing their aliases or unbinding the folders fail, nothing is noted done: the next
-        ``finish`` tries again."""
+        ``finish`` tries again. Bytes that could not be removed, or that a backup copying an
+        object store's holds back (``FolderRemovalStore.backing_up``), stay noted, and the
+        account is listed for the next start to visit."""
         await self._aliases.remove_targets(user_id, ids)
         folders = [removed_id for removed_id in ids if is_valid_id(removed_id, "fld")]
         if folders and self._unbind is not None:
             await self._unbind(user_id, folders)
-        done = []
-        for removed_id in ids:
-            if is_valid_id(removed_id, "fil"):
-                try:
-                    await self._blobs.delete(removed_id)
-                except OSError:
-                    log.exception("could not remove the bytes of a deleted file")
-                    continue
-            done.append(removed_id)
-        await self._store.forget(user_id, done)
+        files = [removed_id for removed_id in ids if is_valid_id(removed_id, "fil")]
+        failed: set[str] = set()
+        if files and await self._store.backing_up():
+            # A backup is copying bytes out of the store: its records may name these, so they
+            # stay noted until the next run after it.
+            failed = set(files)
+        elif files:
+            try:
+                failed = set(await self._blobs.delete_all(files))
+            except OSError as error:  # the object store unreachable, say: all of them again
+                log.warning("could not remove the bytes of deleted files: %s", error)
+                failed = set(files)
+        if failed:
+            log.info("the bytes of %d deleted file(s) are left for the next run", len(failed))
+            await self._store.expect(user_id)  # visited at the next start, if no sooner
+        await self._store.forget(
+            user_id, [removed_id for removed_id in ids if removed_id not in failed]
+        )
+
+    async def release(self, user_id: str, file_id: str) -> None:
+        """Remove the bytes of an upload undone after its record was written (a backup may
+        have read that record meanwhile: then they are noted for later, as ``purge`` does)."""
+        await self._store.note(user_id, [file_id])
+        await self.purge(user_id, [file_id])
 
     async def finish(self, user_id: str) -> None:
         """Finish every removal the account has pending: the leftovers of removed records,

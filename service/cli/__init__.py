@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from service.auth.backup import BackupError
-from service.cli import backups, keys, secret_keys, users
+from service.cli import backups, blobs, keys, secret_keys, users
 from service.cli.parser import AS_MODULE, INSTALLED, command_parser
 from service.cli.prompts import Refused
 from service.config import ConfigError, Settings, load_settings
@@ -87,9 +87,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
         return serve(settings, prog)
 
-    run = {"users": users.run, "secrets": secret_keys.run, "keys": keys.run}.get(
-        args.command, backups.run
-    )
+    run = {
+        "users": users.run,
+        "secrets": secret_keys.run,
+        "keys": keys.run,
+        "blobs": blobs.run,
+    }.get(args.command, backups.run)
     try:
         return asyncio.run(run(settings, args))
     except BackupError as error:

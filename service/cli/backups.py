@@ -10,7 +10,6 @@ from service.cli.prompts import counted
 from service.cli.store import opened
 from service.clock import SystemClock, iso
 from service.config import Settings
-from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 
 
 def _size(count: int) -> str:
@@ -22,11 +21,12 @@ def _size(count: int) -> str:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    async with opened(settings) as (_, store):
-        blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
-        backups = Backups(store.backup, blobs, SystemClock())
+    async with opened(settings) as (accounts, store):
+        backups = Backups(store.backup, accounts.files.blobs, SystemClock())
         if args.command == "backup":
             made = await backups.back_up(args.to, args.max_pause_ms)
+            # Bytes deletions left noted while an object store's were copied out go now.
+            await accounts.removals.finish_all()
             print(
                 f"backed up {counted(made.records, 'record')} and {counted(made.files, 'file')} "
                 f"({_size(made.bytes)}) to {args.to}: the store as it was at "
@@ -35,7 +35,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             if made.missing_bytes:
                 print(
                     f"warning: {counted(len(made.missing_bytes), 'file record')} already had no "
-                    f"bytes in {blobs.root} ({', '.join(made.missing_bytes[:5])}"
+                    f"bytes in the file storage ({', '.join(made.missing_bytes[:5])}"
                     f"{', …' if len(made.missing_bytes) > 5 else ''}): kept as they were",
                     file=sys.stderr,
                 )

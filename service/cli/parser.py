@@ -220,6 +220,33 @@ def command_parser(prog: str) -> argparse.ArgumentParser:
     )
     key_revoking.add_argument("--yes", action="store_true", help="revoke without asking")
 
+    blobs = commands.add_parser(
+        "blobs",
+        help="move a deployment's files' bytes from the data directory into an object store",
+        description=_text(
+            "migrate --to s3 copies the bytes of every file the records name from "
+            "FILEHOST_DATA_DIR/files into the bucket FILEHOST_S3_* names, checking each "
+            "against its record (size and SHA-256). Safe while serve runs, and resumable: what "
+            "is in the bucket already is left as it is. Run it while serving, then once more "
+            "with serve stopped, and start with FILEHOST_BLOB_STORE=s3. "
+            "docs/operating.md#moving-a-deployment-to-object-storage."
+        ),
+        formatter_class=raw,
+        epilog=_examples(
+            prog,
+            "FILEHOST_S3_BUCKET=filehost {prog} blobs migrate --to s3",
+            "FILEHOST_S3_BUCKET=filehost {prog} blobs migrate --to s3 --prune",
+        ),
+    )
+    blob_actions = blobs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    migrate = blob_actions.add_parser("migrate", help="copy every file's bytes into the bucket")
+    migrate.add_argument("--to", required=True, choices=("s3",), help="where to: s3")
+    migrate.add_argument(
+        "--prune",
+        action="store_true",
+        help="also remove the objects no record names (deleted since they were copied)",
+    )
+
     secrets_ = commands.add_parser(
         "secrets",
         help="the key that encrypts TOTP secrets: make one, re-encrypt with a new one",

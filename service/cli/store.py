@@ -11,6 +11,7 @@ from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
 from service.clock import SystemClock
 from service.config import Settings
+from service.store.blob_stores import open_blob_store
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
 from service.store.stores import Stores, open_stores
 from service.store.topology import connect_client
@@ -32,9 +33,11 @@ async def opened(settings: Settings) -> AsyncIterator[tuple[Policy, Stores]]:
     client, close = connect_client(settings, url)  # the topology FILEHOST_REDIS_MODE names
     passwords = PasswordHasher(settings.bcrypt_cost, concurrency=1, queue_max=0)
     store = open_stores(client, settings.redis_prefix)
+    blobs = open_blob_store(settings)
     try:
-        yield make_policy(store, passwords, SystemClock(), settings), store
+        yield make_policy(store, passwords, SystemClock(), settings, blobs), store
     finally:
+        await blobs.close()
         passwords.close()
         await close()
         if embedded is not None:

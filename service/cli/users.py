@@ -15,7 +15,6 @@ from service.cli.store import opened
 from service.clock import iso
 from service.config import Settings
 from service.errors import ApiError, Code
-from service.store.blobs import FILES_DIRECTORY, DirectoryBlobs
 from service.store.files import decode_cursor
 from service.store.stores import Stores
 
@@ -68,9 +67,14 @@ async def _delete(
     # leaves unreferenced bytes, never a record without its bytes.
     file_ids = await _account_file_ids(store, user_id)
     deleted = await accounts.users.delete_user(args.email)
-    blobs = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
-    for file_id in file_ids:
-        await blobs.delete(file_id)
+    failed = await accounts.files.blobs.delete_all(file_ids)
+    if failed:
+        print(
+            f"warning: the bytes of {len(failed)} file(s) could not be removed from the file "
+            f"storage ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''}): remove them "
+            "by hand; nothing names them any more",
+            file=sys.stderr,
+        )
     resumed = " (an earlier deletion had been cut short; now finished)" if deleted.resumed else ""
     print(
         f"deleted user {deleted.email} ({deleted.id}); their sessions and keys are revoked,"

@@ -303,3 +303,61 @@ class KeyFile:
 
     def bounds(self) -> str:
         return "a readable file holding keys as `FILEHOST_SECRETS_KEY` takes them, one a line"
+
+
+class Secret(str):
+    """A credential read from the environment (the object store's secret key, say): a string
+    whose ``repr`` never shows it, since ``Settings`` may be printed."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Secret(…)"
+
+
+@dataclass(frozen=True)
+class SecretText:
+    kind: str = "secret"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> Secret:
+        return Secret(raw)
+
+    def bounds(self) -> str:
+        return "never logged or echoed"
+
+
+@dataclass(frozen=True)
+class SecretFile:
+    """A credential read from a file (a container's secret), its surrounding blanks dropped."""
+
+    kind: str = "path"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> Secret:
+        try:
+            text = Path(raw).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{name}: cannot read {raw!r} ({type(error).__name__})") from None
+        if not text:
+            raise ConfigError(f"{name}: {raw!r} is empty")
+        return Secret(text)
+
+    def bounds(self) -> str:
+        return "a readable file holding the value"
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """An object store's address: an absolute http(s) URL with a host and nothing after it."""
+
+    kind: str = "URL"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        value = PublicUrl().parse(name, raw, env)
+        if urlsplit(value).path not in ("", "/"):
+            raise ConfigError(
+                f"{name} must be the object store's address without a path, got {raw!r}"
+            )
+        return value
+
+    def bounds(self) -> str:
+        return "`http://` or `https://`, a host, no path"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from service.config.readers import ConfigError, Network, SecretKeys
+from service.config.readers import ConfigError, Network, Secret, SecretKeys
 from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS
 
 _DEFAULTS = {setting.field: setting.default for setting in SETTINGS}
@@ -44,6 +44,25 @@ class MfaSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectStoreSettings:
+    """The object store the files' bytes go to with ``FILEHOST_BLOB_STORE=s3``: its address
+    (None: AWS), bucket, signing region, key prefix (empty, or ending with ``/``), whether the
+    bucket is named in the path, downloads proxied or redirected, the longest wait on it, and
+    the credentials (None each: the AWS SDK's own chain)."""
+
+    endpoint: str | None
+    bucket: str
+    region: str
+    prefix: str
+    path_addressing: bool
+    redirect_downloads: bool
+    timeout_seconds: float
+    access_key_id: Secret | None
+    secret_access_key: Secret | None
+    session_token: Secret | None
+
+
+@dataclass(frozen=True, slots=True)
 class AuditSettings:
     retention_days: int
     max_events: int
@@ -64,6 +83,20 @@ class Settings:
     redis_timeout_seconds: float = _DEFAULTS["redis_timeout_seconds"]
     data_dir: Path = field(default_factory=lambda: _DEFAULTS["data_dir"])
     embedded_server: str | None = _DEFAULTS["embedded_server"]
+    blob_store: str = _DEFAULTS["blob_store"]
+    s3_endpoint: str | None = _DEFAULTS["s3_endpoint"]
+    s3_bucket: str | None = _DEFAULTS["s3_bucket"]
+    s3_region: str = _DEFAULTS["s3_region"]
+    s3_prefix: str = _DEFAULTS["s3_prefix"]
+    s3_addressing: str | None = _DEFAULTS["s3_addressing"]
+    s3_downloads: str = _DEFAULTS["s3_downloads"]
+    s3_timeout_seconds: float = _DEFAULTS["s3_timeout_seconds"]
+    s3_access_key_id: Secret | None = _DEFAULTS["s3_access_key_id"]
+    s3_access_key_id_file: Secret | None = _DEFAULTS["s3_access_key_id_file"]
+    s3_secret_access_key: Secret | None = _DEFAULTS["s3_secret_access_key"]
+    s3_secret_access_key_file: Secret | None = _DEFAULTS["s3_secret_access_key_file"]
+    s3_session_token: Secret | None = _DEFAULTS["s3_session_token"]
+    s3_session_token_file: Secret | None = _DEFAULTS["s3_session_token_file"]
     host: str = _DEFAULTS["host"]
     port: int = _DEFAULTS["port"]
     workers: int = _DEFAULTS["workers"]
@@ -127,6 +160,28 @@ class Settings:
         return AuditSettings(self.audit_retention_days, self.audit_max_events)
 
     @property
+    def object_store(self) -> ObjectStoreSettings | None:
+        """The object store, with ``FILEHOST_BLOB_STORE=s3``; None with ``directory``."""
+        if self.blob_store != "s3" or self.s3_bucket is None:
+            return None
+        prefix = self.s3_prefix
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        addressing = self.s3_addressing or ("path" if self.s3_endpoint else "virtual")
+        return ObjectStoreSettings(
+            endpoint=self.s3_endpoint,
+            bucket=self.s3_bucket,
+            region=self.s3_region,
+            prefix=prefix,
+            path_addressing=addressing == "path",
+            redirect_downloads=self.s3_downloads == "redirect",
+            timeout_seconds=self.s3_timeout_seconds,
+            access_key_id=self.s3_access_key_id or self.s3_access_key_id_file,
+            secret_access_key=self.s3_secret_access_key or self.s3_secret_access_key_file,
+            session_token=self.s3_session_token or self.s3_session_token_file,
+        )
+
+    @property
     def mfa(self) -> MfaSettings:
         keys = self.secrets_key or self.secrets_key_file or SecretKeys()
         return MfaSettings(self.public_url, keys, self.reauth_seconds)
@@ -155,11 +210,29 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             "set FILEHOST_SECRETS_KEY or FILEHOST_SECRETS_KEY_FILE, not both: which keys count "
             "would be a guess"
         )
+    _check_object_store(settings)
     if settings.redis_mode == "sentinel" and settings.redis_url is None:
         # No password, db 0: the sentinels say where the master is.
         host, port = settings.sentinels[0]
         settings = replace(settings, redis_url=f"redis://{host}:{port}/0")
     return settings
+
+
+def _check_object_store(settings: Settings) -> None:
+    """The object store's settings, checked together: each one a start-up line naming it."""
+    if settings.blob_store == "s3" and settings.s3_bucket is None:
+        raise ConfigError("FILEHOST_BLOB_STORE=s3 needs FILEHOST_S3_BUCKET, the bucket to use")
+    for name in ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY", "SESSION_TOKEN"):
+        field_name = f"s3_{name.lower()}"
+        if getattr(settings, field_name) is not None and getattr(settings, f"{field_name}_file"):
+            raise ConfigError(f"set AWS_{name} or AWS_{name}_FILE, not both")
+    has_key = (settings.s3_access_key_id or settings.s3_access_key_id_file) is not None
+    has_secret = (settings.s3_secret_access_key or settings.s3_secret_access_key_file) is not None
+    if has_key != has_secret:
+        raise ConfigError(
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together: set both (or their _FILE "
+            "variants), or neither for the AWS SDK's own credentials"
+        )
 
 
 def _check_topology(settings: Settings, replica_wait_set: bool) -> None:

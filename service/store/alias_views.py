@@ -30,9 +30,10 @@ from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, Script
 # What an alias's entry says of a request for it (status first): {0} unusable (unknown,
 # disabled, switched off, moving to a new slug, expired, used up, or not the alias expected);
 # {2, user, alias, target, hash} a password is needed (none was checked, or not the one the
-# entry holds); {1, user, alias, target, views} usable, with the view added when ``count`` is
-# '1'. ``now`` ms; ``expected`` the alias id expected (stored form; '' any); ``hash`` the bcrypt
-# hash a given password was checked against ('' none).
+# entry holds); {1, user, alias, target, views, limited} usable, with the view added when
+# ``count`` is '1', and ``limited`` 1 when it has a view limit. ``now`` ms; ``expected`` the
+# alias id expected (stored form; '' any); ``hash`` the bcrypt hash a given password was checked
+# against ('' none).
 _VIEW_FUNCTION = """
 local function view(entry, now, count, expected, hash)
   local values = redis.call('HMGET', entry, 'u', 'i', 't', 'v', 'm', 'e', 'p', 'x', 'k', 'z')
@@ -55,7 +56,7 @@ local function view(entry, now, count, expected, hash)
   if count == '1' then
     views = redis.call('HINCRBY', entry, 'v', 1)
   end
-  return {1, values[1], values[2], values[3], views}
+  return {1, values[1], values[2], values[3], views, values[5] and 1 or 0}
 end
 """
 # KEYS: entry. ARGV: now, count, expected, hash (``view``'s).
@@ -123,7 +124,8 @@ UNUSABLE, USABLE, PASSWORD = 0, 1, 2
 @dataclass(frozen=True, slots=True)
 class View:
     """What ``view`` found: ``status``, and for a usable or protected alias its owner, id and
-    target, its views after this one (usable) or its password's hash (protected)."""
+    target, its views after this one (usable) or its password's hash (protected), and whether
+    it has a view limit (usable)."""
 
     status: int
     user_id: str = ""
@@ -131,6 +133,7 @@ class View:
     target_id: str = ""
     views: int = 0
     password_hash: str | None = None
+    limited: bool = False
 
 
 _NOT_USABLE = View(UNUSABLE)
@@ -161,10 +164,10 @@ def _take_args(now_ms: int, rate: tuple[int, int]) -> tuple[bytes, ...]:
 def _view(reply: Any) -> View:
     if not reply or reply[0] == UNUSABLE:
         return _NOT_USABLE
-    status, user, alias, target, last = reply
+    status, user, alias, target, last, *limited = reply
     if status == PASSWORD:
         return View(PASSWORD, "usr_" + user, "als_" + alias, target, 0, last)
-    return View(USABLE, "usr_" + user, "als_" + alias, target, int(last))
+    return View(USABLE, "usr_" + user, "als_" + alias, target, int(last), None, limited == [1])
 
 
 class AliasViews:

@@ -189,6 +189,14 @@ class BackupStore:
                     break
         return held[:limit]
 
+    async def mark_backing_up(self, lasting_ms: int) -> None:
+        """Note (again) that a backup is copying the files' bytes, for ``lasting_ms``:
+        deletions leave the bytes they remove noted for later meanwhile."""
+        await self._redis.set(self.keys.backup_marker, "1", px=lasting_ms)
+
+    async def done_backing_up(self) -> None:
+        await self._redis.delete(self.keys.backup_marker)
+
     async def restoring(self) -> str | None:
         """The id of the backup a restore cut short was writing, if one was."""
         return await self._redis.get(self.keys.restore_marker)

@@ -144,6 +144,17 @@ class FolderRemovalStore:
             if cursor == 0:
                 return
 
+    async def note(self, user_id: str, ids: list[str]) -> None:
+        """Note these removed records' leftovers to remove later, and the account to visit."""
+        if ids:
+            await self._redis.sadd(self.keys.account_removed(user_id), *ids)
+            await self.expect(user_id)
+
+    async def backing_up(self) -> bool:
+        """Whether a backup is copying the files' bytes now (``BackupStore.mark_backing_up``):
+        then no bytes are removed, only noted."""
+        return bool(await self._redis.exists(self.keys.backup_marker))
+
     async def forget(self, user_id: str, ids: list[str]) -> None:
         """The leftovers of these removed records are gone."""
         if ids:

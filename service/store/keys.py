@@ -165,13 +165,18 @@ key                                    type    holds
 ``P:replicated``                        string  the marker a write that must reach a replica
                                                writes before ``WAIT`` (FILEHOST_REPLICA_WAIT_MS);
                                                lives a minute
+``P:backing-up``                        string  present while a backup copies the files' bytes
+                                               out of an object store: deletions leave the
+                                               bytes they remove noted for later meanwhile;
+                                               expires 10 minutes after the backup last
+                                               renewed it, should the backup die
 ``P:restoring``                         string  the id of the backup a ``restore`` is writing
                                                into an empty store; deleted when it is done, so
                                                one cut short can be run again
 =====================================  ======  ===============================================
 
 A backup (``service.store.backup``) copies every key under ``P:`` except the transient ones
-(``is_transient``): rate buckets, the replication marker and a restore's marker.
+(``is_transient``): rate buckets, the replication marker, a backup's and a restore's markers.
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
 change several of them together stay valid on a cluster; the folder scripts, which walk parents
@@ -206,6 +211,7 @@ class RedisKeys:
         "_session_replaced_open",
         "alias_cookie_secret",
         "alias_switches",
+        "backup_marker",
         "folder_removals",
         "replicated_marker",
         "restore_marker",
@@ -225,6 +231,7 @@ class RedisKeys:
         self.users_by_email = f"{prefix}:users:by-email"
         self.replicated_marker = f"{prefix}:replicated"
         self.restore_marker = f"{prefix}:restoring"
+        self.backup_marker = f"{prefix}:backing-up"
         self.folder_removals = f"{prefix}:folder-removals"
         self._alias_entry = f"{prefix}:alias:"
         self._alias_guesses = f"{prefix}:alias-guesses:"
@@ -242,6 +249,7 @@ class RedisKeys:
         return name.startswith(self._rate_bucket) or name in (
             self.replicated_marker,
             self.restore_marker,
+            self.backup_marker,
         )
 
     def is_signed_in_state(self, name: str) -> bool:

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from service.api.context import BLOBS, POLICY
+from service.api.context import POLICY
 from tests.support.aliases import alias, edit_alias, listed
 from tests.support.api import Api, bearer
+from tests.support.blobs import put_back, take_bytes
 from tests.support.files import uploaded
 from tests.support.folders import folder
 from tests.support.lane import (
@@ -274,8 +275,8 @@ async def test_bytes_no_longer_kept_or_not_as_recorded_are_handed_to_aiohttp(
     # from memory, and the lane leaves it to aiohttp's handling, which streams what is there.
     lane, plain = both
     await exchange(_port(lane), [raw_get(SHARED, {})] * 2)
-    blob = lane.app[BLOBS].path(shared["file"]["id"])  # type: ignore[attr-defined]
-    blob.write_bytes(b"HELLO, LANE")
+    await take_bytes(lane, shared["file"]["id"])
+    await put_back(lane, shared["file"]["id"], b"HELLO, LANE")
     for api in both:  # what each worker kept of the old bytes is forgotten
         api.app[POLICY].files._small._kept.clear()
 

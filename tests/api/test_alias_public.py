@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from service.api.context import BLOBS, REMOVALS_AT_START
+from service.api.context import REMOVALS_AT_START
 from service.config.readers import secret_keys
 from tests.support.aliases import ALIASES, alias, edit_alias, public
 from tests.support.api import Api, assert_error, bearer
+from tests.support.blobs import put_back, take_bytes
 from tests.support.files import uploaded
 from tests.support.folders import SETTINGS, folder, patch
 from tests.support.mfa import OTHER_SECRETS_KEY, SECRETS_KEY
@@ -105,12 +106,10 @@ async def test_a_view_counted_for_an_answer_that_failed_before_its_bytes_is_give
     token = await api.user_with_session()
     file = await uploaded(api, b"bytes", token=token)
     made = await alias(api, {"file_id": file["id"], "slug": "missing", "max_views": 1}, token=token)
-    blob = api.app[BLOBS].path(file["id"])  # type: ignore[attr-defined]
-    saved = blob.read_bytes()
-    blob.unlink()  # a listed file without its bytes: answered 404, and nothing counted
+    saved = await take_bytes(api, file["id"])  # a listed file without its bytes: 404, no view
     await assert_error(await public(api, "/a/missing"), 404, "alias_not_found")
     assert await views_of(api, token, made["id"]) == 0
-    blob.write_bytes(saved)
+    await put_back(api, file["id"], saved)
     assert (await public(api, "/a/missing")).status == 200
 
 

@@ -1,8 +1,8 @@
-"""Backups (``service.auth.backup``) of the app in-process on the fixtures' real Redis: the bytes
-of a file deleted after the store was read are still in the backup, the backup is private and
-holds no secret, and a restore goes only into an empty store and data directory (or finishes
-one cut short). The round trip under traffic against real processes is
-``tests/system/test_backup.py``."""
+"""Backups (``service.auth.backup``) of the app in-process on the fixtures' real Redis, with its
+blob store (the data directory, or under ``--blobs s3`` the object store): the bytes of a file
+deleted after the store was read are still in the backup, the backup is private and holds no
+secret, and a restore goes only into an empty store and blob store (or finishes one cut short).
+The round trip under traffic against real processes is ``tests/system/test_backup.py``."""
 
 from __future__ import annotations
 
@@ -10,23 +10,51 @@ import base64
 import hashlib
 import shutil
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from service.api.context import STORE
+from service.api.context import BLOBS, POLICY, SETTINGS, STORE
 from service.auth.backup import BackupError, Backups
 from service.clock import SystemClock
 from service.store.backup import BackupStore, PauseTooLong
-from service.store.blobs import DirectoryBlobs
+from service.store.blobs import ChunkSource
+from service.store.directory_blobs import DirectoryBlobs
+from service.store.s3_blobs import S3Blobs
 from tests.support.api import Api, assert_error, bearer
+from tests.support.blobs import is_directory, stored_names
 from tests.support.files import uploaded
 
 
+def blob_store(api: Api, data_dir: Path) -> Any:
+    """The blob store of a deployment in ``data_dir``: the app's own for its ``live`` one; in an
+    object store, another one's is under a prefix of its own."""
+    if is_directory(api):
+        return DirectoryBlobs(data_dir / "files")
+    if data_dir.name == "live":
+        return api.app[BLOBS]
+    own = api.app[SETTINGS].object_store
+    return S3Blobs(replace(own, prefix=f"{own.prefix}{data_dir.name}/"))
+
+
 def backups(api: Api, data_dir: Path) -> Backups:
-    return Backups(api.app[STORE].backup, DirectoryBlobs(data_dir / "files"), SystemClock())
+    return Backups(api.app[STORE].backup, blob_store(api, data_dir), SystemClock())
+
+
+async def lose_every_file(api: Api, data_dir: Path) -> None:
+    """The files' bytes lost with the store: the data directory gone, the objects deleted."""
+    if is_directory(api):
+        shutil.rmtree(data_dir)
+    else:
+        blobs = blob_store(api, data_dir)
+        assert await blobs.delete_all(await blobs.stored()) == []
+
+
+async def one(data: bytes) -> Any:
+    yield data
 
 
 @pytest.fixture
@@ -48,7 +76,7 @@ async def test_a_file_deleted_after_the_store_was_read_is_whole_in_the_backup(
     live: Api, tmp_path: Path, redis_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its record is in the snapshot, so its bytes must be too: they were pinned while writes
-    waited, before the deletion could remove its record and then its bytes."""
+    waited (an object store's: deletions only note their bytes while the backup copies)."""
     token = await live.user_with_session("alice@example.com")
     kept = await uploaded(live, b"kept bytes", token=token)
     doomed = await uploaded(live, b"bytes deleted mid-backup", token=token)
@@ -65,10 +93,12 @@ async def test_a_file_deleted_after_the_store_was_read_is_whole_in_the_backup(
     monkeypatch.undo()
 
     assert (made.files, made.missing_bytes) == (2, [])
-    assert not (tmp_path / "live" / "files" / doomed["id"]).exists()  # gone from the service
-    # Everything lost: the store and the data directory. The app serves what is restored.
+    assert (await content(live, token, doomed["id"]))[0] == 404  # gone from the service
+    await live.app[POLICY].removals.finish_all()  # what the backup command does at its end
+    assert doomed["id"] not in await stored_names(live)
+    # Everything lost: the store and the files' bytes. The app serves what is restored.
     redis_server.flush()
-    shutil.rmtree(tmp_path / "live")
+    await lose_every_file(live, tmp_path / "live")
     restored = await backups(live, tmp_path / "live").restore(tmp_path / "backup")
     assert (restored.files, restored.sessions_ended) == (2, 1)
     # Every session of the backup was left out: its owner signs in again.
@@ -113,9 +143,8 @@ async def test_a_restore_refuses_a_store_or_a_data_directory_that_holds_anything
     assert not (tmp_path / "target").exists()
 
     redis_server.flush()
-    stray = tmp_path / "target" / "files" / ("fil_" + "x" * 22)
-    stray.parent.mkdir(parents=True)
-    stray.write_bytes(b"left from before")
+    stray = "fil_" + "x" * 22
+    await blob_store(live, tmp_path / "target").put(stray, ChunkSource(one(b"left from before")))
     with pytest.raises(BackupError, match=r"not empty: 1 file\(s\) in"):
         await backups(live, tmp_path / "target").restore(tmp_path / "backup")
     assert await live.app[STORE].backup.held() == []
@@ -158,8 +187,11 @@ async def test_a_backup_that_cannot_finish_leaves_nothing_behind(
         await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
 
     assert not (tmp_path / "backup").exists()
-    hidden = [p.name for p in (tmp_path / "live" / "files").iterdir() if p.name.startswith(".")]
-    assert hidden == []  # no pinned bytes left over
+    if is_directory(live):
+        files = tmp_path / "live" / "files"
+        hidden = [p.name for p in files.iterdir() if p.name.startswith(".")]
+        assert hidden == []  # no pinned bytes left over
+    assert not await live.app[STORE].redis.exists("fh:backing-up")  # deletions go on
 
 
 async def test_a_backup_goes_only_into_a_new_or_empty_directory(live: Api, tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.api.context import BLOBS, STORE
-from service.store.blobs import DirectoryBlobs
+from service.api.context import STORE
 from tests.support.api import Api, assert_error, bearer
+from tests.support.blobs import stored_names
 from tests.support.clock import FakeClock, iso_of
 from tests.support.files import FILES_URL, multipart, upload, uploaded
 from tests.support.keys import EMAIL, audit_events, edit
@@ -26,12 +26,6 @@ FILE_EVENTS = ("file.uploaded", "file.deleted")
 @pytest.fixture
 async def api(make_api: Any, tmp_path: Path) -> Api:
     return await make_api(data_dir=tmp_path)
-
-
-def stored(api: Api) -> list[str]:
-    blobs = api.app[BLOBS]
-    assert isinstance(blobs, DirectoryBlobs)
-    return sorted(p.name for p in blobs.root.iterdir()) if blobs.root.exists() else []
 
 
 async def file_events(api: Api, token: str) -> list[dict[str, Any]]:
@@ -160,7 +154,7 @@ async def test_an_upload_undone_after_its_record_was_written_takes_its_event_bac
     monkeypatch.undo()
 
     assert await file_events(api, token) == []
-    assert stored(api) == []
+    assert await stored_names(api) == []
     listed = await api.client.get(FILES_URL, headers=bearer(token))
     assert (await listed.json())["data"]["files"] == []
 
@@ -182,7 +176,7 @@ async def test_an_upload_whose_event_cannot_be_written_is_503_and_leaves_nothing
     redis_client.delete(trail)
     listed = await api.client.get(FILES_URL, headers=bearer(token))
     assert [item["id"] for item in (await listed.json())["data"]["files"]] == [created["id"]]
-    assert stored(api) == [created["id"]]
+    assert await stored_names(api) == [created["id"]]
 
 
 async def test_two_deletions_of_one_file_record_one_event(api: Api) -> None:

@@ -24,8 +24,10 @@ import pytest
 
 from service.api import sendfile
 from service.api.context import BLOBS
-from service.store import blobs as blob_store
+from service.store import directory_blobs as blob_store
+from service.store.blobs import ChunkSource
 from tests.support.api import Api, bearer
+from tests.support.blobs import is_directory
 from tests.support.files import multipart, uploaded
 
 FILES_URL = "/api/v1/files"
@@ -284,14 +286,15 @@ async def test_a_client_gone_mid_upload_leaves_no_descriptor_and_no_bytes(api: A
     await writer.drain()
     blobs = api.app[BLOBS]
     deadline = time.monotonic() + 10
-    while not blobs.leftovers():  # the upload is being written
+    while not await blobs.leftovers():  # the upload is being written
         assert time.monotonic() < deadline, "the upload never reached storage"
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.2)
     writer.transport.abort()
-    assert await settled_descriptors(before) <= before
-    while blobs.leftovers():
-        assert time.monotonic() < deadline, f"left behind: {blobs.leftovers()}"
+    if is_directory(api):  # an object store's client keeps a pool of connections, any size
+        assert await settled_descriptors(before) <= before
+    while left := await blobs.leftovers():
+        assert time.monotonic() < deadline, f"left behind: {left}"
         await asyncio.sleep(0.01)
     del reader
 
@@ -357,7 +360,7 @@ async def test_a_cancelled_upload_closes_its_file_only_once_the_thread_is_done(
             yield os.urandom(256 * 1024)
             await asyncio.sleep(0)
 
-    task = asyncio.create_task(store.put("fil_" + "A" * 22, blob_store.ChunkSource(chunks())))
+    task = asyncio.create_task(store.put("fil_" + "A" * 22, ChunkSource(chunks())))
     deadline = time.monotonic() + 5
     while not writing:
         assert time.monotonic() < deadline, "no batch was written"
@@ -370,4 +373,4 @@ async def test_a_cancelled_upload_closes_its_file_only_once_the_thread_is_done(
     while is_open(writing[0]):
         assert time.monotonic() < deadline, "never closed"
         await asyncio.sleep(0.01)
-    assert store.leftovers() == [] and store.stored() == []
+    assert store.leftovers_now() == [] and store.stored_now() == []

@@ -27,9 +27,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.api.context import BLOBS
 from service.domain.credentials import generate_api_key, generate_session_token
-from service.store.blobs import DirectoryBlobs
 from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer
+from tests.support.blobs import is_directory, stored_names
 from tests.support.files import auth, multipart, upload, uploaded
 from tests.support.openapi import validator
 
@@ -40,17 +40,6 @@ MIB = 1024 * 1024
 @pytest.fixture
 async def api(make_api: Any, tmp_path: Path) -> Api:
     return await make_api(data_dir=tmp_path)
-
-
-def blob_dir(api: Api) -> Path:
-    blobs = api.app[BLOBS]
-    assert isinstance(blobs, DirectoryBlobs)
-    return blobs.root
-
-
-def stored_names(api: Api) -> list[str]:
-    root = blob_dir(api)
-    return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
 def with_bad_checksum(secret: str) -> str:
@@ -123,7 +112,7 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
     assert download.headers["ETag"] == f'"{created["sha256"]}"'
     assert download.headers["Accept-Ranges"] == "bytes"
     assert download.headers["X-Content-Type-Options"] == "nosniff"
-    assert stored_names(api) == [created["id"]]  # named by id, nothing else left
+    assert await stored_names(api) == [created["id"]]  # named by id, nothing else left
 
 
 async def test_a_session_does_everything(api: Api) -> None:
@@ -135,7 +124,7 @@ async def test_a_session_does_everything(api: Api) -> None:
     assert deleted.status == 200, await deleted.text()
     body = (await deleted.json())["data"]
     assert body["id"] == created["id"] and body["deleted_at"].endswith("Z")
-    assert stored_names(api) == []  # the bytes are gone from storage
+    assert await stored_names(api) == []  # the bytes are gone from storage
     assert (await listing(api, token=token))["files"] == []
     await assert_error(await content(api, created["id"], token=token), 404, "file_not_found")
     again = await api.client.delete(f"{FILES_URL}/{created['id']}", headers=bearer(token))
@@ -154,7 +143,7 @@ async def test_a_files_read_key_can_neither_upload_nor_delete(api: Api) -> None:
     assert error["details"]["required_permission"] == "files.write"
     deleted = await api.client.delete(f"{FILES_URL}/{created['id']}", headers=auth(key=reader))
     await assert_error(deleted, 403, "insufficient_permission")
-    assert stored_names(api) == [created["id"]]
+    assert await stored_names(api) == [created["id"]]
     assert (await listing(api, key=reader))["files"] == [created]
 
 
@@ -177,7 +166,7 @@ async def test_a_key_without_files_permissions_gets_nothing(
     key = (await api.create_key(token, permissions=permissions))["secret_key"]
     await assert_error(await upload(api, b"x", key=key), 403, "insufficient_permission")
     await assert_error(await api.files(key=key), 403, "insufficient_permission")
-    assert stored_names(api) == []
+    assert await stored_names(api) == []
 
 
 async def test_every_operation_refuses_a_missing_or_unknown_credential(api: Api) -> None:
@@ -196,7 +185,7 @@ async def test_every_operation_refuses_a_missing_or_unknown_credential(api: Api)
         await assert_error(await api.client.get(file_url, headers=headers), 401, code)
         await assert_error(await api.client.get(file_url + "/content", headers=headers), 401, code)
         await assert_error(await api.client.delete(file_url, headers=headers), 401, code)
-    assert stored_names(api) == [created["id"]]
+    assert await stored_names(api) == [created["id"]]
 
 
 async def test_a_revoked_key_no_longer_lists_files(api: Api) -> None:
@@ -243,7 +232,8 @@ async def test_an_upload_cut_off_half_way_leaves_no_bytes_and_no_record(
     api: Api, redis_client: redis_sync.Redis
 ) -> None:
     token = await api.user_with_session()
-    body, headers = multipart(os.urandom(4 * MIB))
+    # Half of it past a part (8 MiB): in an object store too, a multipart upload is under way.
+    body, headers = multipart(os.urandom(20 * MIB))
     head = (
         f"POST {FILES_URL} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
         f"Content-Type: {headers['Content-Type']}\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -251,14 +241,13 @@ async def test_an_upload_cut_off_half_way_leaves_no_bytes_and_no_record(
     reader, writer = await asyncio.open_connection("127.0.0.1", api.client.port)
     writer.write(head + body[: len(body) // 2])
     await writer.drain()
-    root = blob_dir(api)
     deadline = time.monotonic() + 10
-    while not (root.exists() and any(root.iterdir())):  # the upload is being written
+    while not await stored_names(api):  # the upload is being written
         assert time.monotonic() < deadline, "the upload never reached storage"
         await asyncio.sleep(0.01)
     writer.close()  # the client goes away half-way
-    while root.exists() and any(root.iterdir()):
-        assert time.monotonic() < deadline, f"left behind: {stored_names(api)}"
+    while left := await stored_names(api):
+        assert time.monotonic() < deadline, f"left behind: {left}"
         await asyncio.sleep(0.01)
     assert file_keys(redis_client) == []
     assert (await listing(api, token=token))["files"] == []
@@ -305,7 +294,7 @@ async def test_the_size_limit_is_exact_and_a_larger_file_is_refused_without_read
     response = await upload(api, b"d" * (MIB + 1), token=token)
     await assert_error(response, 413, "payload_too_large")
 
-    assert stored_names(api) == [exact["id"]]
+    assert await stored_names(api) == [exact["id"]]
     assert [f["id"] for f in (await listing(api, token=token))["files"]] == [exact["id"]]
 
 
@@ -321,7 +310,7 @@ async def test_a_store_failure_when_recording_leaves_no_bytes(
     await assert_error(
         await upload(api, os.urandom(100_000), token=token), 503, "store_unavailable"
     )
-    assert stored_names(api) == []
+    assert await stored_names(api) == []
     assert file_keys(redis_client) == []
 
 
@@ -332,13 +321,13 @@ async def test_the_account_quota_is_409_file_limit_reached(make_api: Any, tmp_pa
     await uploaded(api, b"2", token=token)
     error = await assert_error(await upload(api, b"3", token=token), 409, "file_limit_reached")
     assert error["details"] == {"max_files": 2}
-    assert len(stored_names(api)) == 2
+    assert len(await stored_names(api)) == 2
     # Concurrent uploads at the limit: the check at the end holds, whatever raced.
     deleted = await api.client.delete(f"{FILES_URL}/{first['id']}", headers=bearer(token))
     assert deleted.status == 200
     answers = await asyncio.gather(*(upload(api, b"race", token=token) for _ in range(6)))
     assert sorted(r.status for r in answers) == [201] + [409] * 5
-    assert len(stored_names(api)) == 2
+    assert len(await stored_names(api)) == 2
     assert len((await listing(api, token=token))["files"]) == 2
 
 
@@ -369,7 +358,7 @@ async def test_a_body_that_is_not_one_file_is_refused(
     token = await api.user_with_session()
     response = await api.client.post(FILES_URL, data=body, headers={**headers, **bearer(token)})
     await assert_error(response, status, code)
-    assert stored_names(api) == []
+    assert await stored_names(api) == []
 
 
 async def test_another_field_than_file_and_folder_id_or_a_second_file_is_refused_and_nothing_kept(
@@ -392,7 +381,7 @@ async def test_another_field_than_file_and_folder_id_or_a_second_file_is_refused
         await upload(api, b"x", token=token, extra=again), 400, "validation_failed"
     )
     assert error["details"] == {"file": "must be sent once"}
-    assert stored_names(api) == []
+    assert await stored_names(api) == []
     assert file_keys(redis_client) == []
 
 
@@ -411,7 +400,7 @@ async def test_a_file_holding_its_own_closing_boundary_is_refused_not_cut_short(
     response = await api.client.post(FILES_URL, data=body, headers=headers)
     error = await assert_error(response, 400, "validation_failed")
     assert "closing boundary" in error["details"]["body"]
-    assert stored_names(api) == []
+    assert await stored_names(api) == []
     assert file_keys(redis_client) == []
 
 
@@ -456,8 +445,9 @@ async def test_odd_names_are_kept_for_display_only(api: Api, sent: str, kept: st
         assert created["name"] == kept
     assert 1 <= len(created["name"]) <= 255
     assert "/" not in created["name"] and "\\" not in created["name"]
-    assert stored_names(api) == [created["id"]]  # the blob is named by id, nowhere else
-    assert sorted(p.name for p in blob_dir(api).parent.iterdir()) == ["files"]
+    assert await stored_names(api) == [created["id"]]  # the blob is named by id, nowhere else
+    if is_directory(api):
+        assert sorted(p.name for p in api.app[BLOBS].root.parent.iterdir()) == ["files"]
 
     download = await content(api, created["id"], token=token)
     disposition = download.headers["Content-Disposition"]
@@ -475,7 +465,7 @@ async def test_a_nul_or_newline_in_a_name_never_reaches_storage(api: Api) -> Non
         assert (await response.json())["data"]["name"] == "evil.txt"
     else:
         assert response.status == 400
-    assert all(p.startswith("fil_") for p in stored_names(api))
+    assert all(p.startswith("fil_") for p in await stored_names(api))
 
 
 # -- what a download says ----------------------------------------------------------------------
@@ -799,7 +789,10 @@ async def test_a_50_mib_upload_and_download_keep_memory_bounded(api: Api) -> Non
         f"RSS growth: upload {upload_rss.growth / MIB:.1f} MiB, "
         f"download {download_rss.growth / MIB:.1f} MiB for {size // MIB} MiB"
     )
-    assert upload_rss.growth < 16 * MIB, upload_rss.growth
+    # In an object store, an upload holds its part buffer and the parts on their way (each
+    # twice while the socket takes it): bounded whatever the size (docs/performance.md).
+    bound = 16 * MIB if is_directory(api) else 64 * MIB
+    assert upload_rss.growth < bound, upload_rss.growth
     assert download_rss.growth < 16 * MIB, download_rss.growth
 
 

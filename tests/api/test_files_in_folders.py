@@ -69,7 +69,7 @@ async def test_an_upload_into_another_accounts_or_an_unknown_folder_keeps_nothin
         response = await upload(api, b"x" * 1000, token=bob, folder_id=target, folder_after=after)
         error = await assert_error(response, 404, "folder_not_found")
         assert error["details"] == {"field": "folder_id"}
-    assert blob_names(api) == set()
+    assert await blob_names(api) == set()
     assert await everything(api, bob) == []
     assert await folder_files(api, alice, hers["id"]) == []
 
@@ -98,7 +98,7 @@ async def test_a_field_twice_or_too_long_or_unknown_is_refused_and_nothing_kept(
     response = await upload(api, b"x", token=token, folder_id="f" * 65)
     error = await assert_error(response, 400, "validation_failed")
     assert error["details"] == {"folder_id": "must be at most 64 bytes"}
-    assert blob_names(api) == set()
+    assert await blob_names(api) == set()
 
 
 async def test_an_upload_to_a_deleted_default_folder_lands_at_the_top(api: Api) -> None:

@@ -60,7 +60,7 @@ async def test_store_down_fails_readiness_only_and_recovers(
 
     assert health.status == 200  # no Redis call: the process is up
     error = await assert_error(ready, 503, "store_unavailable")
-    assert "details" not in error
+    assert error["details"] == {"dependency": "redis"}  # which dependency is not ready
     assert ready.headers["Retry-After"] == "1"
     assert ready.headers["X-Request-ID"]
     assert elapsed < 2

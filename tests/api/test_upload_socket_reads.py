@@ -19,7 +19,7 @@ import pytest
 
 from service.api._aiohttp import protocol
 from service.api._aiohttp.request_body import SOCKET_READ_FROM, SocketBody
-from service.store import blobs as blob_store
+from service.store import directory_blobs as blob_store
 from tests.support.api import Api, bearer
 from tests.support.files import FILES_URL, multipart, uploaded
 from tests.support.folders import folder

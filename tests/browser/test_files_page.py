@@ -25,7 +25,7 @@ from playwright.async_api import Page, expect
 from service.api.context import BLOBS
 from service.app import create_app
 from service.config import Settings
-from service.store.blobs import DirectoryBlobs
+from service.store.directory_blobs import DirectoryBlobs
 from tests.support.browser import (
     RECORD_VIOLATIONS,
     TIMEOUT_MS,

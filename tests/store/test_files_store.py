@@ -19,8 +19,9 @@ from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
 from service.domain.records import FileRecord
-from service.store import blobs as blob_store
-from service.store.blobs import BlobMissing, ChunkSource, DirectoryBlobs, StorageFull
+from service.store import directory_blobs as blob_store
+from service.store.blobs import BlobMissing, ChunkSource, StorageFull
+from service.store.directory_blobs import DirectoryBlobs
 from service.store.errors import AccountGone
 from service.store.files import BadCursor, FilesStore, decode_cursor, encode_cursor
 from service.store.stores import open_stores

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from service.domain.credentials import new_id
-from service.store.blobs import ChunkSource, DirectoryBlobs
+from service.store.blobs import ChunkSource
+from service.store.directory_blobs import DirectoryBlobs
 from service.store.small_blobs import SmallBlobs
 
 

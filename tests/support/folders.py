@@ -3,14 +3,12 @@ on disk: the helpers the folder, settings and deletion tests share."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import redis as redis_sync
 
-from service.api.context import BLOBS
-from service.store.blobs import DirectoryBlobs
 from tests.support.api import Api, bearer
+from tests.support.blobs import stored_names
 from tests.support.openapi import validator
 
 FOLDERS = "/api/v1/folders"
@@ -82,11 +80,9 @@ async def settings_of(api: Api, token: str) -> dict:
     return answer["data"]
 
 
-def blob_names(api: Api) -> set[str]:
-    blobs = api.app[BLOBS]
-    assert isinstance(blobs, DirectoryBlobs)
-    root: Path = blobs.root
-    return {path.name for path in root.iterdir()} if root.exists() else set()
+async def blob_names(api: Api) -> set[str]:
+    """What the app's blob store holds (``tests.support.blobs.stored_names``)."""
+    return set(await stored_names(api))
 
 
 def account_keys(redis_client: redis_sync.Redis, user_id: str) -> set[str]:

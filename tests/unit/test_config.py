@@ -289,3 +289,68 @@ def test_the_groups_policy_takes_are_made_from_the_settings() -> None:
     assert settings.sessions.renew_seconds == 30
     assert settings.audit.max_events == 7
     assert settings.login.password_min_length == 12
+
+
+# -- the object store ---------------------------------------------------------------------------
+
+S3 = {
+    "FILEHOST_BLOB_STORE": "s3",
+    "FILEHOST_S3_BUCKET": "filehost",
+    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "a-secret-never-shown",
+}
+
+
+def test_the_object_store_is_read_with_its_defaults_and_never_shows_its_secret() -> None:
+    settings = load_settings({**S3, "FILEHOST_S3_ENDPOINT": "http://127.0.0.1:8333/"})
+    store = settings.object_store
+    assert store is not None
+    assert (store.endpoint, store.bucket, store.region) == (
+        "http://127.0.0.1:8333",
+        "filehost",
+        "us-east-1",
+    )
+    assert store.path_addressing and not store.redirect_downloads
+    assert store.prefix == "" and store.timeout_seconds == 10.0
+    assert "a-secret-never-shown" not in repr(settings) + repr(store)
+    assert str(store.secret_access_key) == "a-secret-never-shown"
+    # Without an endpoint it is AWS itself, the bucket a virtual host; a prefix ends with /.
+    aws = load_settings({**S3, "FILEHOST_S3_PREFIX": "prod"}).object_store
+    assert aws is not None and not aws.path_addressing and aws.prefix == "prod/"
+    assert load_settings({}).object_store is None
+
+
+def test_credentials_come_from_files_for_container_secrets(tmp_path: Path) -> None:
+    (tmp_path / "id").write_text("AKIAFROMFILE\n")
+    (tmp_path / "secret").write_text("  from-a-file  \n")
+    env = {
+        "FILEHOST_BLOB_STORE": "s3",
+        "FILEHOST_S3_BUCKET": "filehost",
+        "AWS_ACCESS_KEY_ID_FILE": str(tmp_path / "id"),
+        "AWS_SECRET_ACCESS_KEY_FILE": str(tmp_path / "secret"),
+    }
+    store = load_settings(env).object_store
+    assert store is not None
+    assert (str(store.access_key_id), str(store.secret_access_key)) == (
+        "AKIAFROMFILE",
+        "from-a-file",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"FILEHOST_BLOB_STORE": "s3"}, "FILEHOST_S3_BUCKET"),
+        ({**S3, "FILEHOST_BLOB_STORE": "bucket"}, "FILEHOST_BLOB_STORE"),
+        ({**S3, "FILEHOST_S3_BUCKET": "Not_A_Bucket"}, "FILEHOST_S3_BUCKET"),
+        ({**S3, "FILEHOST_S3_ENDPOINT": "s3.example.com"}, "FILEHOST_S3_ENDPOINT"),
+        ({**S3, "FILEHOST_S3_ENDPOINT": "https://s3.example.com/bucket"}, "FILEHOST_S3_ENDPOINT"),
+        ({**S3, "FILEHOST_S3_TIMEOUT_SECONDS": "0.5"}, "FILEHOST_S3_TIMEOUT_SECONDS"),
+        ({**S3, "AWS_SECRET_ACCESS_KEY": ""}, "AWS_SECRET_ACCESS_KEY"),
+        ({**S3, "AWS_ACCESS_KEY_ID_FILE": "/nonexistent"}, "AWS_ACCESS_KEY_ID"),
+    ],
+)
+def test_a_bad_object_store_setting_is_refused_naming_it(env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named) as refused:
+        load_settings(env)
+    assert "a-secret-never-shown" not in str(refused.value)

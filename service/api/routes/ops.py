@@ -3,7 +3,10 @@ feeds the access log and the metrics.
 
 - ``GET /healthz``: 200 ``{"status": "ok"}`` while the process serves; never touches Redis.
 - ``GET /readyz``: 200 ``{"status": "ok"}`` when Redis answers a PING within
-  ``FILEHOST_REDIS_TIMEOUT_SECONDS``, else 503 ``store_unavailable`` (``Retry-After: 1``).
+  ``FILEHOST_REDIS_TIMEOUT_SECONDS`` and the blob store answers (the object store its bucket's
+  ``HEAD`` within ``FILEHOST_S3_TIMEOUT_SECONDS``), else 503 naming which is not:
+  ``store_unavailable`` (``details.dependency`` ``redis``, ``Retry-After: 1``) or
+  ``storage_unavailable`` (``details.dependency`` ``object_store`` and ``details.reason``).
 - ``GET /metrics``: Prometheus text format (``service.observability.metrics``); absent (404) when
   ``FILEHOST_METRICS=off``. It exposes counts and timings by route template, status, credential
   type and error code: no user, key, address or secret. It needs no credential, like every
@@ -24,7 +27,7 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from service.api._aiohttp import Answer
-from service.api.context import METRICS, SETTINGS, STORE
+from service.api.context import BLOBS, METRICS, SETTINGS, STORE
 from service.api.envelope import note_store_error
 from service.errors import ApiError, Code
 from service.observability.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
@@ -49,7 +52,12 @@ async def readyz(request: web.Request) -> web.Response:
             await request.app[STORE].ping()
     except (RedisError, OSError, TimeoutError) as error:
         note_store_error(current_trace.get(), error)  # type: ignore[arg-type]
-        raise ApiError(Code.STORE_UNAVAILABLE) from None
+        raise ApiError(Code.STORE_UNAVAILABLE, details={"dependency": "redis"}) from None
+    problem = await request.app[BLOBS].readiness()
+    if problem is not None:
+        raise ApiError(
+            Code.STORAGE_UNAVAILABLE, details={"dependency": "object_store", "reason": problem}
+        )
     return Answer(_OK_BODY)
 
 

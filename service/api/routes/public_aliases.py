@@ -33,9 +33,9 @@ from service.api.alias_pages import PAGE_CSP, FileItem, Link, listing_page, pass
 from service.api.alias_requests import public_origin
 from service.api.context import POLICY
 from service.api.credentials import single_header
+from service.api.downloads import count_download, file_headers, send_file
 from service.api.folder_requests import MAX_LIMIT, page_size
 from service.api.gateway import LaneRoute
-from service.api.routes.files import count_download, file_headers, send_file
 from service.api.views import alias_url, ok
 from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
 from service.clock import iso
@@ -163,7 +163,9 @@ async def _answer(
             record = await access.file(opened, item_id)
             etag = access.public_etag(record)
             files = request.app[POLICY].files
-            response = await send_file(request, files, record, etag, views)
+            # A link with a password or a view limit is never handed a reusable URL.
+            redirect = opened.password_hash is None and not opened.limited
+            response = await send_file(request, files, record, etag, views, redirect)
             # Served whole from memory (an Answer) with its view counted: the gateway lane may
             # take the slug's next request (``lane_route``).
             if item_id is None and opened.counted and type(response) is Answer:

@@ -1,7 +1,7 @@
 """The compose files of the scaled-out topologies (deploy/compose/, docs/scaling.md), as a compose
 client renders them (``docker compose config`` or Debian's ``docker-compose``; no engine needed):
 every Redis data node fsyncs every write, the service's settings load and name the topology, and
-the sentinels and the cluster are wired as the docs say."""
+the sentinels, the cluster and the object store are wired as the docs say."""
 
 from __future__ import annotations
 
@@ -80,3 +80,20 @@ def test_cluster_compose() -> None:
         assert settings.redis_mode == "cluster"
         assert settings.redis_url == "redis://redis-1:6379/0"
         assert len(settings.cluster_seeds) == 2
+
+
+def test_object_storage_compose() -> None:
+    compose = render("object-storage.yml")
+    services = compose["services"]
+    assert "--appendfsync always" in command(services["redis"])
+    store = " ".join(services["seaweedfs"]["entrypoint"])
+    assert "weed mini" in store and "-bucket=filehost" in store
+    for settings, name in zip(auth_settings(compose), ("auth-1", "auth-2"), strict=True):
+        assert settings.blob_store == "s3" and settings.object_store is not None
+        assert settings.object_store.endpoint == "http://seaweedfs:8333"
+        assert settings.object_store.bucket == "filehost"
+        assert settings.object_store.access_key_id is not None
+        # Nothing shared but Redis and the bucket: a data directory each.
+        [volume] = services[name]["volumes"]
+        source = volume["source"] if isinstance(volume, dict) else volume.split(":", 1)[0]
+        assert source.endswith(f"{name}-data")

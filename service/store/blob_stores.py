@@ -1,0 +1,16 @@
+"""The blob store the settings name (``FILEHOST_BLOB_STORE``): the data directory's files, or an
+S3-compatible object store. What the application, the command line and the benchmark open."""
+
+from __future__ import annotations
+
+from service.config import Settings
+from service.store.blobs import FILES_DIRECTORY, BlobStore
+from service.store.directory_blobs import DirectoryBlobs
+from service.store.s3_blobs import S3Blobs
+
+
+def open_blob_store(settings: Settings) -> BlobStore:
+    object_store = settings.object_store
+    if object_store is None:
+        return DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+    return S3Blobs(object_store)
