@@ -35,7 +35,7 @@ from benchmark.report import (
     write_markdown,
 )
 from benchmark.scenarios import SCENARIOS, scenario_headers
-from benchmark.seeding import key_entry, seed_account, seed_transfer_key
+from benchmark.seeding import OBJECT_STORE_EMAIL, key_entry, seed_account, seed_transfer_key
 from benchmark.transfers import FILE_BYTES, MEMORY_FILE_BYTES, TRANSFERS, _source, transfer_part
 
 
@@ -241,7 +241,7 @@ def object_report(args: argparse.Namespace, names: str, workdir: Path, redis_url
     source = workdir / "object-transfer.bin"
     _source(source, FILE_BYTES)
     env = {"FILEHOST_MAX_UPLOAD_BYTES": str(2 * MEMORY_FILE_BYTES)}
-    key = seed_transfer_key(redis_url)
+    key = seed_transfer_key(redis_url, OBJECT_STORE_EMAIL)
     rows, notes = object_part(
         workdir, redis_url, args.workers, names, args.transfer_rounds, key, source, env
     )

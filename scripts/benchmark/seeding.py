@@ -34,6 +34,7 @@ ALIAS_SLUG = "bench-alias"
 EMAIL = "bench@example.com"
 ALIAS_EMAIL = "bench-aliases@example.com"
 TRANSFER_EMAIL = "transfers@example.com"
+OBJECT_STORE_EMAIL = "object-store@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
 
@@ -109,9 +110,10 @@ async def _alias_of_a_file(accounts: Any, user_id: str) -> None:
     await accounts.aliases.create(owner, "file", record.id, "file_id", slug=ALIAS_SLUG)
 
 
-def seed_transfer_key(redis_url: str) -> str:
-    """A second user, apart from the bench account (whose file list scenario b reads), with a key
-    that may upload and download: the transfers' credential."""
+def seed_transfer_key(redis_url: str, email: str = TRANSFER_EMAIL) -> str:
+    """A user apart from the bench account (whose file list scenario b reads), with a key that
+    may upload and download: the transfers' credential (each part of the bench that transfers
+    files names a user of its own, ``email``, as they share one Redis)."""
     from service.auth.passwords import PasswordHasher
     from service.auth.policy import make_policy
     from service.clock import SystemClock
@@ -124,7 +126,7 @@ def seed_transfer_key(redis_url: str) -> str:
         client, close = connect_client(settings, redis_url)
         passwords = PasswordHasher(12, 1, 0)
         accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
-        user = await accounts.users.create_user(TRANSFER_EMAIL, PASSWORD)
+        user = await accounts.users.create_user(email, PASSWORD)
         key = await accounts.api_keys.create_key(
             user.id, "bench transfers", ["files.read", "files.write", "aliases.write"], 30
         )
