@@ -178,6 +178,7 @@ def settings(
     # Cost 4 keeps the suite fast; the production default (12) is tested in test_config. A
     # cluster run shares the machine with the main run: its three masters answer later there.
     base = Settings(
+        data_dir=request.getfixturevalue("tmp_path") / "data",
         redis_url=redis_url,
         bcrypt_cost=4,
         redis_timeout_seconds=0.5 if redis_mode == "single" else 2.0,
