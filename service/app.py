@@ -10,6 +10,7 @@ from functools import partial
 
 from aiohttp import web
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from service.api._aiohttp import fast_paths
 from service.api.client_address import ClientAddresses
@@ -43,6 +44,7 @@ from service.api.routes.public_aliases import PUBLIC_PREFIX, add_public_alias_ro
 from service.api.routes.sessions import add_session_routes
 from service.api.routes.settings import add_settings_routes
 from service.api.routes.uploaders import add_uploader_routes
+from service.api.routes.uploads import add_upload_routes
 from service.auth.authenticator import Authenticator
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
@@ -78,20 +80,27 @@ async def _finish_what_was_cut_short(policy: Policy, stores: Stores) -> None:
     await policy.api_keys.upgrade_uploader_keys([user.id for user in users])
 
 
-async def _sweep_every_hour(blobs: BlobStore) -> None:
+async def _sweep_every_hour(policy: Policy, blobs: BlobStore) -> None:
     """What crashed uploads left in the blob store (a temporary file, an incomplete multipart
-    upload), removed once it is an hour old: a minute or two after the start (a moment apart on
-    each worker and instance, none of them slowed while it starts), then every hour. A store
-    that can't be reached is tried again at the next hour."""
+    upload), removed once it is an hour old, and the bytes of resumable uploads that expired
+    unfinished: a minute or two after the start (a moment apart on each worker and instance,
+    none of them slowed while it starts), then every hour. A store that can't be reached is
+    tried again at the next hour."""
     await asyncio.sleep(SWEEP_SECONDS / 60 * (1 + random.random()))  # noqa: S311 - a jitter
     while True:
         try:
-            swept = await blobs.sweep()
-        except OSError as error:
+            swept = await blobs.sweep(keep=await policy.uploads.live_file_ids())
+            expired = await policy.uploads.sweep()
+        except (OSError, RedisError) as error:
             log.warning("could not sweep what failed uploads left: %s", error)
         else:
-            if swept:
-                log.info("removed what %d failed upload(s) left in the file storage", swept)
+            if swept or expired:
+                log.info(
+                    "removed what %d failed upload(s) left in the file storage, and %d "
+                    "resumable upload(s) that expired unfinished",
+                    swept,
+                    expired,
+                )
         await asyncio.sleep(SWEEP_SECONDS)
 
 
@@ -167,7 +176,7 @@ def create_app(
         # next start, beside serving.
         removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY], store))
         app[REMOVALS_AT_START] = removals
-        sweeping = asyncio.create_task(_sweep_every_hour(app[BLOBS]))
+        sweeping = asyncio.create_task(_sweep_every_hour(app[POLICY], app[BLOBS]))
         yield
         LINES.stop_flushing()
         removals.cancel()  # whatever is left is finished at the next start
@@ -206,6 +215,7 @@ def create_app(
     add_mfa_routes(app)
     add_audit_routes(app)
     add_file_routes(app)
+    add_upload_routes(app)
     add_folder_routes(app)
     add_settings_routes(app)
     add_alias_routes(app)

@@ -291,6 +291,8 @@ class Code(StrEnum):
         message="No TOTP enrolment is pending (none was started, or it expired). Start again.",
     )
     TOTP_NOT_ENABLED = _Row(404, code="totp_not_enabled", message="TOTP is not enabled.")
+    # A resumable upload: unknown, another account's, expired, or terminated.
+    UPLOAD_NOT_FOUND = _Row(404, code="upload_not_found", message="No such upload.")
     PASSKEY_NOT_FOUND = _Row(
         404, code="passkey_not_found", message="This account has no passkey with this id."
     )
@@ -314,6 +316,18 @@ class Code(StrEnum):
         416, code="range_not_satisfiable", message="The requested range is not within the file."
     )
     EXPECTATION_FAILED = _Row(417, code="expectation_failed", message="Expectation Failed")
+    # tus: a request without ``Tus-Resumable: 1.0.0`` (answered with ``Tus-Version``).
+    TUS_VERSION_UNSUPPORTED = _Row(
+        412,
+        code="tus_version_unsupported",
+        message="Send Tus-Resumable: 1.0.0, the one version of tus this service speaks.",
+    )
+    # tus: a PATCH whose bytes do not match its Upload-Checksum (nothing of them kept).
+    UPLOAD_CHECKSUM_MISMATCH = _Row(
+        460,
+        code="upload_checksum_mismatch",
+        message="The bytes do not match Upload-Checksum; none of them were kept.",
+    )
 
     # -- 409: the state is in the way --------------------------------------------------------
     KEY_LIMIT_REACHED = _Row(
@@ -410,6 +424,23 @@ class Code(StrEnum):
         409,
         code="passkey_limit_reached",
         message="This account has the maximum of passkeys. Remove one before adding another.",
+    )
+    # tus: a PATCH from an offset other than the upload's (details.offset: the upload's).
+    UPLOAD_OFFSET_MISMATCH = _Row(
+        409,
+        code="upload_offset_mismatch",
+        message="The upload is at another offset: ask it with HEAD and send from there.",
+    )
+    UPLOAD_IN_PROGRESS = _Row(
+        409,
+        code="upload_in_progress",
+        message="Another request is writing to this upload now. Retry from its offset.",
+    )
+    UPLOAD_LIMIT_REACHED = _Row(
+        409,
+        code="upload_limit_reached",
+        message="This account has the maximum of uploads in progress, or of the bytes they "
+        "hold. Finish or terminate one first.",
     )
     EMAIL_TAKEN = _Row(
         409, code="email_taken", message="A user with this email already exists.", sent=False

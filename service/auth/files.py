@@ -39,7 +39,7 @@ from service.domain.principal import Principal
 from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
 from service.store.audit import EventBatch
-from service.store.blobs import Blob, BlobMissing, BlobStore, Source, StorageFull
+from service.store.blobs import Blob, BlobMissing, BlobStore, Source, StorageFull, Written
 from service.store.errors import AccountGone
 from service.store.files import FilesStore, FolderGone
 from service.store.small_blobs import SmallBlobs
@@ -117,6 +117,12 @@ class Files:
         cannot put a file in: checked as soon as the field is read, and again with the record."""
         await self._reach.place(principal, folder_id, "folder_id")
 
+    async def check_default_place(self, principal: Principal) -> None:
+        """404 ``folder_not_found`` when an upload naming no folder has no place the principal
+        may put a file in (a key bound to folders whose folders are gone)."""
+        default = await self._settings.default_folder(principal.user_id)
+        await self._reach.default_place(principal, default)
+
     async def upload(
         self,
         principal: Principal,
@@ -133,13 +139,51 @@ class Files:
         ``name``, typed after ``content_type``, recorded as ``file.uploaded`` by ``actor`` in
         the same step. Whatever fails on the way (the source, ``before_record``, the folder,
         the quota, the store) leaves no bytes, no record and no event."""
-        user_id = principal.user_id
         file_id = new_id("fil")
         try:
             written = await self.blobs.put(file_id, source)
         except StorageFull:
             log.error("no room left for uploaded files: uploads are refused (507) until there is")
             raise ApiError(Code.STORAGE_FULL) from None
+        return await self._record(
+            principal, file_id, written, name, content_type, before_record, origin, actor
+        )
+
+    async def adopt(
+        self,
+        principal: Principal,
+        file_id: str,
+        written: Written,
+        name: str | None,
+        content_type: str | None,
+        folder: str | Unset | None,
+        origin: audit.Origin = audit.NO_ORIGIN,
+        actor: Actor = None,
+    ) -> FileRecord:
+        """Record the blob ``file_id`` a resumable upload stored, as ``upload`` records one it
+        stored itself (``folder``: an id, None for the top level, ``UNSET`` for the account's
+        default): the same checks, event and undoing; whatever fails removes the blob."""
+
+        async def named() -> str | Unset | None:
+            return folder
+
+        return await self._record(
+            principal, file_id, written, name, content_type, named, origin, actor
+        )
+
+    async def _record(
+        self,
+        principal: Principal,
+        file_id: str,
+        written: Written,
+        name: str | None,
+        content_type: str | None,
+        before_record: Callable[[], Awaitable[str | Unset | None]],
+        origin: audit.Origin,
+        actor: Actor,
+    ) -> FileRecord:
+        """The record of a blob just stored (see ``upload``); the blob removed should it fail."""
+        user_id = principal.user_id
         recorded = False
         record = events = None
         try:

@@ -25,11 +25,12 @@ from service.auth.removals import Removals
 from service.auth.secret_box import derived_key
 from service.auth.sessions import Sessions
 from service.auth.uploaders import Uploaders
+from service.auth.uploads import ResumableUploads
 from service.auth.users import Users
 from service.clock import Clock
 from service.config import Settings
 from service.domain.records import RateLimit
-from service.store.blob_stores import open_blob_store
+from service.store.blob_stores import open_blob_store, open_partials
 from service.store.blobs import BlobStore
 from service.store.stores import Stores
 
@@ -52,6 +53,7 @@ class Policy:
     aliases: Aliases
     alias_access: AliasAccess
     uploaders: Uploaders
+    uploads: ResumableUploads
 
 
 def make_policy(
@@ -117,6 +119,16 @@ def make_policy(
         derived_key(settings.mfa.secrets_keys, "alias cookies"),
         derived_key(settings.mfa.secrets_keys, "public etags"),
     )
+    files = Files(
+        stores.files,
+        blobs,
+        clock,
+        settings.max_files_per_account,
+        reach,
+        removals,
+        account_settings,
+        trail,
+    )
     return Policy(
         users=users,
         login=Login(
@@ -135,16 +147,7 @@ def make_policy(
         api_keys=api_keys,
         leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
         audit=trail,
-        files=Files(
-            stores.files,
-            blobs,
-            clock,
-            settings.max_files_per_account,
-            reach,
-            removals,
-            account_settings,
-            trail,
-        ),
+        files=files,
         folders=Folders(
             stores.folders,
             reach,
@@ -174,4 +177,7 @@ def make_policy(
         aliases=aliases,
         alias_access=alias_access,
         uploaders=Uploaders(api_keys, reach),
+        uploads=ResumableUploads(
+            stores.uploads, open_partials(blobs), blobs, files, clock, settings.uploads
+        ),
     )

@@ -14,6 +14,7 @@ from service.config.settings import (
     MfaSettings,
     SessionSettings,
     Settings,
+    UploadSettings,
     load_settings,
 )
 from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS, Setting, settings_table
@@ -30,6 +31,7 @@ __all__ = [
     "SessionSettings",
     "Setting",
     "Settings",
+    "UploadSettings",
     "available_cores",
     "load_settings",
     "settings_table",

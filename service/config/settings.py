@@ -63,6 +63,17 @@ class ObjectStoreSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class UploadSettings:
+    """Resumable uploads' bounds: the largest file, how long one may stay unfinished, and per
+    account how many may be in progress and the bytes they may hold."""
+
+    max_bytes: int
+    expiry_seconds: int
+    max_in_progress: int
+    max_bytes_in_progress: int
+
+
+@dataclass(frozen=True, slots=True)
 class AuditSettings:
     retention_days: int
     max_events: int
@@ -107,6 +118,9 @@ class Settings:
     max_body_bytes: int = _DEFAULTS["max_body_bytes"]
     max_keys_per_account: int = _DEFAULTS["max_keys_per_account"]
     max_upload_bytes: int = _DEFAULTS["max_upload_bytes"]
+    upload_expiry_seconds: int = _DEFAULTS["upload_expiry_seconds"]
+    max_uploads_in_progress: int = _DEFAULTS["max_uploads_in_progress"]
+    max_upload_bytes_in_progress: int = _DEFAULTS["max_upload_bytes_in_progress"]
     max_files_per_account: int = _DEFAULTS["max_files_per_account"]
     max_folders_per_account: int = _DEFAULTS["max_folders_per_account"]
     max_folder_depth: int = _DEFAULTS["max_folder_depth"]
@@ -158,6 +172,15 @@ class Settings:
     @property
     def audit(self) -> AuditSettings:
         return AuditSettings(self.audit_retention_days, self.audit_max_events)
+
+    @property
+    def uploads(self) -> UploadSettings:
+        return UploadSettings(
+            self.max_upload_bytes,
+            self.upload_expiry_seconds,
+            self.max_uploads_in_progress,
+            self.max_upload_bytes_in_progress,
+        )
 
     @property
     def object_store(self) -> ObjectStoreSettings | None:

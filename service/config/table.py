@@ -200,6 +200,30 @@ SETTINGS: tuple[Setting, ...] = (
         "Largest file one upload may hold (default 100 MiB); beyond it 413 `payload_too_large`",
     ),
     Setting(
+        "upload_expiry_seconds",
+        "FILEHOST_UPLOAD_EXPIRY_SECONDS",
+        Int(60, 30 * _DAY, kind="integer (s)"),
+        _DAY,
+        "How long a resumable upload (`/api/v1/uploads`, tus) may stay unfinished, from its "
+        "creation; then it is 404 and its bytes are removed (within the hour)",
+    ),
+    Setting(
+        "max_uploads_in_progress",
+        "FILEHOST_MAX_UPLOADS_IN_PROGRESS",
+        Int(1, 10_000),
+        20,
+        "Unfinished resumable uploads per account; the next is 409 `upload_limit_reached`",
+    ),
+    Setting(
+        "max_upload_bytes_in_progress",
+        "FILEHOST_MAX_UPLOAD_BYTES_IN_PROGRESS",
+        Int(1, 1 << 50),
+        10 * 1024 * 1024 * 1024,
+        "Bytes an account's unfinished resumable uploads may hold in all (their declared "
+        "lengths; `FILEHOST_MAX_UPLOAD_BYTES` for one whose length is deferred; default 10 "
+        "GiB); past it 409 `upload_limit_reached`",
+    ),
+    Setting(
         "max_files_per_account",
         "FILEHOST_MAX_FILES_PER_ACCOUNT",
         Int(1, 10_000_000),

@@ -141,9 +141,9 @@ class BlobStore(Protocol):
         files, open multipart uploads): empty once every upload has finished or failed."""
         ...
 
-    async def sweep(self) -> int:
+    async def sweep(self, keep: frozenset[str] = frozenset()) -> int:
         """Remove what uploads a crash cut short left (older than an hour: never one under
-        way); how many."""
+        way, nor one of the blobs ``keep`` names: resumable uploads in progress); how many."""
         ...
 
     async def readiness(self) -> str | None:

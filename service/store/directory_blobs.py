@@ -117,7 +117,7 @@ class DirectoryBlobs:
                 await writer.write_all(source)
             finally:
                 writer.close()
-            await asyncio.to_thread(_rename_durably, temporary, final)
+            await asyncio.to_thread(rename_durably, temporary, final)
         except BaseException as error:
             # Shielded: a cancelled upload (the client went away) must still clean up.
             with contextlib.suppress(Exception):
@@ -170,8 +170,8 @@ class DirectoryBlobs:
             return []
         return sorted(p.name for p in self.root.iterdir() if BLOB_ID.match(p.name))
 
-    async def sweep(self) -> int:
-        return await asyncio.to_thread(self._sweep_now)
+    async def sweep(self, keep: frozenset[str] = frozenset()) -> int:
+        return await asyncio.to_thread(self._sweep_now)  # resumable uploads are not in here
 
     def _sweep_now(self) -> int:
         if not self.root.exists():
@@ -407,7 +407,7 @@ def _create(path: Path) -> tuple[int, bool]:
     return os.open(path, flags, 0o600), False
 
 
-def _rename_durably(source: Path, target: Path) -> None:
+def rename_durably(source: Path, target: Path) -> None:
     os.rename(source, target)
     directory = os.open(target.parent, os.O_RDONLY)
     try:

@@ -151,6 +151,14 @@ key                                    type    holds
 ``P:alias-cookie-secret``               string  the key that signed the cookie a folder alias's
                                                password grants, in releases before it was
                                                derived from the secrets key; deleted at start-up
+``P:{U}:upload:<id>``                   hash    one resumable upload (``service.store.uploads``):
+                                               its file id, length, offset, expiry, metadata,
+                                               who made it, where its bytes are, the PATCH
+                                               writing it now; once finished, its file.
+                                               PEXPIREAT a week past its expiry
+``P:{U}:uploads``                       hash    upload id -> ``<expires ms>:<length>`` of each
+                                               unfinished upload (limits, the sweep)
+``P:uploads``                           set     user ids of accounts that may have one
 ``P:{U}:audit``                         zset    the account's audit trail: ``<type>:<JSON
                                                event>`` scored by a sequence number (at least
                                                the event's ms × 1000, above every earlier
@@ -215,6 +223,7 @@ class RedisKeys:
         "folder_removals",
         "replicated_marker",
         "restore_marker",
+        "upload_accounts",
         "uploader_keys_marked",
         "users_by_email",
     )
@@ -238,6 +247,7 @@ class RedisKeys:
         self.alias_switches = f"{prefix}:alias-switches"
         self.alias_cookie_secret = f"{prefix}:alias-cookie-secret"
         self.uploader_keys_marked = f"{prefix}:upgraded:uploader-keys"
+        self.upload_accounts = f"{prefix}:uploads"
 
     @property
     def prefix(self) -> str:
@@ -379,6 +389,12 @@ class RedisKeys:
 
     def account_removed(self, user_id: str) -> str:
         return self._account(user_id, "removed")
+
+    def account_uploads(self, user_id: str) -> str:
+        return self._account(user_id, "uploads")
+
+    def account_upload(self, user_id: str, upload_id: str) -> str:
+        return self._account(user_id, f"upload:{upload_id}")
 
     def account_settings(self, user_id: str) -> str:
         return self._account(user_id, "settings")

@@ -146,6 +146,7 @@ class S3Blobs:
     def __init__(self, settings: ObjectStoreSettings) -> None:
         self._settings = settings
         self.bucket = settings.bucket
+        self.base_prefix = settings.prefix
         self._prefix = settings.prefix + FILES
         self.timeout = self._timeout = settings.timeout_seconds
         self._client: Any = None
@@ -205,6 +206,11 @@ class S3Blobs:
     async def close(self) -> None:
         self._client = None
         await self._exit.aclose()
+
+    async def call(self, operation: str, **arguments: Any) -> Any:
+        """One request of the bucket's, bounded by the timeout (``ClientError`` raised as it
+        is; any other failure as ``StorageUnavailable``)."""
+        return await self._call(operation, **arguments)
 
     async def _call(self, operation: str, **arguments: Any) -> Any:
         """One request without a body to stream, bounded in all by the timeout."""
@@ -412,11 +418,19 @@ class S3Blobs:
                 "UploadIdMarker": page["NextUploadIdMarker"],
             }
 
-    async def sweep(self, older_than: timedelta = SWEEP_AFTER) -> int:
+    async def sweep(
+        self, keep: frozenset[str] = frozenset(), older_than: timedelta = SWEEP_AFTER
+    ) -> int:
         """Abort the multipart uploads of blobs begun before ``older_than`` ago (a crash's
-        leftovers); how many."""
+        leftovers), but those of the blobs ``keep`` names (resumable uploads in progress);
+        how many."""
         cutoff = datetime.now(UTC) - older_than
-        old = [upload async for upload in self._open_uploads() if upload["Initiated"] < cutoff]
+        old = [
+            upload
+            async for upload in self._open_uploads()
+            if upload["Initiated"] < cutoff
+            and str(upload["Key"]).removeprefix(self._prefix) not in keep
+        ]
         for upload in old:
             await self.abort(upload["Key"], upload["UploadId"])
         return len(old)

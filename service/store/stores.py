@@ -33,6 +33,7 @@ from service.store.mfa import MfaStore
 from service.store.mfa_answers import MfaAnswerStore
 from service.store.pipelined import PipelinedRedis
 from service.store.sessions import SessionStore
+from service.store.uploads import UploadStore
 from service.store.users import UserStore
 
 
@@ -56,6 +57,7 @@ class Stores:
     mfa: MfaStore
     mfa_answers: MfaAnswerStore
     bindings: BindingsStore
+    uploads: UploadStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -92,4 +94,5 @@ def open_stores(
         mfa=MfaStore(redis, keys),
         mfa_answers=MfaAnswerStore(redis, keys),
         bindings=BindingsStore(redis, keys, hot),
+        uploads=UploadStore(redis, keys),
     )

@@ -137,7 +137,10 @@ def test_the_table_maps_every_resource_to_its_read_and_write_permission() -> Non
             for name in ("files", "folders", "aliases", "settings", "keys")
         },
         "uploaders": ("keys.read", "keys.write"),  # an uploader is a key, made by a session
+        "uploads": ("files.write", "files.write"),  # asked where it is by whoever writes it
     }
+    assert derive_permission("HEAD", "/api/v1/uploads/upl_1") == ("files.write", False)
+    assert derive_permission("PATCH", "/api/v1/uploads/upl_1") == ("files.write", False)
     assert derive_permission("GET", "/api/v1/keys") == ("keys.read", True)
     assert derive_permission("DELETE", "/api/v1/keys/key_1") == ("keys.write", True)
     assert derive_permission("POST", "/api/v1/uploaders") == ("keys.write", True)

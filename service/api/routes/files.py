@@ -223,7 +223,7 @@ async def _store_upload(
     if not isinstance(folder, Unset):  # named before the file: refused before its bytes are read
         await files.check_folder(principal, folder)
     if _alias_field(fields):  # the same, for an alias asked for before the file
-        await _check_alias(request, principal)
+        await check_upload_alias(request, principal)
 
     async def rest_of_the_body() -> str | Unset | None:
         try:
@@ -241,7 +241,7 @@ async def _store_upload(
             if rest.strip() or not content.at_eof():
                 raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON})
         if _alias_field(fields):  # asked for after the file: checked before its record
-            await _check_alias(request, principal)
+            await check_upload_alias(request, principal)
         return _folder_field(fields)
 
     try:
@@ -268,7 +268,7 @@ async def _store_upload(
     return response, record.size
 
 
-async def _check_alias(request: web.Request, principal: Principal) -> None:
+async def check_upload_alias(request: web.Request, principal: Principal) -> None:
     """An upload that asks for an alias of its file needs ``aliases.write``, and room for it."""
     require_for_upload(principal, "aliases.write")
     await request.app[POLICY].aliases.check_room(principal)

@@ -72,6 +72,8 @@ ROUTE_PERMISSIONS: dict[str, tuple[str, str]] = {
     "keys": ("keys.read", "keys.write"),
     # An uploader is a key made with its configuration: the key endpoints' rule.
     "uploaders": ("keys.read", "keys.write"),
+    # A resumable upload is asked about (HEAD) as it is written: by whoever may upload.
+    "uploads": ("files.write", "files.write"),
 }
 READ_METHODS = ("GET", "HEAD")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")

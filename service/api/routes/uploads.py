@@ -1,0 +1,287 @@
+"""Resumable uploads under /api/v1/uploads: the tus 1.0 protocol (core, and the creation,
+creation-with-upload, creation-defer-length, termination, expiration and checksum extensions),
+so any tus client uploads a large file in pieces and resumes it after a dropped connection, on
+any instance; and ``GET`` of one upload as JSON, for a client that is not a tus client.
+
+The HTTP layer only: reads the tus headers (``service.api.upload_requests``), checks the
+credential (``files.write`` for every request but ``OPTIONS``, which tells the protocol without
+one; an upload-only key may upload so), and shapes the answer; the uploads themselves are
+``service.auth.uploads``'. Every answer of the tus methods carries ``Tus-Resumable``, refusals
+included; a refusal keeps the error envelope (a ``HEAD``'s without its body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from email.utils import formatdate
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from service.api._aiohttp import Answer, RequestBody
+from service.api.alias_requests import public_origin
+from service.api.context import POLICY, PREFIX
+from service.api.credentials import acting_with, authenticate
+from service.api.envelope import error_response, refusal
+from service.api.routes.files import check_upload_alias
+from service.api.upload_requests import (
+    TUS_HEADERS,
+    TUS_VERSION,
+    check_patch_type,
+    check_version,
+    checksum,
+    later_length,
+    upload_length,
+    upload_metadata,
+    upload_offset,
+)
+from service.api.views import alias_url, file_view, ok
+from service.auth.authenticator import require_for_upload
+from service.auth.uploads import CHECKSUMS, Appended
+from service.clock import iso
+from service.domain.audit_events import Origin
+from service.domain.principal import Principal
+from service.domain.records import FileRecord
+from service.errors import ApiError
+from service.observability.trace import current_trace
+from service.store.uploads import UploadRecord
+
+UPLOADS_PATH = f"{PREFIX}/uploads"
+EXTENSIONS = "creation,creation-with-upload,creation-defer-length,termination,expiration,checksum"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _tus(handler: Handler) -> Handler:
+    """``handler``, its answers and refusals with ``Tus-Resumable``."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException:
+            raise
+        except Exception as error:
+            failure = refusal(error, current_trace.get(), request.method, request.path)
+            response = error_response(failure)
+        response.headers.update(TUS_HEADERS)
+        if response.status == 460:  # tus's own status, which HTTP names no phrase for
+            response.set_status(460, "Checksum Mismatch")
+        return response
+
+    return answer
+
+
+def _expires(record: UploadRecord) -> str:
+    return formatdate(record.expires_at / 1000, usegmt=True)
+
+
+def _upload_view(record: UploadRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "offset": record.offset,
+        "length": record.length,
+        "expires_at": iso(record.expires_at),
+        "url": f"{UPLOADS_PATH}/{record.id}",
+    }
+
+
+async def _uploader(request: web.Request) -> Principal:
+    check_version(request)
+    principal = await authenticate(request)
+    require_for_upload(principal, "files.write")
+    return principal
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+async def options(request: web.Request) -> web.StreamResponse:
+    """What the service speaks of tus (no credential needed)."""
+    response = Answer(status=204)
+    response.headers.update(
+        {
+            "Tus-Version": TUS_VERSION,
+            "Tus-Extension": EXTENSIONS,
+            "Tus-Max-Size": str(request.app[POLICY].uploads.settings.max_bytes),
+            "Tus-Checksum-Algorithm": ",".join(CHECKSUMS),
+        }
+    )
+    return response
+
+
+async def create(request: web.Request) -> web.StreamResponse:
+    """A new upload (201, its URL in ``Location``), with its first bytes when the request
+    carries them (creation-with-upload)."""
+    principal = await _uploader(request)
+    length = upload_length(request)
+    meta = upload_metadata(request)
+    if meta.alias:
+        await check_upload_alias(request, principal)
+    has_body = request.body_exists
+    if has_body:
+        check_patch_type(request)
+    record = await request.app[POLICY].uploads.create(principal, length, meta)
+    location = {hdrs.LOCATION: f"{UPLOADS_PATH}/{record.id}"}
+    if not has_body:
+        answer = ok(_upload_view(record), status=201)
+        answer.headers.update({**location, "Upload-Expires": _expires(record)})
+        return answer
+    try:
+        appended = await _append(request, principal, record.id, 0, None)
+    except ApiError as refused:  # the upload was made: the client may go on from its offset
+        refused.headers = {**refused.headers, **location}
+        raise
+    answer = ok(_finished_view(request, appended), status=201)
+    answer.headers.update(location)
+    _progress_headers(answer, appended)
+    return answer
+
+
+async def head(request: web.Request) -> web.StreamResponse:
+    """How far the upload got (``Upload-Offset``), and its length."""
+    principal = await _uploader(request)
+    uploads = request.app[POLICY].uploads
+    record = await uploads.get(principal, request.match_info["upload_id"])
+    response = Answer(status=200)
+    response.headers.update(
+        {
+            "Upload-Offset": str(record.offset),
+            "Upload-Expires": _expires(record),
+            hdrs.CACHE_CONTROL: "no-store",
+        }
+    )
+    if record.length is None:
+        response.headers["Upload-Defer-Length"] = "1"
+    else:
+        response.headers["Upload-Length"] = str(record.length)
+    return response
+
+
+async def patch(request: web.Request) -> web.StreamResponse:
+    """The upload's next bytes, from ``Upload-Offset`` (204 with the new offset); the last of
+    them make the file, named in ``Filehost-File-Id`` (and its alias's URL, when it was asked
+    for, in ``Filehost-Alias-Url``)."""
+    principal = await _uploader(request)
+    check_patch_type(request)
+    offset = upload_offset(request)
+    appended = await _append(
+        request, principal, request.match_info["upload_id"], offset, later_length(request)
+    )
+    response = Answer(status=204)
+    _progress_headers(response, appended)
+    return response
+
+
+async def terminate(request: web.Request) -> web.StreamResponse:
+    """End the upload and remove its bytes (204); a finished upload's file stays."""
+    principal = await _uploader(request)
+    await request.app[POLICY].uploads.terminate(principal, request.match_info["upload_id"])
+    return Answer(status=204)
+
+
+async def get_upload(request: web.Request) -> web.StreamResponse:
+    """The upload as JSON: its offset, length and expiry, and once finished its file."""
+    principal = await authenticate(request)
+    require_for_upload(principal, "files.write")
+    uploads = request.app[POLICY].uploads
+    record = await uploads.get(principal, request.match_info["upload_id"])
+    file = await uploads.file_of(principal, record)
+    return ok(_finished_view(request, Appended(record, file, _alias_of(record))))
+
+
+# -- what the handlers share ---------------------------------------------------------------------
+
+
+async def _append(
+    request: web.Request,
+    principal: Principal,
+    upload_id: str,
+    offset: int,
+    length: int | None,
+) -> Appended:
+    origin, actor = await acting_with(request, principal)
+    uploads = request.app[POLICY].uploads
+    body = RequestBody(request, rest_limit=0)
+    try:
+        return await uploads.append(
+            principal,
+            upload_id,
+            offset,
+            body,
+            request.content_length,
+            checksum(request),
+            _alias_maker(request, principal, origin, actor),
+            origin,
+            actor,
+            length,
+        )
+    finally:
+        await body.close()
+
+
+def _alias_maker(
+    request: web.Request, principal: Principal, origin: Origin, actor: dict[str, Any] | None
+) -> Callable[[FileRecord], Awaitable[dict[str, Any]]]:
+    """The alias an upload asked for, made when it finishes; should that fail (the account's
+    limit reached since), the file stays and the refusal's code is kept instead."""
+
+    async def make(record: FileRecord) -> dict[str, Any]:
+        try:
+            alias = await request.app[POLICY].aliases.create(
+                principal, "file", record.id, "file_id", origin=origin, actor=actor
+            )
+        except ApiError as refused:
+            return {"error": refused.code}
+        return {
+            "id": alias.id,
+            "slug": alias.slug,
+            "url": alias_url(public_origin(request), alias.slug),
+        }
+
+    return make
+
+
+def _alias_of(record: UploadRecord) -> dict[str, Any] | None:
+    return record.done.get("alias") if record.done else None
+
+
+def _finished_view(request: web.Request, appended: Appended) -> dict[str, Any]:
+    view = _upload_view(appended.upload)
+    view["file"] = file_view(appended.file) if appended.file is not None else None
+    alias = appended.alias
+    if alias is not None:
+        view["alias"] = alias if "error" not in alias else None
+        if "error" in alias:
+            view["alias_error"] = alias["error"]
+    return view
+
+
+def _progress_headers(response: web.StreamResponse, appended: Appended) -> None:
+    record = appended.upload
+    response.headers["Upload-Offset"] = str(record.offset)
+    if record.done is None:
+        response.headers["Upload-Expires"] = _expires(record)
+        return
+    if appended.file is not None:
+        response.headers["Filehost-File-Id"] = appended.file.id
+    alias = appended.alias
+    if alias is not None and "url" in alias:
+        response.headers["Filehost-Alias-Url"] = alias["url"]
+
+
+# -- wiring -----------------------------------------------------------------------------------
+
+
+def add_upload_routes(app: web.Application) -> None:
+    one = f"{UPLOADS_PATH}/{{upload_id}}"
+    app.router.add_routes(
+        [
+            web.options(UPLOADS_PATH, _tus(options)),
+            web.post(UPLOADS_PATH, _tus(create)),
+            web.options(one, _tus(options)),
+            web.head(one, _tus(head)),
+            web.patch(one, _tus(patch)),
+            web.delete(one, _tus(terminate)),
+            web.get(one, get_upload, allow_head=False),
+        ]
+    )

@@ -1,0 +1,194 @@
+"""What bounds resumable uploads: the credential (``files.write``, an upload-only key, a key
+bound to folders), the folder and alias named in the metadata, the size limit, the account's
+uploads in progress, and their expiry, after which the sweep leaves nothing of them behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.api.context import BLOBS, POLICY
+from service.store.directory_blobs import DirectoryBlobs
+from service.store.s3_blobs import S3Blobs
+from service.store.s3_partials import UPLOADS
+from tests.support.aliases import alias
+from tests.support.api import Api, bearer
+from tests.support.files import uploaded
+from tests.support.folders import folder
+from tests.support.openapi import validator
+from tests.support.tus import TUS, create, created, offset_of, send
+
+
+async def nothing_left(api: Api) -> None:
+    """No bytes of an upload outside the files: no partial file, tail object or open multipart
+    upload."""
+    blobs = api.app[BLOBS]
+    assert await blobs.leftovers() == []
+    if isinstance(blobs, DirectoryBlobs):
+        partials = blobs.root.parent / "uploads"
+        assert not partials.exists() or list(partials.iterdir()) == []
+    else:
+        assert isinstance(blobs, S3Blobs)
+        listed = await blobs.call("list_objects_v2", Prefix=blobs.base_prefix + UPLOADS)
+        assert listed.get("Contents", []) == []
+
+
+async def error_of(response: Any) -> dict[str, Any]:
+    return dict((await response.json())["error"])
+
+
+async def test_a_key_needs_files_write_and_an_upload_only_key_may_upload(api: Api) -> None:
+    token = await api.user_with_session()
+    reader = await api.create_key(token, permissions=["files.read"])
+    refused = await create(api, {"X-API-Key": reader["secret_key"]}, 3)
+    assert refused.status == 403 and refused.headers["Tus-Resumable"] == "1.0.0"
+    assert (await create(api, {}, 3)).status == 401
+    response = await api.client.post(
+        "/api/v1/uploaders", json={"kind": "sharex", "name": "shots"}, headers=bearer(token)
+    )
+    key = {"X-API-Key": (await response.json())["data"]["key"]["secret_key"]}
+    url = await created(api, key, 4, filename="shot.png")
+    assert await offset_of(api, url, key) == 0
+    done = await send(api, url, key, 0, b"\x89PNG")
+    assert done.status == 204
+    assert (await api.client.get(url, headers=key)).status == 200
+    # What it uploaded is its owner's, and still nothing else is the key's.
+    listed = await api.client.get("/api/v1/files", headers=bearer(token))
+    assert [f["name"] for f in (await listed.json())["data"]["files"]] == ["shot.png"]
+    assert (await api.client.get("/api/v1/files", headers=key)).status == 403
+
+
+async def test_the_folder_is_checked_at_creation_and_for_a_bound_key_at_every_patch(
+    api: Api,
+) -> None:
+    token = await api.user_with_session()
+    inside = await folder(api, "inside", token=token)
+    outside = await folder(api, "outside", token=token)
+    bound = await api.create_key(
+        token, permissions=["files.read", "files.write"], folder_ids=[inside["id"]]
+    )
+    key = {"X-API-Key": bound["secret_key"]}
+    refused = await create(api, key, 3, folder_id=outside["id"])
+    assert (await error_of(refused))["code"] == "folder_not_found"
+    unknown = await create(api, bearer(token), 3, folder_id="fld_" + "A" * 22)
+    assert (await error_of(unknown))["code"] == "folder_not_found"
+    # Made by the session outside the key's folders: the key cannot continue it.
+    url = await created(api, bearer(token), 6, folder_id=outside["id"])
+    assert (await send(api, url, key, 0, b"abc")).status == 404
+    assert (await send(api, url, bearer(token), 0, b"abc")).status == 204
+    mine = await created(api, key, 2, folder_id=inside["id"], filename="in.txt")
+    done = await send(api, mine, key, 0, b"ok")
+    file_id = done.headers["Filehost-File-Id"]
+    made = await api.client.get(f"/api/v1/files/{file_id}", headers=key)
+    assert (await made.json())["data"]["folder_id"] == inside["id"]
+    top = await created(api, bearer(token), 1, folder_id="root")
+    last = await send(api, top, bearer(token), 0, b"x")
+    made = await api.client.get(
+        f"/api/v1/files/{last.headers['Filehost-File-Id']}", headers=bearer(token)
+    )
+    assert (await made.json())["data"]["folder_id"] is None
+
+
+async def test_an_alias_asked_for_is_made_when_the_upload_finishes(api: Api) -> None:
+    token = await api.user_with_session()
+    reader = await api.create_key(token, permissions=["files.write"])
+    refused = await create(api, {"X-API-Key": reader["secret_key"]}, 3, alias="true")
+    assert refused.status == 403
+    url = await created(api, bearer(token), 5, alias="true", filename="shared.txt")
+    done = await send(api, url, bearer(token), 0, b"hello")
+    link = done.headers["Filehost-Alias-Url"]
+    slug = link.rsplit("/", 1)[1]
+    public = await api.client.get(f"/a/{slug}")
+    assert (public.status, await public.read()) == (200, b"hello")
+    answer = await (await api.client.get(url, headers=bearer(token))).json()
+    validator("/components/schemas/UploadEnvelope").validate(answer)
+    view = answer["data"]
+    assert view["alias"]["url"] == link and view["file"]["name"] == "shared.txt"
+
+
+async def test_too_large_an_upload_is_refused_before_a_byte(make_api: Any) -> None:
+    api = await make_api(max_upload_bytes=1000)
+    token = await api.user_with_session()
+    response = await create(api, bearer(token), 1001)
+    assert response.status == 413
+    assert (await error_of(response))["details"] == {"max_bytes": 1000}
+    deferred = await created(api, bearer(token), None)
+    told = await send(api, deferred, bearer(token), 0, b"", Upload_Length="1001")
+    assert told.status == 413
+    big = await send(api, deferred, bearer(token), 0, b"x" * 1001)
+    assert big.status == 413
+    assert await offset_of(api, deferred, bearer(token)) == 0
+
+
+async def test_an_account_has_a_bounded_number_of_uploads_in_progress(make_api: Any) -> None:
+    api = await make_api(max_uploads_in_progress=2, max_upload_bytes_in_progress=100)
+    token = await api.user_with_session()
+    auth = bearer(token)
+    first = await created(api, auth, 10)
+    await created(api, auth, 10)
+    third = await create(api, auth, 10)
+    assert third.status == 409
+    error = await error_of(third)
+    assert error["code"] == "upload_limit_reached"
+    assert error["details"] == {"max_uploads": 2, "max_bytes": 100}
+    # A finished upload no longer counts; nor does one terminated.
+    assert (await send(api, first, auth, 0, b"0123456789")).status == 204
+    big = await create(api, auth, 91)
+    assert (await error_of(big))["code"] == "upload_limit_reached"
+    assert (await create(api, auth, 90)).status == 201
+
+
+async def test_an_expired_upload_is_gone_and_the_sweep_leaves_nothing(api: Api, clock: Any) -> None:
+    token = await api.user_with_session()
+    auth = bearer(token)
+    url = await created(api, auth, 10 * 1024 * 1024)
+    assert (await send(api, url, auth, 0, b"x" * (9 * 1024 * 1024))).status == 204
+    kept = await created(api, auth, 4)
+    await send(api, kept, auth, 0, b"ab")
+    clock.advance(hours=23)
+    assert (await send(api, kept, auth, 2, b"c")).status == 204
+    clock.advance(hours=2)  # a day since the first was made: it expired
+    head = await api.client.head(url, headers={**TUS, **auth})
+    assert head.status == 404
+    assert (await api.app[POLICY].uploads.sweep()) == 2
+    await nothing_left(api)
+    listed = await api.client.get("/api/v1/files", headers=auth)
+    assert (await listed.json())["data"]["files"] == []
+
+
+async def test_a_terminated_or_finished_upload_leaves_nothing_behind(api: Api) -> None:
+    token = await api.user_with_session()
+    auth = bearer(token)
+    data = b"y" * (8 * 1024 * 1024 + 10)
+    ended = await created(api, auth, len(data) + 1)
+    assert (await send(api, ended, auth, 0, data)).status == 204
+    assert (await api.client.delete(ended, headers={**TUS, **auth})).status == 204
+    done = await created(api, auth, len(data))
+    assert (await send(api, done, auth, 0, data[:100])).status == 204
+    assert (await send(api, done, auth, 100, data[100:])).status == 204
+    await nothing_left(api)
+
+
+async def test_the_account_full_when_the_last_byte_comes_ends_the_upload(make_api: Any) -> None:
+    api = await make_api(max_files_per_account=1)
+    token = await api.user_with_session()
+    auth = bearer(token)
+    url = await created(api, auth, 3)
+    await uploaded(api, b"took the room", token=token)
+    refused = await send(api, url, auth, 0, b"abc")
+    assert (await error_of(refused))["code"] == "file_limit_reached"
+    assert (await api.client.head(url, headers={**TUS, **auth})).status == 404
+    await nothing_left(api)
+
+
+async def test_an_alias_that_cannot_be_made_at_the_end_leaves_the_file(make_api: Any) -> None:
+    api = await make_api(max_aliases_per_account=1)
+    token = await api.user_with_session()
+    auth = bearer(token)
+    url = await created(api, auth, 3, alias="true")
+    other = await uploaded(api, b"other", token=token)
+    await alias(api, {"file_id": other["id"]}, token=token)
+    done = await send(api, url, auth, 0, b"abc")
+    assert done.status == 204 and "Filehost-Alias-Url" not in done.headers
+    view = (await (await api.client.get(url, headers=auth)).json())["data"]
+    assert view["file"]["size"] == 3
+    assert view["alias"] is None and view["alias_error"] == "alias_limit_reached"

@@ -1,0 +1,56 @@
+"""Resumable uploads as a tus client sends them: the headers of each request, written out."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from tests.support.api import Api
+
+UPLOADS_URL = "/api/v1/uploads"
+TUS = {"Tus-Resumable": "1.0.0"}
+OCTETS = {"Content-Type": "application/offset+octet-stream"}
+
+
+def metadata(**values: str) -> str:
+    """An ``Upload-Metadata`` value: each pair as ``key base64(value)``."""
+    return ",".join(
+        f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in values.items()
+    )
+
+
+async def create(api: Api, auth: dict[str, str], length: int | None, **meta: str) -> Any:
+    """``POST /uploads`` for an upload of ``length`` bytes (None: deferred)."""
+    headers = {**TUS, **auth}
+    if length is None:
+        headers["Upload-Defer-Length"] = "1"
+    else:
+        headers["Upload-Length"] = str(length)
+    if meta:
+        headers["Upload-Metadata"] = metadata(**meta)
+    return await api.client.post(UPLOADS_URL, headers=headers)
+
+
+async def created(api: Api, auth: dict[str, str], length: int | None, **meta: str) -> str:
+    """A new upload's URL."""
+    response = await create(api, auth, length, **meta)
+    assert response.status == 201, await response.text()
+    return str(response.headers["Location"])
+
+
+async def send(
+    api: Api, url: str, auth: dict[str, str], offset: int, data: bytes, **headers: str
+) -> Any:
+    """``PATCH`` ``data`` at ``offset``."""
+    extra = {name.replace("_", "-"): value for name, value in headers.items()}
+    return await api.client.patch(
+        url,
+        data=data,
+        headers={**TUS, **OCTETS, **auth, "Upload-Offset": str(offset), **extra},
+    )
+
+
+async def offset_of(api: Api, url: str, auth: dict[str, str]) -> int:
+    response = await api.client.head(url, headers={**TUS, **auth})
+    assert response.status == 200, response.status
+    return int(response.headers["Upload-Offset"])
