@@ -102,7 +102,7 @@ async def test_an_alias_asked_for_is_made_when_the_upload_finishes(api: Api) -> 
     answer = await (await api.client.get(url, headers=bearer(token))).json()
     validator("/components/schemas/UploadEnvelope").validate(answer)
     view = answer["data"]
-    assert view["alias"]["url"] == link and view["file"]["name"] == "shared.txt"
+    assert view["file"]["alias"]["url"] == link and view["file"]["name"] == "shared.txt"
 
 
 async def test_too_large_an_upload_is_refused_before_a_byte(make_api: Any) -> None:
@@ -191,4 +191,4 @@ async def test_an_alias_that_cannot_be_made_at_the_end_leaves_the_file(make_api:
     assert done.status == 204 and "Filehost-Alias-Url" not in done.headers
     view = (await (await api.client.get(url, headers=auth)).json())["data"]
     assert view["file"]["size"] == 3
-    assert view["alias"] is None and view["alias_error"] == "alias_limit_reached"
+    assert "alias" not in view["file"] and view["alias_error"] == "alias_limit_reached"

@@ -16,7 +16,16 @@ import pytest
 
 from tests.support.api import Api, bearer
 from tests.support.openapi import validator
-from tests.support.tus import OCTETS, TUS, UPLOADS_URL, create, created, offset_of, send
+from tests.support.tus import (
+    OCTETS,
+    TUS,
+    UPLOADS_URL,
+    create,
+    created,
+    offset_of,
+    path_of,
+    send,
+)
 
 MIB = 1024 * 1024
 
@@ -61,8 +70,9 @@ async def test_an_upload_sent_in_pieces_becomes_one_file(api: Api) -> None:
     data = pattern(9 * MIB + 12345)  # past one S3 part, with a tail
     response = await create(api, auth, len(data), filename="video.mp4", filetype="video/mp4")
     assert response.status == 201
-    url = response.headers["Location"]
-    assert url.startswith(f"{UPLOADS_URL}/upl_")
+    origin = str(api.client.make_url("")).rstrip("/")
+    assert response.headers["Location"].startswith(f"{origin}{UPLOADS_URL}/upl_")
+    url = path_of(response.headers["Location"])
     assert response.headers["Tus-Resumable"] == "1.0.0"
     assert response.headers["Upload-Expires"].endswith(" GMT")
     answer = await response.json()
@@ -83,6 +93,7 @@ async def test_an_upload_sent_in_pieces_becomes_one_file(api: Api) -> None:
         assert answer.headers["Upload-Offset"] == str(end)
         assert answer.headers["Tus-Resumable"] == "1.0.0"
     file_id = answer.headers["Filehost-File-Id"]
+    assert answer.headers["Filehost-File-Url"] == f"{origin}/api/v1/files/{file_id}"
     assert await content_of(api, token, file_id) == data
     (listed,) = await files_of(api, token)
     assert listed["id"] == file_id
@@ -234,7 +245,7 @@ async def test_creation_with_upload_takes_the_first_bytes_at_once(api: Api) -> N
     response = await api.client.post(UPLOADS_URL, data=b"hello", headers=headers)
     assert response.status == 201
     assert response.headers["Upload-Offset"] == "5"
-    url = response.headers["Location"]
+    url = path_of(response.headers["Location"])
     done = await send(api, url, auth, 5, b" world")
     assert await content_of(api, token, done.headers["Filehost-File-Id"]) == b"hello world"
     whole = await api.client.post(

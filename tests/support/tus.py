@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from yarl import URL
+
 from tests.support.api import Api
 
 UPLOADS_URL = "/api/v1/uploads"
@@ -35,7 +37,12 @@ async def created(api: Api, auth: dict[str, str], length: int | None, **meta: st
     """A new upload's URL."""
     response = await create(api, auth, length, **meta)
     assert response.status == 201, await response.text()
-    return str(response.headers["Location"])
+    return path_of(response.headers["Location"])
+
+
+def path_of(location: str) -> str:
+    """The path of an upload's absolute URL (the test client takes paths)."""
+    return URL(location).path
 
 
 async def send(

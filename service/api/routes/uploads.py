@@ -23,7 +23,7 @@ from service.api.alias_requests import public_origin
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
 from service.api.envelope import error_response, refusal
-from service.api.routes.files import check_upload_alias
+from service.api.routes.files import FILES_PATH, check_upload_alias
 from service.api.upload_requests import (
     TUS_HEADERS,
     TUS_VERSION,
@@ -82,6 +82,7 @@ def _upload_view(record: UploadRecord) -> dict[str, Any]:
         "length": record.length,
         "expires_at": iso(record.expires_at),
         "url": f"{UPLOADS_PATH}/{record.id}",
+        "file": None,
     }
 
 
@@ -121,7 +122,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     if has_body:
         check_patch_type(request)
     record = await request.app[POLICY].uploads.create(principal, length, meta)
-    location = {hdrs.LOCATION: f"{UPLOADS_PATH}/{record.id}"}
+    location = {hdrs.LOCATION: f"{public_origin(request)}{UPLOADS_PATH}/{record.id}"}
     if not has_body:
         answer = ok(_upload_view(record), status=201)
         answer.headers.update({**location, "Upload-Expires": _expires(record)})
@@ -131,9 +132,9 @@ async def create(request: web.Request) -> web.StreamResponse:
     except ApiError as refused:  # the upload was made: the client may go on from its offset
         refused.headers = {**refused.headers, **location}
         raise
-    answer = ok(_finished_view(request, appended), status=201)
+    answer = ok(_finished_view(appended), status=201)
     answer.headers.update(location)
-    _progress_headers(answer, appended)
+    _progress_headers(answer, appended, public_origin(request))
     return answer
 
 
@@ -168,7 +169,7 @@ async def patch(request: web.Request) -> web.StreamResponse:
         request, principal, request.match_info["upload_id"], offset, later_length(request)
     )
     response = Answer(status=204)
-    _progress_headers(response, appended)
+    _progress_headers(response, appended, public_origin(request))
     return response
 
 
@@ -186,7 +187,7 @@ async def get_upload(request: web.Request) -> web.StreamResponse:
     uploads = request.app[POLICY].uploads
     record = await uploads.get(principal, request.match_info["upload_id"])
     file = await uploads.file_of(principal, record)
-    return ok(_finished_view(request, Appended(record, file, _alias_of(record))))
+    return ok(_finished_view(Appended(record, file, _alias_of(record))))
 
 
 # -- what the handlers share ---------------------------------------------------------------------
@@ -245,18 +246,22 @@ def _alias_of(record: UploadRecord) -> dict[str, Any] | None:
     return record.done.get("alias") if record.done else None
 
 
-def _finished_view(request: web.Request, appended: Appended) -> dict[str, Any]:
+def _finished_view(appended: Appended) -> dict[str, Any]:
+    """The upload; once finished, its file as ``POST /files`` answers it (with the alias asked
+    for), or ``alias_error`` when that alias could not be made."""
     view = _upload_view(appended.upload)
-    view["file"] = file_view(appended.file) if appended.file is not None else None
+    if appended.file is None:
+        return view
+    view["file"] = file = file_view(appended.file)
     alias = appended.alias
-    if alias is not None:
-        view["alias"] = alias if "error" not in alias else None
-        if "error" in alias:
-            view["alias_error"] = alias["error"]
+    if alias is not None and "error" in alias:
+        view["alias_error"] = alias["error"]
+    elif alias is not None:
+        file["alias"] = alias
     return view
 
 
-def _progress_headers(response: web.StreamResponse, appended: Appended) -> None:
+def _progress_headers(response: web.StreamResponse, appended: Appended, origin: str) -> None:
     record = appended.upload
     response.headers["Upload-Offset"] = str(record.offset)
     if record.done is None:
@@ -264,6 +269,7 @@ def _progress_headers(response: web.StreamResponse, appended: Appended) -> None:
         return
     if appended.file is not None:
         response.headers["Filehost-File-Id"] = appended.file.id
+        response.headers["Filehost-File-Url"] = f"{origin}{FILES_PATH}/{appended.file.id}"
     alias = appended.alias
     if alias is not None and "url" in alias:
         response.headers["Filehost-Alias-Url"] = alias["url"]
