@@ -32,7 +32,7 @@ function unreachable() {
 
 // The session token to send: this tab's stored one, which a reauthentication replaces (on this
 // page or another of the tab), else the one the page started with.
-function latest(token) {
+export function currentToken(token) {
   const session = loadSession();
   return session ? session.token : token;
 }
@@ -94,7 +94,7 @@ export async function fetchBlob(path, token) {
   let response;
   try {
     response = await fetch(API + path, {
-      headers: withToken({}, latest(token)),
+      headers: withToken({}, currentToken(token)),
       credentials: "omit",
       cache: "no-store",
     });
@@ -122,7 +122,7 @@ export function sendFile(path, token, file, progress, signal, fields = {}) {
     form.append("file", file, file.name);
     const request = new XMLHttpRequest();
     request.open("POST", API + path);
-    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, latest(token)))) {
+    for (const [name, value] of Object.entries(withToken({ Accept: "application/json" }, currentToken(token)))) {
       request.setRequestHeader(name, value);
     }
     request.upload.addEventListener("progress", (event) => {
@@ -181,12 +181,12 @@ export function sessionCaller(token) {
   let current = token;
   async function send(method, path, body) {
     try {
-      return await api(method, path, { token: latest(current), body });
+      return await api(method, path, { token: currentToken(current), body });
     } catch (failure) {
       if (!needsReauthentication(failure)) {
         throw failure;
       }
-      const renewed = await reauthenticate(latest(current));
+      const renewed = await reauthenticate(currentToken(current));
       if (!renewed) {
         throw notConfirmed();
       }

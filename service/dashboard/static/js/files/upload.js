@@ -1,15 +1,23 @@
 // Uploads: every file chosen or dropped goes up on its own, as a line of the tray with its
 // progress bar, the bytes sent, the speed and the time left, a Cancel button while it goes, and
-// a line saying how it ended. "Clear finished" takes the ended ones away.
+// a line saying how it ended. "Clear finished" takes the ended ones away. A large file goes up
+// resumably (tus.js): a dropped connection is retried by itself, then the line pauses with a
+// Resume button; an upload a reloaded page did not finish is listed, to be continued by
+// choosing the same file again, or discarded.
 
 import { describe, sendFile, sessionEnded } from "../api.js";
 import { duration, size, speed } from "../bytes.js";
 import { byId, el, hide } from "../dom.js";
 import { signedOut } from "../session.js";
+import { RESUMABLE_FROM, discard, forget, offsetOf, resumable, sendResumably, unfinished } from "./tus.js";
 
 // The speed is the average over the last few seconds, so it follows the connection's changes
 // without jumping with every progress event.
 const WINDOW_MS = 3000;
+
+function percent(part, whole) {
+  return whole > 0 ? Math.floor((part / whole) * 100) : 0;
+}
 
 function uploadRefusal(file, failure, into) {
   if (failure.status === 0) {
@@ -30,6 +38,12 @@ function uploadRefusal(file, failure, into) {
   if (failure.code === "insufficient_permission") {
     return `Refused: ${failure.message}`;
   }
+  if (failure.code === "upload_limit_reached") {
+    return "Refused: your account has the maximum of uploads in progress. Let one finish, or discard an unfinished one below.";
+  }
+  if (failure.code === "upload_not_found") {
+    return `Upload failed: ${failure.message}`;
+  }
   return `Upload failed: ${describe(failure)}`;
 }
 
@@ -48,19 +62,35 @@ function progressText(file, sent, samples) {
 
 // `changed()` runs after each upload that ended in a way that may have changed the list (went
 // up, or was cancelled), to show the list as it now is. `where()` is the folder open when the
-// file was chosen, {id (null: the top level), name}: the file goes there.
-export function uploads(token, pageStatus, changed, where) {
+// file was chosen, {id (null: the top level), name}: the file goes there (a file continuing an
+// unfinished upload goes where that upload was going). `account`: whose unfinished uploads
+// this browser keeps.
+export function uploads(token, account, pageStatus, changed, where) {
   const picker = byId("file-picker");
   const dropZone = byId("drop-zone");
   const list = byId("uploads");
   const clear = byId("clear-uploads");
+  const waiting = byId("unfinished-uploads");
+  const waitingList = byId("unfinished-list");
 
   function syncClear() {
     clear.hidden = !list.querySelector("li:not(.is-active)");
   }
 
-  async function upload(file) {
-    const into = where();
+  function syncWaiting() {
+    waiting.hidden = !waitingList.querySelector("li");
+  }
+
+  function upload(file, before = null) {
+    const known = file.size > RESUMABLE_FROM ? resumable(account, file, where().id) : null;
+    const into = known ? { id: known.folderId, name: known.folderName } : where();
+    if (known) {
+      const line = waitingList.querySelector(`li[data-key="${CSS.escape(known.key)}"]`);
+      if (line) {
+        line.remove();
+        syncWaiting();
+      }
+    }
     const bar = el("progress", { attrs: { max: "100", value: "0", "aria-label": `Upload of ${file.name}` } });
     const status = el("p", { className: "upload-status", text: "Starting…", attrs: { role: "status" } });
     const stopper = new AbortController();
@@ -74,7 +104,11 @@ export function uploads(token, pageStatus, changed, where) {
       cancel,
       status,
     ]);
-    list.prepend(item);
+    if (before) {
+      before.replaceWith(item);
+    } else {
+      list.prepend(item);
+    }
     const finish = (kind, text) => {
       item.className = kind;
       status.textContent = text;
@@ -82,41 +116,60 @@ export function uploads(token, pageStatus, changed, where) {
       syncClear();
     };
     const samples = [];
-    let created;
-    try {
-      created = await sendFile(
-        "/files",
-        token,
-        file,
-        (loaded, total) => {
-          const now = performance.now();
-          const sent = Math.min(file.size, Math.round((loaded / total) * file.size));
-          samples.push([now, sent]);
-          while (samples.length > 2 && now - samples[0][0] > WINDOW_MS) {
-            samples.shift();
-          }
-          bar.value = Math.min(99, Math.floor((loaded / total) * 100));
-          status.textContent = progressText(file, sent, samples);
-        },
-        stopper.signal,
-        { folder_id: into.id || "root" },
-      );
-    } catch (failure) {
-      if (sessionEnded(failure)) {
-        signedOut(failure);
-        return;
+    let resumedFrom = null;
+    const progress = (sent, continued) => {
+      if (continued && resumedFrom === null) {
+        resumedFrom = sent;
       }
-      if (failure.code === "cancelled") {
-        finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
-        changed(); // whatever the server had of it is gone: the list says so
-        return;
+      const now = performance.now();
+      samples.push([now, sent]);
+      while (samples.length > 2 && now - samples[0][0] > WINDOW_MS) {
+        samples.shift();
       }
-      finish("is-error", uploadRefusal(file, failure, into));
-      return;
-    }
-    bar.value = 100;
-    finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
-    changed();
+      bar.value = Math.min(99, percent(sent, file.size));
+      const text = progressText(file, sent, samples);
+      status.textContent = resumedFrom === null ? text : `Continued from ${percent(resumedFrom, file.size)}% · ${text}`;
+    };
+    const sending =
+      file.size > RESUMABLE_FROM
+        ? sendResumably(account, token, file, into, progress, stopper.signal)
+        : sendFile(
+            "/files",
+            token,
+            file,
+            (loaded, total) => progress(Math.min(file.size, Math.round((loaded / total) * file.size)), false),
+            stopper.signal,
+            { folder_id: into.id || "root" },
+          );
+    sending.then(
+      (created) => {
+        bar.value = 100;
+        finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
+        changed();
+      },
+      (failure) => {
+        if (sessionEnded(failure)) {
+          signedOut(failure);
+          return;
+        }
+        if (failure.code === "cancelled") {
+          finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
+          changed(); // whatever the server had of it is gone: the list says so
+          return;
+        }
+        if (failure.code === "paused") {
+          const at = failure.details ? percent(failure.details.offset, file.size) : 0;
+          finish("is-paused", `Paused at ${at}%: the connection to the service dropped. Resume when it is back.`);
+          const resume = el("button", { text: "Resume", className: "secondary", attrs: { type: "button" } }, [
+            el("span", { text: ` upload of ${file.name}`, className: "visually-hidden" }),
+          ]);
+          resume.addEventListener("click", () => upload(file, item));
+          item.insertBefore(resume, status);
+          return;
+        }
+        finish("is-error", uploadRefusal(file, failure, into));
+      },
+    );
   }
 
   function uploadAll(fileList) {
@@ -126,6 +179,40 @@ export function uploads(token, pageStatus, changed, where) {
     }
   }
 
+  // What a page before this one left unfinished: each line says how far it got, and offers to
+  // discard it; choosing the same file again continues it.
+  async function listUnfinished() {
+    for (const entry of unfinished(account)) {
+      let offset;
+      try {
+        offset = await offsetOf(entry.url, token);
+      } catch {
+        continue; // the service is unreachable now: listed next time
+      }
+      if (offset === null) {
+        forget(account, entry.key); // expired, or ended elsewhere
+        continue;
+      }
+      const drop = el("button", { text: "Discard", className: "secondary", attrs: { type: "button" } }, [
+        el("span", { text: ` the unfinished upload of ${entry.name}`, className: "visually-hidden" }),
+      ]);
+      const line = el("li", { attrs: { "data-key": entry.key } }, [
+        el("span", { className: "upload-name", text: entry.name }),
+        el("span", {
+          className: "hint",
+          text: ` ${percent(offset, entry.size)}% of ${size(entry.size)} uploaded into ${entry.folderName}. Choose the file again to continue.`,
+        }),
+        drop,
+      ]);
+      drop.addEventListener("click", async () => {
+        line.remove();
+        syncWaiting();
+        await discard(account, entry.key, entry.url, token);
+      });
+      waitingList.append(line);
+    }
+    syncWaiting();
+  }
   clear.addEventListener("click", () => {
     for (const item of list.querySelectorAll("li:not(.is-active)")) {
       item.remove();
@@ -155,4 +242,6 @@ export function uploads(token, pageStatus, changed, where) {
     dropZone.classList.remove("is-over");
     uploadAll(event.dataTransfer ? event.dataTransfer.files : []);
   });
+
+  listUnfinished();
 }

@@ -348,7 +348,7 @@ function start(session) {
 
   window.addEventListener("popstate", () => go(folderInAddress(), false));
 
-  uploads(token, pageStatus, () => {
+  uploads(token, session.email, pageStatus, () => {
     refresh();
   }, () => (open ? { id: open.id, name: open.name } : { id: null, name: "the top level" }));
   go(folderInAddress(), false);
