@@ -37,6 +37,7 @@ from service.auth.files import Files
 from service.clock import Clock
 from service.config import UploadSettings
 from service.domain import audit_events as audit
+from service.domain import sha256_state
 from service.domain.credentials import new_id
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, Unset
@@ -268,8 +269,10 @@ class ResumableUploads:
         async def commit(offset: int, state: dict[str, Any]) -> None:
             nonlocal committed
             lease = self._clock.now_ms() + LEASE_MS
+            # The hash goes with the offset when it has hashed exactly the bytes before it.
+            sha = digest.save() if digest is not None and digest.count == offset else None
             if not await self._store.commit(
-                user_id, upload_id, token, offset, state, lease, length
+                user_id, upload_id, token, offset, state, lease, length, sha
             ):
                 raise ApiError(Code.UPLOAD_IN_PROGRESS)
             committed = offset
@@ -434,13 +437,18 @@ class ResumableUploads:
         return replace(record, length=length)
 
     def _digest(self, record: UploadRecord) -> _Running | None:
-        """The running SHA-256 of the upload's bytes so far, when this process has it."""
+        """The running SHA-256 of the upload's bytes so far: this process's, or the one the
+        record saved; None when neither has hashed exactly them (hashed again at the end)."""
         if record.offset == 0:
-            return _Running(hashlib.sha256(), 0)
+            return _Running(sha256_state.new(), 0)
         kept = self._digests.get(record.id)
-        if kept is None or kept.count != record.offset:
-            return None
-        return kept
+        if kept is not None and kept.count == record.offset:
+            return kept
+        if record.sha is not None and record.sha[0] == record.offset:
+            restored = sha256_state.ResumableSha256.restore(record.sha[1])
+            if restored is not None:
+                return _Running(restored, record.offset)
+        return None
 
     def _keep_digest(self, upload_id: str, digest: _Running) -> None:
         if len(self._digests) >= _DIGESTS_KEPT:
@@ -448,7 +456,7 @@ class ResumableUploads:
         self._digests[upload_id] = digest
 
     async def _sha256(self, record: UploadRecord) -> str:
-        kept = self._digests.get(record.id)
+        kept = self._digests.get(record.id) or self._digest(record)
         if kept is not None and kept.count == record.offset:
             return str(kept.sha.hexdigest())
         digest = hashlib.sha256()  # continued elsewhere: hashed from the blob, whole
@@ -499,6 +507,12 @@ class _Running:
 
     def copy(self) -> _Running:
         return _Running(self.sha.copy(), self.count)
+
+    def save(self) -> bytes | None:
+        """The state, for another process to go on from (None where hashes cannot be
+        saved)."""
+        save = getattr(self.sha, "save", None)
+        return save() if save is not None else None
 
 
 class _AtMost:

@@ -3,9 +3,11 @@ bytes so far are ``<FILEHOST_DATA_DIR>/uploads/<upload id>``, appended to by eac
 once whole, renamed into ``files/`` as the file's blob (the same filesystem: the rename is atomic).
 
 An append first cuts the file back to the offset it continues from (bytes a failed request left
-past it never count), writes through two buffers (one filling from the client while a thread
-hashes and writes the other), and fsyncs before it commits: a committed offset's bytes are on
-disk. Its state is nothing: the file's length past the offset is dropped.
+past it never count), then writes as an upload to ``POST /files`` does (``file_writes``: two
+buffers, hashed and written by threads, direct writes where the offset allows them), fsyncing
+and committing every ``COMMIT_EVERY`` bytes and at its end: a committed offset's bytes are on
+disk. A body cut off has what arrived written, fsynced and committed. Its state is nothing: the
+file's length past the offset is dropped.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from typing import Any
 
 from service.store.blobs import BlobMissing, StorageFull, checked
 from service.store.directory_blobs import DirectoryBlobs, rename_durably
-from service.store.partial_blobs import Commit, Partial, fill_keeping
+from service.store.file_writes import FileWriter, open_for_append
+from service.store.partial_blobs import Commit, Partial
 
-# Each of an append's two buffers.
-BATCH = 4 * 1024 * 1024
-# An append commits once at least this much was written since the last commit (fsync first).
-COMMIT_EVERY = 32 * 1024 * 1024
+# An append commits its offset at least this often (each commit an fsync first), so a worker
+# that dies mid-request loses at most this much of it.
+COMMIT_EVERY = 256 * 1024 * 1024
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -45,64 +47,41 @@ class DirectoryPartials:
         digests: list[Any],
         commit: Commit | None,
     ) -> tuple[int, dict[str, Any]]:
-        fd = await asyncio.to_thread(self._open, self.path(partial.upload_id), partial.offset)
-        written = committed = 0
-        in_flight: asyncio.Future[None] | None = None
-        buffers = (bytearray(BATCH), bytearray(BATCH))
-        index = 0
-        failure: BaseException | None = None
+        fd, direct = await asyncio.to_thread(self._open, partial.upload_id, partial.offset)
+        writer = FileWriter(fd, direct, self._blobs.writing_pool(), digests, partial.offset)
+
+        async def checkpoint(written: int) -> None:
+            assert commit is not None
+            await commit(partial.offset + written, {})
+
         try:
-            while failure is None:
-                buffer = buffers[index]
-                count, ended, failure = await fill_keeping(source, buffer)
-                if in_flight is not None:
-                    await in_flight  # the other buffer, written in order
-                in_flight = asyncio.ensure_future(
-                    asyncio.to_thread(_hash_and_write, fd, buffer, count, digests)
-                )
-                written += count
-                if commit is not None and written - committed >= COMMIT_EVERY:
-                    await in_flight
-                    in_flight = None
-                    await asyncio.to_thread(os.fsync, fd)
-                    committed = written
-                    await commit(partial.offset + written, {})
-                if ended:
-                    break
-                index = 1 - index
-            if in_flight is not None:
-                await in_flight
-            await asyncio.to_thread(os.fsync, fd)
-        except OSError as error:
-            if error.errno in _NO_ROOM:
+            await writer.write_all(
+                source,
+                keep_on_failure=True,
+                checkpoint=checkpoint if commit is not None else None,
+                every=COMMIT_EVERY,
+            )
+        except BaseException as error:
+            if writer.source_failed and commit is not None:
+                # The body cut off: what arrived is on disk, and counts.
+                await asyncio.shield(commit(partial.offset + writer.size, {}))
+            elif isinstance(error, OSError) and error.errno in _NO_ROOM:
                 raise StorageFull() from error
             raise
         finally:
-            if in_flight is not None and not in_flight.done():
-                await asyncio.gather(in_flight, return_exceptions=True)
-            await asyncio.shield(asyncio.to_thread(os.close, fd))
-        offset = partial.offset + written
-        if commit is not None and written > committed:
+            writer.close()
+        offset = partial.offset + writer.size
+        if commit is not None:
             await asyncio.shield(commit(offset, {}))
-        if failure is not None:
-            raise failure
         return offset, {}
 
-    def _open(self, path: Path, offset: int) -> int:
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # Made by an upload's first append only: later ones continue bytes that must be there.
-        flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if offset == 0 else 0)
+    def _open(self, upload_id: str, offset: int) -> tuple[int, bool]:
+        if offset == 0:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            fd = os.open(path, flags, 0o600)
+            return open_for_append(self.path(upload_id), offset)
         except FileNotFoundError:
-            raise BlobMissing(path.name) from None
-        try:
-            os.ftruncate(fd, offset)
-            os.lseek(fd, offset, os.SEEK_SET)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+            raise BlobMissing(upload_id) from None
 
     async def finish(self, partial: Partial) -> None:
         path = self.path(partial.upload_id)
@@ -122,13 +101,3 @@ class DirectoryPartials:
     async def discard(self, partial: Partial) -> None:
         with contextlib.suppress(FileNotFoundError):
             await asyncio.to_thread(self.path(partial.upload_id).unlink)
-
-
-def _hash_and_write(fd: int, buffer: bytearray, count: int, digests: list[Any]) -> None:
-    with memoryview(buffer) as view:
-        part = view[:count]
-        for digest in digests:
-            digest.update(part)
-        while part:
-            done = os.write(fd, part)
-            part = part[done:]

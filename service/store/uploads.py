@@ -5,10 +5,11 @@ so any instance continues any upload.
 Per account (``service.store.keys``): ``P:{U}:upload:<id>``, a hash of one upload: ``file`` (the
 file id its bytes become), ``length`` (-1 while deferred), ``offset``, ``expires`` (ms), ``meta``
 (JSON: name, type, folder, alias), ``by`` (the key that made it, or ``session``), ``state`` (JSON:
-where the backend keeps the bytes so far), ``writer`` and ``lease`` (the ``PATCH`` writing now
-and until when), and once finished ``done`` (JSON: the file, and its alias). ``P:{U}:uploads``
-names each of the account's uploads with ``<expires>:<length>``, for the limits and the sweep;
-``P:uploads`` lists the accounts that have one.
+where the backend keeps the bytes so far), ``sha`` (``<offset>:<base64>``: the running
+SHA-256 saved at that offset, ``service.domain.sha256_state``), ``writer`` and ``lease`` (the
+``PATCH`` writing now and until when), and once finished ``done`` (JSON: the file, and its
+alias). ``P:{U}:uploads`` names each of the account's uploads with ``<expires>:<length>``, for
+the limits and the sweep; ``P:uploads`` lists the accounts that have one.
 
 Every change is a script on the account's keys, so it holds whatever runs at once: a ``PATCH``
 first takes the upload's lease at the offset it names (``claim``: 409 for another offset, or for
@@ -18,6 +19,7 @@ an upload another ``PATCH`` is writing), commits the bytes it stored only while 
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +30,9 @@ from service.store.keys import RedisKeys
 
 # Adds an upload when the account's live uploads stay within the bounds: 1 added, -1 too many,
 # -2 too many bytes, -3 the user is gone. (Expired ones are not counted, and stay listed for
-# the sweep that removes their bytes.) KEYS: uploads index, upload, user, accounts. ARGV: id,
-# now, expires, length (counted), max count, max bytes, user id, the record's end (ms), then
-# field, value pairs.
+# the sweep that removes their bytes.) KEYS: uploads index, upload, user (the account's slot:
+# the list of accounts, another slot, is written before). ARGV: id, now, expires, length
+# (counted), max count, max bytes, user id, the record's end (ms), then field, value pairs.
 _ADD = """
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return -3
@@ -54,7 +56,6 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. ':' .. ARGV[4])
 redis.call('HSET', KEYS[2], unpack(ARGV, 9))
 redis.call('PEXPIREAT', KEYS[2], ARGV[8])
-redis.call('SADD', KEYS[4], ARGV[7])
 return 1
 """
 
@@ -88,8 +89,9 @@ return {1}
 """
 
 # While the lease is the caller's: sets the offset and the state (and the length, when it
-# was deferred and is now known: ARGV[4], '' to leave it), renews the lease; 1 done, 0 the
-# lease was lost. KEYS: upload. ARGV: token, offset, state, length, lease until.
+# was deferred and is now known: ARGV[4], '' to leave it; and the running hash, ARGV[6], ''
+# to leave it), renews the lease; 1 done, 0 the lease was lost. KEYS: upload. ARGV: token,
+# offset, state, length, lease until, hash.
 _COMMIT = """
 if redis.call('HGET', KEYS[1], 'writer') ~= ARGV[1] then
   return 0
@@ -97,6 +99,9 @@ end
 redis.call('HSET', KEYS[1], 'offset', ARGV[2], 'state', ARGV[3], 'lease', ARGV[5])
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[1], 'length', ARGV[4])
+end
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], 'sha', ARGV[6])
 end
 return 1
 """
@@ -152,6 +157,8 @@ class UploadRecord:
     made_by: str  # a key's id, or "session"
     state: dict[str, Any]
     done: dict[str, Any] | None = None
+    # The running SHA-256's saved state, and the offset it has hashed up to.
+    sha: tuple[int, bytes] | None = None
 
 
 def _record(user_id: str, upload_id: str, fields: dict[str, str]) -> UploadRecord:
@@ -167,7 +174,15 @@ def _record(user_id: str, upload_id: str, fields: dict[str, str]) -> UploadRecor
         made_by=fields["by"],
         state=orjson.loads(fields["state"]),
         done=orjson.loads(fields["done"]) if "done" in fields else None,
+        sha=_saved_hash(fields.get("sha")),
     )
+
+
+def _saved_hash(value: str | None) -> tuple[int, bytes] | None:
+    if not value:
+        return None
+    offset, _, state = value.partition(":")
+    return int(offset), base64.b64decode(state)
 
 
 class UploadStore:
@@ -203,13 +218,14 @@ class UploadStore:
             "state": orjson.dumps(record.state).decode(),
         }
         pairs = [item for pair in fields.items() for item in pair]
+        # Listed for the sweep first: an account listed with nothing to sweep is taken off.
+        await self._redis.sadd(self.keys.upload_accounts, user_id)
         return int(
             await self._add(
                 keys=[
                     self.keys.account_uploads(user_id),
                     self.keys.account_upload(user_id, record.id),
                     self.keys.user(user_id),
-                    self.keys.upload_accounts,
                 ],
                 args=[
                     record.id,
@@ -257,9 +273,10 @@ class UploadStore:
         state: dict[str, Any],
         lease_until: int,
         length: int | None = None,
+        sha: bytes | None = None,
     ) -> bool:
-        """Record the bytes stored so far (while the lease is ``token``'s); False when it was
-        lost."""
+        """Record the bytes stored so far (while the lease is ``token``'s), and the running
+        hash's state when it has hashed exactly them; False when the lease was lost."""
         return bool(
             await self._commit(
                 keys=[self.keys.account_upload(user_id, upload_id)],
@@ -269,6 +286,7 @@ class UploadStore:
                     orjson.dumps(state).decode(),
                     "" if length is None else length,
                     lease_until,
+                    "" if sha is None else f"{offset}:{base64.b64encode(sha).decode()}",
                 ],
             )
         )

@@ -25,6 +25,7 @@ import pytest
 from service.api import sendfile
 from service.api.context import BLOBS
 from service.store import directory_blobs as blob_store
+from service.store import file_writes
 from service.store.blobs import ChunkSource
 from tests.support.api import Api, bearer
 from tests.support.blobs import is_directory
@@ -236,7 +237,7 @@ async def test_a_slow_sendfile_call_outlives_its_request_without_touching_a_reus
 async def test_an_upload_written_in_batches_is_whole_and_hashed_in_order(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blob_store, "WRITE_BATCH", 256 * 1024)  # many batches, odd edges
+    monkeypatch.setattr(file_writes, "WRITE_BATCH", 256 * 1024)  # many batches, odd edges
     token = await api.user_with_session()
     data = b"".join(os.urandom(97 * 1024 + n) for n in range(40))
     created = await uploaded(api, data, token=token)
@@ -245,22 +246,22 @@ async def test_an_upload_written_in_batches_is_whole_and_hashed_in_order(
     assert await download(api, token, created["id"]) == (200, data)
 
 
-@pytest.mark.skipif(blob_store._start_writeback is None, reason="sync_file_range is Linux's")
+@pytest.mark.skipif(file_writes._start_writeback is None, reason="sync_file_range is Linux's")
 async def test_each_batch_but_the_last_starts_its_writeback_in_order(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without direct writes, the fsync at the end of an upload has only its last batch left
     to wait for."""
-    monkeypatch.setattr(blob_store, "_O_DIRECT", 0)
-    monkeypatch.setattr(blob_store, "WRITE_BATCH", 256 * 1024)
-    real = blob_store._start_writeback
+    monkeypatch.setattr(file_writes, "_O_DIRECT", 0)
+    monkeypatch.setattr(file_writes, "WRITE_BATCH", 256 * 1024)
+    real = file_writes._start_writeback
     ranges: list[tuple[int, int]] = []
 
     def recording(fd: int, offset: int, count: int, flags: int) -> int:
         ranges.append((offset, count))
         return real(fd, offset, count, flags)  # type: ignore[misc]
 
-    monkeypatch.setattr(blob_store, "_start_writeback", recording)
+    monkeypatch.setattr(file_writes, "_start_writeback", recording)
     token = await api.user_with_session()
     data = os.urandom(MIB + 777)
     created = await uploaded(api, data, token=token)

@@ -19,7 +19,7 @@ import pytest
 
 from service.api._aiohttp import protocol
 from service.api._aiohttp.request_body import SOCKET_READ_FROM, SocketBody
-from service.store import directory_blobs as blob_store
+from service.store import file_writes
 from tests.support.api import Api, bearer
 from tests.support.files import FILES_URL, multipart, uploaded
 from tests.support.folders import folder
@@ -279,7 +279,7 @@ async def test_an_upload_that_fails_half_way_is_read_to_its_end_and_the_connecti
     def disk_full(*_: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(blob_store._File, "write", disk_full)
+    monkeypatch.setattr(file_writes._File, "write", disk_full)
     body, headers = multipart(os.urandom(20 * MIB))
     listing = listing_request(token)
     answers, closed = await answers_on_one_connection(

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from service.domain.credentials import new_id
 from service.domain.records import FileRecord
 from service.store import directory_blobs as blob_store
+from service.store import file_writes
 from service.store.blobs import BlobMissing, ChunkSource, StorageFull
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.errors import AccountGone
@@ -195,9 +196,9 @@ async def test_every_length_is_stored_whole_either_way_of_writing(
 ) -> None:
     """Direct writes take whole blocks and carry the rest to the next batch; the file's last
     bytes go through the page cache. Small batches put many block edges inside the file."""
-    monkeypatch.setattr(blob_store, "WRITE_BATCH", 3 * 65536 + 100)
+    monkeypatch.setattr(file_writes, "WRITE_BATCH", 3 * 65536 + 100)
     if not direct:
-        monkeypatch.setattr(blob_store, "_O_DIRECT", 0)
+        monkeypatch.setattr(file_writes, "_O_DIRECT", 0)
     blobs = DirectoryBlobs(tmp_path / "files")
     data = os.urandom(size)
     pieces = [data[start : start + 50_001] for start in range(0, size, 50_001)]
@@ -214,14 +215,14 @@ def test_a_filesystem_that_refuses_a_direct_write_gets_it_through_the_page_cache
     takes O_DIRECT at open but not for writing does: the bytes go through the page cache."""
     path = tmp_path / "blob"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | blob_store._O_DIRECT, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | file_writes._O_DIRECT, 0o600)
     except OSError:
         pytest.skip("this filesystem refuses O_DIRECT")
     try:
-        written = blob_store._File(fd, direct=True)
+        written = file_writes._File(fd, direct=True)
         data = bytearray(os.urandom(3 * 4096 + 10))
         written.write(memoryview(data)[1:], len(data) - 1, last=True)  # type: ignore[arg-type]
-        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & blob_store._O_DIRECT
+        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & file_writes._O_DIRECT
     finally:
         os.close(fd)
     assert path.read_bytes() == data[1:]
@@ -236,9 +237,9 @@ async def test_a_full_disk_is_storage_full_and_leaves_nothing(
         raise OSError(code, os.strerror(code))
 
     if where == "write":
-        monkeypatch.setattr(blob_store._File, "write", no_room)
+        monkeypatch.setattr(file_writes._File, "write", no_room)
     else:
-        monkeypatch.setattr(blob_store, "_create", no_room)
+        monkeypatch.setattr(blob_store, "create_for_writing", no_room)
     blobs = DirectoryBlobs(tmp_path / "files")
     with pytest.raises(StorageFull):
         await blobs.put(new_id("fil"), chunks_of(os.urandom(300_000)))
