@@ -160,8 +160,8 @@ async def test_an_unfinished_upload_can_be_discarded(
     bar = upload_item(page, "draft.mov").locator("progress")
     await expect(bar).to_have_attribute("value", re.compile(r"^([2-9]\d)$"), timeout=30_000)
     url = await page.evaluate(
-        "() => Object.values(JSON.parse(localStorage.getItem("
-        "Object.keys(localStorage).find((k) => k.startsWith('filehost.uploads:')))))[0].url"
+        "() => Object.values(JSON.parse(sessionStorage.getItem("
+        "Object.keys(sessionStorage).find((k) => k.startsWith('filehost.uploads:')))))[0].url"
     )
     await page.reload()
     await cdp.detach()
@@ -170,8 +170,9 @@ async def test_an_unfinished_upload_can_be_discarded(
     await line.get_by_role("button", name="Discard the unfinished upload of draft.mov").click()
     await expect(page.locator("#unfinished-uploads")).to_be_hidden()
     token = await tab.stored_token()
+    assert url.startswith("/api/v1/uploads/upl_")  # a path: the page's own origin
     async with dashboard.http.head(
-        url, headers={"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"}
+        dashboard.base + url, headers={"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"}
     ) as response:
         assert response.status == 404
     await page.reload()

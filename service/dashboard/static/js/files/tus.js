@@ -1,10 +1,11 @@
 // Large files go up resumably: tus 1.0 at /api/v1/uploads, the protocol any tus client speaks.
 // An upload is made once, then sent in chunks, each PATCH from the offset the service holds: a
 // dropped connection costs only the bytes that were on their way (the service keeps what
-// arrived), and is retried by itself a few times. Each upload's URL is kept in localStorage
-// under the file's fingerprint (name, size, last change, folder), per account, so a page
-// reloaded (or a browser restarted) offers to go on: the file chosen again continues from where
-// the service is. A small client of our own: the dashboard loads plain modules, no bundler.
+// arrived), and is retried by itself a few times. Each upload's URL is kept in the tab's
+// sessionStorage under the file's fingerprint (name, size, last change, folder), per account, so
+// a reloaded page offers to go on: the file chosen again continues from where the service is.
+// Never localStorage: nothing of the account outlives the tab (an upload left when the tab
+// closes expires on the service). A small client of our own: the dashboard loads plain modules, no bundler.
 
 import { API, ApiError, currentToken, refusal, withToken } from "../api.js";
 
@@ -31,7 +32,7 @@ function storeKey(account) {
 
 function stored(account) {
   try {
-    const entries = JSON.parse(localStorage.getItem(storeKey(account)) || "{}");
+    const entries = JSON.parse(sessionStorage.getItem(storeKey(account)) || "{}");
     return entries && typeof entries === "object" ? entries : {};
   } catch {
     return {};
@@ -40,7 +41,7 @@ function stored(account) {
 
 function save(account, entries) {
   try {
-    localStorage.setItem(storeKey(account), JSON.stringify(entries));
+    sessionStorage.setItem(storeKey(account), JSON.stringify(entries));
   } catch {
     // storage full or off: the upload still goes, it just cannot be resumed after a reload
   }
@@ -196,7 +197,8 @@ export async function sendResumably(account, token, file, into, progress, signal
       null,
       signal,
     );
-    url = made.header("Location");
+    // Its path: this page's origin, whatever origin FILEHOST_PUBLIC_URL names.
+    url = new URL(made.header("Location"), window.location.href).pathname;
     remember(account, key, {
       url,
       name: file.name,
