@@ -27,6 +27,7 @@ from benchmark.report import (
     object_verdicts,
     print_report,
     report_table,
+    resumable_section,
     target_verdicts,
     transfer_section,
     transfer_table,
@@ -34,9 +35,19 @@ from benchmark.report import (
     versions,
     write_markdown,
 )
+from benchmark.resumable import CHUNK_BYTES, TUS_FILE_BYTES, resumable_part, resumable_table
 from benchmark.scenarios import SCENARIOS, scenario_headers
-from benchmark.seeding import OBJECT_STORE_EMAIL, key_entry, seed_account, seed_transfer_key
+from benchmark.seeding import (
+    OBJECT_STORE_EMAIL,
+    RESUMABLE_EMAIL,
+    key_entry,
+    seed_account,
+    seed_transfer_key,
+)
 from benchmark.transfers import FILE_BYTES, MEMORY_FILE_BYTES, TRANSFERS, _source, transfer_part
+
+# The --only letter of the resumable uploads' part (benchmark.resumable).
+RESUMABLE = "t"
 
 
 def parse_args() -> argparse.Namespace:
@@ -59,7 +70,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    everything = "".join(SCENARIOS) + "".join(TRANSFERS) + "".join(OBJECT_TRANSFERS)
+    everything = "".join(SCENARIOS) + "".join(TRANSFERS) + "".join(OBJECT_TRANSFERS) + RESUMABLE
     parser.add_argument(
         "--only",
         default=everything,
@@ -125,6 +136,7 @@ def main() -> int:
     scenarios = tuple(name for name in SCENARIOS if name in args.only)
     transfers = "".join(name for name in TRANSFERS if name in args.only)
     objects = "".join(name for name in OBJECT_TRANSFERS if name in args.only)
+    resumable = RESUMABLE in args.only
     if args.login_storm:
         url, clients, seconds = args.login_storm
         counts = asyncio.run(login_storm(url, int(clients), float(seconds)))
@@ -139,13 +151,14 @@ def main() -> int:
         print("nginx is not installed (Debian: apt-get install nginx)", file=sys.stderr)
         return 2
 
-    gateway_text = transfer_text = object_text = None
+    gateway_text = transfer_text = object_text = resumable_text = None
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         with redis_server(workdir) as (redis_url, client):
             print(
                 f"benchmark: {args.workers} workers, {os.cpu_count()} cores; "
-                f"scenarios {''.join(scenarios) or 'none'}, transfers {transfers or 'none'}",
+                f"scenarios {''.join(scenarios) or 'none'}, transfers {transfers or 'none'}"
+                f"{', resumable uploads' if resumable else ''}",
                 flush=True,
             )
             if scenarios:
@@ -154,8 +167,10 @@ def main() -> int:
                 transfer_text = transfer_report(args, transfers, workdir, redis_url)
             if objects:
                 object_text = object_report(args, objects, workdir, redis_url)
+            if resumable:
+                resumable_text = resumable_report(args, workdir, redis_url)
     if str(args.output) != "-":
-        write_markdown(args.output, gateway_text, transfer_text, object_text)
+        write_markdown(args.output, gateway_text, transfer_text, object_text, resumable_text)
         print(f"wrote {args.output}")
     return 0
 
@@ -254,6 +269,30 @@ def object_report(args: argparse.Namespace, names: str, workdir: Path, redis_url
         print(f"- {note}")
     elapsed = time.monotonic() - started
     return object_section(table, notes, elapsed, workers=args.workers, rounds=args.transfer_rounds)
+
+
+def resumable_report(args: argparse.Namespace, workdir: Path, redis_url: str) -> str:
+    """Resumable uploads beside POST /files on each blob store, and one resumed upload."""
+    started = time.monotonic()
+    source = workdir / "resumable.bin"
+    _source(source, TUS_FILE_BYTES)
+    key = seed_transfer_key(redis_url, RESUMABLE_EMAIL)
+    try:
+        rows = resumable_part(workdir, redis_url, args.workers, args.transfer_rounds, key, source)
+    finally:
+        source.unlink()
+    table = resumable_table(rows)
+    notes = [f"{row.store}: {row.resume}" for row in rows]
+    notes += [f"{row.store}: {error}" for row in rows for error in row.errors]
+    print()
+    print(table)
+    print()
+    for note in notes:
+        print(f"- {note}")
+    elapsed = time.monotonic() - started
+    return resumable_section(
+        table, notes, elapsed, workers=args.workers, rounds=args.transfer_rounds, chunk=CHUNK_BYTES
+    )
 
 
 if __name__ == "__main__":

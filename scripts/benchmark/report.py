@@ -134,28 +134,35 @@ def print_report(table: str, notes: list[str], elapsed: float) -> None:
 
 TRANSFERS_HEADING = "## Transfers"
 OBJECTS_HEADING = "## Transfers through an object store"
+RESUMABLE_HEADING = "## Resumable uploads"
 
 
 def write_markdown(
-    output: Path, main: str | None, transfers: str | None, objects: str | None = None
+    output: Path,
+    main: str | None,
+    transfers: str | None,
+    objects: str | None = None,
+    resumable: str | None = None,
 ) -> None:
-    """``docs/benchmarks.md``: the gateway part (``main``), the transfer section and the
-    object-store section; a run that made only some of them keeps the others as the file has
-    them."""
+    """``docs/benchmarks.md``: the gateway part (``main``), the transfer section, the
+    object-store section and the resumable uploads' section; a run that made only some of them
+    keeps the others as the file has them."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    old = ["", "", ""]
+    headings = (TRANSFERS_HEADING, OBJECTS_HEADING, RESUMABLE_HEADING)
+    old = [""] * (len(headings) + 1)
     if output.exists():
         text = output.read_text()
-        cuts = [0]
-        for heading in (TRANSFERS_HEADING, OBJECTS_HEADING):
+        starts = [0]
+        for heading in headings:
             at = text.find(f"\n{heading}\n")
-            cuts.append(len(text) if at < 0 else at + 1)
-        cuts.append(len(text))
-        cuts[1] = min(cuts[1], cuts[2])
-        old = [text[cuts[n] : cuts[n + 1]] for n in range(3)]
+            starts.append(len(text) if at < 0 else at + 1)
+        # Each section runs to the next one the file has (in the order they are written).
+        for n, start in enumerate(starts):
+            later = [at for at in starts[n + 1 :] if at >= start] + [len(text)]
+            old[n] = text[start : min(later)]
     made = [
         part if part is not None else before
-        for part, before in zip((main, transfers, objects), old, strict=True)
+        for part, before in zip((main, transfers, objects, resumable), old, strict=True)
     ]
     output.write_text("\n".join(part.rstrip("\n") + "\n" for part in made if part))
 
@@ -371,4 +378,27 @@ def object_section(
         f"{table}\n\n"
         + "".join(f"- {note}\n" for note in notes)
         + f"- object-store section time {elapsed:.0f} s\n"
+    )
+
+
+def resumable_section(
+    table: str, notes: list[str], elapsed: float, *, workers: int, rounds: int, chunk: int
+) -> str:
+    """The resumable uploads' section of ``docs/benchmarks.md``."""
+    return (
+        f"{RESUMABLE_HEADING}\n\n"
+        "Produced by `scripts/bench` too (`scripts/bench --only t` for this section alone). A "
+        "1 GiB file through `/api/v1/uploads` (tus: a `POST`, then `PATCH`es of "
+        f"{chunk // (1024 * 1024)} MiB, the chunk size docs/api.md recommends) beside the same "
+        "file through `POST /api/v1/files` (one multipart request), one upload at a time, "
+        f"through the service ({workers} workers), on each blob store: the data directory, "
+        "then a SeaweedFS on the same machine. Both clients send the file with `os.sendfile`. "
+        f"{rounds} rounds, the two in turn (the single request first in odd rounds); ratios "
+        "within a round, medians and their range. Then one tus upload cut off half-way through "
+        "its one `PATCH` and resumed from the offset `HEAD` answers.\n\n"
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}\n\n"
+        f"{table}\n\n"
+        + "".join(f"- {note}\n" for note in notes)
+        + f"- resumable uploads section time {elapsed:.0f} s\n"
     )

@@ -35,6 +35,7 @@ EMAIL = "bench@example.com"
 ALIAS_EMAIL = "bench-aliases@example.com"
 TRANSFER_EMAIL = "transfers@example.com"
 OBJECT_STORE_EMAIL = "object-store@example.com"
+RESUMABLE_EMAIL = "resumable@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
 
