@@ -12,6 +12,7 @@ import itertools
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -108,6 +109,9 @@ async def serving(
     client.flushall()
     client.close()
     clock = FakeClock()
+    # Files (and the generated secrets key) in a directory of the service's own, never ./data.
+    home = tempfile.TemporaryDirectory(prefix="dashboard-")
+    settings.setdefault("data_dir", Path(home.name) / "data")
     app = create_app(
         Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2, **settings),
         clock=clock,
@@ -123,6 +127,7 @@ async def serving(
     finally:
         await http.close()
         await runner.cleanup()
+        home.cleanup()
 
 
 @dataclass
