@@ -235,11 +235,7 @@ def transfer_report(args: argparse.Namespace, transfers: str, workdir: Path, red
     elapsed = time.monotonic() - started
     table = transfer_table(rows)
     notes = [*transfer_verdicts(rows), *notes]
-    print()
-    print(table)
-    print()
-    for note in notes:
-        print(f"- {note}")
+    print_report(table, notes)
     return transfer_section(
         table,
         notes,
@@ -262,11 +258,7 @@ def object_report(args: argparse.Namespace, names: str, workdir: Path, redis_url
     )
     table = object_table(rows)
     notes = [*object_verdicts(rows), *notes]
-    print()
-    print(table)
-    print()
-    for note in notes:
-        print(f"- {note}")
+    print_report(table, notes)
     elapsed = time.monotonic() - started
     return object_section(table, notes, elapsed, workers=args.workers, rounds=args.transfer_rounds)
 
@@ -284,11 +276,7 @@ def resumable_report(args: argparse.Namespace, workdir: Path, redis_url: str) ->
     table = resumable_table(rows)
     notes = [f"{row.store}: {row.resume}" for row in rows]
     notes += [f"{row.store}: {error}" for row in rows for error in row.errors]
-    print()
-    print(table)
-    print()
-    for note in notes:
-        print(f"- {note}")
+    print_report(table, notes)
     elapsed = time.monotonic() - started
     return resumable_section(
         table, notes, elapsed, workers=args.workers, rounds=args.transfer_rounds, chunk=CHUNK_BYTES

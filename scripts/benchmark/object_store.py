@@ -14,7 +14,6 @@ pair. Then the memory a 1 GiB upload and download through the object store grow 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -26,11 +25,10 @@ import orjson
 from obstore.store import S3Store
 
 from benchmark import processes
-from benchmark.transfer_client import RunResult, run
+from benchmark.transfer_client import run
 from benchmark.transfers import (
     FILE_BYTES,
     MANY,
-    MEMORY_FILE_BYTES,
     MIB,
     RUN_SECONDS,
     Measured,
@@ -38,9 +36,8 @@ from benchmark.transfers import (
     Seeded,
     Transfer,
     _delete_uploads,
-    _growth,
-    _source,
     _with_key,
+    memory_growth,
 )
 from service.store.s3_writes import PART_BYTES, PARTS_IN_FLIGHT
 from tests.support.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, SeaweedFS
@@ -260,59 +257,20 @@ def _service_measure(transfer: Transfer, seeded: Seeded, pid: int, at_once: int)
 
 def object_memory_note(workdir: Path, redis_url: str, key: str, extra: dict[str, str]) -> str:
     """A 1 GiB upload into the object store, then its download, through one worker."""
-    small, big = workdir / "object-memory-small.bin", workdir / "object-memory.bin"
-    _source(small, MIB)
-    expected = _source(big, MEMORY_FILE_BYTES)
     store = SeaweedFS(workdir / "seaweedfs-memory")
     store.start()
     try:
         env = {**extra, **store.env("memory/")}
-        with processes.service(redis_url, 1, log=workdir / "object-memory.log", extra=env) as (
-            url,
-            pid,
-        ):
-            seeded = Seeded(url, "", key, small, workdir)
-
-            def upload(source: Path) -> RunResult:
-                with_source = dataclasses.replace(seeded, source=source)
-                return run([OBJECT_TRANSFERS["s"].requests(with_source, 1)])
-
-            def download(file_id: str) -> RunResult:
-                values = {"file_id": file_id}
-                fetch = OBJECT_TRANSFERS["o"].requests(
-                    dataclasses.replace(seeded, values=values), 1
-                )
-                return run([fetch])
-
-            warm = orjson.loads(upload(small).bodies[0])["data"]["id"]
-            download(warm)
-            grown_up, rss, stored = _growth(pid, lambda: upload(big))
-            if stored.errors:
-                return f"object-store memory: the 1 GiB upload failed: {stored.errors[0]}"
-            record = orjson.loads(stored.bodies[0])["data"]
-            grown_down, _, fetched = _growth(pid, lambda: download(record["id"]))
+        log = workdir / "object-memory.log"
+        with processes.service(redis_url, 1, log=log, extra=env) as (url, pid):
+            transfers = (OBJECT_TRANSFERS["s"], OBJECT_TRANSFERS["o"])
+            said, rss = memory_growth(url, pid, key, workdir, transfers, MEMORY_LIMIT)
     finally:
         store.stop()
-        small.unlink()
-        big.unlink()
-    problems = [
-        problem
-        for problem in (
-            record["sha256"] != expected and "the stored SHA-256 differs from the file's",
-            fetched.errors and f"the download failed: {fetched.errors[0]}",
-            fetched.payload_bytes != MEMORY_FILE_BYTES and "the download was cut short",
-        )
-        if problem
-    ]
-    verdicts = [
-        f"{what} grew it by {grown / MIB:.1f} MiB: {'met' if grown < MEMORY_LIMIT else 'NOT met'}"
-        for what, grown in (("the upload", grown_up), ("the download", grown_down))
-    ]
     return (
         f"object-store memory (target: a 1 GiB upload and download through SeaweedFS each grow "
         f"the worker by less than {MEMORY_LIMIT // MIB} MiB; one worker of {rss / MIB:.0f} MiB): "
-        + "; ".join(verdicts)
-        + "".join(f"; {p}" for p in problems)
+        + said
     )
 
 

@@ -123,13 +123,15 @@ def versions(client: redis.Redis) -> dict[str, str]:
     }
 
 
-def print_report(table: str, notes: list[str], elapsed: float) -> None:
+def print_report(table: str, notes: list[str], elapsed: float | None = None) -> None:
+    """A part's table and notes on standard output (the gateway part's with its time)."""
     print()
     print(table)
     print()
     for note in notes:
         print(f"- {note}")
-    print(f"- total benchmark time {elapsed:.0f} s")
+    if elapsed is not None:
+        print(f"- total benchmark time {elapsed:.0f} s")
 
 
 TRANSFERS_HEADING = "## Transfers"

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from benchmark import processes
-from benchmark.transfer_client import HEAD_LIMIT, Request, run
+from benchmark.transfer_client import HEAD_LIMIT, Outcome, Request, read_answer, run
 from benchmark.transfers import MIB
 from tests.support.seaweedfs import SeaweedFS
 
@@ -46,27 +46,10 @@ class StoreRow:
 
 
 def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        got = sock.recv(65536)
-        if not got:
-            raise OSError("the connection closed before the answer")
-        data += got
-        if len(data) > HEAD_LIMIT:
-            raise OSError("the answer's headers never ended")
-    head, body = data.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    fields = {
-        name.strip().lower(): value.strip()
-        for name, _, value in (line.partition(":") for line in lines[1:])
-    }
-    length = int(fields.get("content-length", "0"))
-    while len(body) < length:
-        got = sock.recv(65536)
-        if not got:
-            break
-        body += got
-    return int(lines[0].split(" ", 2)[1]), fields, body
+    """The answer's status, headers (names in lower case) and short body."""
+    outcome = Outcome()
+    read_answer(sock, outcome, memoryview(bytearray(HEAD_LIMIT)))
+    return outcome.status, outcome.headers, outcome.body
 
 
 def _call(

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -56,6 +56,7 @@ class Outcome:
     body: bytes = b""  # the answer's body, when short (an upload's JSON answer)
     error: str | None = None
     location: str = ""  # a redirect's
+    headers: dict[str, str] = field(default_factory=dict)  # the answer's, names in lower case
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def _send_body(sock: socket.socket, request: Request, outcome: Outcome) -> None:
             sock.sendall(closing)
 
 
-def _read_answer(sock: socket.socket, outcome: Outcome, buffer: memoryview) -> None:
+def read_answer(sock: socket.socket, outcome: Outcome, buffer: memoryview) -> None:
     head = b""
     while b"\r\n\r\n" not in head:
         got = sock.recv(65536)
@@ -121,6 +122,7 @@ def _read_answer(sock: socket.socket, outcome: Outcome, buffer: memoryview) -> N
         name.strip().lower(): value.strip()
         for name, _, value in (line.partition(":") for line in lines[1:])
     }
+    outcome.headers = fields
     outcome.location = fields.get("location", "")
     length = int(fields["content-length"]) if "content-length" in fields else None
     received = len(rest)
@@ -177,7 +179,7 @@ def transfer(request: Request, buffer: memoryview) -> Outcome:
                 sock.sendall(_head(request, len(request.body)) + request.body)
             else:
                 sock.sendall(_head(request, None))
-            _read_answer(sock, outcome, buffer)
+            read_answer(sock, outcome, buffer)
         if request.follow and outcome.status in (302, 303, 307) and outcome.location:
             followed = Request("GET", outcome.location, {}, request.expected)
             return transfer(followed, buffer)

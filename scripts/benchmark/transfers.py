@@ -411,40 +411,44 @@ def _growth(pid: int, action: Callable[[], RunResult]) -> tuple[int, int, RunRes
     return _status(pid)["VmHWM"] - before, before, result
 
 
-def memory_note(workdir: Path, redis_url: str, key: str, service_env: dict[str, str]) -> str:
-    """A 1 GiB upload, then its download, through a service of one worker (the serve process
-    itself) started for them, after a 1 MiB upload and download that make its first-use
-    allocations; how much each grew the worker, against the target."""
+def memory_growth(
+    url: str,
+    pid: int,
+    key: str,
+    workdir: Path,
+    transfers: tuple[Transfer, Transfer],
+    limit: int,
+) -> tuple[str, int]:
+    """A 1 MiB upload and download (the worker's first-use allocations), then a 1 GiB upload
+    and its download through the worker ``pid`` serving ``url``, by ``transfers`` (the upload's,
+    the download's): each one's growth of the worker against ``limit``, with anything wrong,
+    and the worker's size before."""
     small, big = workdir / "memory-small.bin", workdir / "memory.bin"
     _source(small, MIB)
     expected = _source(big, MEMORY_FILE_BYTES)
-    with processes.service(redis_url, 1, log=workdir / "memory-service.log", extra=service_env) as (
-        url,
-        pid,
-    ):
-        seeded = Seeded(url, "", key, small, workdir)
+    uploading, downloading = transfers
+    seeded = Seeded(url, "", key, small, workdir)
 
-        def upload(source: Path) -> RunResult:
-            with_source = dataclasses.replace(seeded, source=source)
-            return run([TRANSFERS["w"].requests(with_source, 1)])
+    def upload(source: Path) -> RunResult:
+        return run([uploading.requests(dataclasses.replace(seeded, source=source), 1)])
 
-        def download(file_id: str) -> RunResult:
-            fetch = TRANSFERS["r"].requests(
-                dataclasses.replace(seeded, values={"file_id": file_id}), 1
-            )
-            return run([fetch])
+    def download(file_id: str) -> RunResult:
+        with_file = dataclasses.replace(seeded, values={"file_id": file_id})
+        return run([downloading.requests(with_file, 1)])
 
+    try:
         warm = orjson.loads(upload(small).bodies[0])["data"]["id"]
         download(warm)
         seeded.api("DELETE", f"/api/v1/files/{warm}")
         grown_up, rss, stored = _growth(pid, lambda: upload(big))
         if stored.errors:
-            return f"memory: the 1 GiB upload failed: {stored.errors[0]}"
+            return f"the 1 GiB upload failed: {stored.errors[0]}", 0
         record = orjson.loads(stored.bodies[0])["data"]
         grown_down, _, fetched = _growth(pid, lambda: download(record["id"]))
         seeded.api("DELETE", f"/api/v1/files/{record['id']}")
-    small.unlink()
-    big.unlink()
+    finally:
+        small.unlink()
+        big.unlink()
     problems = [
         problem
         for problem in (
@@ -455,13 +459,24 @@ def memory_note(workdir: Path, redis_url: str, key: str, service_env: dict[str, 
         if problem
     ]
     verdicts = [
-        f"{what} grew it by {grown / MIB:.1f} MiB: {'met' if grown < MEMORY_LIMIT else 'NOT met'}"
+        f"{what} grew it by {grown / MIB:.1f} MiB: {'met' if grown < limit else 'NOT met'}"
         for what, grown in (("the upload", grown_up), ("the download", grown_down))
     ]
+    return "; ".join(verdicts) + "".join(f"; {p}" for p in problems), rss
+
+
+def memory_note(workdir: Path, redis_url: str, key: str, service_env: dict[str, str]) -> str:
+    """A 1 GiB upload, then its download, through a service of one worker (the serve process
+    itself) started for them; how much each grew the worker, against the target."""
+    log = workdir / "memory-service.log"
+    with processes.service(redis_url, 1, log=log, extra=service_env) as (url, pid):
+        said, rss = memory_growth(
+            url, pid, key, workdir, (TRANSFERS["w"], TRANSFERS["r"]), MEMORY_LIMIT
+        )
     return (
         f"memory (target: a 1 GiB upload and a 1 GiB download each grow the worker by less than "
         f"{MEMORY_LIMIT // MIB} MiB; VmHWM after over VmRSS before, one worker of "
-        f"{rss / MIB:.0f} MiB): " + "; ".join(verdicts) + "".join(f"; {p}" for p in problems)
+        f"{rss / MIB:.0f} MiB): {said}"
     )
 
 
