@@ -15,36 +15,19 @@ import importlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.support.node import NODE_ENV, npm_ci, run_checked
 from tests.support.paths import REPO_ROOT
 
 TYPESCRIPT_PROJECT = REPO_ROOT / "tests" / "system" / "clients" / "typescript"
 # What generate.mjs and flow.ts need beside them to be built and run.
 TYPESCRIPT_SOURCES = ("package.json", "tsconfig.json", "generate.mjs", "flow.ts")
 PYTHON_PACKAGE = "filehost_client"
-# Node.js's ExperimentalWarning for fetch on Node 18 is not the generator's: silence process
-# warnings so that whatever remains on stderr is the tools' own.
-NODE_ENV = {"NODE_NO_WARNINGS": "1"}
-
-
-def _run(command: list[str], cwd: Path, timeout: float, **env: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        command,
-        cwd=cwd,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert result.returncode == 0, (command, result.stdout, result.stderr)
-    return result
 
 
 def generate_python_client(document_url: str, into: Path) -> Path:
@@ -52,7 +35,7 @@ def generate_python_client(document_url: str, into: Path) -> Path:
     generator formats its output with ruff, found on ``PATH``: the test venv's, beside
     ``sys.executable``."""
     output = into / PYTHON_PACKAGE
-    result = _run(
+    result = run_checked(
         [
             sys.executable,
             "-m",
@@ -99,18 +82,13 @@ def imported_python_client(into: Path) -> Iterator[GeneratedPackage]:
 
 
 def node_major_version() -> int:
-    version = _run(["node", "--version"], cwd=REPO_ROOT, timeout=30).stdout.strip()
+    version = run_checked(["node", "--version"], cwd=REPO_ROOT, timeout=30).stdout.strip()
     return int(version.removeprefix("v").split(".")[0])
 
 
 def install_typescript_tools() -> None:
     """``npm ci`` in the TypeScript project: exactly the locked versions, into its node_modules."""
-    _run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=TYPESCRIPT_PROJECT,
-        timeout=300,
-        **NODE_ENV,
-    )
+    npm_ci(TYPESCRIPT_PROJECT)
 
 
 def build_typescript_client(document_url: str, into: Path) -> Path:
@@ -120,17 +98,17 @@ def build_typescript_client(document_url: str, into: Path) -> Path:
     for name in TYPESCRIPT_SOURCES:
         shutil.copy(TYPESCRIPT_PROJECT / name, into / name)
     (into / "node_modules").symlink_to(TYPESCRIPT_PROJECT / "node_modules")
-    generated = _run(
+    generated = run_checked(
         ["node", "generate.mjs", document_url, "schema.d.ts"], cwd=into, timeout=120, **NODE_ENV
     )
     assert generated.stderr == "", generated.stderr
-    _run(["node", "node_modules/typescript/bin/tsc", "-p", "."], cwd=into, timeout=300)
+    run_checked(["node", "node_modules/typescript/bin/tsc", "-p", "."], cwd=into, timeout=300)
     return into / "build" / "flow.js"
 
 
 def run_typescript_flow(flow: Path, root_url: str, email: str, password: str) -> str:
     """Run the compiled flow against the service; what it printed."""
-    result = _run(
+    result = run_checked(
         ["node", str(flow), root_url, email, password], cwd=flow.parent, timeout=120, **NODE_ENV
     )
     return result.stdout

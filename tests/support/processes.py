@@ -10,6 +10,7 @@ breaking the tests.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -79,6 +80,25 @@ def run_cli(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Comp
         timeout=60,
         check=False,
     )
+
+
+async def run_cli_async(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    """``run_cli`` without blocking the event loop (a command run while the test also serves
+    requests): its exit status, and its standard output and error together."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "service",
+        *args,
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, output.decode()
 
 
 def serve_once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,6 @@ import asyncio
 import hashlib
 import os
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,7 @@ import pytest
 
 from tests.support.clients import fresh_session, login, request
 from tests.support.files import multipart
-from tests.support.paths import REPO_ROOT
-from tests.support.processes import PASSWORD, create_user, running, service_env
+from tests.support.processes import PASSWORD, create_user, run_cli_async, running, service_env
 from tests.support.redis import RedisServer, aof_redis, free_port, stopped_at_exit
 
 USERS = ("ana@example.com", "ben@example.com", "cyd@example.com")
@@ -188,23 +186,6 @@ async def audit_trail(http: aiohttp.ClientSession, base: str, token: str) -> lis
             return events[::-1]
 
 
-async def cli(*args: str, env: dict[str, str]) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "service",
-        *args,
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, output.decode()
-
-
 async def test_a_backup_under_traffic_restores_into_a_fresh_store_whole_and_consistent(
     redis_url: str, tmp_path: Path
 ) -> None:
@@ -238,7 +219,7 @@ async def test_a_backup_under_traffic_restores_into_a_fresh_store_whole_and_cons
                 backup.state = "running"
                 backup.started.set()
                 try:
-                    return await cli(
+                    return await run_cli_async(
                         "backup", "--to", str(backup_dir), "--max-pause-ms", MAX_PAUSE_MS, env=env
                     )
                 finally:
@@ -279,7 +260,7 @@ async def test_a_backup_under_traffic_restores_into_a_fresh_store_whole_and_cons
             FILEHOST_DATA_DIR=str(restored_dir),
             FILEHOST_RATE_LIMIT_PER_SECOND="0",
         )
-        status, said = await cli(
+        status, said = await run_cli_async(
             "restore", "--from", str(backup_dir), "--keep-sessions", env=restored_env
         )
         assert status == 0, said
@@ -424,7 +405,7 @@ async def test_after_a_restore_everyone_signs_in_again_and_keys_since_a_time_are
                     files = f"{server.base}/files"
                     assert (await request(http, "GET", files, headers=key))[0] == 200
                     await asyncio.sleep(1.1)
-            status, said = await cli("backup", "--to", str(tmp_path / "backup"), env=env)
+            status, said = await run_cli_async("backup", "--to", str(tmp_path / "backup"), env=env)
             assert status == 0, said
             # After the backup: the old key revoked, the session ended.
             await request(http, "DELETE", f"{server.base}/keys/{made['old']['id']}", headers=bearer)
@@ -433,11 +414,11 @@ async def test_after_a_restore_everyone_signs_in_again_and_keys_since_a_time_are
 
     redis_server.flush()
     restored = {**env, "FILEHOST_DATA_DIR": str(tmp_path / "restored")}
-    status, said = await cli("restore", "--from", str(tmp_path / "backup"), env=restored)
+    status, said = await run_cli_async("restore", "--from", str(tmp_path / "backup"), env=restored)
     assert status == 0, said
     assert "1 session left out: everyone signs in again" in said
     assert "keys revoke --since" in said
-    status, said = await cli("keys", "list", "--json", env=restored)
+    status, said = await run_cli_async("keys", "list", "--json", env=restored)
     assert status == 0, said
     listed = {entry["name"]: entry for entry in map(orjson.loads, said.splitlines())}
     assert set(listed) == {"old", "new"}
@@ -445,10 +426,10 @@ async def test_after_a_restore_everyone_signs_in_again_and_keys_since_a_time_are
     assert listed["old"]["email"] == USERS[0]
     # Without --yes and off a terminal: nothing is revoked.
     since = listed["new"]["created_at"]
-    status, said = await cli("keys", "revoke", "--since", since, env=restored)
+    status, said = await run_cli_async("keys", "revoke", "--since", since, env=restored)
     assert status == 2 and "nothing revoked" in said, said
 
-    status, said = await cli("keys", "revoke", "--since", since, "--yes", env=restored)
+    status, said = await run_cli_async("keys", "revoke", "--since", since, "--yes", env=restored)
     assert status == 0 and "1 key revoked" in said, said
 
     with running(restored, port, tmp_path) as server:
@@ -477,7 +458,7 @@ async def test_restore_refuses_a_target_that_is_not_empty(
 ) -> None:
     env = service_env(redis_url, 0, FILEHOST_DATA_DIR=str(tmp_path / "live"))
     create_user(env, USERS[0])
-    status, said = await cli("backup", "--to", str(tmp_path / "backup"), env=env)
+    status, said = await run_cli_async("backup", "--to", str(tmp_path / "backup"), env=env)
     assert status == 0, said
     if target == "data directory":
         redis_server.flush()
@@ -486,7 +467,7 @@ async def test_restore_refuses_a_target_that_is_not_empty(
         stray.write_bytes(b"someone else's")
     other = {**env, "FILEHOST_DATA_DIR": str(tmp_path / "other")}
 
-    status, said = await cli("restore", "--from", str(tmp_path / "backup"), env=other)
+    status, said = await run_cli_async("restore", "--from", str(tmp_path / "backup"), env=other)
 
     assert status == 1
     assert said.startswith("error: the target is not empty"), said
@@ -500,7 +481,7 @@ async def test_restore_refuses_what_is_not_a_finished_backup(
     (tmp_path / "unfinished").mkdir()
     (tmp_path / "unfinished" / "records.jsonl").write_text("")
 
-    status, said = await cli("restore", "--from", str(tmp_path / "unfinished"), env=env)
+    status, said = await run_cli_async("restore", "--from", str(tmp_path / "unfinished"), env=env)
 
     assert status == 1
     assert said.startswith("error: no manifest.json in"), said

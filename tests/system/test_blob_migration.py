@@ -6,39 +6,19 @@ objects of files deleted since removed with ``--prune``; then ``serve`` with
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 from tests.support.clients import fresh_session, login, request
 from tests.support.files import multipart
-from tests.support.paths import REPO_ROOT
-from tests.support.processes import create_user, env_for, running
+from tests.support.processes import create_user, env_for, run_cli_async, running
 from tests.support.redis import free_port
 from tests.support.s3 import objects, open_uploads
 from tests.support.seaweedfs import SeaweedFS
 
 EMAIL = "moving@example.com"
 MIB = 1024 * 1024
-
-
-async def cli(*args: str, env: dict[str, str]) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "service",
-        *args,
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, output.decode()
 
 
 async def test_a_running_deployment_moves_into_an_object_store_with_nothing_lost(
@@ -70,7 +50,7 @@ async def test_a_running_deployment_moves_into_an_object_store_with_nothing_lost
                 await upload(payload)
             doomed = await upload(b"deleted after it was copied")
 
-            status, said = await cli("blobs", "migrate", "--to", "s3", env=to_s3)
+            status, said = await run_cli_async("blobs", "migrate", "--to", "s3", env=to_s3)
             assert status == 0, said
             assert "copied 4 files" in said and "0 already there" in said, said
 
@@ -83,7 +63,7 @@ async def test_a_running_deployment_moves_into_an_object_store_with_nothing_lost
         assert server.stop() == 0
 
     # serve stopped: once more, for what came meanwhile, and the deleted file's object pruned.
-    status, said = await cli("blobs", "migrate", "--to", "s3", "--prune", env=to_s3)
+    status, said = await run_cli_async("blobs", "migrate", "--to", "s3", "--prune", env=to_s3)
     assert status == 0, said
     assert "copied 1 file " in said and "3 already there" in said, said
     assert "removed 1 object no record names" in said, said
@@ -132,7 +112,7 @@ async def test_bytes_that_do_not_match_their_record_are_not_copied_and_reported(
     damaged = answer["data"]["id"]
     (data / "files" / damaged).write_bytes(b"the bytes as a disk fault left them")
     to_s3 = {**directory, **seaweedfs.env(prefix), "FILEHOST_BLOB_STORE": "directory"}
-    status, said = await cli("blobs", "migrate", "--to", "s3", env=to_s3)
+    status, said = await run_cli_async("blobs", "migrate", "--to", "s3", env=to_s3)
     assert status == 1, said
     assert f"1 file had bytes that do not match their record (not copied): {damaged}" in said
     assert objects(seaweedfs, prefix) == {}

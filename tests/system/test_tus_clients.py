@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import pytest
 from tusclient import client as tus_client
 
 from tests.support.clients import login, request
+from tests.support.node import NODE_ENV, npm_ci, run_checked
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import Server, create_user, env_for, running
 from tests.support.redis import free_port
@@ -33,7 +32,6 @@ pytestmark = pytest.mark.system
 EMAIL = "tus@example.com"
 MIB = 1024 * 1024
 TUS_JS = REPO_ROOT / "tests" / "system" / "clients" / "tus"
-NODE_ENV = {"NODE_NO_WARNINGS": "1"}
 
 
 @contextlib.contextmanager
@@ -124,30 +122,17 @@ async def test_tuspy_resumes_an_upload_on_the_other_instance(
     assert view["sha256"] == hashlib.sha256(data).hexdigest()
 
 
-def npm_ci() -> None:
-    result = subprocess.run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=TUS_JS,
-        env={**os.environ, **NODE_ENV},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-
-
 async def test_tus_js_client_resumes_an_upload_from_where_the_service_says(
     instances: tuple[Server, Server], tmp_path: Path
 ) -> None:
     first, second = instances
-    npm_ci()
+    npm_ci(TUS_JS)
     key = await uploading_key(first)
     data = contents(19 * MIB + 77)
     path = tmp_path / "upload.bin"
     path.write_bytes(data)
     chunk = 8 * MIB
-    result = subprocess.run(
+    result = run_checked(
         [
             "node",
             str(TUS_JS / "upload.mjs"),
@@ -159,13 +144,9 @@ async def test_tus_js_client_resumes_an_upload_from_where_the_service_says(
             f"http://127.0.0.1:{second.port}",
         ],
         cwd=TUS_JS,
-        env={**os.environ, **NODE_ENV},
-        capture_output=True,
-        text=True,
         timeout=120,
-        check=False,
+        **NODE_ENV,
     )
-    assert result.returncode == 0, result.stderr
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome["resumedAt"] == chunk
     view, body = await the_file(second, key, outcome["fileId"])
