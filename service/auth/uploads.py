@@ -38,7 +38,7 @@ from service.clock import Clock
 from service.config import UploadSettings
 from service.domain import audit_events as audit
 from service.domain import sha256_state
-from service.domain.credentials import new_id
+from service.domain.credentials import is_valid_id, new_id
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, Unset
 from service.errors import ApiError, Code
@@ -180,7 +180,7 @@ class ResumableUploads:
     async def get(self, principal: Principal, upload_id: str) -> UploadRecord:
         """The principal's account's upload; 404 ``upload_not_found`` for any other id (another
         account's, an expired or terminated one)."""
-        if not _well_formed(upload_id):
+        if not is_valid_id(upload_id, "upl"):
             raise _not_found()
         record = await self._store.get(principal.user_id, upload_id, self._clock.now_ms())
         if record is None:
@@ -456,8 +456,8 @@ class ResumableUploads:
         self._digests[upload_id] = digest
 
     async def _sha256(self, record: UploadRecord) -> str:
-        kept = self._digests.get(record.id) or self._digest(record)
-        if kept is not None and kept.count == record.offset:
+        kept = self._digest(record)  # this process's, or the one the record saved
+        if kept is not None:
             return str(kept.sha.hexdigest())
         digest = hashlib.sha256()  # continued elsewhere: hashed from the blob, whole
         blob = await self._blobs.open(record.file_id)
@@ -538,7 +538,3 @@ class _AtMost:
 
 def _partial(record: UploadRecord) -> Partial:
     return Partial(record.id, record.file_id, record.offset, record.state)
-
-
-def _well_formed(upload_id: str) -> bool:
-    return upload_id.startswith("upl_") and len(upload_id) == 26 and upload_id[4:].isalnum()

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from service.domain.credentials import is_valid_id
 from service.store.blobs import BlobMissing, StorageFull, checked
 from service.store.directory_blobs import DirectoryBlobs, rename_durably
 from service.store.file_writes import FileWriter, open_for_append
@@ -36,7 +37,7 @@ class DirectoryPartials:
         self.root = blobs.root.parent / "uploads"
 
     def path(self, upload_id: str) -> Path:
-        if not upload_id.startswith("upl_") or "/" in upload_id or len(upload_id) != 26:
+        if not is_valid_id(upload_id, "upl"):
             raise ValueError("not an upload id")
         return self.root / upload_id
 
