@@ -32,8 +32,9 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     no_horizontal_scroll,
+    open_files_page,
     screenshot,
-    sign_in,
+    upload_item,
     violations,
 )
 from tests.support.clock import FakeClock
@@ -89,24 +90,9 @@ def blob_names(dashboard: Dashboard) -> list[str]:
     return sorted(p.name for p in blobs.root.iterdir()) if blobs.root.exists() else []
 
 
-async def open_files_page(page: Page, user: str) -> None:
-    await sign_in(page, user)
-    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
-    await page.wait_for_url("**/files")
-    await expect(page.locator("#files-loading")).to_be_hidden()
-    current = page.get_by_role("link", name="Files", exact=True)
-    await expect(current).to_have_attribute("aria-current", "page")
-
-
 def file_row(page: Page, name: str):  # type: ignore[no-untyped-def]
     return page.locator("#files-body tr").filter(
         has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
-
-
-def upload_item(page: Page, name: str):  # type: ignore[no-untyped-def]
-    return page.locator("#uploads li").filter(
-        has=page.locator(".upload-name", has_text=re.compile(f"^{re.escape(name)}$"))
     )
 
 

@@ -17,19 +17,12 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     no_horizontal_scroll,
+    open_files_page,
     screenshot,
-    sign_in,
     violations,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-async def open_files_page(page: Page, user: str) -> None:
-    await sign_in(page, user)
-    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
-    await page.wait_for_url("**/files")
-    await expect(page.locator("#files-loading")).to_be_hidden()
 
 
 def folder_row(page: Page, name: str) -> Any:

@@ -15,24 +15,19 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, Route, expect
 
-from tests.support.browser import RECORD_VIOLATIONS, Dashboard, Tab, screenshot, sign_in, violations
+from tests.support.browser import (
+    RECORD_VIOLATIONS,
+    Dashboard,
+    Tab,
+    open_files_page,
+    screenshot,
+    upload_item,
+    violations,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MIB = 1024 * 1024
-
-
-async def open_files_page(page: Page, user: str) -> None:
-    await sign_in(page, user)
-    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
-    await page.wait_for_url("**/files")
-    await expect(page.locator("#files-loading")).to_be_hidden()
-
-
-def upload_item(page: Page, name: str) -> Any:
-    return page.locator("#uploads li").filter(
-        has=page.locator(".upload-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
 
 
 def big_file(tmp_path: Path, name: str, size: int) -> tuple[Path, bytes]:

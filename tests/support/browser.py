@@ -207,6 +207,23 @@ async def sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
     await expect(page.locator("#account-email")).to_have_text(email)
 
 
+async def open_files_page(page: Page, user: str) -> None:
+    """Sign in as ``user`` and go to the files page by its link, its list loaded."""
+    await sign_in(page, user)
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
+    await page.wait_for_url("**/files")
+    await expect(page.locator("#files-loading")).to_be_hidden()
+    current = page.get_by_role("link", name="Files", exact=True)
+    await expect(current).to_have_attribute("aria-current", "page")
+
+
+def upload_item(page: Page, name: str) -> Any:
+    """The upload tray's line of the file ``name``."""
+    return page.locator("#uploads li").filter(
+        has=page.locator(".upload-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
 LATER_PERMISSIONS = "Also grant permissions for features not yet available"
 
 
