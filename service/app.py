@@ -16,7 +16,6 @@ from service.api._aiohttp import fast_paths
 from service.api.client_address import ClientAddresses
 from service.api.context import (
     AUTHENTICATOR,
-    BLOBS,
     GATEWAY_LANE,
     LOW_LEVEL_REFUSAL,
     POLICY,
@@ -24,7 +23,6 @@ from service.api.context import (
     REQUEST_HANDLING,
     SECRETS_KEY_SOURCE,
     SETTINGS,
-    STORE,
 )
 from service.api.envelope import low_level_refusal
 from service.api.gateway import GatewayLane
@@ -58,8 +56,8 @@ from service.domain.records import RateLimit
 from service.errors import Code
 from service.observability.log_lines import LINES
 from service.observability.metrics import Metrics
-from service.store.blob_stores import open_blob_store
-from service.store.blobs import BlobStore
+from service.store.blob_stores import blob_stores_over, open_blob_store
+from service.store.protocols.blobs import BlobStore
 from service.store.stores import Stores, open_stores
 from service.store.topology import connect_redis, connect_store
 
@@ -67,6 +65,11 @@ __all__ = ["connect_redis", "create_app"]  # connect_redis: the CLI's and the te
 
 
 log = logging.getLogger("service")
+
+# The stores, and where uploaded bytes live: what the application wires its policy to. BLOBS may
+# be set before the application starts, to keep the bytes elsewhere (tests).
+STORE = web.AppKey("store", Stores)
+BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
 
 # How often the blob store is swept of what crashed uploads left.
 SWEEP_SECONDS = 3600
@@ -163,10 +166,10 @@ def create_app(
         app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background)
         app[POLICY] = make_policy(
             store,
+            blob_stores_over(app[BLOBS]),
             passwords,
             clock,
             settings,
-            app[BLOBS],
             login_outcomes=metrics.login if metrics is not None else None,
             alias_passwords=alias_passwords,
         )

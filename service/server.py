@@ -44,9 +44,9 @@ from service.api.access_log import AccessLogger
 from service.app import create_app
 from service.config import Settings
 from service.config.generated_key import with_generated_key
+from service.domain.blobs import StorageUnavailable
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
-from service.store.blobs import StorageUnavailable
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
 from service.store.s3_blobs import S3Blobs
 

@@ -50,6 +50,7 @@ def seed_account(
     from service.auth.policy import make_policy
     from service.clock import SystemClock
     from service.config import Settings
+    from service.store.blob_stores import blob_stores_over
     from service.store.blobs import FILES_DIRECTORY
     from service.store.directory_blobs import DirectoryBlobs
     from service.store.stores import open_stores
@@ -63,7 +64,7 @@ def seed_account(
         passwords = PasswordHasher(12, 1, 0)
         blobs = DirectoryBlobs((data_dir or Path(".")) / FILES_DIRECTORY)
         accounts = make_policy(
-            open_stores(client, PREFIX), passwords, SystemClock(), settings, blobs
+            open_stores(client, PREFIX), blob_stores_over(blobs), passwords, SystemClock(), settings
         )
         user = await accounts.users.create_user(EMAIL, PASSWORD)
         reader = await accounts.api_keys.create_key(user.id, "bench reader", ["files.read"], 30)
@@ -92,10 +93,10 @@ def seed_account(
 
 async def _alias_of_a_file(accounts: Any, user_id: str) -> None:
     """A 1 KiB file, uploaded as the service stores one, and its alias ``ALIAS_SLUG``."""
+    from service.domain.blobs import ChunkSource
     from service.domain.permissions import ALL_PERMISSIONS_MASK
     from service.domain.principal import CredentialType, Principal
     from service.domain.records import UNSET
-    from service.store.blobs import ChunkSource
 
     owner = Principal(user_id, CredentialType.SESSION, ALL_PERMISSIONS_MASK, 2**53)
 
@@ -119,6 +120,7 @@ def seed_transfer_key(redis_url: str, email: str = TRANSFER_EMAIL) -> str:
     from service.auth.policy import make_policy
     from service.clock import SystemClock
     from service.config import Settings
+    from service.store.blob_stores import blob_stores_over, open_blob_store
     from service.store.stores import open_stores
     from service.store.topology import connect_client
 
@@ -126,7 +128,10 @@ def seed_transfer_key(redis_url: str, email: str = TRANSFER_EMAIL) -> str:
         settings = Settings(redis_url=redis_url, bcrypt_cost=12, redis_timeout_seconds=2.0)
         client, close = connect_client(settings, redis_url)
         passwords = PasswordHasher(12, 1, 0)
-        accounts = make_policy(open_stores(client, PREFIX), passwords, SystemClock(), settings)
+        blobs = blob_stores_over(open_blob_store(settings))
+        accounts = make_policy(
+            open_stores(client, PREFIX), blobs, passwords, SystemClock(), settings
+        )
         user = await accounts.users.create_user(email, PASSWORD)
         key = await accounts.api_keys.create_key(
             user.id, "bench transfers", ["files.read", "files.write", "aliases.write"], 30
@@ -232,11 +237,10 @@ def alias_commands(count: int, aliases_per_account: int = 1000) -> Iterator[byte
     """The layout the alias store writes, for ``count`` aliases of files: each entry made by
     the store's own ``entry_fields`` with a few views counted, and its member of the account's
     index (1,000 an account, so each index is a skiplist, not a listpack)."""
-    from service.domain.aliases import new_alias_id
+    from service.domain.aliases import index_member, new_alias_id
     from service.domain.credentials import new_id
     from service.domain.records import AliasRecord
     from service.store.alias_entries import entry_fields
-    from service.store.aliases import index_member
 
     names = RedisKeys(PREFIX)
     now = int(time.time() * 1000)

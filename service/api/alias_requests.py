@@ -28,7 +28,6 @@ from service.domain.aliases import (
 )
 from service.domain.records import UNSET, Unset
 from service.errors import ApiError, Code
-from service.store.aliases import BadCursor, decode_cursor
 
 _EXPIRES_RULE = (
     f"must be a whole number of seconds from {MIN_EXPIRES_SECONDS} to {MAX_EXPIRES_SECONDS}, "
@@ -151,20 +150,6 @@ def parse_edit_alias(body: dict[str, Any]) -> AliasChanges:
         password=found["password"],
         enabled=found.get("enabled"),
     )
-
-
-def alias_cursor(request: web.Request) -> tuple[int, str] | None:
-    values = request.query.getall("cursor", [])
-    if not values:
-        return None
-    try:
-        if len(values) > 1:
-            raise BadCursor()
-        return decode_cursor(values[0])
-    except BadCursor:
-        raise ApiError(
-            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
-        ) from None
 
 
 # A Host header as this service takes it for a URL: a name or an address, and a port.

@@ -14,20 +14,15 @@ from service.auth.authenticator import Authenticator
 from service.auth.policy import Policy
 from service.config import Settings
 from service.observability.metrics import Metrics
-from service.store.blobs import BlobStore
-from service.store.stores import Stores
 
 # Every API route is under this prefix.
 PREFIX = "/api/v1"
 
 SETTINGS = web.AppKey("settings", Settings)
-STORE = web.AppKey("store", Stores)
 POLICY = web.AppKey("policy", Policy)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
 # The process's metrics, absent when they are off (``FILEHOST_METRICS=off``).
 METRICS = web.AppKey("metrics", Metrics)
-# Where uploaded bytes live; set before the application starts to keep them elsewhere (tests).
-BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
 
 # Where the secrets key that seals TOTP secrets comes from: ``configured`` (FILEHOST_SECRETS_KEY
 # or _FILE), ``generated`` (the data directory's, ``service.config.generated_key``) or ``missing``.

@@ -16,9 +16,9 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api._aiohttp import Answer
+from service.domain.blobs import StorageUnavailable
 from service.errors import ApiError, Code, CorruptRecord
 from service.observability.trace import RequestTrace, loggable_path
-from service.store.blobs import StorageUnavailable
 
 log = logging.getLogger("service.api")
 

@@ -20,8 +20,6 @@ from service.errors import ApiError, Code
 
 _PLACE_RULE = "must be a folder id, or null for the top level"
 # The size of a page of files or folders: asked with ``limit``.
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
 
 
 def _refuse_unknown(body: dict[str, Any], known: tuple[str, ...], problems: dict) -> None:
@@ -108,17 +106,3 @@ def folder_query(request: web.Request, name: str) -> str | Unset | None:
             details={name: f"must be given once: a folder id, or {TOP} for the top level"},
         )
     return None if values[0] == TOP else values[0]
-
-
-def page_size(request: web.Request) -> int:
-    """``limit``: how many files or folders a page holds, 1 to ``MAX_LIMIT``."""
-    values = request.query.getall("limit", [])
-    if not values:
-        return DEFAULT_LIMIT
-    raw = values[0]
-    if len(values) > 1 or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ApiError(
-            Code.VALIDATION_FAILED,
-            details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"},
-        )
-    return int(raw)

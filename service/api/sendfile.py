@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from aiohttp import web
 
-from service.store.blobs import Blob
+from service.domain.blobs import Blob
 
 # The most one trip to a thread sends, and the longest it waits for a full socket: a reader as
 # fast as the thread sends in one trip; threads are not held by clients that read slowly.

@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 from service.auth.audit import AuditTrail
 from service.clock import Clock
+from service.domain import account_settings as outcomes
 from service.domain import account_settings as table
 from service.domain import audit_events as audit
 from service.errors import ApiError, Code, CorruptRecord
-from service.store import account_settings as outcomes
-from service.store.account_settings import AccountSettingsStore
+from service.store.protocols import AccountSettingsStore
 
 # Changes overtaken this many times in a row by others of the same account give up.
 ATTEMPTS = 8

@@ -32,13 +32,11 @@ from service.auth.login_throttle import address_bucket
 from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
 from service.clock import Clock
-from service.domain.aliases import slug_key
+from service.domain.aliases import PASSWORD, UNUSABLE, USABLE, slug_key
 from service.domain.records import FilePage, FileRecord, FolderPage, FolderRecord, RateLimit
+from service.domain.stored_forms import file_record
 from service.errors import ApiError, Code
-from service.store.alias_views import PASSWORD, UNUSABLE, USABLE, AliasViews
-from service.store.counters import CounterStore
-from service.store.files import FilesStore, file_record
-from service.store.keys import RedisKeys
+from service.store.protocols import AliasViews, CounterStore, FilesStore
 
 # The cookie a folder alias's password grants, for its path only, and how long it lasts.
 COOKIE_NAME = "fh_alias"
@@ -109,7 +107,6 @@ class AliasAccess:
         views: AliasViews,
         files: FilesStore,
         counters: CounterStore,
-        keys: RedisKeys,
         reach: Reach,
         passwords: PasswordHasher,
         clock: Clock,
@@ -123,7 +120,6 @@ class AliasAccess:
         self._views = views
         self._files = files
         self._counters = counters
-        self._keys = keys
         self._reach = reach
         self._passwords = passwords
         self._clock = clock
@@ -373,17 +369,17 @@ class AliasAccess:
         if settings.failures_per_alias_address and bucket is not None:
             counters.append(
                 (
-                    self._keys.alias_guesses_by_alias_address(alias_id, bucket),
+                    self._counters.alias_guesses_by_alias_address(alias_id, bucket),
                     settings.failures_per_alias_address,
                 )
             )
         if settings.failures_per_alias:
             counters.append(
-                (self._keys.alias_guesses_by_alias(alias_id), settings.failures_per_alias)
+                (self._counters.alias_guesses_by_alias(alias_id), settings.failures_per_alias)
             )
         if settings.failures_per_address and bucket is not None:
             counters.append(
-                (self._keys.alias_guesses_by_address(bucket), settings.failures_per_address)
+                (self._counters.alias_guesses_by_address(bucket), settings.failures_per_address)
             )
         reserved: list[str] = []
         if counters:

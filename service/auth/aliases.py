@@ -29,18 +29,20 @@ from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
 from service.clock import Clock
 from service.domain import audit_events as audit
-from service.domain.aliases import generate_slug, new_alias_id, slug_key
+from service.domain.aliases import (
+    PENDING_MS,
+    Listed,
+    generate_slug,
+    index_member,
+    new_alias_id,
+    slug_key,
+)
+from service.domain.audit_events import EventBatch
+from service.domain.cursors import encode_alias_cursor
 from service.domain.principal import Principal
 from service.domain.records import UNSET, AliasPage, AliasRecord, Unset
 from service.errors import ApiError, Code
-from service.store.aliases import (
-    PENDING_MS,
-    AliasStore,
-    Listed,
-    encode_cursor,
-    index_member,
-)
-from service.store.audit import EventBatch
+from service.store.protocols import AliasStore
 
 log = logging.getLogger("service.auth.aliases")
 
@@ -258,7 +260,7 @@ class Aliases:
         if stray:
             await self._tidy(user_id, stray)
         records = await self._reach.aliases(principal, records)
-        return AliasPage(records, None if last is None else encode_cursor(*last))
+        return AliasPage(records, None if last is None else encode_alias_cursor(*last))
 
     async def _tidy(self, user_id: str, stray: list[Listed]) -> None:
         now = self._clock.now_ms()

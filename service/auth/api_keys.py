@@ -20,12 +20,12 @@ from service.auth.audit import DAY_MS, AuditTrail
 from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain import credentials, key_widening
+from service.domain.audit_events import EventBatch
+from service.domain.outcomes import AccountGone, FolderNotLive, KeyChanged
 from service.domain.permissions import to_mask, to_names
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import ApiError, Code
-from service.store.api_keys import ApiKeyStore
-from service.store.audit import EventBatch
-from service.store.errors import AccountGone, FolderNotLive, KeyChanged
+from service.store.protocols import ApiKeyStore
 
 MAX_GRACE_SECONDS = 7 * 24 * 3600
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from service.clock import Clock
 from service.config import AuditSettings
-from service.store.audit import AuditStore, EventBatch, EventPage
+from service.domain.audit_events import EventBatch, EventPage
+from service.store.protocols import AuditStore
 
 DAY_MS = 86_400_000
 

@@ -24,13 +24,12 @@ from service.clock import Clock, iso
 from service.config import SessionSettings
 from service.domain import credentials
 from service.domain.key_rules import AddressForms, AllowLists
+from service.domain.outcomes import GONE_LEAKED, GONE_REPLACED, KeyGone
 from service.domain.permissions import ALL_PERMISSIONS_MASK
 from service.domain.principal import CredentialType, Principal
 from service.domain.records import ApiKeyEntry, RateVerdict
 from service.errors import ApiError, Code
-from service.store.errors import KeyGone
-from service.store.fields import GONE_LEAKED, GONE_REPLACED
-from service.store.stores import Stores
+from service.store.protocols import Stores
 
 _KEY_TOUCH_INTERVAL_MS = 60_000
 _TOUCH_MEMORY_LIMIT = 100_000

@@ -9,7 +9,7 @@ file record names bytes that are there. A backup:
 1. pauses the store's writes and reads every record at that instant (``service.store.backup``:
    the records are as they were when the pause began, a state the service was in);
 2. still paused, hard-links the bytes of every file record it read into a private directory
-   next to them (``DirectoryBlobs.pin``). No record can be removed while writes wait, so none of
+   next to them (``PinnableBlobs.pin``). No record can be removed while writes wait, so none of
    those bytes has been removed yet (the deletion's record removal comes first, and waits);
 3. unpauses, and copies the pinned bytes into the backup at leisure, checking each against its
    record's size and SHA-256. A file deleted meanwhile has lost its name in the data directory,
@@ -65,10 +65,12 @@ from typing import Any
 import orjson
 
 from service.clock import Clock, iso
+from service.domain.backup import Record, Snapshot
+from service.domain.blobs import READ_CHUNK, BlobMissing, ChunkSource
+from service.domain.outcomes import PauseTooLong
 from service.domain.records import FileRecord
-from service.store.backup import BackupStore, PauseTooLong, Record, Snapshot
-from service.store.blobs import READ_CHUNK, BlobMissing, BlobStore, ChunkSource
-from service.store.directory_blobs import DirectoryBlobs
+from service.store.protocols import BackupStore
+from service.store.protocols.blobs import BlobStore, PinnableBlobs
 
 FORMAT = "filehost-auth backup"
 VERSION = 1
@@ -182,7 +184,7 @@ class Backups:
         self._store = store
         self._blobs = blobs
         self._clock = clock
-        self._prefix = store.keys.prefix
+        self._prefix = store.prefix
 
     async def back_up(self, to: Path, max_pause_ms: int = DEFAULT_MAX_PAUSE_MS) -> BackupSummary:
         """Write a backup into the new (or empty) directory ``to``; see the module's
@@ -199,7 +201,7 @@ class Backups:
             raise
 
     async def _back_up(self, to: Path, max_pause_ms: int) -> BackupSummary:
-        if isinstance(self._blobs, DirectoryBlobs):
+        if isinstance(self._blobs, PinnableBlobs):
             snapshot, kept, missing = await self._pinned(to, max_pause_ms, self._blobs)
         else:
             snapshot, kept, missing = await self._copied(to, max_pause_ms)
@@ -234,7 +236,7 @@ class Backups:
         )
 
     async def _pinned(
-        self, to: Path, max_pause_ms: int, blobs: DirectoryBlobs
+        self, to: Path, max_pause_ms: int, blobs: PinnableBlobs
     ) -> tuple[Snapshot, list[FileRecord], list[str]]:
         """The records, and the bytes of the directory's files hard-linked while writes wait
         (so a deletion right after can't take them), then copied: the snapshot, the records

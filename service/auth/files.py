@@ -32,17 +32,17 @@ from service.auth.reach import Reach
 from service.auth.removals import Removals
 from service.clock import Clock
 from service.domain import audit_events as audit
+from service.domain.audit_events import EventBatch
+from service.domain.blobs import Blob, BlobMissing, Source, StorageFull, Written
 from service.domain.credentials import new_id
 from service.domain.files import display_name, media_type
+from service.domain.outcomes import AccountGone, FolderGone
 from service.domain.permissions import BOUND_TO_FOLDERS
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FilePage, FileRecord, Unset
 from service.errors import ApiError, Code
-from service.store.audit import EventBatch
-from service.store.blobs import Blob, BlobMissing, BlobStore, Source, StorageFull, Written
-from service.store.errors import AccountGone
-from service.store.files import FilesStore, FolderGone
-from service.store.small_blobs import SmallBlobs
+from service.store.protocols import FilesStore
+from service.store.protocols.blobs import BlobStores
 
 log = logging.getLogger("service.auth.files")
 
@@ -64,7 +64,7 @@ class Files:
     def __init__(
         self,
         store: FilesStore,
-        blobs: BlobStore,
+        blobs: BlobStores,
         clock: Clock,
         max_files: int,
         reach: Reach,
@@ -73,8 +73,8 @@ class Files:
         trail: AuditTrail | None = None,
     ) -> None:
         self._store = store
-        self.blobs = blobs
-        self._small = SmallBlobs(blobs)
+        self.blobs = blobs.blobs
+        self._small = blobs.small
         self._clock = clock
         self._max_files = max_files
         self._reach = reach

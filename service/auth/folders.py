@@ -29,10 +29,11 @@ from service.auth.removals import Removals
 from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain.credentials import new_id
+from service.domain.folders import Outcome
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, FolderPage, FolderRecord, Unset
 from service.errors import ApiError, Code
-from service.store.folders import FoldersStore, Outcome
+from service.store.protocols import FoldersStore
 
 log = logging.getLogger("service.auth.folders")
 

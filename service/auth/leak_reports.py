@@ -10,13 +10,11 @@ from service.auth.login_throttle import address_bucket
 from service.clock import Clock
 from service.domain import audit_events as audit
 from service.domain import credentials
+from service.domain.audit_events import EventBatch
+from service.domain.outcomes import GONE_LEAKED
 from service.domain.records import KeyRecord
 from service.errors import ApiError, Code
-from service.store.api_keys import ApiKeyStore
-from service.store.audit import EventBatch
-from service.store.counters import CounterStore
-from service.store.fields import GONE_LEAKED
-from service.store.keys import RedisKeys
+from service.store.protocols import ApiKeyStore, CounterStore
 
 # Reports accepted per client address (IPv6: per /64) in a window that starts with the first.
 # Each report may name 100 secrets; a scanner sends a handful.
@@ -29,13 +27,11 @@ class LeakReports:
         self,
         api_keys: ApiKeyStore,
         counters: CounterStore,
-        keys: RedisKeys,
         trail: AuditTrail,
         clock: Clock,
     ) -> None:
         self._api_keys = api_keys
         self._counters = counters
-        self._keys = keys
         self._trail = trail
         self._clock = clock
 
@@ -83,7 +79,7 @@ class LeakReports:
         bucket = address_bucket(client_address) or "unknown"
         window_ms = LEAK_REPORT_WINDOW_SECONDS * 1000
         wait_ms = await self._counters.reserve_one(
-            self._keys.leak_reports_by_address(bucket), LEAK_REPORTS_PER_ADDRESS, window_ms
+            self._counters.leak_reports_by_address(bucket), LEAK_REPORTS_PER_ADDRESS, window_ms
         )
         if wait_ms:
             retry_after = max(1, -(-wait_ms // 1000))

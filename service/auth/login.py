@@ -28,12 +28,11 @@ from service.clock import Clock
 from service.config import SessionSettings
 from service.domain import audit_events as audit
 from service.domain import credentials
+from service.domain.factors import LoginStep
+from service.domain.outcomes import AccountGone
 from service.domain.records import UserRecord
 from service.errors import ApiError, Code
-from service.store.errors import AccountGone
-from service.store.mfa_answers import LoginStep, MfaAnswerStore
-from service.store.sessions import SessionStore
-from service.store.users import UserStore
+from service.store.protocols import MfaAnswerStore, SessionStore, UserStore
 
 log = logging.getLogger("service.auth.login")
 

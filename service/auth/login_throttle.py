@@ -23,7 +23,7 @@ import math
 
 from service.config import LoginSettings
 from service.errors import ApiError, Code
-from service.store.stores import Stores
+from service.store.protocols import CounterStore
 
 
 def address_bucket(address: str | None) -> str | None:
@@ -42,9 +42,8 @@ def address_bucket(address: str | None) -> str | None:
 
 
 class LoginThrottle:
-    def __init__(self, store: Stores, settings: LoginSettings) -> None:
-        self._counter_store = store.counters
-        self._keys = store.keys
+    def __init__(self, counters: CounterStore, settings: LoginSettings) -> None:
+        self._counter_store = counters
         self._per_email = settings.failures_per_email
         self._per_address = settings.failures_per_address
         self._window_ms = settings.failure_window_seconds * 1000
@@ -52,7 +51,7 @@ class LoginThrottle:
     def _email_counter(self, email: str) -> str:
         # Hashed so that key names stay short and free of whatever characters an email holds.
         email_digest = hashlib.sha256(email.encode("utf-8")).hexdigest()
-        return self._keys.login_failures_by_email(email_digest)
+        return self._counter_store.login_failures_by_email(email_digest)
 
     def _counters(self, email: str, address: str | None) -> list[tuple[str, int]]:
         """(counter key, allowed failures) for each bound that applies."""
@@ -61,7 +60,9 @@ class LoginThrottle:
             counters.append((self._email_counter(email), self._per_email))
         bucket = address_bucket(address)
         if self._per_address and bucket is not None:
-            counters.append((self._keys.login_failures_by_address(bucket), self._per_address))
+            counters.append(
+                (self._counter_store.login_failures_by_address(bucket), self._per_address)
+            )
         return counters
 
     async def reserve(self, email: str, address: str | None) -> Reservation:

@@ -27,10 +27,11 @@ from service.clock import Clock
 from service.config import MfaSettings
 from service.domain import audit_events as audit
 from service.domain import credentials, recovery_codes, totp
+from service.domain.factors import MfaState, Passkey
 from service.domain.principal import Principal
 from service.domain.records import UserRecord
 from service.errors import ApiError, Code
-from service.store.mfa import MfaState, MfaStore, Passkey
+from service.store.protocols import MfaStore
 
 PENDING_TOTP_MS = 10 * 60_000
 CHALLENGE_MS = 5 * 60_000

@@ -34,7 +34,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from service.store.mfa import Passkey
+from service.domain.factors import Passkey
 
 CEREMONY_TIMEOUT_MS = 300_000  # what the browser is told; the challenge lives as long
 

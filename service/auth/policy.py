@@ -20,6 +20,7 @@ from service.auth.login_throttle import LoginThrottle
 from service.auth.mfa import Factors
 from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
+from service.auth.readiness import Readiness
 from service.auth.reauthentication import Reauthentication
 from service.auth.removals import Removals
 from service.auth.secret_box import derived_key
@@ -30,9 +31,8 @@ from service.auth.users import Users
 from service.clock import Clock
 from service.config import Settings
 from service.domain.records import RateLimit
-from service.store.blob_stores import open_blob_store, open_partials
-from service.store.blobs import BlobStore
-from service.store.stores import Stores
+from service.store.protocols import Stores
+from service.store.protocols.blobs import BlobStores
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,26 +54,27 @@ class Policy:
     alias_access: AliasAccess
     uploaders: Uploaders
     uploads: ResumableUploads
+    readiness: Readiness
 
 
 def make_policy(
     stores: Stores,
+    blob_stores: BlobStores,
     passwords: PasswordHasher,
     clock: Clock,
     settings: Settings,
-    blobs: BlobStore | None = None,
     login_outcomes: Callable[[str], None] | None = None,
     alias_passwords: PasswordHasher | None = None,
 ) -> Policy:
-    """The policy over ``stores``; ``blobs`` holds uploaded bytes (the data dir's, unless
-    given); ``login_outcomes`` is told how each login ended (the metrics); ``alias_passwords``
-    checks the vanity aliases' passwords (``passwords``, unless given)."""
+    """The policy over ``stores``, with uploaded bytes in ``blob_stores``; ``login_outcomes`` is
+    told how each login ended (the metrics); ``alias_passwords`` checks the vanity aliases'
+    passwords (``passwords``, unless given)."""
     trail = AuditTrail(stores.audit, clock, settings.audit)
-    throttle = LoginThrottle(stores, settings.login)
+    throttle = LoginThrottle(stores.counters, settings.login)
     sessions = Sessions(stores.sessions, clock, trail, settings.reauth_seconds)
     factors = Factors(stores.mfa, sessions, trail, clock, settings.mfa)
     users = Users(stores.users, passwords, throttle, sessions, trail, clock, settings.login)
-    blobs = blobs or open_blob_store(settings)
+    blobs = blob_stores.blobs
     account_settings = AccountSettings(stores.account_settings, clock, trail)
     reach = Reach(stores.files, stores.folders, stores.bindings)
     alias_passwords = alias_passwords or passwords
@@ -105,7 +106,6 @@ def make_policy(
         stores.alias_views,
         stores.files,
         stores.counters,
-        stores.keys,
         reach,
         alias_passwords,
         clock,
@@ -121,7 +121,7 @@ def make_policy(
     )
     files = Files(
         stores.files,
-        blobs,
+        blob_stores,
         clock,
         settings.max_files_per_account,
         reach,
@@ -145,7 +145,7 @@ def make_policy(
         ),
         sessions=sessions,
         api_keys=api_keys,
-        leak_reports=LeakReports(stores.api_keys, stores.counters, stores.keys, trail, clock),
+        leak_reports=LeakReports(stores.api_keys, stores.counters, trail, clock),
         audit=trail,
         files=files,
         folders=Folders(
@@ -178,6 +178,7 @@ def make_policy(
         alias_access=alias_access,
         uploaders=Uploaders(api_keys, reach),
         uploads=ResumableUploads(
-            stores.uploads, open_partials(blobs), blobs, files, clock, settings.uploads
+            stores.uploads, blob_stores.partials, blobs, files, clock, settings.uploads
         ),
+        readiness=Readiness(stores, blobs),
     )

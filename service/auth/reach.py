@@ -40,12 +40,12 @@ lies in its subtree. No key is involved there: a link reaches what its alias nam
 from __future__ import annotations
 
 from service.domain.credentials import is_valid_id
+from service.domain.cursors import encode_folder_cursor
 from service.domain.principal import Principal
 from service.domain.records import AliasRecord, FilePage, FileRecord, FolderPage, FolderRecord
+from service.domain.stored_forms import child_member, file_record, folder_record
 from service.errors import ApiError, Code
-from service.store.bindings import BindingsStore
-from service.store.files import FilesStore, file_record
-from service.store.folders import FoldersStore, child_member, encode_cursor, folder_record
+from service.store.protocols import BindingsStore, FilesStore, FoldersStore
 
 # A bound key's check answers (``service.store.bindings``).
 _INSIDE = 1
@@ -209,7 +209,7 @@ class Reach:
         page = members[:limit]
         more = len(members) > limit
         return FolderPage(
-            [record for _, record in page], encode_cursor(page[-1][0]) if more else None
+            [record for _, record in page], encode_folder_cursor(page[-1][0]) if more else None
         )
 
     async def files_page(self, principal: Principal, limit: int, after: str | None) -> FilePage:

@@ -28,13 +28,11 @@ from service.clock import Clock
 from service.config import SessionSettings
 from service.domain import audit_events as audit
 from service.domain import credentials
+from service.domain.outcomes import AccountGone
 from service.domain.principal import Principal
 from service.domain.records import SessionStanding
 from service.errors import ApiError, Code
-from service.store.errors import AccountGone
-from service.store.mfa import MfaStore
-from service.store.mfa_answers import MfaAnswerStore
-from service.store.sessions import SessionStore
+from service.store.protocols import MfaAnswerStore, MfaStore, SessionStore
 
 CHALLENGE_MS = 5 * 60_000
 

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from service.auth.aliases import Aliases
 from service.domain.credentials import is_valid_id
-from service.store.blobs import BlobStore
-from service.store.folder_removal import FolderRemovalStore
+from service.store.protocols import FolderRemovalStore
+from service.store.protocols.blobs import BlobStore
 
 log = logging.getLogger("service.auth.removals")
 

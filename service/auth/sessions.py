@@ -18,7 +18,7 @@ from service.domain import credentials
 from service.domain.principal import Principal
 from service.domain.records import SessionRecord, SessionStanding
 from service.errors import ApiError, Code
-from service.store.sessions import SessionStore
+from service.store.protocols import SessionStore
 
 
 class Sessions:

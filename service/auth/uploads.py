@@ -38,13 +38,11 @@ from service.clock import Clock
 from service.config import UploadSettings
 from service.domain import audit_events as audit
 from service.domain import sha256_state
+from service.domain.blobs import BlobMissing, Partial, Source, Written
 from service.domain.credentials import is_valid_id, new_id
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, Unset
-from service.errors import ApiError, Code
-from service.store.blobs import BlobMissing, BlobStore, Source, Written
-from service.store.partial_blobs import Partial, PartialBlobs
-from service.store.uploads import (
+from service.domain.uploads import (
     ADDED,
     BUSY,
     ELSEWHERE,
@@ -53,8 +51,10 @@ from service.store.uploads import (
     TOO_MANY,
     TOO_MANY_BYTES,
     UploadRecord,
-    UploadStore,
 )
+from service.errors import ApiError, Code
+from service.store.protocols import UploadStore
+from service.store.protocols.blobs import BlobStore, PartialBlobs
 
 log = logging.getLogger("service.auth.uploads")
 

@@ -19,7 +19,7 @@ from service.domain import credentials
 from service.domain.principal import Principal
 from service.domain.records import UserRecord
 from service.errors import ApiError, Code
-from service.store.users import UserStore
+from service.store.protocols import UserStore
 
 _EMAIL_CHAR = r"[^@\s\x00-\x1f\x7f]"
 _EMAIL_PATTERN = re.compile(rf"^{_EMAIL_CHAR}{{1,64}}@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$")

@@ -35,9 +35,10 @@ from service.cli.parser import AS_MODULE, INSTALLED, command_parser
 from service.cli.prompts import Refused
 from service.config import ConfigError, Settings, load_settings
 from service.config.generated_key import with_generated_key
+from service.domain.blobs import StorageFull
 from service.errors import ApiError
 from service.observability.log_lines import write_line
-from service.store.blobs import FILES_DIRECTORY, StorageFull
+from service.store.blobs import FILES_DIRECTORY
 from service.store.embedded import EmbeddedStoreError
 
 __all__ = ["AS_MODULE", "INSTALLED", "main"]

@@ -22,10 +22,12 @@ from collections.abc import AsyncIterator
 from service.cli.prompts import Refused, counted
 from service.cli.store import opened
 from service.config import Settings
+from service.domain.blobs import BlobMissing, ChunkSource
+from service.domain.cursors import decode_file_cursor
 from service.domain.records import FileRecord
-from service.store.blobs import FILES_DIRECTORY, BlobMissing, BlobStore, ChunkSource
+from service.store.blobs import FILES_DIRECTORY
 from service.store.directory_blobs import DirectoryBlobs
-from service.store.files import decode_cursor
+from service.store.protocols.blobs import BlobStore
 from service.store.s3_blobs import S3Blobs
 from service.store.stores import Stores
 
@@ -42,7 +44,7 @@ async def _records(store: Stores, user_ids: list[str]) -> AsyncIterator[FileReco
                 yield record
             if page.next_cursor is None:
                 break
-            after = decode_cursor(page.next_cursor)
+            after = decode_file_cursor(page.next_cursor)
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
 from service.clock import SystemClock
 from service.config import Settings
-from service.store.blob_stores import open_blob_store
+from service.store.blob_stores import blob_stores_over, open_blob_store
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError
 from service.store.stores import Stores, open_stores
 from service.store.topology import connect_client
@@ -35,7 +35,8 @@ async def opened(settings: Settings) -> AsyncIterator[tuple[Policy, Stores]]:
     store = open_stores(client, settings.redis_prefix)
     blobs = open_blob_store(settings)
     try:
-        yield make_policy(store, passwords, SystemClock(), settings, blobs), store
+        policy = make_policy(store, blob_stores_over(blobs), passwords, SystemClock(), settings)
+        yield policy, store
     finally:
         await blobs.close()
         passwords.close()

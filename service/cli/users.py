@@ -14,8 +14,8 @@ from service.cli.prompts import Refused, confirmed, counted, read_password
 from service.cli.store import opened
 from service.clock import iso
 from service.config import Settings
+from service.domain.cursors import decode_file_cursor
 from service.errors import ApiError, Code
-from service.store.files import decode_cursor
 from service.store.stores import Stores
 
 
@@ -31,7 +31,7 @@ async def _account_file_ids(store: Stores, user_id: str) -> list[str]:
         ids += [record.id for record in page.files]
         if page.next_cursor is None:
             return ids
-        after = decode_cursor(page.next_cursor)
+        after = decode_file_cursor(page.next_cursor)
 
 
 async def _what_deletion_ends(accounts: Policy, user_id: str) -> str:

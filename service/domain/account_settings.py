@@ -127,3 +127,15 @@ def decode(stored: dict[str, str]) -> dict[str, Any]:
                 raise ValueError(name)
             values[name] = int(raw)
     return values
+
+
+CHANGED = 0
+
+
+ACCOUNT_GONE = -1
+
+
+FOLDER_GONE = -2
+
+
+DONE = 1

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import re
 import secrets
+from dataclasses import dataclass
 
 from service.domain.credentials import BASE62, is_valid_id
+from service.domain.records import AliasRecord
+from service.errors import CorruptRecord
 
 SLUG_MIN, SLUG_MAX = 3, 64
 SLUG_RULE = (
@@ -126,3 +129,59 @@ def alias_created_at(alias_id: str) -> int | None:
     for char in alias_id[4 : 4 + _TIME_CHARS]:
         created = created * 62 + BASE62.index(char)
     return created
+
+
+# An unusable alias, a usable one, one that needs its password.
+UNUSABLE, USABLE, PASSWORD = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What ``view`` found: ``status``, and for a usable or protected alias its owner, id and
+    target, its views after this one (usable) or its password's hash (protected), and whether
+    it has a view limit (usable)."""
+
+    status: int
+    user_id: str = ""
+    alias_id: str = ""
+    target_id: str = ""
+    views: int = 0
+    password_hash: str | None = None
+    limited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AliasEntry:
+    """An entry as read: the alias with whose account it is, and its password's hash."""
+
+    user_id: str
+    record: AliasRecord
+    password_hash: str | None
+    switched_off: bool
+
+
+# A member of the index under way (pending) for longer than this was left by a change cut short.
+PENDING_MS = 60_000
+
+
+ALIAS_MEMBER = re.compile(r"^(fil|fld)_[0-9A-Za-z]{22}:[A-Za-z0-9_-]{3,64}$")
+
+
+def index_member(target_id: str, slug: str) -> str:
+    return f"{target_id}:{slug}"
+
+
+def member_parts(value: str) -> tuple[str, str]:
+    """A member's target and slug; ``CorruptRecord`` for anything else."""
+    if not ALIAS_MEMBER.match(value):
+        raise CorruptRecord()
+    return value[:26], value[27:]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A member of the index and what its entry holds (None: no entry of its own)."""
+
+    value: str
+    score: int
+    entry: AliasEntry | None

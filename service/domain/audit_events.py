@@ -10,6 +10,7 @@ account, bounded.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from service.domain import credentials
@@ -187,3 +188,25 @@ def event(
         "target": target,
         "changes": changes,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    seq: int
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    events: list[StoredEvent]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """Events to record together: their time, the trail's bounds, and each event's JSON."""
+
+    at: int  # ms
+    retention_ms: int
+    max_events: int
+    events: tuple[dict[str, Any], ...]

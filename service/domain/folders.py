@@ -9,6 +9,8 @@ display only, never a path; so it is refused, rather than cleaned, when cleaning
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
+from enum import IntEnum
 
 from service.domain.files import MAX_NAME_LENGTH, display_name
 
@@ -41,3 +43,26 @@ def name_key(name: str) -> str:
     and ``STRASSE`` clash) and the Unicode form it was typed in. Never holds NUL (a kept name
     has no control characters), which separates the key from the id in the store's members."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+
+
+class Outcome(IntEnum):
+    """What a folder script answered."""
+
+    DONE = 1
+    ACCOUNT_GONE = -1
+    NOT_FOUND = -2  # the folder (or the parent a creation names) is not a live folder
+    TOO_DEEP = -3
+    NAME_TAKEN = -4
+    LIMIT_REACHED = -5
+    DESTINATION_NOT_FOUND = -6
+    CYCLE = -7
+    NOT_EMPTY = -8
+    CHANGED = -9  # the record is no longer the one read: read it again
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """A script's outcome, and whether the account has a deletion to finish."""
+
+    outcome: Outcome
+    pending: bool = False

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from service.store.audit import RECORD_EVENTS, EventBatch
+from service.domain.audit_events import EventBatch
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
 
@@ -55,11 +56,6 @@ return 1
 """
 )
 
-CHANGED = 0
-ACCOUNT_GONE = -1
-FOLDER_GONE = -2
-DONE = 1
-
 
 class AccountSettingsStore:
     """The accounts' settings over the service's Redis client."""
@@ -100,5 +96,5 @@ class AccountSettingsStore:
             args += [name, value or ""]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         return int(await self._change(keys=keys, args=args))

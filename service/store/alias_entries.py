@@ -12,12 +12,11 @@ served meanwhile). Only what is set is stored: an alias without limits is four s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
 
-from service.domain.aliases import alias_created_at
+from service.domain.aliases import AliasEntry, alias_created_at
 from service.domain.records import AliasRecord
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
@@ -88,16 +87,6 @@ else
 end
 return 1
 """
-
-
-@dataclass(frozen=True, slots=True)
-class AliasEntry:
-    """An entry as read: the alias with whose account it is, and its password's hash."""
-
-    user_id: str
-    record: AliasRecord
-    password_hash: str | None
-    switched_off: bool
 
 
 def stored_id(prefixed: str) -> str:

@@ -18,12 +18,12 @@ served only after its view was counted. A view counted for an answer that then i
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from service.domain.aliases import PASSWORD, UNUSABLE, USABLE, View
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 
@@ -116,24 +116,6 @@ end
 return {seen, redis.call('HGET', KEYS[3], ARGV[9]), wait}
 """
 )
-
-# An unusable alias, a usable one, one that needs its password.
-UNUSABLE, USABLE, PASSWORD = 0, 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """What ``view`` found: ``status``, and for a usable or protected alias its owner, id and
-    target, its views after this one (usable) or its password's hash (protected), and whether
-    it has a view limit (usable)."""
-
-    status: int
-    user_id: str = ""
-    alias_id: str = ""
-    target_id: str = ""
-    views: int = 0
-    password_hash: str | None = None
-    limited: bool = False
 
 
 _NOT_USABLE = View(UNUSABLE)

@@ -54,24 +54,18 @@ without one.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
 
-from service.domain.aliases import alias_created_at
+from service.domain.aliases import Listed, alias_created_at, index_member, member_parts
+from service.domain.audit_events import EventBatch
 from service.domain.records import AliasRecord
 from service.errors import CorruptRecord
-from service.store.alias_entries import AliasEntries, AliasEntry, entry_fields, entry_of
-from service.store.audit import RECORD_EVENTS, EventBatch, member
+from service.store.alias_entries import AliasEntries, entry_fields, entry_of
+from service.store.audit import RECORD_EVENTS, batch_args, member
 from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
-
-# A member of the index under way (pending) for longer than this was left by a change cut short.
-PENDING_MS = 60_000
 
 # Step (1) of a creation: -1 the account is gone, -2 the bound is reached, -3 the target is not
 # live; else {1, the kill switch (1: the account's public aliases are off)}. KEYS: user, index,
@@ -213,52 +207,6 @@ end
 return found
 """
 
-_MEMBER = re.compile(r"^(fil|fld)_[0-9A-Za-z]{22}:[A-Za-z0-9_-]{3,64}$")
-
-
-def index_member(target_id: str, slug: str) -> str:
-    return f"{target_id}:{slug}"
-
-
-def member_parts(value: str) -> tuple[str, str]:
-    """A member's target and slug; ``CorruptRecord`` for anything else."""
-    if not _MEMBER.match(value):
-        raise CorruptRecord()
-    return value[:26], value[27:]
-
-
-class BadCursor(ValueError):
-    """Not a cursor of a page of aliases."""
-
-
-def encode_cursor(score: int, value: str) -> str:
-    return base64.urlsafe_b64encode(f"{score}|{value}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    """The position (score, member) a cursor names; a page starts after it. Else ``BadCursor``."""
-    if not 1 <= len(cursor) <= 160 or not cursor.isascii():
-        raise BadCursor()
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadCursor() from None
-    score, bar, value = text.partition("|")
-    if not bar or not score.isdigit() or len(score) > 16 or not _MEMBER.match(value):
-        raise BadCursor()
-    if encode_cursor(int(score), value) != cursor:
-        raise BadCursor()
-    return int(score), value
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """A member of the index and what its entry holds (None: no entry of its own)."""
-
-    value: str
-    score: int
-    entry: AliasEntry | None
-
 
 class AliasStore:
     """The accounts' indexes of their aliases, and their aliases' entries (``entries``), over
@@ -304,7 +252,7 @@ class AliasStore:
         ]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         outcome, off = await self._add(keys=keys, args=args)
         return int(outcome), bool(off)
 
@@ -403,7 +351,7 @@ class AliasStore:
         args: list[str | int] = [value, created_at, new_value or "", now]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         return bool(await self._admit(keys=keys, args=args))
 
     async def remove_members(
@@ -425,7 +373,7 @@ class AliasStore:
             args += ["retract", *(member(event) for event in retract.events)]
         elif events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args += ["record", *events.args()]
+            args += ["record", *batch_args(events)]
         await self._remove_members(keys=keys, args=args)
 
     # -- the kill switch -----------------------------------------------------------------------

@@ -14,12 +14,12 @@ from collections.abc import Callable
 import orjson
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch
+from service.domain.outcomes import GONE_REVOKED, AccountGone, FolderNotLive, KeyChanged
 from service.domain.records import KeyChanges, KeyRecord
 from service.errors import CorruptRecord
-from service.store.audit import RECORD_EVENTS, AuditStore, EventBatch
-from service.store.errors import AccountGone, FolderNotLive, KeyChanged
+from service.store.audit import RECORD_EVENTS, AuditStore, batch_args
 from service.store.fields import (
-    GONE_REVOKED,
     KEY_EXPIRED_GRACE_MS,
     apply_changes,
     decode_key_metadata,
@@ -224,7 +224,7 @@ class ApiKeyStore:
             else:  # the creation is recorded in the step that confirms it
                 confirmed = await self._confirm_key(
                     keys=[*account, self.keys.account_audit(user_id)],
-                    args=[key_id, *events.args()],
+                    args=[key_id, *batch_args(events)],
                 )
         except BaseException:
             await self.redis.delete(entry)

@@ -17,15 +17,13 @@ runs before the script's own writes, so a failed event write leaves the change u
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch, EventPage, StoredEvent
+from service.domain.cursors import encode_event_cursor
 from service.errors import CorruptRecord
 from service.store.keys import RedisKeys
 
@@ -92,62 +90,14 @@ end
 return found
 """
 
-_SCORE = re.compile(r"^[1-9][0-9]{0,15}$")
 
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    seq: int
-    event: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class EventPage:
-    events: list[StoredEvent]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class EventBatch:
-    """Events to record together: their time, the trail's bounds, and each event's JSON."""
-
-    at: int  # ms
-    retention_ms: int
-    max_events: int
-    events: tuple[dict[str, Any], ...]
-
-    def args(self) -> list[str | int]:
-        return [
-            self.at,
-            self.retention_ms,
-            self.max_events,
-            *(member(event) for event in self.events),
-        ]
+def batch_args(batch: EventBatch) -> list[str | int]:
+    """A batch as ``RECORD_EVENTS`` takes it, after the script's own arguments."""
+    return [batch.at, batch.retention_ms, batch.max_events, *(member(e) for e in batch.events)]
 
 
 def member(event: dict[str, Any]) -> str:
     return f"{event['type']}:" + orjson.dumps(event).decode()
-
-
-class BadCursor(ValueError):
-    """Not a cursor: not the shape of a position in the list (any such position is one)."""
-
-
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(str(seq).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    """The sequence number a cursor names; a page starts below it. Else ``BadCursor``."""
-    if not 1 <= len(cursor) <= 32 or not cursor.isascii():
-        raise BadCursor()
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadCursor() from None
-    if not _SCORE.match(text) or encode_cursor(int(text)) != cursor:
-        raise BadCursor()
-    return int(text)
 
 
 def _decode(raw: str, score: str) -> StoredEvent:
@@ -179,7 +129,7 @@ class AuditStore:
     async def record(self, user_id: str, batch: EventBatch) -> None:
         """Record the batch's events (in their order, one atomic step)."""
         if batch.events:
-            await self._record(keys=[self.keys.account_audit(user_id)], args=batch.args())
+            await self._record(keys=[self.keys.account_audit(user_id)], args=batch_args(batch))
 
     async def matching(self, user_id: str, kind: str, containing: str) -> list[dict[str, Any]]:
         """Every event of ``kind`` whose JSON holds ``containing`` (``ZSCAN ... MATCH``: a
@@ -208,5 +158,5 @@ class AuditStore:
         events = [_decode(reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
         more = len(events) > limit
         events = events[:limit]
-        next_cursor = encode_cursor(events[-1].seq) if more and events else None
+        next_cursor = encode_event_cursor(events[-1].seq) if more and events else None
         return EventPage(events, next_cursor)

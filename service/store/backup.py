@@ -30,44 +30,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 
+from service.domain.backup import Record, Snapshot
+from service.domain.outcomes import PauseTooLong
 from service.domain.records import FileRecord
-from service.store.files import file_record
+from service.domain.stored_forms import file_record
 from service.store.keys import RedisKeys
 
 # Keys asked for per SCAN, and records read or written per pipelined round trip.
 _SCAN_COUNT = 1000
 _BATCH = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One key as ``DUMP`` serialises it, and when it expires (absolute ms; None: never)."""
-
-    key: str
-    expire_at: int | None
-    dump: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    taken_at: int  # the store's clock (ms) when writes were paused
-    records: int
-    files: list[FileRecord]  # every file record the snapshot holds
-    paused_ms: int
-    server: str  # the engine and version of the (first) master, e.g. "valkey 8.1.1"
-
-
-class PauseTooLong(Exception):
-    """The snapshot took longer than the pause: writes may have landed while it was read."""
-
-    def __init__(self, took_ms: int, max_pause_ms: int) -> None:
-        super().__init__(f"reading the store took {took_ms} ms, longer than the {max_pause_ms} ms")
-        self.took_ms, self.max_pause_ms = took_ms, max_pause_ms
 
 
 def _glob_escaped(text: str) -> str:
@@ -81,6 +56,7 @@ class BackupStore:
     def __init__(self, redis: Any, keys: RedisKeys) -> None:
         self._redis = redis
         self.keys = keys
+        self.prefix = keys.prefix
         self._pattern = _glob_escaped(keys.prefix) + ":*"
 
     async def _masters(self) -> list[Any]:

@@ -24,10 +24,11 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from service.domain.cursors import encode_file_cursor
 from service.domain.records import FilePage, FolderRecord
+from service.domain.stored_forms import FILE_POSITION_LENGTH, file_record, folder_record
 from service.errors import CorruptRecord
-from service.store.files import encode_cursor, file_record
-from service.store.folders import FOLDERS_LUA, folder_record
+from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, PipelinedRedis, ScriptCall
 
@@ -271,7 +272,6 @@ return found
 
 # Members of the account's order one page of a bound key's files examines at least.
 SCAN_BOUND = 1000
-_POSITION_LENGTH = 13 + 1 + 26  # ``<created ms, 13 digits>:<file id>``
 
 
 class _Script:
@@ -372,16 +372,16 @@ class BindingsStore:
                 "+" if after is None else "(" + after,
                 limit + 1,
                 max(SCAN_BOUND, limit + 1),
-                _POSITION_LENGTH,
+                FILE_POSITION_LENGTH,
             ],
         )
         status, stopped, members = int(found[0]), found[1] if len(found) > 1 else "", found[2:]
         files = [file_record(member) for member in members[:limit]]
         if len(members) > limit:
             last = files[-1]
-            next_cursor = encode_cursor(f"{last.created_at:013d}:{last.id}")
+            next_cursor = encode_file_cursor(f"{last.created_at:013d}:{last.id}")
         elif stopped:
-            next_cursor = encode_cursor(stopped)
+            next_cursor = encode_file_cursor(stopped)
         else:
             next_cursor = None
         return status, FilePage(files, next_cursor)

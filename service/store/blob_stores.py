@@ -1,16 +1,20 @@
 """The blob store the settings name (``FILEHOST_BLOB_STORE``): the data directory's files, or an
-S3-compatible object store; and where each keeps resumable uploads' bytes. What the
-application, the command line and the benchmark open."""
+S3-compatible object store; where each keeps resumable uploads' bytes, and the small files'
+bytes served from memory over it. What the application, the command line and the benchmark
+open."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from service.config import Settings
-from service.store.blobs import FILES_DIRECTORY, BlobStore
+from service.store.blobs import FILES_DIRECTORY
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.directory_partials import DirectoryPartials
-from service.store.partial_blobs import PartialBlobs
+from service.store.protocols.blobs import BlobStore, PartialBlobs
 from service.store.s3_blobs import S3Blobs
 from service.store.s3_partials import S3Partials
+from service.store.small_blobs import SmallBlobs
 
 
 def open_blob_store(settings: Settings) -> BlobStore:
@@ -26,3 +30,15 @@ def open_partials(blobs: BlobStore) -> PartialBlobs:
         return S3Partials(blobs)
     assert isinstance(blobs, DirectoryBlobs), blobs
     return DirectoryPartials(blobs)
+
+
+@dataclass(frozen=True, slots=True)
+class BlobStores:
+    blobs: BlobStore
+    partials: PartialBlobs
+    small: SmallBlobs
+
+
+def blob_stores_over(blobs: BlobStore) -> BlobStores:
+    """``blobs``, with where it keeps resumable uploads' bytes and its small files' cache."""
+    return BlobStores(blobs, open_partials(blobs), SmallBlobs(blobs))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from service.store.fields import int_field
+from service.store.keys import RedisKeys
 
 # Reserves one login attempt on one failure counter before any password work, or refuses it:
 # the check and the count are one step, so however many logins run at once on however many
@@ -43,10 +44,31 @@ return redis.call('DECR', KEYS[1])
 
 
 class CounterStore:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, keys: RedisKeys) -> None:
         self.redis = redis
+        self._keys = keys
         self._reserve_attempt = redis.register_script(_RESERVE_ATTEMPT)
         self._release_attempt = redis.register_script(_RELEASE_ATTEMPT)
+
+    # The counters' names: what the policy reserves, releases and clears.
+
+    def login_failures_by_email(self, email_digest: str) -> str:
+        return self._keys.login_failures_by_email(email_digest)
+
+    def login_failures_by_address(self, address: str) -> str:
+        return self._keys.login_failures_by_address(address)
+
+    def leak_reports_by_address(self, address: str) -> str:
+        return self._keys.leak_reports_by_address(address)
+
+    def alias_guesses_by_alias_address(self, alias_id: str, address: str) -> str:
+        return self._keys.alias_guesses_by_alias_address(alias_id, address)
+
+    def alias_guesses_by_alias(self, alias_id: str) -> str:
+        return self._keys.alias_guesses_by_alias(alias_id)
+
+    def alias_guesses_by_address(self, address: str) -> str:
+        return self._keys.alias_guesses_by_address(address)
 
     async def reserve(self, counters: list[tuple[str, int]], window_ms: int) -> list[int]:
         """Reserve one attempt on each ``(counter, limit)``, in one round trip: for each, 0 when

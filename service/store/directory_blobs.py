@@ -27,16 +27,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from service.store.blobs import (
-    BLOB_ID,
-    READ_CHUNK,
-    Blob,
-    BlobMissing,
-    Source,
-    StorageFull,
-    Written,
-    checked,
-)
+from service.domain.blobs import READ_CHUNK, Blob, BlobMissing, Source, StorageFull, Written
+from service.store.blobs import BLOB_ID, checked
 from service.store.file_writes import (
     WRITING_THREADS,
     FileWriter,

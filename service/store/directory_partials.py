@@ -19,11 +19,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from service.domain.blobs import BlobMissing, Commit, Partial, StorageFull
 from service.domain.credentials import is_valid_id
-from service.store.blobs import BlobMissing, StorageFull, checked
+from service.store.blobs import checked
 from service.store.directory_blobs import DirectoryBlobs, rename_durably
 from service.store.file_writes import FileWriter, open_for_append
-from service.store.partial_blobs import Commit, Partial
 
 # An append commits its offset at least this often (each commit an fsync first), so a worker
 # that dies mid-request loses at most this much of it.

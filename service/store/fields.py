@@ -25,11 +25,6 @@ SESSION_EXPIRED_GRACE_MS = 3600 * 1000
 # entry went (``P:key-gone:…``), so that it is answered api_key_revoked or api_key_replaced
 # rather than invalid_api_key; bounded so revoked keys don't accumulate for ever.
 KEY_GONE_MS = 90 * 24 * 3600 * 1000
-# Why a secret stopped working, as its key-gone record says (then ``:<ms>``).
-GONE_REVOKED = "revoked"
-GONE_LEAKED = "leaked"
-GONE_REPLACED = "replaced"
-GONE_REASONS = (GONE_REVOKED, GONE_LEAKED, GONE_REPLACED)
 
 # The per-request lookup of a key reads these: user, key id, permission mask (with
 # ``BOUND_TO_FOLDERS`` beside the permissions for a key bound to folders, ``UPLOAD_ONLY`` for

@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from service.store.blobs import FILL_ROOM, Source
+from service.domain.blobs import FILL_ROOM, Source
 
 # The size of each of an upload's two buffers: a thread hop per batch rather than per piece the
 # network delivers.

@@ -27,19 +27,21 @@ Every record read back is checked; one that cannot be read raises ``CorruptRecor
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
-from typing import Any
-
-import orjson
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch
+from service.domain.cursors import encode_file_cursor
 from service.domain.folders import TOP
+from service.domain.outcomes import AccountGone, FolderGone
 from service.domain.records import FilePage, FileRecord
+from service.domain.stored_forms import (
+    FILE_POSITION_LENGTH,
+    file_member,
+    file_position,
+    file_record,
+)
 from service.errors import CorruptRecord
-from service.store.audit import RECORD_EVENTS, EventBatch, member
-from service.store.errors import AccountGone
+from service.store.audit import RECORD_EVENTS, batch_args, member
 from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis
@@ -186,73 +188,10 @@ return 1
 """
 _PLACING_BATCH = 500
 
-# A cursor names the last file of a page by the start of its member, ``<ms>:<id>``: every
-# member of a later file sorts before it, the file's own member (which goes on) after it.
-_POSITION = re.compile(r"^[0-9]{13}:fil_[0-9A-Za-z]{22}$")
-_POSITION_LENGTH = 13 + 1 + 26
-_FIELDS = ("id", "name", "size", "content_type", "sha256", "created_at", "folder_id")
-
-
-def file_position(record: FileRecord) -> str:
-    """Where a file sorts, in the order and in its folder's index."""
-    return f"{record.created_at:013d}:{record.id}"
-
-
-def file_member(record: FileRecord) -> str:
-    """How a file is stored: its position in the order, then its JSON record."""
-    fields = {name: getattr(record, name) for name in _FIELDS}
-    return f"{file_position(record)}:" + orjson.dumps(fields).decode()
-
 
 def _unplaced(member: str) -> bool:
     """A member recorded before folders existed: without ``folder_id``."""
-    return '"folder_id":' not in member[_POSITION_LENGTH + 1 :]
-
-
-def file_record(member: str) -> FileRecord:
-    """The record a stored member holds; ``CorruptRecord`` when it cannot be read."""
-    try:
-        value: Any = orjson.loads(member[_POSITION_LENGTH + 1 :])
-    except orjson.JSONDecodeError:
-        raise CorruptRecord() from None
-    if not isinstance(value, dict):
-        raise CorruptRecord()
-    try:
-        record = FileRecord(*(value[name] for name in _FIELDS[:-1]), value.get("folder_id"))
-    except KeyError:
-        raise CorruptRecord() from None
-    ints = (record.size, record.created_at)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
-        raise CorruptRecord()
-    texts = (record.id, record.name, record.content_type, record.sha256)
-    if not all(isinstance(v, str) for v in texts):
-        raise CorruptRecord()
-    if not (record.folder_id is None or isinstance(record.folder_id, str)):
-        raise CorruptRecord()
-    if member[: _POSITION_LENGTH + 1] != f"{record.created_at:013d}:{record.id}:":
-        raise CorruptRecord()
-    return record
-
-
-class BadCursor(ValueError):
-    """Not a cursor: not the shape of a position in the list (any such position is one)."""
-
-
-def encode_cursor(position: str) -> str:
-    return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    """The position (``<ms>:<id>``) a cursor names; a page starts after it. Else ``BadCursor``."""
-    if not 1 <= len(cursor) <= 64 or not cursor.isascii():
-        raise BadCursor()
-    try:
-        position = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadCursor() from None
-    if not _POSITION.match(position) or encode_cursor(position) != cursor:
-        raise BadCursor()
-    return position
+    return '"folder_id":' not in member[FILE_POSITION_LENGTH + 1 :]
 
 
 class FilesStore:
@@ -288,7 +227,9 @@ class FilesStore:
         files = [file_record(member) for member in members[:limit]]
         last = files[-1]
         next_cursor = (
-            encode_cursor(f"{last.created_at:013d}:{last.id}") if len(members) > limit else None
+            encode_file_cursor(f"{last.created_at:013d}:{last.id}")
+            if len(members) > limit
+            else None
         )
         return FilePage(files, next_cursor)
 
@@ -319,7 +260,7 @@ class FilesStore:
                 raise CorruptRecord()
             files.append(file_record(stored))
         more = len(positions) > limit
-        return FilePage(files, encode_cursor(positions[limit - 1]) if more else None)
+        return FilePage(files, encode_file_cursor(positions[limit - 1]) if more else None)
 
     async def _place_older_files(self, user_id: str) -> None:
         """Place every file recorded before folders existed in the top level's index (see the
@@ -333,7 +274,7 @@ class FilesStore:
             args: list[str] = []
             for stored in members:
                 if _unplaced(stored):
-                    position = stored[:_POSITION_LENGTH]
+                    position = stored[:FILE_POSITION_LENGTH]
                     args += [position[14:], stored, position]
             if args:
                 keys = [
@@ -343,7 +284,7 @@ class FilesStore:
                 await self._place_at_top(keys=keys, args=args)
             if len(members) < _PLACING_BATCH:
                 break
-            start = "(" + members[-1][:_POSITION_LENGTH]
+            start = "(" + members[-1][:FILE_POSITION_LENGTH]
         await self._redis.set(self.keys.top_files_placed(user_id), "1")
 
     async def get(self, user_id: str, file_id: str) -> FileRecord | None:
@@ -392,7 +333,7 @@ class FilesStore:
         ]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         added = await self._add_file(keys=keys, args=args)
         if added == -1:
             raise AccountGone()
@@ -429,7 +370,7 @@ class FilesStore:
         ]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         changed = await self._change_file(keys=keys, args=args)
         if changed == -2:
             raise FolderGone()
@@ -466,10 +407,6 @@ class FilesStore:
             args.append("record")
             if events is not None:
                 keys.append(self.keys.account_audit(user_id))
-                args.extend(events.args())
+                args.extend(batch_args(events))
         found = await self._delete_file(keys=keys, args=args)
         return None if found is None else found != 0
-
-
-class FolderGone(Exception):
-    """The folder a file was to be put in is not a live folder of the account."""

@@ -33,22 +33,16 @@ Every record read back is checked; one that cannot be read raises ``CorruptRecor
 
 from __future__ import annotations
 
-import base64
-import binascii
-from dataclasses import dataclass
-from enum import IntEnum
-
 from redis.asyncio import Redis
 
-from service.domain.credentials import is_valid_id
-from service.domain.folders import TOP, name_key
+from service.domain.audit_events import EventBatch
+from service.domain.cursors import encode_folder_cursor
+from service.domain.folders import TOP, Changed, Outcome, name_key
 from service.domain.records import FolderPage, FolderRecord
+from service.domain.stored_forms import child_member, folder_record, folder_value
 from service.errors import CorruptRecord
-from service.store.audit import RECORD_EVENTS, EventBatch
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.keys import RedisKeys
-
-# Where a detached folder's parent would be: the top of a subtree being deleted.
-DETACHED = "-"
 
 # The functions the folder scripts share. ``lineage(folders, f)``: f and its parents up to the
 # top, f first, or nil when f is not live (no record, or in a detached subtree); the guard only
@@ -319,83 +313,9 @@ return 0
 )
 
 
-class Outcome(IntEnum):
-    """What a folder script answered."""
-
-    DONE = 1
-    ACCOUNT_GONE = -1
-    NOT_FOUND = -2  # the folder (or the parent a creation names) is not a live folder
-    TOO_DEEP = -3
-    NAME_TAKEN = -4
-    LIMIT_REACHED = -5
-    DESTINATION_NOT_FOUND = -6
-    CYCLE = -7
-    NOT_EMPTY = -8
-    CHANGED = -9  # the record is no longer the one read: read it again
-
-
-@dataclass(frozen=True, slots=True)
-class Changed:
-    """A script's outcome, and whether the account has a deletion to finish."""
-
-    outcome: Outcome
-    pending: bool = False
-
-
 def place_of(folder_id: str | None) -> str:
     """The suffix of the indexes of a folder, or of the top level (None)."""
     return TOP if folder_id is None else folder_id
-
-
-def folder_value(record: FolderRecord, *, detached: bool = False) -> str:
-    """How a folder's record is stored (see the module)."""
-    parent = DETACHED if detached else (record.parent_id or "")
-    return f"{parent}:{record.created_at}:{record.updated_at}:{record.name}"
-
-
-def folder_record(folder_id: str, value: str) -> FolderRecord:
-    """The record a stored value holds; ``CorruptRecord`` when it cannot be read."""
-    parent, created, updated, name = [*value.split(":", 3), "", "", ""][:4]
-    if not (parent == "" or parent == DETACHED or is_valid_id(parent, "fld")):
-        raise CorruptRecord()
-    if not (created.isascii() and created.isdigit() and updated.isascii() and updated.isdigit()):
-        raise CorruptRecord()
-    if not name or value.count(":") < 3:
-        raise CorruptRecord()
-    return FolderRecord(folder_id, name, parent or None, int(created), int(updated))
-
-
-def child_member(record: FolderRecord) -> str:
-    """How a folder is kept in its parent's children: by name key, then id."""
-    return f"{name_key(record.name)}\0{record.id}"
-
-
-class BadCursor(ValueError):
-    """Not a cursor of a page of folders."""
-
-
-# A name key is at most 255 characters folded (each to at most 3), of up to 4 bytes each.
-_MEMBER_BYTES = 255 * 3 * 4 + 1 + 26
-
-
-def encode_cursor(member: str) -> str:
-    return base64.urlsafe_b64encode(member.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    """The child member a cursor names (a page starts after it); else ``BadCursor``."""
-    if not 1 <= len(cursor) <= (_MEMBER_BYTES * 4 + 2) // 3 or not cursor.isascii():
-        raise BadCursor()
-    try:
-        member = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadCursor() from None
-    key, nul, folder_id = member.rpartition("\0")
-    if not nul or not key or "\0" in key or not is_valid_id(folder_id, "fld"):
-        raise BadCursor()
-    if encode_cursor(member) != cursor:
-        raise BadCursor()
-    return member
 
 
 class FoldersStore:
@@ -453,7 +373,7 @@ class FoldersStore:
     ) -> Changed:
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         outcome, pending = await script(keys=keys, args=args)  # type: ignore[operator]
         return Changed(Outcome(outcome), bool(pending))
 
@@ -489,7 +409,7 @@ class FoldersStore:
                 raise CorruptRecord()
             folders.append(folder_record(member.rpartition("\0")[2], value))
         more = len(members) > limit
-        return FolderPage(folders, encode_cursor(members[limit - 1]) if more else None)
+        return FolderPage(folders, encode_folder_cursor(members[limit - 1]) if more else None)
 
     async def change(
         self,
@@ -552,7 +472,7 @@ class FoldersStore:
         ]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         return Outcome(await self._detach(keys=keys, args=args))
 
     async def inside(self, user_id: str, folder_id: str, ancestor_id: str | None) -> bool:

@@ -10,9 +10,10 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from service.store.audit import RECORD_EVENTS, EventBatch
+from service.domain.audit_events import EventBatch
+from service.domain.outcomes import GONE_REPLACED
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.fields import (
-    GONE_REPLACED,
     KEY_EXPIRED_GRACE_MS,
     KEY_GONE_MS,
     decode_key_metadata,
@@ -251,7 +252,7 @@ class KeyEntries:
         args += [len(binds), *binds]
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
-            args.extend(events.args())
+            args.extend(batch_args(events))
         return int_field(await self._change_key(keys=keys, args=args))
 
     async def write(self, user_id: str, key_id: str, meta: dict, now: int) -> None:

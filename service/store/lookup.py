@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from service.domain.outcomes import GONE_REASONS, KeyGone
 from service.domain.permissions import ENTRY_MASK_LIMIT
 from service.domain.records import ApiKeyEntry, KeyRules, RateLimit, RateVerdict, SessionEntry
 from service.errors import CorruptRecord
-from service.store.errors import KeyGone
-from service.store.fields import GONE_REASONS, KEY_FIELD_COUNT, KEY_FIELDS, SESSION_FIELDS
+from service.store.fields import KEY_FIELD_COUNT, KEY_FIELDS, SESSION_FIELDS
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
 

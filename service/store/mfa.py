@@ -11,13 +11,13 @@ sealed secrets, digests and public keys only, never a code or a secret in clear.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import orjson
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch
+from service.domain.factors import MfaState, Passkey
 from service.errors import CorruptRecord
-from service.store.audit import RECORD_EVENTS, EventBatch
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.keys import RedisKeys
 
 # A pending TOTP enrolment replaces any earlier one, unless TOTP is enabled (2) or the user is
@@ -196,36 +196,6 @@ return 1
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Passkey:
-    """A passkey as stored: never secret (a public key), but never shown beyond its name and
-    times either."""
-
-    id: str
-    name: str
-    credential_id: str  # base64url
-    public_key: str  # COSE, base64url
-    created_at: int
-    transports: tuple[str, ...]
-    sign_count: int
-    last_used_at: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class MfaState:
-    generation: int
-    totp_sealed: str | None
-    totp_enabled_at: int | None
-    totp_last_step: int
-    passkeys: list[Passkey]
-    recovery_codes_left: int
-    pending_expires_at: int | None
-
-    @property
-    def has_factor(self) -> bool:
-        return self.totp_sealed is not None or bool(self.passkeys)
-
-
 def _passkey(passkey_id: str, raw: str, use: str | None) -> Passkey:
     try:
         meta = orjson.loads(raw)
@@ -343,7 +313,7 @@ class MfaStore:
                     keys.account_recovery_codes(user_id),
                     keys.account_audit(user_id),
                 ],
-                args=[sealed, now, step, len(codes), *codes, *events.args()],
+                args=[sealed, now, step, len(codes), *codes, *batch_args(events)],
             )
         )
 
@@ -357,7 +327,7 @@ class MfaStore:
                     keys.account_passkeys(user_id),
                     keys.account_audit(user_id),
                 ],
-                args=events.args(),
+                args=batch_args(events),
             )
         )
 
@@ -374,7 +344,7 @@ class MfaStore:
                     keys.account_passkeys(user_id),
                     keys.account_audit(user_id),
                 ],
-                args=[len(codes), *codes, *events.args()],
+                args=[len(codes), *codes, *batch_args(events)],
             )
         )
 
@@ -406,7 +376,7 @@ class MfaStore:
                     most,
                     passkey.sign_count,
                     passkey.created_at,
-                    *events.args(),
+                    *batch_args(events),
                 ],
             )
         )
@@ -421,7 +391,7 @@ class MfaStore:
                     self.keys.account_passkey_uses(user_id),
                     self.keys.account_audit(user_id),
                 ],
-                args=[passkey_id, *events.args()],
+                args=[passkey_id, *batch_args(events)],
             )
         )
 
@@ -454,7 +424,7 @@ class MfaStore:
                     *self.keys.account_mfa_keys(user_id),
                     self.keys.account_audit(user_id),
                 ],
-                args=events.args(),
+                args=batch_args(events),
             )
         )
 

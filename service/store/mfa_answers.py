@@ -7,12 +7,13 @@ hash tag (``service.store.keys``), so each is one script. Holds digests only, ne
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch
+from service.domain.factors import LoginStep
 from service.errors import CorruptRecord
-from service.store.audit import RECORD_EVENTS, EventBatch
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.keys import RedisKeys
 
 # claim(kind, a, b, c): whether this answer's factor is claimed now, once. KEYS[1] mfa,
@@ -150,17 +151,6 @@ return 1
 """
 
 
-@dataclass(frozen=True, slots=True)
-class LoginStep:
-    """A login's second step as its entry holds it."""
-
-    expires_at: int
-    answers: int
-    generation: int
-    challenge: str | None  # base64url; None until WebAuthn options were asked for
-    password_hash: str
-
-
 def _login_step(raw: str) -> LoginStep:
     try:
         expires, answers, generation, challenge, password_hash = raw.split(":", 4)
@@ -244,7 +234,7 @@ class MfaAnswerStore:
         wrong."""
         args = [digest, now, most, *claim]
         if events is not None:
-            args += events.args()
+            args += batch_args(events)
         reply = await self._answer_login(
             keys=[*self._factor_keys(user_id), self.keys.account_mfa_logins(user_id)], args=args
         )
@@ -261,5 +251,5 @@ class MfaAnswerStore:
         """Claim a factor outside a login (``_CLAIM``), recording ``events`` when it is."""
         args = list(claim)
         if events is not None:
-            args += events.args()
+            args += batch_args(events)
         return bool(await self._claim_factor(keys=self._factor_keys(user_id), args=args))

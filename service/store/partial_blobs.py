@@ -11,52 +11,9 @@ an upload in a process between requests.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from service.store.blobs import FILL_ROOM, Source
-
-# Told the offset and state reached once the bytes before it are stored for good: the caller
-# records them (a PATCH cut off keeps what it had sent).
-Commit = Callable[[int, dict[str, Any]], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Partial:
-    """An upload's bytes so far: its id, the file id they become, how many there are, and the
-    backend's state."""
-
-    upload_id: str
-    blob_id: str
-    offset: int
-    state: dict[str, Any]
-
-
-class PartialBlobs(Protocol):
-    async def append(
-        self,
-        partial: Partial,
-        source: Source,
-        digests: list[Any],
-        commit: Commit | None,
-    ) -> tuple[int, dict[str, Any]]:
-        """Store what ``source`` fills after ``partial``'s bytes; the new offset and state.
-        Each new byte goes to every digest in ``digests``, in order. With ``commit``, every
-        stored stretch is committed as it is stored; a source that fails (the client gone)
-        keeps what it filled: stored, committed, then the failure raised. Without it (the
-        request carries a checksum of its bytes, checked before anything counts), nothing is
-        committed here, and bytes stored past ``partial.offset`` are dropped by the next
-        append from there."""
-        ...
-
-    async def finish(self, partial: Partial) -> None:
-        """Make the partial blob, now whole, the blob ``partial.blob_id``."""
-        ...
-
-    async def discard(self, partial: Partial) -> None:
-        """Remove the partial blob's bytes (an upload terminated, or expired)."""
-        ...
+from service.domain.blobs import FILL_ROOM, Source
 
 
 async def fill_keeping(

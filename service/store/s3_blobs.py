@@ -48,16 +48,8 @@ from botocore.exceptions import (
 )
 
 from service.config.settings import ObjectStoreSettings
-from service.store.blobs import (
-    BLOB_ID,
-    READ_CHUNK,
-    Blob,
-    BlobMissing,
-    Source,
-    StorageUnavailable,
-    Written,
-    checked,
-)
+from service.domain.blobs import READ_CHUNK, Blob, BlobMissing, Source, StorageUnavailable, Written
+from service.store.blobs import BLOB_ID, checked
 from service.store.s3_writes import (
     FIRST_BYTES,
     MultipartUpload,

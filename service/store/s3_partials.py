@@ -29,7 +29,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from service.store.partial_blobs import Commit, Partial, fill_keeping, hashed
+from service.domain.blobs import Commit, Partial
+from service.store.partial_blobs import fill_keeping, hashed
 from service.store.s3_blobs import S3Blobs, unavailable
 from service.store.s3_writes import PART_BYTES, PARTS_IN_FLIGHT
 

@@ -15,7 +15,7 @@ import contextlib
 import io
 from typing import TYPE_CHECKING, Any
 
-from service.store.blobs import FILL_ROOM, Source, Written
+from service.domain.blobs import FILL_ROOM, Source, Written
 
 if TYPE_CHECKING:
     from service.store.s3_blobs import S3Blobs

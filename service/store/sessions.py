@@ -9,11 +9,12 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from service.clock import Clock
+from service.domain.audit_events import EventBatch
 from service.domain.credentials import new_id
+from service.domain.outcomes import AccountGone
 from service.domain.records import SessionRecord, SessionStanding
 from service.errors import CorruptRecord
-from service.store.audit import RECORD_EVENTS, EventBatch
-from service.store.errors import AccountGone
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.fields import SESSION_EXPIRED_GRACE_MS, SESSION_LIST_FIELDS, int_field
 from service.store.keys import RedisKeys
 
@@ -223,7 +224,7 @@ class SessionStore:
         keys = [*account, self.keys.account_mfa(user_id)]
         args = [token_digest, password_hash or "", "" if factors is None else str(factors)]
         if events is not None:
-            keys, args = [*keys, self.keys.account_audit(user_id)], [*args, *events.args()]
+            keys, args = [*keys, self.keys.account_audit(user_id)], [*args, *batch_args(events)]
         try:
             confirmed = await self._confirm_session(keys=keys, args=args)
         except BaseException:

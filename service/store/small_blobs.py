@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from service.store.blobs import BlobMissing, BlobStore
+from service.domain.blobs import BlobMissing
+from service.store.protocols.blobs import BlobStore
 
 MAX_FILE_BYTES = 64 * 1024
 MAX_TOTAL_BYTES = 16 * 1024 * 1024

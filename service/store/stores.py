@@ -82,7 +82,7 @@ def open_stores(
         users=UserStore(redis, keys, aliases),
         sessions=SessionStore(redis, keys, clock or SystemClock()),
         api_keys=ApiKeyStore(redis, keys, audit),
-        counters=CounterStore(redis),
+        counters=CounterStore(redis, keys),
         audit=audit,
         files=FilesStore(redis, keys, hot),
         backup=BackupStore(redis, keys),

@@ -20,12 +20,12 @@ an upload another ``PATCH`` is writing), commits the bytes it stored only while 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
+from service.domain.uploads import ELSEWHERE, FINISHED, UploadRecord
 from service.store.keys import RedisKeys
 
 # Adds an upload when the account's live uploads stay within the bounds: 1 added, -1 too many,
@@ -137,28 +137,8 @@ redis.call('HDEL', KEYS[2], ARGV[3])
 return 1
 """
 
-ADDED, TOO_MANY, TOO_MANY_BYTES, ACCOUNT_GONE = 1, -1, -2, -3
 # How long an upload's record outlives its expiry: the sweep reads where its bytes are from it.
 EXPIRED_GRACE_MS = 7 * 24 * 3600 * 1000
-TAKEN, GONE, ELSEWHERE, BUSY, FINISHED = 1, 0, 2, 3, 4
-
-
-@dataclass(frozen=True, slots=True)
-class UploadRecord:
-    """An upload as stored: ``length`` None while deferred; ``done`` once finished."""
-
-    id: str
-    user_id: str
-    file_id: str
-    length: int | None
-    offset: int
-    expires_at: int
-    meta: dict[str, Any]
-    made_by: str  # a key's id, or "session"
-    state: dict[str, Any]
-    done: dict[str, Any] | None = None
-    # The running SHA-256's saved state, and the offset it has hashed up to.
-    sha: tuple[int, bytes] | None = None
 
 
 def _record(user_id: str, upload_id: str, fields: dict[str, str]) -> UploadRecord:

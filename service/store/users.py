@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch
 from service.domain.folders import TOP
 from service.domain.records import UserRecord
 from service.errors import CorruptRecord
 from service.store.aliases import AliasStore
-from service.store.audit import RECORD_EVENTS, EventBatch
+from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.fields import decode_key_metadata, named_digests
 from service.store.keys import RedisKeys
 
@@ -80,7 +81,7 @@ class UserStore:
             keys, args = [self.keys.user(user_id)], [password_hash]
         else:
             keys = [self.keys.user(user_id), self.keys.account_audit(user_id)]
-            args = [password_hash, *events.args()]
+            args = [password_hash, *batch_args(events)]
         return bool(await self._set_password(keys=keys, args=args))
 
     async def find_id(self, email: str) -> str | None:

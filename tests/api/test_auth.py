@@ -15,7 +15,7 @@ import pytest
 import redis as redis_sync
 
 import service.auth.passwords
-from service.api.context import STORE
+from service.app import STORE
 from service.domain import credentials
 from service.store.fields import SESSION_EXPIRED_GRACE_MS
 from tests.support.api import PASSWORD, SPEC_PERMISSIONS, Api, assert_error, bearer

@@ -17,11 +17,13 @@ from typing import Any
 import orjson
 import pytest
 
-from service.api.context import BLOBS, POLICY, SETTINGS, STORE
+from service.api.context import POLICY, SETTINGS
+from service.app import BLOBS, STORE
 from service.auth.backup import BackupError, Backups
 from service.clock import SystemClock
-from service.store.backup import BackupStore, PauseTooLong
-from service.store.blobs import ChunkSource
+from service.domain.blobs import ChunkSource
+from service.domain.outcomes import PauseTooLong
+from service.store.backup import BackupStore
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.s3_blobs import S3Blobs
 from tests.support.api import Api, assert_error, bearer

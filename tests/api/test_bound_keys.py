@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from service.api.context import STORE
+from service.app import STORE
 from service.domain.credentials import new_id
+from service.domain.folders import Outcome
 from service.domain.permissions import BOUND_TO_FOLDERS, to_mask
-from service.store.folders import Outcome, folder_record
+from service.domain.stored_forms import folder_record
 from tests.support.api import Api, assert_error, bearer
 from tests.support.bound import (
     FILES,

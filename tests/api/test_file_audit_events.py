@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.api.context import STORE
+from service.app import STORE
 from tests.support.api import Api, assert_error, bearer
 from tests.support.blobs import stored_names
 from tests.support.clock import FakeClock, iso_of

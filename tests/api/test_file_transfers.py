@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from service.api import sendfile
-from service.api.context import BLOBS
+from service.app import BLOBS
+from service.domain.blobs import ChunkSource
 from service.store import directory_blobs as blob_store
 from service.store import file_writes
-from service.store.blobs import ChunkSource
 from tests.support.api import Api, bearer
 from tests.support.blobs import is_directory
 from tests.support.files import multipart, uploaded

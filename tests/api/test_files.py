@@ -25,7 +25,7 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import BLOBS
+from service.app import BLOBS
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer

@@ -12,8 +12,10 @@ import orjson
 import pytest
 import redis as redis_sync
 
-from service.api.context import POLICY, STORE
-from service.store.folders import Outcome, folder_record
+from service.api.context import POLICY
+from service.app import STORE
+from service.domain.folders import Outcome
+from service.domain.stored_forms import folder_record
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock
 from tests.support.files import FILES_URL, upload, uploaded

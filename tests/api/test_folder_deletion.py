@@ -13,7 +13,8 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import BLOBS, POLICY, REMOVALS_AT_START
+from service.api.context import POLICY, REMOVALS_AT_START
+from service.app import BLOBS
 from service.auth.removals import Removals
 from service.store.folder_removal import FolderRemovalStore
 from tests.support.api import Api, assert_error, bearer

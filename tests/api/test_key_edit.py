@@ -17,9 +17,9 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import STORE
+from service.app import STORE
+from service.domain.outcomes import KeyChanged
 from service.store.api_keys import ApiKeyStore
-from service.store.errors import KeyChanged
 from service.store.fields import KEY_EXPIRED_GRACE_MS
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock, iso_of, parse_iso

@@ -15,7 +15,8 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import AUTHENTICATOR, POLICY, STORE
+from service.api.context import AUTHENTICATOR, POLICY
+from service.app import STORE
 from service.clock import iso
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock

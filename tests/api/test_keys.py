@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.api.context import STORE
+from service.app import STORE
 from service.domain import credentials
 from service.store.fields import KEY_EXPIRED_GRACE_MS
 from tests.support.api import SPEC_PERMISSIONS, Api, assert_error, bearer

@@ -15,7 +15,7 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.context import STORE
+from service.app import STORE
 from tests.support.api import PASSWORD, Api, bearer
 from tests.support.files import upload, uploaded
 from tests.support.keys import sha256_hex

@@ -192,7 +192,7 @@ async def test_only_a_session_may_change_the_password(api: Api) -> None:
 async def test_a_deleted_user_is_never_brought_back_by_a_change(
     api: Api, redis_client: redis_sync.Redis
 ) -> None:
-    from service.api.context import STORE
+    from service.app import STORE
 
     user = await api.create_user(EMAIL)
     await api.app[STORE].users.delete(user.id, EMAIL)
@@ -237,8 +237,8 @@ async def test_a_login_checked_against_the_old_password_opens_no_session_after_a
 async def test_a_session_is_confirmed_only_while_the_checked_hash_is_stored(
     api: Api, redis_client: redis_sync.Redis, clock: FakeClock
 ) -> None:
-    from service.api.context import STORE
-    from service.store.errors import AccountGone
+    from service.app import STORE
+    from service.domain.outcomes import AccountGone
 
     user = await api.create_user(EMAIL)
     store = api.app[STORE]

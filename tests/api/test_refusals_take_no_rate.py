@@ -143,7 +143,7 @@ async def test_a_rolled_keys_two_secrets_share_the_keys_one_rate_through_the_gra
 async def test_every_secret_of_a_rolled_key_has_its_entry_in_one_cluster_slot(
     api: Api,
 ) -> None:
-    from service.api.context import STORE
+    from service.app import STORE
 
     token = await api.user_with_session()
     key = await api.create_key(token)
@@ -196,7 +196,7 @@ ADDRESSES = [
 async def test_the_lookup_compares_addresses_as_the_authenticator_does(
     networks: list[str], api: Api
 ) -> None:
-    from service.api.context import STORE
+    from service.app import STORE
 
     store = api.app[STORE]
     token = await api.user_with_session()

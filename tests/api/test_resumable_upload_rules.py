@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.api.context import BLOBS, POLICY
+from service.api.context import POLICY
+from service.app import BLOBS
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.s3_blobs import S3Blobs
 from service.store.s3_partials import UPLOADS

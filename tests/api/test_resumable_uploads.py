@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from service.api.context import BLOBS
+from service.app import BLOBS
 from service.domain import sha256_state
 from tests.support.api import Api, bearer
 from tests.support.openapi import validator

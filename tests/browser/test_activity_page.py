@@ -18,7 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.async_api import Page, Route, expect
 
-from service.api.context import POLICY, STORE
+from service.api.context import POLICY
+from service.app import STORE
 from service.domain.audit_events import (
     EVENT_TYPES,
     FILE_DELETED,

@@ -22,8 +22,7 @@ import redis as redis_sync
 from aiohttp import web
 from playwright.async_api import Page, expect
 
-from service.api.context import BLOBS
-from service.app import create_app
+from service.app import BLOBS, create_app
 from service.config import Settings
 from service.store.directory_blobs import DirectoryBlobs
 from tests.support.browser import (

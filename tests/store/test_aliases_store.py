@@ -19,12 +19,10 @@ import pytest
 from redis.asyncio import Redis
 
 from service.config import Settings
-from service.domain.aliases import new_alias_id
+from service.domain.aliases import PASSWORD, UNUSABLE, USABLE, index_member, new_alias_id
 from service.domain.credentials import new_id
 from service.domain.records import AliasRecord, FileRecord
 from service.store.alias_entries import entry_fields
-from service.store.alias_views import PASSWORD, UNUSABLE, USABLE
-from service.store.aliases import index_member
 from service.store.pipelined import PipelinedRedis
 from service.store.stores import Stores, open_stores
 

@@ -12,14 +12,10 @@ import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
+from service.domain.audit_events import EventBatch
 from service.domain.credentials import new_id
-from service.store.audit import (
-    AuditStore,
-    BadCursor,
-    EventBatch,
-    decode_cursor,
-    encode_cursor,
-)
+from service.domain.cursors import BadCursor, decode_event_cursor, encode_event_cursor
+from service.store.audit import AuditStore
 from service.store.keys import RedisKeys
 
 USER = "usr_0000000000000000000000"
@@ -69,10 +65,10 @@ async def test_a_cursor_continues_below_its_event_and_new_events_never_reach_lat
     assert [s.event["n"] for s in first.events] == [4, 3]
     assert first.next_cursor is not None
     await trail.record(USER, batch(T0, event(T0, n=99)))
-    second = await trail.page(USER, 2, decode_cursor(first.next_cursor), None, since=0)
+    second = await trail.page(USER, 2, decode_event_cursor(first.next_cursor), None, since=0)
     assert [s.event["n"] for s in second.events] == [2, 1]
     assert second.next_cursor is not None
-    third = await trail.page(USER, 2, decode_cursor(second.next_cursor), None, since=0)
+    third = await trail.page(USER, 2, decode_event_cursor(second.next_cursor), None, since=0)
     assert [s.event["n"] for s in third.events] == [0]
     assert third.next_cursor is None
 
@@ -87,7 +83,7 @@ async def test_the_type_filter_reads_past_many_other_events_in_one_call(
 
     page = await trail.page(USER, 1, None, "key.created", since=0)
     assert [s.event["n"] for s in page.events] == [2]
-    rest = await trail.page(USER, 1, decode_cursor(page.next_cursor or ""), "key.created", 0)
+    rest = await trail.page(USER, 1, decode_event_cursor(page.next_cursor or ""), "key.created", 0)
     assert [s.event["n"] for s in rest.events] == [1]
     assert rest.next_cursor is None
     # A prefix of a type is not that type.
@@ -123,7 +119,7 @@ async def test_every_write_keeps_at_most_the_maximum_dropping_the_oldest(
 
 def test_cursors_round_trip_and_anything_else_is_refused() -> None:
     for seq in (1, T0 * 1000, 9_999_999_999_999_999):
-        assert decode_cursor(encode_cursor(seq)) == seq
+        assert decode_event_cursor(encode_event_cursor(seq)) == seq
     for bad in ("", "MA", "MDE", "-1", "MQ==", "MQ=", "x" * 33, "é", "MTIzYQ", "MS4w"):
         with pytest.raises(BadCursor):
-            decode_cursor(bad)
+            decode_event_cursor(bad)

@@ -14,9 +14,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from service.config import Settings
+from service.domain.backup import Record
 from service.domain.credentials import new_id
+from service.domain.outcomes import PauseTooLong
 from service.domain.records import FileRecord
-from service.store.backup import PauseTooLong, Record
 from service.store.stores import Stores, open_stores
 from service.store.topology import connect_client
 

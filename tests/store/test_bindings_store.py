@@ -20,10 +20,11 @@ from redis.asyncio import Redis
 
 from service.config import Settings
 from service.domain.credentials import new_id
+from service.domain.cursors import decode_file_cursor
+from service.domain.folders import Outcome
 from service.domain.records import FileRecord, FolderRecord
+from service.domain.stored_forms import folder_record
 from service.store import bindings
-from service.store.files import decode_cursor
-from service.store.folders import Outcome, folder_record
 from service.store.stores import Stores, open_stores
 
 NOW = 1_800_000_000_000
@@ -148,7 +149,7 @@ async def test_a_page_of_files_is_what_walking_each_files_parents_says(store: St
             found += [f.id for f in page.files]
             if page.next_cursor is None:
                 break
-            after = decode_cursor(page.next_cursor)
+            after = decode_file_cursor(page.next_cursor)
         assert found == expected, limit
 
 
@@ -162,7 +163,7 @@ async def test_a_page_examines_no_more_than_its_bound(
     monkeypatch.setattr(bindings, "SCAN_BOUND", 10)
     status, page = await store.bindings.files_page(USER, KEY, 5, None)
     assert status == 1 and page.files == [] and page.next_cursor is not None
-    assert decode_cursor(page.next_cursor).startswith(f"{NOW + 20:013d}:")
+    assert decode_file_cursor(page.next_cursor).startswith(f"{NOW + 20:013d}:")
 
 
 @pytest.mark.parametrize("metadata", ["gone", "damaged", "unbound", "bound to none"])
@@ -214,7 +215,7 @@ async def test_the_keys_top_level_and_where_its_uploads_go(store: Stores) -> Non
 
 
 async def test_binding_a_folder_that_is_not_live_writes_nothing(store: Stores) -> None:
-    from service.store.errors import FolderNotLive
+    from service.domain.outcomes import FolderNotLive
 
     live = await make(store, "Live")
     doomed = await make(store, "Doomed")

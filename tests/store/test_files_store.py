@@ -17,14 +17,15 @@ import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
+from service.domain.blobs import BlobMissing, ChunkSource, StorageFull
 from service.domain.credentials import new_id
+from service.domain.cursors import BadCursor, decode_file_cursor, encode_file_cursor
+from service.domain.outcomes import AccountGone
 from service.domain.records import FileRecord
 from service.store import directory_blobs as blob_store
 from service.store import file_writes
-from service.store.blobs import BlobMissing, ChunkSource, StorageFull
 from service.store.directory_blobs import DirectoryBlobs
-from service.store.errors import AccountGone
-from service.store.files import BadCursor, FilesStore, decode_cursor, encode_cursor
+from service.store.files import FilesStore
 from service.store.stores import open_stores
 
 USER = "usr_0000000000000000000000"
@@ -55,7 +56,7 @@ async def test_pages_are_newest_first_and_ties_are_broken_by_id(files: FilesStor
         seen += page.files
         if page.next_cursor is None:
             break
-        after = decode_cursor(page.next_cursor)
+        after = decode_file_cursor(page.next_cursor)
     assert seen == expected
     assert await files.count(USER) == 10
 
@@ -110,19 +111,19 @@ async def test_names_of_any_kind_survive_the_round_trip(files: FilesStore) -> No
         "x",
         "A" * 65,
         "MTIzOmZpbF94",  # "123:fil_x"
-        encode_cursor("1700000000000:fil_short"),
-        encode_cursor("1700000000000:fil_0000000000000000000000") + "=",
+        encode_file_cursor("1700000000000:fil_short"),
+        encode_file_cursor("1700000000000:fil_0000000000000000000000") + "=",
         "ＭＴＩ",
     ],
 )
 def test_cursors_not_made_here_are_refused(cursor: str) -> None:
     with pytest.raises(BadCursor):
-        decode_cursor(cursor)
+        decode_file_cursor(cursor)
 
 
 def test_a_cursor_round_trips() -> None:
     position = "1700000000000:fil_0000000000000000000000"
-    assert decode_cursor(encode_cursor(position)) == position
+    assert decode_file_cursor(encode_file_cursor(position)) == position
 
 
 # -- the directory backend ---------------------------------------------------------------------

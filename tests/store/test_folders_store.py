@@ -20,12 +20,13 @@ import pytest
 from redis.asyncio import Redis
 
 from service.config import Settings
+from service.domain import account_settings as settings_outcomes
 from service.domain.credentials import new_id
+from service.domain.folders import Outcome
+from service.domain.outcomes import FolderGone
 from service.domain.records import FileRecord, FolderRecord
-from service.store import account_settings as settings_outcomes
+from service.domain.stored_forms import file_member, folder_record
 from service.store import files as files_module
-from service.store.files import FolderGone
-from service.store.folders import Outcome, folder_record
 from service.store.stores import Stores, open_stores
 
 NOW = 1_800_000_000_000
@@ -113,9 +114,9 @@ async def test_children_come_by_name_then_id_in_pages_that_resume_after_a_name(
         seen += [record.name for record in page.folders]
         if page.next_cursor is None:
             break
-        from service.store.folders import decode_cursor
+        from service.domain.cursors import decode_folder_cursor
 
-        after = decode_cursor(page.next_cursor)
+        after = decode_folder_cursor(page.next_cursor)
     assert seen == sorted(names, key=str.casefold)
     assert set(made) == set(seen)
 
@@ -339,8 +340,8 @@ async def test_older_files_are_placed_at_the_top_in_batches_once(
     keys = store.keys
     # As the release before folders wrote them: no folder_id, no top-level index, no mark.
     for record in made:
-        old = files_module.file_member(record).replace(',"folder_id":null', "")
-        new = files_module.file_member(record)
+        old = file_member(record).replace(',"folder_id":null', "")
+        new = file_member(record)
         await store.redis.zrem(keys.account_file_order(USER), new)
         await store.redis.zadd(keys.account_file_order(USER), {old: 0})
         await store.redis.hset(keys.account_files(USER), record.id, old)

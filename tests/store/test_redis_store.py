@@ -14,16 +14,10 @@ import fakeredis
 import pytest
 from redis.asyncio import Redis
 
+from service.domain.outcomes import GONE_LEAKED, GONE_REVOKED, AccountGone, KeyGone
 from service.domain.records import RateLimit, RateVerdict
 from service.errors import CorruptRecord
-from service.store.errors import AccountGone, KeyGone
-from service.store.fields import (
-    GONE_LEAKED,
-    GONE_REVOKED,
-    KEY_EXPIRED_GRACE_MS,
-    KEY_GONE_MS,
-    SESSION_EXPIRED_GRACE_MS,
-)
+from service.store.fields import KEY_EXPIRED_GRACE_MS, KEY_GONE_MS, SESSION_EXPIRED_GRACE_MS
 from service.store.keys import RedisKeys
 from service.store.slots import key_slot
 from service.store.stores import Stores, open_stores

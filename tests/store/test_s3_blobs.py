@@ -18,8 +18,8 @@ import pytest
 
 from service.config import Settings
 from service.config.readers import Secret
+from service.domain.blobs import BlobMissing, ChunkSource, StorageUnavailable
 from service.domain.credentials import new_id
-from service.store.blobs import BlobMissing, ChunkSource, StorageUnavailable
 from service.store.s3_blobs import S3Blobs
 from service.store.s3_writes import PART_BYTES
 from tests.support.redis import free_port

@@ -7,8 +7,8 @@ import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from service.domain.blobs import ChunkSource
 from service.domain.credentials import new_id
-from service.store.blobs import ChunkSource
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.small_blobs import SmallBlobs
 

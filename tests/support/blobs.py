@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.api.context import BLOBS
-from service.store.blobs import ChunkSource
+from service.app import BLOBS
+from service.domain.blobs import ChunkSource
 from service.store.directory_blobs import DirectoryBlobs
 from tests.support.api import Api
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 from aiohttp import web
 
 from service.api.alias_requests import (
-    alias_cursor,
     parse_create_alias,
     parse_edit_alias,
     public_origin,
 )
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
-from service.api.folder_requests import page_size
+from service.api.paging import page_cursor, page_size
 from service.api.validation import read_json_object
 from service.api.views import alias_view, ok
 from service.auth.authenticator import require
 from service.clock import iso
+from service.domain.cursors import decode_alias_cursor
 
 ALIASES_PATH = f"{PREFIX}/aliases"
 
@@ -58,7 +58,7 @@ async def list_aliases(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "aliases.read")
     limit = page_size(request)
-    after = alias_cursor(request)
+    after = page_cursor(request, decode_alias_cursor)
     page = await request.app[POLICY].aliases.page(principal, limit, after)
     origin = public_origin(request)
     return ok(

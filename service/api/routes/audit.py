@@ -17,14 +17,13 @@ from aiohttp import web
 
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import authenticate
+from service.api.paging import page_cursor, page_size
 from service.api.views import ok
 from service.clock import iso
-from service.domain.audit_events import EVENT_TYPES
+from service.domain.audit_events import EVENT_TYPES, StoredEvent
+from service.domain.cursors import decode_event_cursor
 from service.errors import ApiError, Code
-from service.store.audit import BadCursor, StoredEvent, decode_cursor
 
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
 # The fields of an event's ``changes`` that hold a moment (key.created, key.edited, key.rolled).
 _MOMENTS = ("expires_at", "previous_secret_expires_at")
 
@@ -57,30 +56,6 @@ def _one(request: web.Request, name: str) -> str | None:
     return values[0]
 
 
-def _limit(request: web.Request) -> int:
-    raw = _one(request, "limit")
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ApiError(
-            Code.VALIDATION_FAILED,
-            details={"limit": f"must be one whole number from 1 to {MAX_LIMIT}"},
-        )
-    return int(raw)
-
-
-def _cursor(request: web.Request) -> int | None:
-    raw = _one(request, "cursor")
-    if raw is None:
-        return None
-    try:
-        return decode_cursor(raw)
-    except BadCursor:
-        raise ApiError(
-            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
-        ) from None
-
-
 def _type(request: web.Request) -> str | None:
     raw = _one(request, "type")
     if raw is None:
@@ -94,7 +69,8 @@ def _type(request: web.Request) -> str | None:
 
 async def list_audit_events(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
-    limit, before, kind = _limit(request), _cursor(request), _type(request)
+    limit, before = page_size(request), page_cursor(request, decode_event_cursor)
+    kind = _type(request)
     page = await request.app[POLICY].audit.page(principal.user_id, limit, before, kind)
     return ok(
         {

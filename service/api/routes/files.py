@@ -36,19 +36,20 @@ from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.downloads import owner_etag, send_file
 from service.api.envelope import as_api_error, error_response
-from service.api.folder_requests import DEFAULT_LIMIT, folder_query, page_size, parse_edit_file
+from service.api.folder_requests import folder_query, parse_edit_file
+from service.api.paging import DEFAULT_LIMIT, page_cursor, page_size
 from service.api.validation import read_json_object, readable
 from service.api.views import alias_url, file_view, ok, ok_reply
 from service.auth.authenticator import require, require_for_upload
 from service.auth.files import Files
 from service.clock import iso
 from service.domain.audit_events import Origin
+from service.domain.cursors import decode_file_cursor
 from service.domain.folders import TOP
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, Unset
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace
-from service.store.files import BadCursor, decode_cursor
 
 log = logging.getLogger("service.api.routes.files")
 
@@ -58,20 +59,6 @@ FILES_PATH = f"{PREFIX}/files"
 # line at 8190 bytes): a declared Content-Length past the limit by more than this cannot be a
 # file within the limit, and is refused before a byte of the body is read.
 FRAMING_ALLOWANCE = 64 * 1024
-
-
-def _cursor(request: web.Request) -> str | None:
-    values = request.query.getall("cursor", [])
-    if not values:
-        return None
-    try:
-        if len(values) > 1:
-            raise BadCursor()
-        return decode_cursor(values[0])
-    except BadCursor:
-        raise ApiError(
-            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
-        ) from None
 
 
 # What aiohttp's multipart reader raises for a body it cannot read as multipart.
@@ -117,7 +104,7 @@ async def list_files(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
     limit = page_size(request)
-    after = _cursor(request)
+    after = page_cursor(request, decode_file_cursor)
     folder = folder_query(request, "folder_id")
     if isinstance(folder, Unset):
         return Answer.of(await _page_reply(request.app, principal, limit, after))

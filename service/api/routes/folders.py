@@ -17,33 +17,19 @@ from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
 from service.api.folder_requests import (
     folder_query,
-    page_size,
     parse_create_folder,
     parse_edit_folder,
 )
+from service.api.paging import page_cursor, page_size
 from service.api.validation import read_json_object
 from service.api.views import folder_path_view, folder_view, ok
 from service.auth.authenticator import require
 from service.clock import iso
+from service.domain.cursors import decode_folder_cursor
 from service.domain.records import Unset
 from service.errors import ApiError, Code
-from service.store.folders import BadCursor, decode_cursor
 
 FOLDERS_PATH = f"{PREFIX}/folders"
-
-
-def _cursor(request: web.Request) -> str | None:
-    values = request.query.getall("cursor", [])
-    if not values:
-        return None
-    try:
-        if len(values) > 1:
-            raise BadCursor()
-        return decode_cursor(values[0])
-    except BadCursor:
-        raise ApiError(
-            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
-        ) from None
 
 
 def _recursive(request: web.Request) -> bool:
@@ -72,7 +58,7 @@ async def list_folders(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "folders.read")
     limit = page_size(request)
-    after = _cursor(request)
+    after = page_cursor(request, decode_folder_cursor)
     parent = folder_query(request, "parent_id")
     parent_id = None if isinstance(parent, Unset) else parent
     page = await request.app[POLICY].folders.page(principal, parent_id, limit, after)

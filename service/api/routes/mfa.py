@@ -23,8 +23,8 @@ from service.api.validation import read_json_object
 from service.api.views import ok
 from service.clock import iso
 from service.domain import credentials
+from service.domain.factors import MfaState, Passkey
 from service.errors import ApiError, Code
-from service.store.mfa import MfaState, Passkey
 
 MFA = f"{PREFIX}/auth/mfa"
 

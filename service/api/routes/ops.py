@@ -27,7 +27,7 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from service.api._aiohttp import Answer
-from service.api.context import BLOBS, METRICS, SETTINGS, STORE
+from service.api.context import METRICS, POLICY, SETTINGS
 from service.api.envelope import note_store_error
 from service.errors import ApiError, Code
 from service.observability.metrics import CONTENT_TYPE, FLUSH_SECONDS, Metrics
@@ -49,11 +49,11 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     try:
         async with asyncio.timeout(request.app[SETTINGS].redis_timeout_seconds):
-            await request.app[STORE].ping()
+            await request.app[POLICY].readiness.ping_store()
     except (RedisError, OSError, TimeoutError) as error:
         note_store_error(current_trace.get(), error)  # type: ignore[arg-type]
         raise ApiError(Code.STORE_UNAVAILABLE, details={"dependency": "redis"}) from None
-    problem = await request.app[BLOBS].readiness()
+    problem = await request.app[POLICY].readiness.blob_problem()
     if problem is not None:
         raise ApiError(
             Code.STORAGE_UNAVAILABLE, details={"dependency": "object_store", "reason": problem}

@@ -34,15 +34,15 @@ from service.api.alias_requests import public_origin
 from service.api.context import POLICY
 from service.api.credentials import single_header
 from service.api.downloads import count_download, file_headers, send_file
-from service.api.folder_requests import MAX_LIMIT, page_size
 from service.api.gateway import LaneRoute
+from service.api.paging import MAX_LIMIT, page_cursor, page_size
 from service.api.views import alias_url, ok
 from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
 from service.clock import iso
+from service.domain.cursors import decode_file_cursor
 from service.domain.records import FolderRecord
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace, current_trace
-from service.store.files import BadCursor, decode_cursor
 
 PUBLIC_PREFIX = "/a"
 ALIAS_ROUTE = f"{PUBLIC_PREFIX}/{{slug}}"
@@ -269,7 +269,7 @@ async def _listing(
     """A shared folder's folders and a page of its files: JSON for a client that asks for it,
     else an HTML page."""
     limit = page_size(request)
-    after = _cursor(request)
+    after = page_cursor(request, decode_file_cursor)
     folder = lineage[0]
     folders, files = await request.app[POLICY].alias_access.contents(
         opened, folder.id, MAX_LIMIT, limit, after
@@ -319,20 +319,6 @@ async def _listing(
     response = web.Response(body=page, content_type="text/html", charset="utf-8")
     response.headers["Content-Security-Policy"] = PAGE_CSP
     return response
-
-
-def _cursor(request: web.Request) -> str | None:
-    values = request.query.getall("cursor", [])
-    if not values:
-        return None
-    try:
-        if len(values) > 1:
-            raise BadCursor()
-        return decode_cursor(values[0])
-    except BadCursor:
-        raise ApiError(
-            Code.VALIDATION_FAILED, details={"cursor": "must be the next_cursor of a previous page"}
-        ) from None
 
 
 def add_public_alias_routes(app: web.Application) -> None:

@@ -42,9 +42,9 @@ from service.clock import iso
 from service.domain.audit_events import Origin
 from service.domain.principal import Principal
 from service.domain.records import FileRecord
+from service.domain.uploads import UploadRecord
 from service.errors import ApiError
 from service.observability.trace import current_trace
-from service.store.uploads import UploadRecord
 
 UPLOADS_PATH = f"{PREFIX}/uploads"
 EXTENSIONS = "creation,creation-with-upload,creation-defer-length,termination,expiration,checksum"

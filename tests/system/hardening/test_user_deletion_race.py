@@ -19,6 +19,7 @@ from service.auth.passwords import PasswordHasher
 from service.auth.policy import make_policy
 from service.clock import SystemClock
 from service.config import Settings
+from service.store.blob_stores import blob_stores_over, open_blob_store
 from service.store.stores import open_stores
 from tests.support.api import bearer
 from tests.support.clients import Outcome, Recorder
@@ -47,7 +48,9 @@ async def _delete(redis_url: str, email: str) -> tuple[float, float]:
     client = Redis.from_url(redis_url, decode_responses=True)
     passwords = PasswordHasher(4, concurrency=1, queue_max=0)
     try:
-        accounts = make_policy(open_stores(client, "fh"), passwords, SystemClock(), Settings())
+        settings = Settings()
+        blobs = blob_stores_over(open_blob_store(settings))
+        accounts = make_policy(open_stores(client, "fh"), blobs, passwords, SystemClock(), settings)
         start = time.monotonic()
         await accounts.users.delete_user(email)
         return start, time.monotonic()

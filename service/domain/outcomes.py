@@ -28,3 +28,28 @@ class KeyGone(Exception):
 class FolderNotLive(Exception):
     """A key could not be bound to its folders: one of them is not a live folder of the account
     (unknown, another account's, or being deleted). Nothing of the change was made."""
+
+
+class FolderGone(Exception):
+    """The folder a file was to be put in is not a live folder of the account."""
+
+
+class PauseTooLong(Exception):
+    """The snapshot took longer than the pause: writes may have landed while it was read."""
+
+    def __init__(self, took_ms: int, max_pause_ms: int) -> None:
+        super().__init__(f"reading the store took {took_ms} ms, longer than the {max_pause_ms} ms")
+        self.took_ms, self.max_pause_ms = took_ms, max_pause_ms
+
+
+# Why a secret stopped working, as its key-gone record says (then ``:<ms>``).
+GONE_REVOKED = "revoked"
+
+
+GONE_LEAKED = "leaked"
+
+
+GONE_REPLACED = "replaced"
+
+
+GONE_REASONS = (GONE_REVOKED, GONE_LEAKED, GONE_REPLACED)

@@ -1,0 +1,75 @@
+"""What the policy (``service.auth``) asks of the stores: one ``Protocol`` per store
+(in ``accounts``, ``files`` and ``blobs``), and ``Stores``, all of them together. The stores of
+``service.store`` implement them (each method's contract is documented there, on the
+implementation); the policy sees only these, so it runs on in-memory fakes as well as on Redis,
+and knows no key name and no Redis type.
+
+Everything here is a domain value or a builtin: nothing imports Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from service.store.protocols.accounts import (
+    AccountSettingsStore,
+    ApiKeyStore,
+    AuditStore,
+    BackupStore,
+    CounterStore,
+    CredentialLookup,
+    MfaAnswerStore,
+    MfaStore,
+    SessionStore,
+    UserStore,
+)
+from service.store.protocols.files import (
+    AliasStore,
+    AliasViews,
+    BindingsStore,
+    FilesStore,
+    FolderRemovalStore,
+    FoldersStore,
+    UploadStore,
+)
+
+
+class Stores(Protocol):
+    """Every store, as the policy is wired to them (``service.store.stores.Stores``)."""
+
+    @property
+    def lookup(self) -> CredentialLookup: ...
+    @property
+    def users(self) -> UserStore: ...
+    @property
+    def sessions(self) -> SessionStore: ...
+    @property
+    def api_keys(self) -> ApiKeyStore: ...
+    @property
+    def counters(self) -> CounterStore: ...
+    @property
+    def audit(self) -> AuditStore: ...
+    @property
+    def files(self) -> FilesStore: ...
+    @property
+    def backup(self) -> BackupStore: ...
+    @property
+    def folders(self) -> FoldersStore: ...
+    @property
+    def folder_removal(self) -> FolderRemovalStore: ...
+    @property
+    def account_settings(self) -> AccountSettingsStore: ...
+    @property
+    def aliases(self) -> AliasStore: ...
+    @property
+    def alias_views(self) -> AliasViews: ...
+    @property
+    def mfa(self) -> MfaStore: ...
+    @property
+    def mfa_answers(self) -> MfaAnswerStore: ...
+    @property
+    def bindings(self) -> BindingsStore: ...
+    @property
+    def uploads(self) -> UploadStore: ...
+
+    async def ping(self) -> bool: ...
