@@ -258,7 +258,8 @@ class _Pipeline(ClusterPipeline):
     single server and a node that has not seen the script would answer ``NOSCRIPT``; and is
     itself when awaited. Use it with ``async with``."""
 
-    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        # Made only by FailClosedCluster.pipeline, whose client has them; typed as redis-py's.
         source = self.cluster_client.script_sources.get(sha)  # type: ignore[attr-defined]
         if source is None:
             return super().evalsha(sha, numkeys, *keys_and_args)
@@ -294,7 +295,7 @@ class FailClosedCluster(RedisCluster):
         super().__init__(*args, **kwargs)
         self.script_sources: dict[str, str] = {}
 
-    def register_script(self, script: Any) -> Any:  # type: ignore[override]
+    def register_script(self, script: Any) -> Any:
         registered = super().register_script(script)
         self.script_sources[registered.sha] = script
         return registered

@@ -108,8 +108,7 @@ def connect_store(
         raise ValueError("connect_store needs settings.redis_url")
     timeout = settings.redis_timeout_seconds
     if settings.redis_mode == "cluster":
-        client, hot = connect_cluster(settings, observe)
-        return StoreConnections(client, hot)
+        return StoreConnections(*connect_cluster(settings, observe))
     if settings.redis_mode == "sentinel":
         sentinel = _sentinel(settings)
         master = settings.sentinel_master or ""
@@ -135,8 +134,8 @@ def connect_store(
 def connect_client(settings: Settings, url: str) -> tuple[Any, Callable[[], Any]]:
     """redis-py's client alone (the CLI), and how to close it."""
     if settings.redis_mode == "cluster":
-        client = connect_cluster_client(settings)
-        return client, client.aclose
+        cluster = connect_cluster_client(settings)
+        return cluster, cluster.aclose
     if settings.redis_mode == "sentinel":
         sentinel = _sentinel(settings)
         client = connect_sentinel_master(settings, sentinel)
