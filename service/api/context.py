@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
+# What the server takes from the application: what every request goes through, the answer to a
+# request refused before the application saw it, the gateway lane. The server's package defines
+# them (it imports nothing of the service), and handlers find them here with the rest.
+from service.api._aiohttp import GATEWAY_LANE as GATEWAY_LANE
+from service.api._aiohttp import LOW_LEVEL_REFUSAL as LOW_LEVEL_REFUSAL
+from service.api._aiohttp import REQUEST_HANDLING as REQUEST_HANDLING
 from service.auth.authenticator import Authenticator
 from service.auth.policy import Policy
 from service.config import Settings
@@ -31,20 +35,9 @@ SECRETS_KEY_SOURCE = web.AppKey("secrets_key_source", str)
 # The start-up's run finishing the folder deletions earlier runs left cut short
 # (``service.auth.removals``), a task beside serving.
 REMOVALS_AT_START = web.AppKey("removals_at_start", asyncio.Task)  # type: ignore[type-abstract]
-
-# What every request of the application goes through, around its routing (``api.handling``).
-REQUEST_HANDLING = web.AppKey("request_handling", Callable[[Handler], Handler])  # type: ignore[arg-type]
-# The gateway lane (``api.gateway.GatewayLane``), made when the application starts.
-GATEWAY_LANE = web.AppKey("gateway_lane", Any)  # type: ignore[arg-type]
 # The answer to a request no route matched, when it is not the API's: the dashboard's "not
 # found" page (``service.dashboard.routes``), or None for the envelope's 404.
 NOT_FOUND_PAGE = web.AppKey(
     "not_found_page",
     Callable[[web.Request], web.StreamResponse | None],  # type: ignore[arg-type]
-)
-# The envelope answer to a request refused before the application saw it: a status the HTTP
-# parser refused it with, or an ``HTTPException`` aiohttp raised ahead of the routing.
-LOW_LEVEL_REFUSAL = web.AppKey(
-    "low_level_refusal",
-    Callable[[int | web.HTTPException], web.StreamResponse],  # type: ignore[arg-type]
 )

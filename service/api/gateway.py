@@ -35,10 +35,10 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 
 from aiohttp import web
-from aiohttp.http import RawRequestMessage
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import EMPTY_BODY_STATUSES, Reply, serialise_head
+from service.api._aiohttp import EMPTY_BODY_STATUSES, RawRequestMessage, Reply, serialise_head
+from service.api.access_log import AccessLogger
 from service.api.client_address import ClientAddresses
 from service.api.envelope import error_body, refusal
 from service.api.headers import RESOURCE_HEADERS, trace_headers
@@ -66,6 +66,10 @@ class GatewayLane:
     """The lane's routes by path, and how it answers one request (see the module)."""
 
     __slots__ = ("_addresses", "_app", "_metrics", "_prefixed", "_rate_fields", "routes")
+
+    # Its access lines are this logger's (``log_access``): a server logging through another
+    # leaves the lane unused (``service.api._aiohttp.Lane``).
+    access_log_class = AccessLogger
 
     def __init__(
         self,

@@ -40,6 +40,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.config import Settings
 from service.store.pipelined import PipelinedRedis, ScriptCall
+from service.store.redis_options import closed_socket_is_connection_error_class, node_options
 from service.store.slots import SLOTS, key_slot
 
 log = logging.getLogger("service.store")
@@ -257,7 +258,8 @@ class _Pipeline(ClusterPipeline):
     single server and a node that has not seen the script would answer ``NOSCRIPT``; and is
     itself when awaited. Use it with ``async with``."""
 
-    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        # Made only by FailClosedCluster.pipeline, whose client has them; typed as redis-py's.
         source = self.cluster_client.script_sources.get(sha)  # type: ignore[attr-defined]
         if source is None:
             return super().evalsha(sha, numkeys, *keys_and_args)
@@ -293,7 +295,7 @@ class FailClosedCluster(RedisCluster):
         super().__init__(*args, **kwargs)
         self.script_sources: dict[str, str] = {}
 
-    def register_script(self, script: Any) -> Any:  # type: ignore[override]
+    def register_script(self, script: Any) -> Any:
         registered = super().register_script(script)
         self.script_sources[registered.sha] = script
         return registered
@@ -324,9 +326,7 @@ def seed_nodes(settings: Settings) -> list[tuple[str, int]]:
 
 def connect_cluster_client(settings: Settings) -> FailClosedCluster:
     """redis-py's cluster client: bounded timeouts, redirections followed without pausing."""
-    from service.store.topology import _closed_socket_is_connection_error_class, _node_options
-
-    options = _node_options(settings.redis_url or "")
+    options = node_options(settings.redis_url or "")
     options.pop("db", None)
     timeout = settings.redis_timeout_seconds
     client = FailClosedCluster(
@@ -342,7 +342,7 @@ def connect_cluster_client(settings: Settings) -> FailClosedCluster:
     manager = client.nodes_manager
     base = manager.connection_kwargs.get("connection_class")
     if base is not None:
-        manager.connection_kwargs["connection_class"] = _closed_socket_is_connection_error_class(
+        manager.connection_kwargs["connection_class"] = closed_socket_is_connection_error_class(
             base
         )
     return client

@@ -28,28 +28,16 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
-from redis.connection import SSLConnection, parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from service.config import Settings
+from service.store.cluster import connect_cluster, connect_cluster_client
 from service.store.keys import RedisKeys
 from service.store.pipelined import PipelinedRedis
+from service.store.redis_options import closed_socket_is_connection_error, node_options
 
 log = logging.getLogger("service.store")
-
-
-class _ClosedSocketIsConnectionError:
-    """uvloop raises RuntimeError, not OSError, for a write to a socket that is already closed
-    (Redis killed between accepting a connection and answering its handshake). redis-py turns
-    only OSError into ConnectionError, so without this that request would be a 500, not a 503
-    (found by tests/system/hardening/test_redis_faults.py)."""
-
-    async def _send_packed_command(self, command: Iterable[bytes]) -> None:
-        try:
-            await super()._send_packed_command(command)  # type: ignore[misc]
-        except RuntimeError as error:
-            raise OSError(f"write to a closed connection: {error}") from None
 
 
 def _fail_fast(timeout_seconds: float) -> dict[str, Any]:
@@ -61,23 +49,12 @@ def _fail_fast(timeout_seconds: float) -> dict[str, Any]:
     }
 
 
-def _closed_socket_is_connection_error_class(base: type) -> type:
-    return type(base.__name__, (_ClosedSocketIsConnectionError, base), {})
-
-
-def _closed_socket_is_connection_error(client: Redis) -> Redis:
-    pool = client.connection_pool
-    # TCP, TLS, Unix socket or Sentinel-managed, as configured
-    pool.connection_class = _closed_socket_is_connection_error_class(pool.connection_class)
-    return client
-
-
 def connect_redis(url: str, timeout_seconds: float) -> Redis:
     """A client of one server that fails fast: bounded timeouts and one immediate retry of a
     failed connection (see the module), so a dead store turns into a 503 within about one
     timeout instead of a hanging request."""
     client = Redis.from_url(url, decode_responses=True, **_fail_fast(timeout_seconds))
-    return _closed_socket_is_connection_error(client)
+    return closed_socket_is_connection_error(client)
 
 
 def _sentinel(settings: Settings) -> Sentinel:
@@ -93,26 +70,15 @@ def _sentinel(settings: Settings) -> Sentinel:
     )
 
 
-def _node_options(url: str) -> dict[str, Any]:
-    """The credentials, database and TLS of ``REDIS_URL``, for servers found elsewhere."""
-    options = parse_url(url)
-    found: dict[str, Any] = {
-        name: options[name] for name in ("username", "password", "db") if options.get(name)
-    }
-    if options.get("connection_class") is SSLConnection:
-        found["ssl"] = True
-    return found
-
-
 def connect_sentinel_master(settings: Settings, sentinel: Sentinel) -> Redis:
     """redis-py's client of the master the sentinels name (``FILEHOST_SENTINEL_MASTER``)."""
     client = sentinel.master_for(
         settings.sentinel_master or "",
         decode_responses=True,
         **_fail_fast(settings.redis_timeout_seconds),
-        **_node_options(settings.redis_url or ""),
+        **node_options(settings.redis_url or ""),
     )
-    return _closed_socket_is_connection_error(client)
+    return closed_socket_is_connection_error(client)
 
 
 @dataclass
@@ -142,10 +108,7 @@ def connect_store(
         raise ValueError("connect_store needs settings.redis_url")
     timeout = settings.redis_timeout_seconds
     if settings.redis_mode == "cluster":
-        from service.store.cluster import connect_cluster
-
-        client, hot = connect_cluster(settings, observe)
-        return StoreConnections(client, hot)
+        return StoreConnections(*connect_cluster(settings, observe))
     if settings.redis_mode == "sentinel":
         sentinel = _sentinel(settings)
         master = settings.sentinel_master or ""
@@ -171,10 +134,8 @@ def connect_store(
 def connect_client(settings: Settings, url: str) -> tuple[Any, Callable[[], Any]]:
     """redis-py's client alone (the CLI), and how to close it."""
     if settings.redis_mode == "cluster":
-        from service.store.cluster import connect_cluster_client
-
-        client = connect_cluster_client(settings)
-        return client, client.aclose
+        cluster = connect_cluster_client(settings)
+        return cluster, cluster.aclose
     if settings.redis_mode == "sentinel":
         sentinel = _sentinel(settings)
         client = connect_sentinel_master(settings, sentinel)

@@ -1,10 +1,14 @@
 """aiohttp's private names stay behind one fence (``service.api._aiohttp``): every name it uses is
-on the installed aiohttp, the installed aiohttp is in the tested range the project states, and
-no other module reaches into aiohttp's internals."""
+on the installed aiohttp, the installed aiohttp is in the tested range the project states, no
+other module of the service imports an aiohttp module beyond the public ones or reaches into
+aiohttp's internals, and the fence imports nothing of the service (what it needs is handed in).
+
+Every module of ``service/`` is read (``ast``), so a new one is covered as it is written."""
 
 from __future__ import annotations
 
 import ast
+import pkgutil
 import tomllib
 from pathlib import Path
 
@@ -14,17 +18,25 @@ from service.api._aiohttp import names
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = ROOT / "service" / "api" / "_aiohttp"
-# aiohttp modules that are not its public interface: only the fence may import them.
-PRIVATE_MODULES = (
-    "aiohttp.web_protocol",
-    "aiohttp.web_urldispatcher",
-    "aiohttp.web_response",
-    "aiohttp.web_server",
-    "aiohttp.web_runner",
-    "aiohttp.http_parser",
-    "aiohttp.http_writer",
-    "aiohttp.helpers",
-    "aiohttp.base_protocol",
+FENCE_PACKAGE = "service.api._aiohttp"
+# aiohttp's public modules, the ones its documentation tells applications to import: the package
+# itself (its ``__all__``), ``web``, ``hdrs``, ``abc`` (the abstract classes to subclass, such as
+# the access logger), ``typedefs`` (the ``Handler`` and ``Middleware`` aliases it gives for
+# annotating them) and the testing ones. Every other module of aiohttp is its own business: only
+# the fence may import it.
+PUBLIC_MODULES = frozenset(
+    {
+        "aiohttp",
+        "aiohttp.web",
+        "aiohttp.hdrs",
+        "aiohttp.abc",
+        "aiohttp.typedefs",
+        "aiohttp.test_utils",
+        "aiohttp.pytest_plugin",
+    }
+)
+AIOHTTP_MODULES = frozenset(
+    f"aiohttp.{module.name}" for module in pkgutil.iter_modules(aiohttp.__path__)
 )
 
 
@@ -52,18 +64,89 @@ def _service_modules_outside_the_fence() -> list[Path]:
     ]
 
 
+def _is_private(module: str) -> bool:
+    return module.split(".")[0] == "aiohttp" and module not in PUBLIC_MODULES
+
+
+def private_modules_used(tree: ast.AST) -> list[str]:
+    """The aiohttp modules beyond the public ones that ``tree`` imports or reaches through
+    ``aiohttp.<module>``, with their line numbers."""
+    used = []
+    for node in ast.walk(tree):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = [node.module]
+            if node.module == "aiohttp":  # ``from aiohttp import http``: a module too
+                modules += [
+                    f"aiohttp.{alias.name}"
+                    for alias in node.names
+                    if f"aiohttp.{alias.name}" in AIOHTTP_MODULES
+                ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "aiohttp"
+            and f"aiohttp.{node.attr}" in AIOHTTP_MODULES
+        ):
+            modules = [f"aiohttp.{node.attr}"]
+        used += [f"{node.lineno}: {module}" for module in modules if _is_private(module)]
+    return used
+
+
 def test_no_module_outside_the_fence_imports_aiohttps_private_modules() -> None:
+    modules = _service_modules_outside_the_fence()
+    assert len(modules) > 50, "the walk found the service's modules"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{used}"
+        for path in modules
+        for used in private_modules_used(ast.parse(path.read_text()))
+    ]
+    assert offenders == []
+
+
+def test_the_check_notices_every_way_of_reaching_a_private_module() -> None:
+    source = (
+        "import aiohttp\n"
+        "import aiohttp.web_protocol\n"
+        "from aiohttp import http, web\n"
+        "from aiohttp.http import RawRequestMessage\n"
+        "from aiohttp.streams import StreamReader\n"
+        "from aiohttp.hdrs import METH_GET\n"
+        "from aiohttp.typedefs import Handler\n"
+        "error = aiohttp.http_exceptions.HttpProcessingError\n"
+        "reader = aiohttp.StreamReader\n"
+    )
+    assert private_modules_used(ast.parse(source)) == [
+        "2: aiohttp.web_protocol",
+        "3: aiohttp.http",
+        "4: aiohttp.http",
+        "5: aiohttp.streams",
+        "8: aiohttp.http_exceptions",
+    ]
+
+
+def test_the_fence_imports_nothing_of_the_service_outside_itself() -> None:
+    """Not even for type checking: what it needs of the service is handed in (the app keys it
+    defines, the ``Lane`` protocol)."""
     offenders = []
-    for path in _service_modules_outside_the_fence():
+    for path in sorted(FENCE.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             modules = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
+            if isinstance(node, ast.ImportFrom):
+                package = FENCE_PACKAGE.split(".")[: FENCE_PACKAGE.count(".") + 2 - node.level]
+                base = ".".join(package) if node.level else ""
+                modules = [".".join(part for part in (base, node.module) if part)]
             elif isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
-            for module in modules:
-                if module.startswith(PRIVATE_MODULES):
-                    offenders.append(f"{path.relative_to(ROOT)}: {module}")
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: {module}"
+                for module in modules
+                if module.split(".")[0] == "service"
+                and module != FENCE_PACKAGE
+                and not module.startswith(f"{FENCE_PACKAGE}.")
+            ]
     assert offenders == []
 
 

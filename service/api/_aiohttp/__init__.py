@@ -7,9 +7,18 @@ envelope, and the gateway lane), the server and runner that use it, the fast JSO
 router shortcut, and the reader of an upload's file part. Each is a speed-up or a refusal made
 our way; outside the tested aiohttp versions (``TESTED_AIOHTTP``) the service turns them off with
 one warning and serves through aiohttp's documented path (``fast_paths``).
+
+A leaf: it imports nothing of the rest of the service. What it needs of it (what every request
+goes through, the envelope's refusal, the gateway lane and the access log that lane writes) the
+application hands in, under the keys and through the ``Lane`` protocol defined here. And only
+it imports aiohttp's modules beyond the public ones (``tests/unit/test_aiohttp_fence.py``): the
+few of their names the rest needs are exported here too.
 """
 
 from __future__ import annotations
+
+from aiohttp.http import RawRequestMessage
+from aiohttp.http_exceptions import HttpProcessingError
 
 from service.api._aiohttp import names
 from service.api._aiohttp.answer import (
@@ -23,9 +32,18 @@ from service.api._aiohttp.answer import (
     serialise_head,
 )
 from service.api._aiohttp.multipart import PartBody
+from service.api._aiohttp.protocol import Lane
 from service.api._aiohttp.request_body import BodyGoesOn, RequestBody
 from service.api._aiohttp.routing import PlainRoute, PlainRoutes, use_route
-from service.api._aiohttp.runner import EnvelopeAppRunner, EnvelopeServer, ListenError, run_app
+from service.api._aiohttp.runner import (
+    GATEWAY_LANE,
+    LOW_LEVEL_REFUSAL,
+    REQUEST_HANDLING,
+    EnvelopeAppRunner,
+    EnvelopeServer,
+    ListenError,
+    run_app,
+)
 
 
 def fast_paths() -> bool:
@@ -35,17 +53,23 @@ def fast_paths() -> bool:
 
 __all__ = [
     "EMPTY_BODY_STATUSES",
+    "GATEWAY_LANE",
     "JSON",
+    "LOW_LEVEL_REFUSAL",
+    "REQUEST_HANDLING",
     "SERVER_NAME",
     "Answer",
     "BodyGoesOn",
     "EnvelopeAppRunner",
     "EnvelopeServer",
     "HeaderBlock",
+    "HttpProcessingError",
+    "Lane",
     "ListenError",
     "PartBody",
     "PlainRoute",
     "PlainRoutes",
+    "RawRequestMessage",
     "Reply",
     "RequestBody",
     "fast_paths",

@@ -27,6 +27,7 @@ from http import HTTPStatus
 from typing import NamedTuple
 
 from aiohttp import hdrs, web
+from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import HttpVersion11
 from multidict import istr
 
@@ -153,7 +154,7 @@ class Answer(web.Response):
             answer.headers.extend(reply.headers)
         return answer
 
-    async def prepare(self, request: web.BaseRequest):  # type: ignore[no-untyped-def]
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if not names.FAST_PATHS or self._eof_sent or self._payload_writer is not None:
             if not self.prepared:
                 self.headers.setdefault(hdrs.SERVER, SERVER_NAME)
@@ -187,6 +188,8 @@ class Answer(web.Response):
                 length = None
         headers = self._headers
         # What StreamWriter.write_headers leaves behind, so write_eof sends both in one write.
+        # The request's writer is aiohttp's StreamWriter, typed as the abstract class that lacks
+        # these two (``names`` checks them on StreamWriter).
         writer._headers_buf = serialise_head(  # type: ignore[attr-defined]
             status, self.block, headers.items(), len(headers), length, keep_alive, self._reason
         )

@@ -91,7 +91,7 @@ def _libc_memmem() -> Callable[..., int | None] | None:
         return None
     memmem.restype = ctypes.c_void_p
     memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    return memmem  # type: ignore[no-any-return]
+    return memmem
 
 
 _memmem = _libc_memmem()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+from typing import Any
 
 import aiohttp
 
@@ -117,10 +118,11 @@ def _resolve(path: str) -> object | None:
     return None
 
 
-def private(path: str) -> object | None:
+def private(path: str) -> Any:
     """A private aiohttp module-level name, or None when the installed aiohttp lacks it (then
     ``FAST_PATHS`` is off and nothing uses it): imported this way, never at the top of a
-    module, so that such an aiohttp fails no import."""
+    module, so that such an aiohttp fails no import. ``Any``: a function, a class, whatever
+    aiohttp has under that name, used as aiohttp uses it."""
     module_name, _, name = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), name, None)

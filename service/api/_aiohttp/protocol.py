@@ -27,8 +27,9 @@ aiohttp has no documented hook for either, so this module subclasses the pieces 
   a few attribute reads per packet and no timer: a request whose headers and body come in one
   packet arms nothing, and the one timer a connection has (armed when it opens) is only moved
   when a request comes in pieces.
-- ``EnvelopeRequestHandler``'s gateway lane (``service.api.gateway``): a request the lane takes
-  is answered from the parsed message instead of being queued for aiohttp's handling.
+- ``EnvelopeRequestHandler``'s gateway lane (a ``Lane``: ``service.api.gateway``'s, handed in
+  through the application, ``runner.GATEWAY_LANE``): a request the lane takes is answered from
+  the parsed message instead of being queued for aiohttp's handling.
 - ``EnvelopeRequestHandler.socket_body``: the rest of a large body read straight from the socket
   (``request_body``), and the connection handed back to aiohttp's parser afterwards.
 
@@ -41,19 +42,16 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import hdrs, web
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http import HttpProcessingError, HttpRequestParser, HttpVersion11, RawRequestMessage
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from service.api._aiohttp import names
 from service.api._aiohttp.request_body import SocketBody
-from service.api.access_log import AccessLogger
-
-if TYPE_CHECKING:
-    from service.api.gateway import GatewayLane, LaneRoute
 
 log = logging.getLogger("service.api")
 
@@ -63,6 +61,30 @@ _ErrInfo: Any = names.private("aiohttp.web_protocol._ErrInfo")
 # 100 MiB needs its time, and gets it while it keeps up this rate on average; a body trickled in
 # a byte at a time gains next to nothing.
 MIN_BODY_BYTES_PER_SECOND = 64 * 1024
+
+
+Route = TypeVar("Route")
+
+
+class Lane(Protocol[Route]):
+    """What the protocol handler asks of a gateway lane (``service.api.gateway.GatewayLane``):
+    which requests it takes, and their answers. A route is the lane's own: only handed back."""
+
+    @property
+    def access_log_class(self) -> type[AbstractAccessLogger]:
+        """The access logger whose lines the lane writes itself: a connection that logs through
+        another does not use the lane, whose requests would be missing from that log."""
+        ...
+
+    def route_for(self, message: RawRequestMessage) -> Route | None:
+        """The route that answers ``message``, or None when the lane does not take it."""
+        ...
+
+    def answer(
+        self, route: Route, message: RawRequestMessage, remote: str | None, log_access: bool
+    ) -> Coroutine[Any, Any, bytes | None]:
+        """The whole answer to ``message`` as written, or None to hand it to aiohttp."""
+        ...
 
 
 class HeadersTimedOut(Exception):
@@ -104,7 +126,7 @@ class EnvelopeRequestHandler(RequestHandler):
         *,
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
-        lane: GatewayLane | None = None,
+        lane: Lane[Any] | None = None,
         refusal: Callable[[int], web.StreamResponse] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -112,8 +134,12 @@ class EnvelopeRequestHandler(RequestHandler):
         self._refusal = refusal
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
-        # The lane writes the access line itself: only the service's own access log's.
-        if self._logging_enabled and not isinstance(self.access_logger, AccessLogger):
+        # The lane writes the access line itself: only the lines of the access log it knows.
+        if (
+            lane is not None
+            and self._logging_enabled
+            and not isinstance(self.access_logger, lane.access_log_class)
+        ):
             lane = None
         self._lane = lane
         self._in_lane: Coroutine[Any, Any, bytes | None] | None = None  # its answer's making
@@ -180,6 +206,9 @@ class EnvelopeRequestHandler(RequestHandler):
             return None
         queued = False
         body = None
+        # The parser and the manager are None only once the connection is lost (aiohttp types
+        # them Optional), and no data arrives then: hence the ``type: ignore``s on them here and
+        # in the lane's methods, rather than a check per request.
         while True:
             in_flight = len(self._messages)  # the parser's count: aiohttp frees one per pop
             try:
@@ -216,14 +245,14 @@ class EnvelopeRequestHandler(RequestHandler):
 
     def _route_in_lane(
         self, message: RawRequestMessage | _ErrInfo, body: StreamReader
-    ) -> LaneRoute | None:
+    ) -> object | None:
         """The lane's route for this request, if the lane takes it (``service.api.gateway``):
         a keep-alive HTTP/1.1 GET without a body to one of its paths, while aiohttp's handling of
         the connection is idle (nothing queued or in hand, so answers keep their order) and the
         client reads what it is sent (else aiohttp's handling waits until it does)."""
         if body is not EMPTY_PAYLOAD or type(message) is not RawRequestMessage:
             return None
-        route = self._lane.route_for(message)  # type: ignore[union-attr]
+        route = self._lane.route_for(message)  # type: ignore[union-attr]  # _parse's caller checks
         if (
             route is None
             or message.method != hdrs.METH_GET
@@ -240,14 +269,14 @@ class EnvelopeRequestHandler(RequestHandler):
             return None if self._handed else route
         return None if waiter.done() else route
 
-    def _start_in_lane(self, route: LaneRoute, message: RawRequestMessage) -> None:
+    def _start_in_lane(self, route: object, message: RawRequestMessage) -> None:
         """Answer ``message`` in the lane. Its coroutine is driven here, as a task would drive it
         but without making one (a task would cost much of what the lane saves): in a context of
         its own, so its trace is its own, resumed by the futures
         it waits for. The lane's routes wait only for the pipelined connection's replies."""
         self._manager.requests_count += 1  # type: ignore[union-attr]
         self._request_in_progress = True  # a graceful shutdown waits for it too
-        self._in_lane = self._lane.answer(  # type: ignore[union-attr]
+        self._in_lane = self._lane.answer(  # type: ignore[union-attr]  # as in _route_in_lane
             route, message, self._remote, self._logging_enabled
         )
         self._lane_message = message
@@ -258,7 +287,7 @@ class EnvelopeRequestHandler(RequestHandler):
         self._advance_in_lane()  # called in the lane's context
 
     def _advance_in_lane(self) -> None:
-        coroutine = self._in_lane
+        coroutine = self._in_lane  # set while a request is in the lane, which is when this runs
         try:
             awaited = coroutine.send(None)  # type: ignore[union-attr]
         except StopIteration as done:

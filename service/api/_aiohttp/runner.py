@@ -6,6 +6,10 @@
   (``aiohttp.test_utils.TestServer._make_runner``) and what ``run_app`` uses.
 - ``run_app``: ``aiohttp.web.run_app`` for the arguments ``service.server`` passes, with an
   ``EnvelopeAppRunner``.
+
+What the service's application brings to its server, it hands in under the keys defined here
+(``REQUEST_HANDLING``, ``LOW_LEVEL_REFUSAL``, ``GATEWAY_LANE``; ``service.api.context`` re-exports
+them): this package imports nothing of the rest of the service.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -21,13 +25,18 @@ from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 
 from service.api._aiohttp import names
-from service.api._aiohttp.protocol import EnvelopeRequestHandler
-from service.api.context import GATEWAY_LANE, LOW_LEVEL_REFUSAL, REQUEST_HANDLING
+from service.api._aiohttp.protocol import EnvelopeRequestHandler, Lane
 
-if TYPE_CHECKING:
-    from service.api.gateway import GatewayLane
-
+# The envelope answer to a request refused before the application saw it: a status the HTTP
+# parser refused it with, or an ``HTTPException`` aiohttp raised ahead of the routing.
 Refusal = Callable[[int | web.HTTPException], web.StreamResponse]
+
+# What every request of the application goes through, around its routing (``api.handling``).
+REQUEST_HANDLING = web.AppKey[Callable[[Handler], Handler]]("request_handling")
+# How a request refused before the application saw it is answered (the envelope).
+LOW_LEVEL_REFUSAL = web.AppKey[Refusal]("low_level_refusal")
+# The gateway lane (``api.gateway.GatewayLane``), made when the application starts.
+GATEWAY_LANE = web.AppKey[Lane[Any]]("gateway_lane")
 
 
 def _outer_envelope(handler: Handler, refusal: Refusal | None) -> Handler:
@@ -59,7 +68,7 @@ class EnvelopeServer(web.Server):
         body_timeout: float = 30.0,
         wrap: Callable[[Handler], Handler] | None = None,
         refusal: Refusal | None = None,
-        lane: GatewayLane | None = None,
+        lane: Lane[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(wrap(handler) if wrap else _outer_envelope(handler, refusal), **kwargs)
@@ -112,7 +121,7 @@ class EnvelopeAppRunner(web.AppRunner):
             **server._kwargs,
         )
 
-    def _gateway_lane(self) -> GatewayLane | None:
+    def _gateway_lane(self) -> Lane[Any] | None:
         """The application's gateway lane (made at its start-up), unless it has middlewares or
         response hooks that the lane would pass by."""
         app = self.app

@@ -27,10 +27,16 @@ import logging
 from typing import Any
 
 from aiohttp import BodyPartReader, hdrs, web
-from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import Answer, BodyGoesOn, PartBody, Reply, RequestBody
+from service.api._aiohttp import (
+    Answer,
+    BodyGoesOn,
+    HttpProcessingError,
+    PartBody,
+    Reply,
+    RequestBody,
+)
 from service.api.alias_requests import public_origin
 from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials

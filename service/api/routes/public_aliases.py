@@ -25,10 +25,9 @@ from __future__ import annotations
 from functools import partial
 
 from aiohttp import hdrs, web
-from aiohttp.http_exceptions import HttpProcessingError
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import Answer, Reply
+from service.api._aiohttp import Answer, HttpProcessingError, Reply
 from service.api.alias_pages import PAGE_CSP, FileItem, Link, listing_page, password_page
 from service.api.alias_requests import public_origin
 from service.api.context import POLICY
