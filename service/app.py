@@ -27,7 +27,7 @@ from service.api.context import (
     STORE,
 )
 from service.api.envelope import low_level_refusal
-from service.api.gateway import GatewayLane
+from service.api.gateway import GatewayLane, LaneRoute
 from service.api.handling import as_middleware, request_handling
 from service.api.headers import RATE_FIELDS
 from service.api.routes.aliases import add_alias_routes
@@ -136,13 +136,13 @@ def create_app(
     clock = clock or SystemClock()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        connections = (
-            connect_store(settings, metrics.redis_command if metrics is not None else None)
-            if redis is None
-            else None
-        )
-        client = redis if connections is None else connections.client
-        hot = None if connections is None else connections.hot
+        if redis is None:
+            connections = connect_store(
+                settings, metrics.redis_command if metrics is not None else None
+            )
+            client, hot = connections.client, connections.hot
+        else:
+            connections, client, hot = None, redis, None
         store = open_stores(client, settings.redis_prefix, hot, rate_limit, clock)
         if connections is not None and connections.replica_wait is not None:
             connections.replica_wait.wrap(
@@ -198,7 +198,7 @@ def create_app(
         # create_app) has no lane.
         if not app[STORE].lookup.pipelined:
             return
-        routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
+        routes: dict[str, LaneRoute] = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
         aliases = partial(lane_route, app[POLICY].alias_access)
         app[GATEWAY_LANE] = GatewayLane(
             app, routes, addresses, metrics, rate_fields, (f"{PUBLIC_PREFIX}/", aliases)
