@@ -25,7 +25,7 @@ from service.api.context import (
     SETTINGS,
 )
 from service.api.envelope import low_level_refusal
-from service.api.gateway import GatewayLane
+from service.api.gateway import GatewayLane, LaneRoute
 from service.api.handling import as_middleware, request_handling
 from service.api.headers import RATE_FIELDS
 from service.api.routes.aliases import add_alias_routes
@@ -69,7 +69,7 @@ log = logging.getLogger("service")
 # The stores, and where uploaded bytes live: what the application wires its policy to. BLOBS may
 # be set before the application starts, to keep the bytes elsewhere (tests).
 STORE = web.AppKey("store", Stores)
-BLOBS = web.AppKey("blobs", BlobStore)  # type: ignore[type-abstract]
+BLOBS: web.AppKey[BlobStore] = web.AppKey("blobs")
 
 # How often the blob store is swept of what crashed uploads left.
 SWEEP_SECONDS = 3600
@@ -139,13 +139,13 @@ def create_app(
     clock = clock or SystemClock()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        connections = (
-            connect_store(settings, metrics.redis_command if metrics is not None else None)
-            if redis is None
-            else None
-        )
-        client = redis if connections is None else connections.client
-        hot = None if connections is None else connections.hot
+        if redis is None:
+            connections = connect_store(
+                settings, metrics.redis_command if metrics is not None else None
+            )
+            client, hot = connections.client, connections.hot
+        else:
+            connections, client, hot = None, redis, None
         store = open_stores(client, settings.redis_prefix, hot, rate_limit, clock)
         if connections is not None and connections.replica_wait is not None:
             connections.replica_wait.wrap(
@@ -201,7 +201,7 @@ def create_app(
         # create_app) has no lane.
         if not app[STORE].lookup.pipelined:
             return
-        routes = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
+        routes: dict[str, LaneRoute] = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
         aliases = partial(lane_route, app[POLICY].alias_access)
         app[GATEWAY_LANE] = GatewayLane(
             app, routes, addresses, metrics, rate_fields, (f"{PUBLIC_PREFIX}/", aliases)

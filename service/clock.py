@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, overload
 
 
 class Clock(Protocol):
@@ -18,6 +18,10 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
 
+@overload
+def iso(ms: int) -> str: ...
+@overload
+def iso(ms: None) -> None: ...
 def iso(ms: int | None) -> str | None:
     """ISO 8601 UTC with a ``Z`` suffix and second precision; ``None`` stays ``None``."""
     if ms is None:

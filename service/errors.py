@@ -93,10 +93,12 @@ class Code(StrEnum):
         member.status = row.status
         member.message = row.message
         member.challenge = row.challenge
-        headers = dict(row.challenge.headers) if row.challenge is not None else {}
+        # Not named ``headers``: mypy takes a name assigned in an enum's body for one of its
+        # members, and the member's attribute for a final one.
+        fixed = dict(row.challenge.headers) if row.challenge is not None else {}
         if row.retry_after is not None:
-            headers["Retry-After"] = str(row.retry_after)
-        member.headers = MappingProxyType(headers)
+            fixed["Retry-After"] = str(row.retry_after)
+        member.headers = MappingProxyType(fixed)
         member.sent = row.sent
         return member
 

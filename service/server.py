@@ -196,7 +196,7 @@ class Backoff:
         if ran_for >= self.stable:
             self.failures = 0
         self.failures += 1
-        return min(self.cap, self.first * 2 ** (self.failures - 1))
+        return min(self.cap, self.first * 2.0 ** (self.failures - 1))
 
 
 class StoreKeeper:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from aiohttp import web
 
@@ -53,7 +53,7 @@ class CreateAlias:
     enabled: bool
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -71,10 +71,10 @@ def _bounded(
     value = body[field]
     if value is None:
         return None
-    if not _is_int(value) or not low <= value <= high:
-        problems[field] = rule
-        return UNSET
-    return value
+    if _is_int(value) and low <= value <= high:
+        return value
+    problems[field] = rule
+    return UNSET
 
 
 def _fields(body: dict[str, Any], problems: dict[str, str]) -> dict[str, Any]:

@@ -34,10 +34,9 @@ SECRETS_KEY_SOURCE = web.AppKey("secrets_key_source", str)
 
 # The start-up's run finishing the folder deletions earlier runs left cut short
 # (``service.auth.removals``), a task beside serving.
-REMOVALS_AT_START = web.AppKey("removals_at_start", asyncio.Task)  # type: ignore[type-abstract]
+REMOVALS_AT_START: web.AppKey[asyncio.Task[None]] = web.AppKey("removals_at_start", asyncio.Task)
 # The answer to a request no route matched, when it is not the API's: the dashboard's "not
 # found" page (``service.dashboard.routes``), or None for the envelope's 404.
-NOT_FOUND_PAGE = web.AppKey(
-    "not_found_page",
-    Callable[[web.Request], web.StreamResponse | None],  # type: ignore[arg-type]
+NOT_FOUND_PAGE: web.AppKey[Callable[[web.Request], web.StreamResponse | None]] = web.AppKey(
+    "not_found_page"
 )

@@ -63,6 +63,7 @@ def byte_range(request: web.Request, size: int, etag: str) -> tuple[int, int] | 
     first, last = (_position(digits) for digits in match.groups())
     if first is None:  # the last N bytes
         suffix = last
+        assert suffix is not None  # the check above: one of the two positions is given
         if suffix == 0 or size == 0:
             raise _unsatisfiable(size)
         start = max(0, size - suffix)

@@ -22,13 +22,13 @@ _PLACE_RULE = "must be a folder id, or null for the top level"
 # The size of a page of files or folders: asked with ``limit``.
 
 
-def _refuse_unknown(body: dict[str, Any], known: tuple[str, ...], problems: dict) -> None:
+def _refuse_unknown(body: dict[str, Any], known: tuple[str, ...], problems: dict[str, Any]) -> None:
     for field in body:
         if field not in known:
             problems[field] = "is not a known field"
 
 
-def _place(body: dict[str, Any], field: str, problems: dict) -> str | Unset | None:
+def _place(body: dict[str, Any], field: str, problems: dict[str, Any]) -> str | Unset | None:
     if field not in body:
         return UNSET
     value = body[field]
@@ -38,7 +38,7 @@ def _place(body: dict[str, Any], field: str, problems: dict) -> str | Unset | No
     return value
 
 
-def _name(body: dict[str, Any], problems: dict, *, required: bool) -> str | None:
+def _name(body: dict[str, Any], problems: dict[str, Any], *, required: bool) -> str | None:
     if "name" not in body:
         if required:
             problems["name"] = "is required and " + NAME_RULE

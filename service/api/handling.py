@@ -68,7 +68,7 @@ def request_handling(
             method = request.method
             login = logins is not None and method == "POST" and request.path == LOGIN_ROUTE
             if login:
-                logins.inc()  # type: ignore[union-attr]
+                logins.inc()  # type: ignore[union-attr]  # login: logins is not None
             route = plain.get((method, request.rel_url.path_safe))
             try:
                 if route is None or hdrs.EXPECT in request.headers:
@@ -91,7 +91,7 @@ def request_handling(
                 response = error_response(refusal(exc, trace, method, request.path))
             finally:
                 if login:
-                    logins.dec()  # type: ignore[union-attr]
+                    logins.dec()  # type: ignore[union-attr]  # login: logins is not None
             if route is None:  # a plain route's is on the trace already
                 _route(request, trace)
             if not response.prepared:

@@ -63,20 +63,21 @@ def trace_headers(
 ) -> list[tuple[str, str]]:
     """The headers an answer gets from its request's trace: ``X-Request-ID`` and, for an
     accepted credential, ``RateLimit-Policy`` and ``RateLimit``."""
-    headers = [(REQUEST_ID, trace.request_id)]
+    headers: list[tuple[str, str]] = [(REQUEST_ID, trace.request_id)]
     rate = trace.rate
     if rate is not None and rate_fields is not None:
         headers.append((_RATE_LIMIT_POLICY, rate.policy or rate_fields.policy))  # a key's own
-        headers.append((_RATE_LIMIT, rate_fields.current(rate)))  # type: ignore[arg-type]
+        headers.append((_RATE_LIMIT, rate_fields.current(rate)))
     return headers
 
 
-RATE_FIELDS = web.AppKey("rate_fields", RateLimitFields | None)  # type: ignore[arg-type]
+RATE_FIELDS: web.AppKey[RateLimitFields | None] = web.AppKey("rate_fields")
 
 
 async def prepare_streamed(request: web.Request, response: web.StreamResponse) -> None:
     """Send a streamed answer's status and headers, the standard ones included: a response
     the handler prepares itself has sent its headers before the request handling sees it."""
+    # The trace is set by request_handling, around every handler.
     standard_headers(response, current_trace.get(), request.app[RATE_FIELDS])  # type: ignore[arg-type]
     await response.prepare(request)
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
-from service.api.validation import MAX_PASSWORD_LENGTH, _refuse_unknown_fields
+from service.api.validation import _refuse_unknown_fields
 from service.auth.mfa import MAX_PASSKEY_NAME_LENGTH, Answer
+from service.auth.users import MAX_PASSWORD_LENGTH
 from service.domain import recovery_codes, totp
 from service.errors import ApiError, Code
 

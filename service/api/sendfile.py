@@ -50,7 +50,7 @@ def _socket_fd(request: web.Request) -> int | None:
         return None
     if transport.get_extra_info("sslcontext") is not None:
         return None
-    sock = transport.get_extra_info("socket")
+    sock: socket.socket | None = transport.get_extra_info("socket")
     if sock is None or transport.get_write_buffer_size():
         return None
     return sock.fileno()

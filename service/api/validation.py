@@ -11,7 +11,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 from aiohttp import web
@@ -111,7 +111,7 @@ def _members_kept(value: Any) -> int:
     return count
 
 
-class _Repeats(dict):  # type: ignore[type-arg]
+class _Repeats(dict[str, Any]):
     """An object in which a name was written more than once."""
 
     names: list[str]
@@ -164,13 +164,15 @@ def _refuse_repeated_names(body: bytes) -> None:
     )
 
 
-def _refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...], problems: dict) -> None:
+def _refuse_unknown_fields(
+    body: dict[str, Any], known: tuple[str, ...], problems: dict[str, Any]
+) -> None:
     for field in body:
         if field not in known:
             problems[field] = "is not a known field"
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -269,7 +271,7 @@ def _expires_days(body: dict[str, Any], problems: dict[str, Any]) -> int | None:
     expires_days = body["expires_days"]
     if not _is_int(expires_days) or not 1 <= expires_days <= MAX_EXPIRES_DAYS:
         problems["expires_days"] = f"must be a whole number from 1 to {MAX_EXPIRES_DAYS}"
-    return expires_days  # type: ignore[no-any-return]
+    return expires_days  # type: ignore[no-any-return]  # a whole number unless a problem is noted
 
 
 def _check_folder_ids(value: Any) -> tuple[tuple[str, ...] | None, str | None]:
@@ -343,7 +345,7 @@ def parse_create_uploader(body: dict[str, Any]) -> CreateUploaderRequest:
     expires_days = _expires_days(body, problems)
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
-    assert name is not None
+    assert name is not None and kind is not None
     return CreateUploaderRequest(kind, name, folder_id, alias, expires_days)
 
 
@@ -378,7 +380,7 @@ def _check_allowed_ips(value: Any) -> tuple[tuple[str, ...], str | None]:
             f"items at positions {', '.join(bad)} (counting from 1) are not IPv4/IPv6 addresses "
             "or CIDR networks"
         )
-    return tuple(dict.fromkeys(networks)), None  # type: ignore[arg-type]
+    return tuple(dict.fromkeys(networks)), None  # type: ignore[arg-type]  # no None: returned above
 
 
 def _check_rate_limit(value: Any) -> tuple[tuple[int, int] | None, Any]:
@@ -455,7 +457,7 @@ def parse_roll_key(body: dict[str, Any]) -> int:
         problems["grace_seconds"] = f"must be a whole number from 0 to {MAX_GRACE_SECONDS}"
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
-    return grace
+    return grace  # type: ignore[no-any-return]  # a whole number: refused above otherwise
 
 
 def parse_leak_report(body: dict[str, Any]) -> list[str]:

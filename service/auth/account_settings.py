@@ -108,7 +108,8 @@ class AccountSettings:
 
     async def default_folder(self, user_id: str) -> str | None:
         """Where an upload without a folder goes: the default folder, None for the top."""
-        return (await self.read(user_id))["default_folder_id"]
+        folder_id: str | None = (await self.read(user_id))["default_folder_id"]
+        return folder_id
 
     async def default_key_expires_days(self, user_id: str) -> int:
         """A new key's lifetime when ``POST /keys`` names none."""

@@ -150,10 +150,14 @@ class Aliases:
         user_id = principal.user_id
         await self._reach.alias_target(principal, kind, target_id, field)
         defaults = await self._settings.read(user_id)
-        if isinstance(expires_in_seconds, Unset):
-            expires_in_seconds = defaults["default_alias_expires_in_seconds"]
-        if isinstance(max_views, Unset):
-            max_views = defaults["default_alias_max_views"]
+        expires: int | None = (
+            defaults["default_alias_expires_in_seconds"]
+            if isinstance(expires_in_seconds, Unset)
+            else expires_in_seconds
+        )
+        views: int | None = (
+            defaults["default_alias_max_views"] if isinstance(max_views, Unset) else max_views
+        )
         password_hash = None if password is None else await self._passwords.hash(password)
         for _ in range(1 if slug is not None else SLUG_DRAWS):
             now = self._clock.now_ms()
@@ -162,8 +166,8 @@ class Aliases:
                 slug=slug or generate_slug(),
                 target_id=target_id,
                 created_at=now,
-                expires_at=None if expires_in_seconds is None else now + expires_in_seconds * 1000,
-                max_views=max_views,
+                expires_at=None if expires is None else now + expires * 1000,
+                max_views=views,
                 password_protected=password_hash is not None,
                 enabled=enabled,
             )

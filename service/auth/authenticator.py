@@ -171,7 +171,8 @@ class Authenticator:
                 stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
                 if stale is not None:  # the key's rate changed: take under the new one instead
                     lent = None
-                    entry = await self._lookup.find_api_key(digest, now, 1, *stale, address)
+                    back, interval = stale
+                    entry = await self._lookup.find_api_key(digest, now, 1, back, interval, address)
         except KeyGone as gone:  # revoked, or rolled out past its grace: refused, saying why
             self._rate(digest, lent, None, for_lease, now)  # forgets any lease of the digest
             raise key_gone(gone, now) from None

@@ -334,7 +334,7 @@ class Files:
                 name=before.name if name is None else name,
                 folder_id=before.folder_id if isinstance(folder_id, Unset) else folder_id,
             )
-            kinds = []
+            kinds: list[tuple[str, FileRecord, dict[str, str | None]]] = []
             if after.name != before.name:
                 kinds.append((audit.FILE_RENAMED, before, {"name": after.name}))
             if after.folder_id != before.folder_id:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from service.auth.audit import AuditTrail
 from service.auth.login_throttle import LoginThrottle, Reservation
@@ -292,7 +293,9 @@ class Login:
         self._outcomes("succeeded")
         return opened
 
-    async def webauthn_options(self, mfa_token: str, loopback_origin: str | None = None) -> dict:
+    async def webauthn_options(
+        self, mfa_token: str, loopback_origin: str | None = None
+    ) -> dict[str, Any]:
         """The assertion options for a login's second step by passkey; their challenge is kept
         in the step (a new call replaces it). 401 ``mfa_token_invalid`` as for an answer; 409
         ``mfa_not_enabled`` when the account has no passkey."""

@@ -16,11 +16,15 @@ import contextlib
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import bcrypt
 
 from service.errors import ApiError, Code
+
+Result = TypeVar("Result")
 
 # Not a credential: the input of the stand-in hash checked when an email has no account.
 _UNKNOWN_USER_PASSWORD = "timing-equaliser-for-unknown-accounts"  # noqa: S105
@@ -69,7 +73,7 @@ class PasswordHasher:
         """Hash computations running or queued in this process."""
         return self._pending
 
-    async def _run(self, func, *args):  # type: ignore[no-untyped-def]
+    async def _run(self, func: Callable[..., Result], *args: Any) -> Result:
         if self._pending >= self._capacity:
             raise ApiError(self._busy)
         self._pending += 1

@@ -146,12 +146,12 @@ class Reach:
         if principal.bound:
             read = (await self._bound_folder(principal, folder_id, None))[0][1]
             return read, folder_record(folder_id, read)
-        read = None
+        found = None
         if is_valid_id(folder_id, "fld"):
-            read = await self._folders.read(principal.user_id, folder_id)
-        if read is None:
+            found = await self._folders.read(principal.user_id, folder_id)
+        if found is None:
             raise _no_folder(None)
-        return read, folder_record(folder_id, read)
+        return found, folder_record(folder_id, found)
 
     async def place(self, principal: Principal, folder_id: str | None, field: str) -> str | None:
         """Where the principal may create, upload or move something: the top level (None) or

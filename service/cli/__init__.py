@@ -100,8 +100,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except StorageFull:  # restoring files' bytes
-        where = settings.data_dir / FILES_DIRECTORY
-        print(f"error: no room left in {where} for the files' bytes", file=sys.stderr)
+        files = settings.data_dir / FILES_DIRECTORY
+        print(f"error: no room left in {files} for the files' bytes", file=sys.stderr)
         return 1
     except OSError as error:  # the backup's directory: permissions, space
         where = f" ({error.filename})" if error.filename else ""

@@ -12,11 +12,11 @@ from service.clock import SystemClock, iso
 from service.config import Settings
 
 
-def _size(count: int) -> str:
+def _size(count: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
-        count /= 1024  # type: ignore[assignment]
+        count /= 1024
     return f"{count} bytes"
 
 

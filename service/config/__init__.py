@@ -8,6 +8,7 @@ read per request. Policy objects take only their group of settings (``Settings.s
 """
 
 from service.config.readers import ConfigError, Network, SecretKeys, available_cores
+from service.config.setting import Setting
 from service.config.settings import (
     AuditSettings,
     LoginSettings,
@@ -17,7 +18,7 @@ from service.config.settings import (
     UploadSettings,
     load_settings,
 )
-from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS, Setting, settings_table
+from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS, settings_table
 
 __all__ = [
     "SENTINEL_REPLICA_WAIT_MS",

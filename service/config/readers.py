@@ -249,7 +249,7 @@ def number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-class SecretKeys(tuple):  # type: ignore[type-arg]
+class SecretKeys(tuple[bytes, ...]):
     """The operator's keys for secrets kept at rest (32 bytes each, the first encrypting, all
     decrypting). A tuple whose ``repr`` names how many, never what: ``Settings`` may be
     printed."""

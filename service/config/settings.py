@@ -150,7 +150,6 @@ class Settings:
     body_timeout_seconds: float = _DEFAULTS["body_timeout_seconds"]
     audit_retention_days: int = _DEFAULTS["audit_retention_days"]
     audit_max_events: int = _DEFAULTS["audit_max_events"]
-    public_url: str | None = _DEFAULTS["public_url"]
     secrets_key: SecretKeys | None = _DEFAULTS["secrets_key"]
     secrets_key_file: SecretKeys | None = _DEFAULTS["secrets_key_file"]
     reauth_seconds: int = _DEFAULTS["reauth_seconds"]

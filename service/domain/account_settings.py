@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from service.domain.credentials import is_valid_id
 
@@ -21,7 +21,7 @@ KEY_EXPIRES_DAYS_MAX = 3650
 MIN_ALIAS_SECONDS = 60
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -18,8 +18,6 @@ from service.domain.files import MAX_NAME_LENGTH, display_name
 # (``GET /files?folder_id=root``) or an upload's form field names it, and how the store suffixes
 # the top level's indexes.
 TOP = "root"
-# A depth below this is never the bound: the contract promises at least 32 levels.
-MIN_DEPTH_BOUND = 32
 
 NAME_RULE = (
     f"must be 1 to {MAX_NAME_LENGTH} characters after trimming, without control characters, "

@@ -40,11 +40,6 @@ def canonical_network(text: str) -> str | None:
     return network.with_prefixlen
 
 
-def stored_form(networks: tuple[str, ...]) -> str:
-    """How a key's digest entry holds its allow-list (canonical networks, comma-separated)."""
-    return ",".join(networks)
-
-
 def address_form(client: str | None) -> str:
     """A client address as the store's lookup compares it with a key's allowed ranges
     (``address_ranges``): ``4`` and 8 hex digits for IPv4 (an IPv4-mapped IPv6 address

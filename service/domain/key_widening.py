@@ -54,6 +54,7 @@ def widens_addresses(before: KeyRecord, after: KeyRecord) -> bool:
     held = [ipaddress.ip_network(network) for network in before.allowed_ips]
     return any(
         not any(
+            # subnet_of takes a network of its own version, which the first test checks
             network.version == outer.version and network.subnet_of(outer)  # type: ignore[arg-type]
             for outer in held
         )

@@ -58,8 +58,8 @@ def _libcrypto() -> Any:
             ctypes.c_size_t,
         ]
         library.SHA256_Final.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Context)]
-        for function in (library.SHA256_Init, library.SHA256_Update, library.SHA256_Final):
-            function.restype = ctypes.c_int
+        for entry_point in (library.SHA256_Init, library.SHA256_Update, library.SHA256_Final):
+            entry_point.restype = ctypes.c_int
         return library
     return None
 

@@ -39,7 +39,8 @@ def file_record(member: str) -> FileRecord:
     if not isinstance(value, dict):
         raise CorruptRecord()
     try:
-        record = FileRecord(*(value[name] for name in _FIELDS[:-1]), value.get("folder_id"))
+        fields = {name: value[name] for name in _FIELDS[:-1]}
+        record = FileRecord(**fields, folder_id=value.get("folder_id"))
     except KeyError:
         raise CorruptRecord() from None
     ints = (record.size, record.created_at)

@@ -17,6 +17,8 @@ from time import perf_counter
 
 from multidict import CIMultiDictProxy
 
+from service.domain.records import RateVerdict
+
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 UNMATCHED_ROUTE = "unmatched"
@@ -100,6 +102,7 @@ class RequestTrace:
         "store_error",
         "user_id",
     )
+    store_error: str  # only on a store failure (see above), so no default
 
     def __init__(self, request_id: str, route: str, remote: str | None = None) -> None:
         self.request_id = request_id
@@ -110,7 +113,7 @@ class RequestTrace:
         self.outcome: str | None = None
         self.user_id: str | None = None
         self.key_id: str | None = None
-        self.rate: object | None = None
+        self.rate: RateVerdict | None = None
         self.auth_seconds = 0.0
 
 

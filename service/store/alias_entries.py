@@ -12,6 +12,7 @@ served meanwhile). Only what is set is stored: an alias without limits is four s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from redis.asyncio import Redis
@@ -162,7 +163,7 @@ class AliasEntries:
     def name(self, slug: str) -> str:
         return self.keys.alias_entry(slug.lower())
 
-    async def claim(self, slug: str, fields: dict[str, str | int]) -> bool:
+    async def claim(self, slug: str, fields: Mapping[str, str | int]) -> bool:
         """An entry under ``slug`` holding ``fields``, unless the slug (ignoring case) is an
         alias's already."""
         args = [part for pair in fields.items() for part in pair]

@@ -95,6 +95,52 @@ def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
     assert checked > 40  # the pages link to each other; finding none means the pattern broke
 
 
+# A line of the service's part of the layout tree: two spaces a level, the module or package
+# (a package with its slash), then what it holds.
+_TREE_LINE = re.compile(r"^(?P<indent>(?:  )+)(?P<name>[\w.]+/?)(?: {2,}(?P<holds>\S.*))?$")
+
+
+def _layout_tree_of_the_service() -> dict[str, str]:
+    """What the layout tree in docs/development.md names under ``service/``: each module's or
+    package's path (``api/routes/files.py``, ``api/routes``) with what it says it holds."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    lines = section.split("\n```\n", 2)[1].splitlines()
+    named: dict[str, str] = {}
+    packages: list[str] = []  # the packages the current line is inside, outermost first
+    for line in lines[lines.index("service/") + 1 :]:
+        if not line.startswith(" "):  # the tree's next top-level folder
+            break
+        match = _TREE_LINE.match(line)
+        assert match, f"not a line of the tree (a module or package, what it holds): {line!r}"
+        depth = len(match["indent"]) // 2
+        assert depth <= len(packages) + 1, f"deeper than its package: {line!r}"
+        del packages[depth - 1 :]
+        name = match["name"].removesuffix("/")
+        named["/".join([*packages, name])] = match["holds"] or ""
+        if match["name"].endswith("/"):
+            packages.append(name)
+    return named
+
+
+def _modules_and_packages_of_the_service() -> set[str]:
+    service = ROOT / "service"
+    packages = {path.parent for path in service.rglob("__init__.py")} - {service}
+    modules = {path for path in service.rglob("*.py") if path.name != "__init__.py"}
+    return {path.relative_to(service).as_posix() for path in packages | modules}
+
+
+def test_the_layout_tree_names_every_module_of_the_service_and_nothing_else() -> None:
+    """The tree in docs/development.md cannot go stale: a module added, moved or removed fails
+    here until the tree says so, and each line says what its module or package holds."""
+    named = _layout_tree_of_the_service()
+    present = _modules_and_packages_of_the_service()
+    assert len(present) > 100, "the walk found the service's modules"
+    assert sorted(present - named.keys()) == [], "in service/ but not in the tree"
+    assert sorted(named.keys() - present) == [], "in the tree but not in service/"
+    assert [path for path, holds in named.items() if not holds] == [], "says nothing it holds"
+
+
 def test_the_readme_stays_short() -> None:
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail into docs/"

@@ -210,6 +210,7 @@ def _permission_names(mask: int) -> str:
 
 
 async def verify(request: web.Request) -> web.Response:
+    # The trace is set by request_handling, around every handler.
     return Answer.of(await verify_reply(request.app, request.headers, current_trace.get()))  # type: ignore[arg-type]
 
 
@@ -242,7 +243,10 @@ async def verify_reply(
         # the frame (its traceback), a cycle per refusal for the garbage collector.
         raise _with_auth_error(caught, trace) from None
     credential = _CREDENTIAL_NAMES[principal.credential]
-    identity = ((_USER_ID, principal.user_id), (_CREDENTIAL, credential))
+    identity: tuple[tuple[str, str], ...] = (
+        (_USER_ID, principal.user_id),
+        (_CREDENTIAL, credential),
+    )
     if principal.key_id is not None:
         identity += ((_KEY_ID, principal.key_id),)
     return Reply(200, None, (*identity, (_PERMISSIONS, _permission_names(principal.permissions))))

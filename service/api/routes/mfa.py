@@ -40,7 +40,7 @@ def passkey_view(passkey: Passkey) -> dict[str, Any]:
 
 def _status_view(
     state: MfaState, totp_available: bool, webauthn_available: bool, setup: dict[str, str]
-) -> dict:
+) -> dict[str, Any]:
     return {
         "totp": {
             "enabled": state.totp_sealed is not None,

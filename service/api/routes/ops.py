@@ -51,7 +51,7 @@ async def readyz(request: web.Request) -> web.Response:
         async with asyncio.timeout(request.app[SETTINGS].redis_timeout_seconds):
             await request.app[POLICY].readiness.ping_store()
     except (RedisError, OSError, TimeoutError) as error:
-        note_store_error(current_trace.get(), error)  # type: ignore[arg-type]
+        note_store_error(current_trace.get(), error)  # type: ignore[arg-type]  # set by request_handling
         raise ApiError(Code.STORE_UNAVAILABLE, details={"dependency": "redis"}) from None
     problem = await request.app[POLICY].readiness.blob_problem()
     if problem is not None:

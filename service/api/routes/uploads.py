@@ -61,7 +61,9 @@ def _tus(handler: Handler) -> Handler:
         except web.HTTPException:
             raise
         except Exception as error:
-            failure = refusal(error, current_trace.get(), request.method, request.path)
+            trace = current_trace.get()
+            assert trace is not None  # set by request_handling, around every handler
+            failure = refusal(error, trace, request.method, request.path)
             response = error_response(failure)
         response.headers.update(TUS_HEADERS)
         if response.status == 460:  # tus's own status, which HTTP names no phrase for
@@ -122,7 +124,9 @@ async def create(request: web.Request) -> web.StreamResponse:
     if has_body:
         check_patch_type(request)
     record = await request.app[POLICY].uploads.create(principal, length, meta)
-    location = {hdrs.LOCATION: f"{public_origin(request)}{UPLOADS_PATH}/{record.id}"}
+    location: dict[str, str] = {
+        hdrs.LOCATION: f"{public_origin(request)}{UPLOADS_PATH}/{record.id}"
+    }
     if not has_body:
         answer = ok(_upload_view(record), status=201)
         answer.headers.update({**location, "Upload-Expires": _expires(record)})

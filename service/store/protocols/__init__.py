@@ -24,6 +24,7 @@ from service.store.protocols.accounts import (
     UserStore,
 )
 from service.store.protocols.files import (
+    AliasEntries,
     AliasStore,
     AliasViews,
     BindingsStore,
@@ -32,6 +33,28 @@ from service.store.protocols.files import (
     FoldersStore,
     UploadStore,
 )
+
+__all__ = [
+    "AccountSettingsStore",
+    "AliasEntries",
+    "AliasStore",
+    "AliasViews",
+    "ApiKeyStore",
+    "AuditStore",
+    "BackupStore",
+    "BindingsStore",
+    "CounterStore",
+    "CredentialLookup",
+    "FilesStore",
+    "FolderRemovalStore",
+    "FoldersStore",
+    "MfaAnswerStore",
+    "MfaStore",
+    "SessionStore",
+    "Stores",
+    "UploadStore",
+    "UserStore",
+]
 
 
 class Stores(Protocol):

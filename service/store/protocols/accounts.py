@@ -4,6 +4,7 @@ settings and backups."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -73,7 +74,7 @@ class SessionStore(Protocol):
 
     async def abandon_replacement(self, user_id: str, old_digest: str) -> None: ...
 
-    async def remove_many(self, user_id: str, token_digests: list[str]) -> int: ...
+    async def remove_many(self, user_id: str, token_digests: builtins.list[str]) -> int: ...
 
 
 class ApiKeyStore(Protocol):
@@ -144,7 +145,9 @@ class ApiKeyStore(Protocol):
         reason: str = ...,
     ) -> bool: ...
 
-    async def find_live(self, secret_digests: list[str], now: int) -> list[tuple[str, str]]: ...
+    async def find_live(
+        self, secret_digests: builtins.list[str], now: int
+    ) -> builtins.list[tuple[str, str]]: ...
 
     async def describe(self, user_id: str, key_id: str) -> tuple[str, str] | None: ...
 

@@ -4,7 +4,7 @@ kept in Redis."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from service.domain.aliases import Listed, View
@@ -109,7 +109,7 @@ class FolderRemovalStore(Protocol):
 
     async def remove_batch(self, user_id: str, top: str, budget: int) -> tuple[bool, list[str]]: ...
 
-    async def leftovers(self, user_id: str, count: int) -> AsyncIterator[list[str]]: ...
+    def leftovers(self, user_id: str, count: int) -> AsyncIterator[list[str]]: ...
 
     async def note(self, user_id: str, ids: list[str]) -> None: ...
 
@@ -146,7 +146,22 @@ class BindingsStore(Protocol):
     ) -> tuple[int, list[bool]]: ...
 
 
+class AliasEntries(Protocol):
+    async def claim(self, slug: str, fields: Mapping[str, str | int]) -> bool: ...
+
+    async def change(self, slug: str, alias_id: str, changes: dict[str, str | None]) -> bool: ...
+
+    async def freeze(self, slug: str, alias_id: str) -> dict[str, str] | None: ...
+
+    async def delete(
+        self, slug: str, user_id: str, alias_id: str | None = None, target_id: str | None = None
+    ) -> bool: ...
+
+
 class AliasStore(Protocol):
+    @property
+    def entries(self) -> AliasEntries: ...
+
     async def add(
         self,
         user_id: str,
@@ -276,4 +291,6 @@ class UploadStore(Protocol):
 
     async def live_file_ids(self, user_id: str, now: int) -> set[str]: ...
 
-    async def leftover_state(self, user_id: str, upload_id: str) -> tuple[str, dict] | None: ...
+    async def leftover_state(
+        self, user_id: str, upload_id: str
+    ) -> tuple[str, dict[str, Any]] | None: ...
