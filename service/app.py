@@ -163,7 +163,7 @@ def create_app(
             busy=Code.ALIAS_PASSWORD_BUSY,
         )
         app[STORE] = store
-        app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background)
+        app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background, rate_fields)
         app[POLICY] = make_policy(
             store,
             blob_stores_over(app[BLOBS]),

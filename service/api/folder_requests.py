@@ -1,5 +1,5 @@
-"""The request fields of folders, of a file's rename or move, and of the account's settings;
-and the query of a page of files or folders.
+"""The request fields of folders and of a file's rename or move (into a folder), and the query
+that names a folder.
 
 As in ``service.api.validation``: every problem is a 400 ``validation_failed`` whose ``details``
 name each field and why. A folder id of the right type (a string) that names no folder of the
@@ -13,13 +13,11 @@ from typing import Any
 
 from aiohttp import web
 
-from service.domain import account_settings
 from service.domain.folders import NAME_RULE, TOP, given_name
 from service.domain.records import UNSET, Unset
 from service.errors import ApiError, Code
 
 _PLACE_RULE = "must be a folder id, or null for the top level"
-# The size of a page of files or folders: asked with ``limit``.
 
 
 def _refuse_unknown(body: dict[str, Any], known: tuple[str, ...], problems: dict[str, Any]) -> None:
@@ -83,15 +81,6 @@ def parse_edit_file(body: dict[str, Any]) -> tuple[str | None, str | Unset | Non
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     return name, folder
-
-
-def parse_settings(body: dict[str, Any]) -> dict[str, Any]:
-    """``PATCH /settings``: any of the settings, each checked against its rule
-    (``service.domain.account_settings``); one problem refuses them all."""
-    problems = account_settings.problems_of(body)
-    if problems:
-        raise ApiError(Code.VALIDATION_FAILED, details=problems)
-    return body
 
 
 def folder_query(request: web.Request, name: str) -> str | Unset | None:

@@ -99,7 +99,10 @@ class Authenticator:
         clock: Clock,
         sessions: SessionSettings,
         background: BackgroundWrites,
+        rate_fields: RateLimitFields | None,
     ) -> None:
+        """``rate_fields``: the RateLimit header fields of the deployment's limit (None when
+        limits are off), the ones every answer of the application carries."""
         self._lookup = stores.lookup
         self._api_keys = stores.api_keys
         self._sessions = stores.sessions
@@ -109,7 +112,7 @@ class Authenticator:
         self._renew_ms = sessions.renew_seconds * 1000
         self._last_touch: dict[str, int] = {}
         limit = stores.lookup.rate_limit
-        self.rate_fields = RateLimitFields(limit) if limit is not None else None
+        self.rate_fields = rate_fields
         self._leases = RateLeases(limit) if limit is not None else None
         self._key_rates = KeyRates()
         self._allow_lists = AllowLists()

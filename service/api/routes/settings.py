@@ -10,7 +10,7 @@ from aiohttp import web
 
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
-from service.api.folder_requests import parse_settings
+from service.api.settings_requests import parse_settings
 from service.api.validation import read_json_object
 from service.api.views import ok
 from service.auth.authenticator import require
