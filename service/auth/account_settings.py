@@ -91,13 +91,13 @@ class AccountSettings:
                 ),
             )
             encoded = {name: table.encode(name, value) for name, value in changed.items()}
-            switching = self.aliases is not None and "public_aliases_enabled" in changed
-            if switching:
-                await self.aliases.expect_switch(user_id)  # type: ignore[union-attr]
+            switching = self.aliases if "public_aliases_enabled" in changed else None
+            if switching is not None:
+                await switching.expect_switch(user_id)
             outcome = await self._store.change(user_id, stored, encoded, table.NAMES, events)
             if outcome == outcomes.DONE:
-                if switching:
-                    await self.aliases.switch(user_id)  # type: ignore[union-attr]
+                if switching is not None:
+                    await switching.switch(user_id)
                 return {**before, **changed}
             if outcome == outcomes.ACCOUNT_GONE:
                 raise ApiError(Code.ACCOUNT_GONE)

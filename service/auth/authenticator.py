@@ -164,6 +164,7 @@ class Authenticator:
         digest = credentials.digest(secret)
         lent, take, give_back, for_lease = self._plan(digest, now, counted)
         # Requests given back are worth the interval they were taken at (a key's own rate).
+        # A give-back is planned only with limits on, so with leases.
         interval = self._leases.given_back_interval_us(digest) if give_back else 0  # type: ignore[union-attr]
         address = self._address_forms.of(client)
         try:
@@ -171,6 +172,7 @@ class Authenticator:
             # A lease taken under a rate of the key's own (its verdicts name its policy), or
             # served to a key that has one now: was it taken under the rate the key has now?
             if lent is not None and entry is not None and (entry.own_rate or lent.policy):
+                # A lease was lent: limits are on.
                 stale = self._leases.stale(digest, entry.own_rate)  # type: ignore[union-attr]
                 if stale is not None:  # the key's rate changed: take under the new one instead
                     lent = None
@@ -189,7 +191,7 @@ class Authenticator:
             refusal = self._refusal(entry, now, client)
             if refusal is not None:
                 if lent is not None:
-                    self._leases.give_back(digest)  # type: ignore[union-attr]
+                    self._leases.give_back(digest)  # type: ignore[union-attr]  # lent: limits on
                 else:
                     self._rate(digest, None, None, for_lease, now)
                 try:
@@ -241,6 +243,7 @@ class Authenticator:
         if lent is not None:
             return lent
         if for_lease:
+            # Taken for a lease only with limits on.
             return self._leases.taken(digest, looked_up, now)  # type: ignore[union-attr]
         return looked_up
 
@@ -280,6 +283,7 @@ class Authenticator:
         leases = self._leases
         if leases is None:
             return None  # limits are off, a key's own included
+        # Asked only for a key with a rate of its own.
         own = self._key_rates.of(entry.own_rate)  # type: ignore[arg-type]
         if lent is not None:
             return lent

@@ -89,10 +89,6 @@ class KeyRate(NamedTuple):
     interval_us: int  # as the lookup script works it out (store.lookup._LOOKUP_KEY_AND_TAKE)
 
 
-def key_rate_stored(per_second: int, burst: int) -> str:
-    return f"{per_second}:{burst}"
-
-
 class KeyRates:
     """A key's own rate from its stored form, parsed once per worker and form (bounded). A
     damaged one refuses the request (fail closed), as the lookup script does."""

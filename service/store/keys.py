@@ -314,10 +314,6 @@ class RedisKeys:
         """A vanity alias's entry, by its slug in lower case (``domain.aliases.slug_key``)."""
         return self._alias_entry + slug_key
 
-    def alias_entry_prefix(self) -> str:
-        """``alias_entry`` without its slug: scripts that name an entry from a slug use it."""
-        return self._alias_entry
-
     def alias_guesses_by_alias_address(self, alias_id: str, address: str) -> str:
         return f"{self._alias_guesses}pair:{alias_id}:{address}"
 
