@@ -96,7 +96,7 @@ class RedisServer:
         # ConnectionError, AuthenticationError included) made a password-protected server's
         # first answer take over 4 s.
         client = redis_sync.Redis(port=self.port, socket_timeout=1, retry=Retry(NoBackoff(), 0))
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a bound, generous for a busy machine
         while True:
             try:
                 if client.ping():
