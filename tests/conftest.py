@@ -72,6 +72,19 @@ NOT_ON_A_CLUSTER = {
         "counts hot-path commands exactly, assuming the scripts are loaded; each cluster node "
         "answers its first EVALSHA with NOSCRIPT, then gets EVAL"
     ),
+    **dict.fromkeys(
+        (
+            "tests/store/test_pipelined.py::test_concurrent_commands_each_get_their_own_reply",
+            "tests/store/test_pipelined.py::test_an_error_reply_fails_only_its_own_command",
+            "tests/store/test_pipelined.py::test_a_script_unknown_to_the_server_is_sent_once_by_"
+            "source",
+            "tests/store/test_pipelined.py::test_it_works_on_uvloop_which_the_server_runs",
+            "tests/store/test_redis_client.py::test_a_write_to_a_socket_closed_under_the_client_is_"
+            "a_connection_error",
+        ),
+        "the single server's connection (PipelinedRedis, connect_redis), which a cluster's node "
+        "answers with MOVED for most keys; the cluster's own is tested in tests/system/scale",
+    ),
     "tests/api/test_rate_limits.py::test_refusals_other_than_the_rate_carry_no_rate_fields": (
         "counts a bucket exactly on a frozen clock, while Redis expires the bucket in real time "
         "(10 ms after one request): requests as slow as a cluster's find it gone"

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import redis as redis_sync
-from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
 from service.store.audit import (
@@ -21,6 +20,7 @@ from service.store.audit import (
     encode_cursor,
 )
 from service.store.keys import RedisKeys
+from tests.support.redis import async_client
 
 USER = "usr_0000000000000000000000"
 TRAIL = f"fh:{{{USER}}}:audit"
@@ -29,8 +29,8 @@ DAY = 86_400_000
 
 
 @pytest.fixture
-async def trail(redis_url: str) -> AsyncIterator[AuditStore]:
-    client = Redis.from_url(redis_url, decode_responses=True)
+async def trail(redis_url: str, redis_mode: str) -> AsyncIterator[AuditStore]:
+    client = await async_client(redis_url, redis_mode)
     yield AuditStore(client, RedisKeys("fh"))
     await client.aclose()
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import redis as redis_sync
-from redis.asyncio import Redis
 
 from service.domain.credentials import new_id
 from service.domain.records import FileRecord
@@ -26,13 +25,16 @@ from service.store.directory_blobs import DirectoryBlobs
 from service.store.errors import AccountGone
 from service.store.files import BadCursor, FilesStore, decode_cursor, encode_cursor
 from service.store.stores import open_stores
+from tests.support.redis import async_client
 
 USER = "usr_0000000000000000000000"
 
 
 @pytest.fixture
-async def files(redis_url: str, redis_client: redis_sync.Redis) -> AsyncIterator[FilesStore]:
-    client = Redis.from_url(redis_url, decode_responses=True)
+async def files(
+    redis_url: str, redis_mode: str, redis_client: redis_sync.Redis
+) -> AsyncIterator[FilesStore]:
+    client = await async_client(redis_url, redis_mode)
     redis_client.hset(f"fh:{{{USER}}}:user", mapping={"id": USER})
     yield open_stores(client, "fh").files
     await client.aclose()

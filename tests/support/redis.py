@@ -17,11 +17,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis as redis_sync
+from redis.asyncio import Redis as AsyncRedis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from service.config import Settings
+from service.store.cluster import connect_cluster_client
 from service.store.embedded import bundled_server_binary
 
 # Names another Redis-compatible server for the tests (a path, or a command on PATH).
@@ -152,6 +156,18 @@ def stopped_at_exit(server: RedisServer) -> Iterator[RedisServer]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(server.process.pid, signal.SIGCONT)
         server.stop(kill=True)
+
+
+async def async_client(redis_url: str, redis_mode: str) -> Any:
+    """An asyncio client of the fixtures' store, as the store's modules are given one: a plain
+    client of the one server, or the service's cluster client under ``--redis cluster`` (which
+    follows each key to the node serving its slot), already past the commands it starts with
+    (CLUSTER SLOTS, COMMAND), so a test counting the store's commands counts only those."""
+    if redis_mode == "cluster":
+        client = connect_cluster_client(Settings(redis_url=redis_url, redis_mode="cluster"))
+        await client.initialize()
+        return client
+    return AsyncRedis.from_url(redis_url, decode_responses=True)
 
 
 def client_count(redis_url: str) -> int:
