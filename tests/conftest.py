@@ -25,7 +25,7 @@ from tests.support.api import Api, serve_app
 from tests.support.clock import FakeClock
 from tests.support.cluster import ClusterServer, WholeClusterClient
 from tests.support.processes import processes_mentioning
-from tests.support.redis import RedisServer, free_port
+from tests.support.redis import STORE_TIMEOUT_SECONDS, RedisServer, free_port
 from tests.support.seaweedfs import SeaweedFS
 
 
@@ -189,13 +189,12 @@ def blobs_mode(request: pytest.FixtureRequest) -> str:
 def settings(
     redis_url: str, redis_mode: str, blobs_mode: str, request: pytest.FixtureRequest
 ) -> Settings:
-    # Cost 4 keeps the suite fast; the production default (12) is tested in test_config. A
-    # cluster run shares the machine with the main run: its three masters answer later there.
+    # Cost 4 keeps the suite fast; the production default (12) is tested in test_config.
     base = Settings(
         data_dir=request.getfixturevalue("tmp_path") / "data",
         redis_url=redis_url,
         bcrypt_cost=4,
-        redis_timeout_seconds=0.5 if redis_mode == "single" else 2.0,
+        redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
         redis_mode=redis_mode,
     )
     if blobs_mode == "s3":  # under --blobs s3: the session's SeaweedFS, a prefix of its own

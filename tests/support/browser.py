@@ -33,7 +33,7 @@ from service.domain.permissions import ENFORCED_BY
 from tests.support.api import PASSWORD
 from tests.support.clock import FakeClock, parse_iso
 from tests.support.paths import REPO_ROOT
-from tests.support.redis import RedisServer
+from tests.support.redis import STORE_TIMEOUT_SECONDS, RedisServer
 
 ARTIFACTS = REPO_ROOT / "artifacts"
 DOCS_SCREENSHOT = REPO_ROOT / "docs" / "dashboard-keys.png"
@@ -113,7 +113,12 @@ async def serving(
     home = tempfile.TemporaryDirectory(prefix="dashboard-")
     settings.setdefault("data_dir", Path(home.name) / "data")
     app = create_app(
-        Settings(redis_url=redis_server.url, bcrypt_cost=4, redis_timeout_seconds=2, **settings),
+        Settings(
+            redis_url=redis_server.url,
+            bcrypt_cost=4,
+            redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
+            **settings,
+        ),
         clock=clock,
     )
     runner = EnvelopeAppRunner(app, access_log=None)

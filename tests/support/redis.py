@@ -30,6 +30,10 @@ from service.store.embedded import bundled_server_binary
 
 # Names another Redis-compatible server for the tests (a path, or a command on PATH).
 SERVER_VARIABLE = "FILEHOST_TEST_REDIS_SERVER"
+# The apps' FILEHOST_REDIS_TIMEOUT_SECONDS in the tests: how long a request waits for the store
+# before it is a 503. A bound that costs nothing while the store answers; 0.5 s made a busy
+# machine's (a load of 13 on 2 cores) slow answers 503s. A test of the timeout sets its own.
+STORE_TIMEOUT_SECONDS = 5.0
 
 # Ports this process has handed out: each test process asks for many, and a port released after
 # the probe may be handed back at once, giving one server's two listeners the same port.
@@ -164,7 +168,13 @@ async def async_client(redis_url: str, redis_mode: str) -> Any:
     follows each key to the node serving its slot), already past the commands it starts with
     (CLUSTER SLOTS, COMMAND), so a test counting the store's commands counts only those."""
     if redis_mode == "cluster":
-        client = connect_cluster_client(Settings(redis_url=redis_url, redis_mode="cluster"))
+        client = connect_cluster_client(
+            Settings(
+                redis_url=redis_url,
+                redis_mode="cluster",
+                redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
+            )
+        )
         await client.initialize()
         return client
     return AsyncRedis.from_url(redis_url, decode_responses=True)
