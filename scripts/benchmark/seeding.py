@@ -18,7 +18,6 @@ import orjson
 
 from service.domain import credentials
 from service.domain.permissions import to_mask
-from service.store.embedded import find_server_binary
 from service.store.fields import (
     KEY_EXPIRED_GRACE_MS,
     SESSION_EXPIRED_GRACE_MS,
@@ -27,6 +26,7 @@ from service.store.fields import (
     new_key_metadata,
 )
 from service.store.keys import RedisKeys
+from tests.support.redis import server_binary
 
 PASSWORD = "bench password 1234"
 # The bench alias's slug: scenario a asks for /a/<it> (benchmark.scenarios.ALIAS_PATH).
@@ -158,7 +158,7 @@ def _resp(*args: str | int) -> bytes:
 
 def mass_insert(redis_url: str, commands: Iterator[bytes]) -> None:
     """Stream RESP commands into valkey-cli/redis-cli --pipe: fastest bulk load there is."""
-    server = Path(find_server_binary())
+    server = Path(server_binary())
     cli = next(
         (
             str(c)

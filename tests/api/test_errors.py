@@ -445,8 +445,9 @@ async def test_compressed_body_over_the_limit_once_decompressed_is_refused(make_
 
 
 async def test_unresponsive_store_times_out_into_503_and_recovers(
-    api: Api, redis_server: RedisServer
+    make_api: Any, redis_server: RedisServer
 ) -> None:
+    api = await make_api(redis_timeout_seconds=1.0)  # the fixtures' bound is long for this
     token = await api.user_with_session(EMAIL)
     key = await api.create_key(token, permissions=["files.read"])
     assert redis_server.process is not None

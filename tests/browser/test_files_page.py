@@ -38,7 +38,7 @@ from tests.support.browser import (
 )
 from tests.support.clock import FakeClock
 from tests.support.pages import parse
-from tests.support.redis import RedisServer
+from tests.support.redis import STORE_TIMEOUT_SECONDS, RedisServer
 
 try:  # the runner production serves with, where the service has one
     from service.api._aiohttp import EnvelopeAppRunner as Runner  # type: ignore[attr-defined]
@@ -64,7 +64,7 @@ async def dashboard(
     settings = Settings(
         redis_url=redis_server.url,
         bcrypt_cost=4,
-        redis_timeout_seconds=2,
+        redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
         data_dir=tmp_path_factory.mktemp("files-page"),
         max_upload_bytes=MAX_UPLOAD,
         max_files_per_account=MAX_FILES,

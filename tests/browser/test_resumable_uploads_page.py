@@ -89,7 +89,7 @@ async def test_a_dropped_connection_is_retried_by_itself(
     chosen, data = big_file(tmp_path, "holiday.mp4", 12 * MIB)
     await page.set_input_files("#file-picker", files=[chosen])
     item = upload_item(page, "holiday.mp4")
-    await expect(item).to_have_class(re.compile("is-done"), timeout=30_000)
+    await expect(item).to_have_class(re.compile("is-done"))
     await expect(item.locator(".upload-status")).to_have_text(
         "Uploaded holiday.mp4 (12 MiB) into the top level."
     )
@@ -114,7 +114,7 @@ async def test_a_reloaded_page_continues_the_upload_from_where_the_service_has_i
     await page.set_input_files("#file-picker", files=[chosen])
     item = upload_item(page, "lecture.mp4")
     bar = item.locator("progress")
-    await expect(bar).to_have_attribute("value", re.compile(r"^([3-9]\d)$"), timeout=30_000)
+    await expect(bar).to_have_attribute("value", re.compile(r"^([3-9]\d)$"))
     await page.reload()  # the tab goes away under the upload
     await cdp.detach()
     await expect(page.locator("#files-loading")).to_be_hidden()
@@ -129,7 +129,7 @@ async def test_a_reloaded_page_continues_the_upload_from_where_the_service_has_i
     # Chosen again: only the rest goes, and the bar spans the whole file.
     await page.set_input_files("#file-picker", files=[chosen])
     item = upload_item(page, "lecture.mp4")
-    await expect(item).to_have_class(re.compile("is-done"), timeout=30_000)
+    await expect(item).to_have_class(re.compile("is-done"))
     await expect(page.locator("#unfinished-uploads")).to_be_hidden()
     resumed_at = int(sent[-1]["upload-offset"])
     assert resumed_at > 0
@@ -153,7 +153,7 @@ async def test_an_unfinished_upload_can_be_discarded(
     cdp = await throttle(tab, page, 4 * MIB)
     await page.set_input_files("#file-picker", files=[chosen])
     bar = upload_item(page, "draft.mov").locator("progress")
-    await expect(bar).to_have_attribute("value", re.compile(r"^([2-9]\d)$"), timeout=30_000)
+    await expect(bar).to_have_attribute("value", re.compile(r"^([2-9]\d)$"))
     url = await page.evaluate(
         "() => Object.values(JSON.parse(sessionStorage.getItem("
         "Object.keys(sessionStorage).find((k) => k.startsWith('filehost.uploads:')))))[0].url"

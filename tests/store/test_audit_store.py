@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import redis as redis_sync
-from redis.asyncio import Redis
 
 from service.domain.audit_events import EventBatch
 from service.domain.credentials import new_id
 from service.domain.cursors import BadCursor, decode_event_cursor, encode_event_cursor
 from service.store.audit import AuditStore
 from service.store.keys import RedisKeys
+from tests.support.redis import async_client
 
 USER = "usr_0000000000000000000000"
 TRAIL = f"fh:{{{USER}}}:audit"
@@ -25,8 +25,8 @@ DAY = 86_400_000
 
 
 @pytest.fixture
-async def trail(redis_url: str) -> AsyncIterator[AuditStore]:
-    client = Redis.from_url(redis_url, decode_responses=True)
+async def trail(redis_url: str, redis_mode: str) -> AsyncIterator[AuditStore]:
+    client = await async_client(redis_url, redis_mode)
     yield AuditStore(client, RedisKeys("fh"))
     await client.aclose()
 

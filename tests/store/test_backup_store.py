@@ -23,6 +23,10 @@ from service.store.topology import connect_client
 
 ALICE, BOB = "usr_" + "a" * 22, "usr_" + "b" * 22
 HOUR_MS = 3_600_000
+# The snapshots' longest pause: far longer than a snapshot of these few records takes on a busy
+# machine, and than anything the test of writes waiting waits for, so a write answered there was
+# not answered because the pause ran out. Redis lifts it as soon as the snapshot is read.
+LONG_PAUSE_MS = 60_000
 
 
 @pytest.fixture
@@ -80,7 +84,7 @@ async def test_a_snapshot_restored_into_the_emptied_store_gives_back_every_recor
     }
     records: list[Record] = []
 
-    snapshot = await stores.backup.snapshot(records.append, no_writes, 5_000)
+    snapshot = await stores.backup.snapshot(records.append, no_writes, LONG_PAUSE_MS)
     redis_server.flush()
     written, left_out, _ = await stores.backup.restore(records, int(time.time() * 1000))
     assert left_out == 0  # the store's own restore keeps sessions unless told otherwise
@@ -99,15 +103,15 @@ async def test_the_snapshot_names_every_file_record_it_holds(
     async def pin(found: list[FileRecord]) -> None:
         pinned.extend(found)
 
-    snapshot = await stores.backup.snapshot(lambda _: None, pin, 5_000)
+    snapshot = await stores.backup.snapshot(lambda _: None, pin, LONG_PAUSE_MS)
 
     assert sorted(snapshot.files, key=lambda r: r.id) == sorted(files, key=lambda r: r.id)
     assert pinned == snapshot.files
 
 
-def writer(redis_url: str, redis_mode: str) -> Any:
-    """A client that gives up on a write after 0.3 s, with no retry."""
-    options: dict[str, Any] = {"socket_timeout": 0.3, "decode_responses": True}
+def writer(redis_url: str, redis_mode: str, timeout: float) -> Any:
+    """A client that gives up on a command after ``timeout`` s, with no retry."""
+    options: dict[str, Any] = {"socket_timeout": timeout, "decode_responses": True}
     if redis_mode == "cluster":
         return redis_sync.RedisCluster.from_url(redis_url, **options)
     return redis_sync.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 0), **options)
@@ -117,20 +121,23 @@ async def test_writes_wait_while_the_store_is_read_and_reads_go_on(
     stores: Stores, redis_client: Any, redis_url: str, redis_mode: str
 ) -> None:
     await populate(stores, redis_client)
-    other = writer(redis_url, redis_mode)
+    # A read and the write after may take seconds on a busy machine, far less than the pause;
+    # the write during the pause is given up on after 0.3 s: it waits for as long as the pause.
+    other, impatient = writer(redis_url, redis_mode, 30), writer(redis_url, redis_mode, 0.3)
     seen: dict[str, Any] = {}
 
     async def while_paused(_: list[FileRecord]) -> None:
         seen["read"] = other.get("fh:login-failures:ip:127.0.0.1")
         with pytest.raises(redis_sync.TimeoutError):
-            other.set("fh:written-while-paused", 1)
+            impatient.set("fh:written-while-paused", 1)
 
     try:
-        await stores.backup.snapshot(lambda _: None, while_paused, 5_000)
+        await stores.backup.snapshot(lambda _: None, while_paused, LONG_PAUSE_MS)
         assert seen["read"] == "3"
         other.set("fh:written-after", 1)  # unpaused at once, not when the pause would end
     finally:
         other.close()
+        impatient.close()
     assert redis_client.get("fh:written-after") == "1"
 
 

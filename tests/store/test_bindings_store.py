@@ -26,6 +26,7 @@ from service.domain.records import FileRecord, FolderRecord
 from service.domain.stored_forms import folder_record
 from service.store import bindings
 from service.store.stores import Stores, open_stores
+from tests.support.redis import STORE_TIMEOUT_SECONDS
 
 NOW = 1_800_000_000_000
 USER = "usr_0000000000000000000000"
@@ -41,7 +42,11 @@ async def store(request: pytest.FixtureRequest, redis_mode: str) -> AsyncIterato
         from service.store.cluster import connect_cluster_client
 
         url = request.getfixturevalue("redis_url")
-        client = connect_cluster_client(Settings(redis_url=url, redis_mode="cluster"))
+        client = connect_cluster_client(
+            Settings(
+                redis_url=url, redis_mode="cluster", redis_timeout_seconds=STORE_TIMEOUT_SECONDS
+            )
+        )
     else:
         client = Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
     stores = open_stores(client, "fh")

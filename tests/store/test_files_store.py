@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import redis as redis_sync
-from redis.asyncio import Redis
 
 from service.domain.blobs import BlobMissing, ChunkSource, StorageFull
 from service.domain.credentials import new_id
@@ -27,13 +26,16 @@ from service.store import file_writes
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.files import FilesStore
 from service.store.stores import open_stores
+from tests.support.redis import async_client
 
 USER = "usr_0000000000000000000000"
 
 
 @pytest.fixture
-async def files(redis_url: str, redis_client: redis_sync.Redis) -> AsyncIterator[FilesStore]:
-    client = Redis.from_url(redis_url, decode_responses=True)
+async def files(
+    redis_url: str, redis_mode: str, redis_client: redis_sync.Redis
+) -> AsyncIterator[FilesStore]:
+    client = await async_client(redis_url, redis_mode)
     redis_client.hset(f"fh:{{{USER}}}:user", mapping={"id": USER})
     yield open_stores(client, "fh").files
     await client.aclose()

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import fakeredis
 import pytest
-from redis.asyncio import Redis
 
 from service.domain.outcomes import GONE_LEAKED, GONE_REVOKED, AccountGone, KeyGone
 from service.domain.records import RateLimit, RateVerdict
@@ -21,6 +21,7 @@ from service.store.fields import KEY_EXPIRED_GRACE_MS, KEY_GONE_MS, SESSION_EXPI
 from service.store.keys import RedisKeys
 from service.store.slots import key_slot
 from service.store.stores import Stores, open_stores
+from tests.support.redis import async_client
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
@@ -28,9 +29,10 @@ DIGEST = "ab" * 32
 
 
 @pytest.fixture(params=["real-redis", "fakeredis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
+async def store(request: pytest.FixtureRequest, redis_mode: str) -> AsyncIterator[Stores]:
+    client: Any
     if request.param == "real-redis":
-        client = Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
+        client = await async_client(request.getfixturevalue("redis_url"), redis_mode)
     else:
         client = fakeredis.FakeAsyncRedis(decode_responses=True)
     store = open_stores(client, "t")
@@ -347,11 +349,11 @@ async def test_a_shorter_session_never_shortens_the_index_of_a_longer_one(store)
 
 
 async def test_the_index_outlives_an_older_session_after_the_max_lifetime_was_lowered(
-    redis_url: str,
+    redis_url: str, redis_mode: str
 ) -> None:
     """In real time: a later session with a one-second lifetime must not make the index
     expire, and with it the only way to find the older session when its user is deleted."""
-    client = Redis.from_url(redis_url, decode_responses=True)
+    client = await async_client(redis_url, redis_mode)
     store = open_stores(client, "t")
     try:
         now = time.time_ns() // 1_000_000

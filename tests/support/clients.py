@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tests.support.processes import PASSWORD, Server
+from tests.support.processes import PASSWORD, START_BOUND, Server
 
 
 def fresh_session() -> aiohttp.ClientSession:
@@ -57,7 +57,7 @@ async def wait_for_two_workers(http: aiohttp.ClientSession, server: Server) -> N
     Probes use /auth/session so they are not confused with the requests under test. A probe
     refused a connection is tried again while ``serve`` runs (its stderr says why, if it
     stopped): what it answers is the point, not that every probe connects."""
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + START_BOUND
     while True:
         for _ in range(10):
             try:

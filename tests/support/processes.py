@@ -33,6 +33,12 @@ PASSWORD = "Serve-Test-Password-1"
 # Request-rate limits are a separate concern: the hardening tests send many requests with one
 # credential.
 NO_RATE_LIMIT = {"FILEHOST_RATE_LIMIT_PER_SECOND": "0"}
+# Deadlines (s) for what must happen: a command to finish, serve to listen, its workers to bind,
+# serve to exit on SIGTERM. Generous, since they only cost time when something is broken: on a
+# busy machine (a load of 13 or more on 2 cores) a Python process takes seconds to import the
+# service, and a command hashing a password at a high bcrypt cost tens of seconds.
+CLI_BOUND = 180.0
+START_BOUND = 60.0
 
 
 def wait_listening(
@@ -77,7 +83,7 @@ def run_cli(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Comp
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND,
         check=False,
     )
 
@@ -96,7 +102,7 @@ async def run_cli_async(*args: str, env: dict[str, str]) -> tuple[int, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output, _ = await asyncio.wait_for(process.communicate(), 120)
+    output, _ = await asyncio.wait_for(process.communicate(), CLI_BOUND)
     assert process.returncode is not None
     return process.returncode, output.decode()
 
@@ -110,7 +116,7 @@ def serve_once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND,
         check=False,
     )
 
@@ -137,10 +143,10 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/v1"
 
-    def wait_ready(self, timeout: float = 15.0) -> None:
+    def wait_ready(self, timeout: float = START_BOUND) -> None:
         wait_listening(self.process, self.port, "serve", self.stderr, timeout)
 
-    def stop(self, timeout: float = 10.0) -> int:
+    def stop(self, timeout: float = START_BOUND) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -282,7 +288,7 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def wait_for_workers(server: Server, count: int, timeout: float = 20.0) -> list[int]:
+def wait_for_workers(server: Server, count: int, timeout: float = START_BOUND) -> list[int]:
     """Wait until ``count`` workers each hold a listening socket on the port; their pids."""
     deadline = time.monotonic() + timeout
     while True:

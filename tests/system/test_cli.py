@@ -18,6 +18,7 @@ from redis.retry import Retry
 from tests.support.api import Api, assert_error, bearer
 from tests.support.files import uploaded
 from tests.support.paths import REPO_ROOT
+from tests.support.processes import CLI_BOUND
 from tests.support.redis import free_port
 from tests.support.terminal import on_a_terminal
 
@@ -48,7 +49,7 @@ def run_cli(
         input=stdin if stdin is not None else "",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND,
         check=False,
     )
 
@@ -592,7 +593,7 @@ def test_help_names_the_installed_command_and_gives_examples(args: tuple[str, ..
         [str(installed), *args, "--help"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND,
         check=False,
     )
 

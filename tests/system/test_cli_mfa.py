@@ -21,6 +21,7 @@ from tests.support.mfa import (
     second_step,
 )
 from tests.support.paths import REPO_ROOT
+from tests.support.processes import CLI_BOUND
 
 EMAIL = "alice@example.com"
 
@@ -35,7 +36,7 @@ def cli(*args: str, redis_url: str, stdin: str = "", **extra: str) -> Any:
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND,
         check=False,
     )
 

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import tomllib
 from pathlib import Path
+
+import pytest
+
+from service.store.embedded import bundled_server_binary
+from tests.support.redis import SERVER_VARIABLE, server_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
@@ -136,7 +142,7 @@ def test_ci_runs_the_suite_and_then_the_api_suite_on_a_cluster() -> None:
     not a test that nests pytest; CI runs scripts/test, so it runs both."""
     assert "exec scripts/test -p no:cacheprovider" in (ROOT / ".ci" / "run").read_text()
     script = (ROOT / "scripts" / "test").read_text()
-    assert "tests/api tests/system/test_schemathesis.py --redis cluster" in script
+    assert "tests/api tests/store tests/system/test_schemathesis.py --redis cluster" in script
 
 
 def test_support_modules_are_found_where_the_rule_says() -> None:
@@ -172,3 +178,21 @@ def test_the_check_notices_every_way_of_importing_a_test_module() -> None:
         "import pytest\n"
     )
     assert forbidden(imported(allowed, module)) == set()
+
+
+def test_the_tests_server_is_the_pinned_one_whatever_is_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A redis-server on PATH is not what the fixtures start; the variable is."""
+    for name in ("redis-server", "valkey-server"):
+        (tmp_path / name).write_text("#!/bin/sh\nexit 1\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    monkeypatch.delenv(SERVER_VARIABLE, raising=False)
+    assert server_binary() == bundled_server_binary()
+
+    monkeypatch.setenv(SERVER_VARIABLE, "redis-server")
+    assert server_binary() == str(tmp_path / "redis-server")
+    monkeypatch.setenv(SERVER_VARIABLE, str(tmp_path / "missing"))
+    with pytest.raises(RuntimeError, match=SERVER_VARIABLE):
+        server_binary()

@@ -20,6 +20,7 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -102,8 +103,7 @@ async def test_store_outage_under_concurrent_traffic_fails_closed_fast_and_recov
                 stop = asyncio.Event()
                 traffic = asyncio.create_task(rec.loop(plans, clients=20, stop=stop, pause=0.05))
                 try:
-                    await asyncio.sleep(0.5)
-                    assert rec.outcomes, "no traffic before the fault"
+                    await _answered(rec, lambda o: True, 20, "traffic before the fault")
                     assert redis.process is not None
                     if fault == "paused":
                         os.kill(redis.process.pid, signal.SIGSTOP)
@@ -119,7 +119,7 @@ async def test_store_outage_under_concurrent_traffic_fails_closed_fast_and_recov
                         await asyncio.to_thread(redis.start)  # same port, same AOF
                     t_recovered = await _recovered(rec, plans, t_back)
                     t_steady = time.monotonic() + 0.3
-                    await asyncio.sleep(1.3)
+                    await _answered(rec, lambda o: o.start > t_steady, 40, "steady traffic")
                 finally:
                     stop.set()
                     await traffic
@@ -165,6 +165,15 @@ async def test_store_outage_under_concurrent_traffic_fails_closed_fast_and_recov
     # Both workers answered 503s during the outage (the access log names each worker's pid).
     for pid in workers:
         assert line_mentions(log, pid, "503"), f"worker {pid} logged no 503"
+
+
+async def _answered(rec: Recorder, which: Callable[[Outcome], bool], count: int, what: str) -> None:
+    """Wait for ``count`` answers ``which`` picks: a number of requests, not a time, since a busy
+    machine answers fewer a second. Bounded, generously, for when they never come."""
+    deadline = time.monotonic() + 60
+    while sum(1 for o in rec.outcomes if which(o)) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} answers of {what} in 60 s"
+        await asyncio.sleep(0.05)
 
 
 async def _recovered(rec: Recorder, plans: list, t_back: float) -> float:
