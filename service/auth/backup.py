@@ -3,8 +3,8 @@ was in; and restoring such a backup into an empty store and data directory.
 
 **Why the two halves agree.** An upload stores its bytes (renamed into place, fsynced) before
 its record is written; a deletion removes the record before the bytes, and a blob is never
-changed once in place (``service.auth.files``, ``service.store.blobs``). So at any instant every
-file record names bytes that are there. A backup:
+changed once in place (``service.auth.files``, ``service.store.protocols.blobs``). So at any
+instant every file record names bytes that are there. A backup:
 
 1. pauses the store's writes and reads every record at that instant (``service.store.backup``:
    the records are as they were when the pause began, a state the service was in);

@@ -1,5 +1,5 @@
-"""The directory backend of the blob store (``service.store.blobs``): each file's bytes as a file
-in the data directory, for one host (or several on a shared volume).
+"""The directory backend of the blob store (``protocols.blobs.BlobStore``): each file's bytes as
+a file in the data directory, for one host (or several on a shared volume).
 
 ``DirectoryBlobs`` keeps each blob as ``<root>/<id>``. ``put`` writes to a temporary file in the
 same directory (``.tmp-<random>``) and renames it into place only once every byte is written and

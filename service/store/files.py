@@ -1,6 +1,6 @@
 """The files' metadata in Redis: one record per file, in two keys under the account's hash tag.
 
-Knows nothing of HTTP or of where the bytes are (``service.store.blobs``). Per account
+Knows nothing of HTTP or of where the bytes are (``service.store.protocols.blobs``). Per account
 (``service.store.keys``): ``P:{U}:file-order`` is a sorted set whose members, all scored 0, are
 ``<created ms, 13 digits>:<file id>:<JSON record>``, so reverse lexical order is newest first and
 a page of the list is one plain ``ZRANGE … BYLEX REV LIMIT``: one round trip, no script, sent

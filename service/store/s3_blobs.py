@@ -1,5 +1,5 @@
-"""The object-store backend of the blob store (``service.store.blobs``): each file's bytes as one
-object of an S3-compatible bucket (AWS S3, Cloudflare R2, Backblaze B2, SeaweedFS, Ceph RGW,
+"""The object-store backend of the blob store (``protocols.blobs.BlobStore``): each file's bytes
+as one object of an S3-compatible bucket (AWS S3, Cloudflare R2, Backblaze B2, SeaweedFS, Ceph RGW,
 Garage), so any number of instances on any hosts serve every file. aiobotocore is the client.
 
 **Keys.** A blob is ``<FILEHOST_S3_PREFIX>files/<file id>``; nothing else of the service is

@@ -4,7 +4,7 @@ the trips to a thread cost more than the bytes.
 
 Only files up to ``MAX_FILE_BYTES`` are kept, at most ``MAX_TOTAL_BYTES`` of them per worker,
 the least recently served dropped first. A blob never changes once in place
-(``service.store.blobs``), so what is kept can't go stale; still, an entry is used only for the
+(``protocols.blobs``), so what is kept can't go stale; still, an entry is used only for the
 record it was read for (the same id, size and SHA-256), and bytes whose length or hash don't match
 their record are never kept: the caller falls back to streaming the blob, as for a large file.
 A deleted file's record is gone before its blob, so its bytes are never asked for again and

@@ -4,7 +4,7 @@ rename or move, and delete.
 The HTTP layer only: reads the request, checks the credential and its permission (``files.read``
 to list and download, ``files.write`` to upload, change and delete; a session may do
 everything), and shapes the answer. The metadata lives in Redis (``service.store.files``), the
-bytes behind the blob interface (``service.store.blobs``). Another account's file answers
+bytes behind the blob interface (``service.store.protocols.blobs``). Another account's file answers
 exactly like an unknown id: 404 ``file_not_found``.
 
 An upload is streamed: the multipart field ``file`` is filled straight into the blob store's
