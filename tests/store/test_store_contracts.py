@@ -10,11 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from service.config import Settings
 from service.store.protocols import CounterStore
 from service.store.stores import open_stores
-from service.store.topology import connect_client
 from tests.support.memory_stores import MemoryCounters
+from tests.support.redis import async_client
 
 WINDOW_MS = 60_000
 
@@ -25,11 +24,11 @@ async def counters(request: pytest.FixtureRequest) -> AsyncIterator[CounterStore
         yield MemoryCounters()
         return
     url, mode = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_mode")
-    client, close = connect_client(Settings(redis_url=url, redis_mode=mode), url)
+    client = await async_client(url, mode)
     try:
         yield open_stores(client, "contract").counters
     finally:
-        await close()
+        await client.aclose()
 
 
 async def test_a_counter_reserves_up_to_its_limit_then_says_how_long_the_window_has_left(
