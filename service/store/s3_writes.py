@@ -13,12 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from service.domain.blobs import FILL_ROOM, Source, Written
-
-if TYPE_CHECKING:
-    from service.store.s3_blobs import S3Blobs
 
 # A part of a multipart upload, and an upload's buffer: above S3's 5 MiB minimum, and what
 # `aws s3 cp` uses. 10,000 parts make the largest object 78 GiB.
@@ -30,10 +27,24 @@ FIRST_BYTES = 256 * 1024
 PARTS_IN_FLIGHT = 2
 
 
+class MultipartCalls(Protocol):
+    """The object store's calls an upload makes (``S3Blobs`` has them)."""
+
+    async def create_upload(self, key: str) -> str: ...
+
+    async def upload_part(
+        self, key: str, upload_id: str, number: int, body: bytearray
+    ) -> dict[str, Any]: ...
+
+    async def complete(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None: ...
+
+    async def abort(self, key: str, upload_id: str) -> None: ...
+
+
 class MultipartUpload:
     """One blob's multipart upload, from its first full buffer on (see the module)."""
 
-    def __init__(self, blobs: S3Blobs, key: str) -> None:
+    def __init__(self, blobs: MultipartCalls, key: str) -> None:
         self._blobs = blobs
         self._key = key
         self._in_flight: set[asyncio.Task[dict[str, Any]]] = set()

@@ -32,14 +32,25 @@ import asyncio
 import contextlib
 import os
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import hdrs, web
 
 from service.api._aiohttp import names
 
-if TYPE_CHECKING:
-    from service.api._aiohttp.protocol import EnvelopeRequestHandler
+
+class SocketOwner(Protocol):
+    """The connection a body is read from, as this module asks it (``protocol.py``'s
+    ``EnvelopeRequestHandler``)."""
+
+    def socket_body(self, body: Any, remaining: int) -> SocketBody | None: ...
+
+    def body_bytes_arrived(self, count: int) -> None: ...
+
+    def socket_body_read(self) -> None: ...
+
+    def socket_body_abandoned(self) -> None: ...
+
 
 # Below this many bytes left, a body is read through aiohttp: switching costs a few system calls.
 SOCKET_READ_FROM = 256 * 1024
@@ -133,10 +144,8 @@ class SocketBody:
 
     __slots__ = ("_content", "_error", "_fd", "_handler", "_loop", "_remaining", "_waiter")
 
-    def __init__(
-        self, handler: EnvelopeRequestHandler, content: Any, fileno: int, remaining: int
-    ) -> None:
-        self._handler: EnvelopeRequestHandler | None = handler
+    def __init__(self, handler: SocketOwner, content: Any, fileno: int, remaining: int) -> None:
+        self._handler: SocketOwner | None = handler
         self._content = content
         self._loop = asyncio.get_running_loop()
         self._fd = os.dup(fileno)
