@@ -23,7 +23,11 @@ from service.app import create_app
 from service.config import Settings
 from tests.support.api import Api, serve_app
 from tests.support.clock import FakeClock
-from tests.support.cluster import ClusterServer, WholeClusterClient
+from tests.support.cluster import (
+    ClusterServer,
+    WholeClusterClient,
+    leave_out_what_the_single_server_run_already_ran,
+)
 from tests.support.processes import processes_mentioning
 from tests.support.redis import STORE_TIMEOUT_SECONDS, RedisServer, free_port
 from tests.support.seaweedfs import SeaweedFS
@@ -114,6 +118,8 @@ ONLY_IN_A_DIRECTORY = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     on_a_cluster = config.getoption("--redis") == "cluster"
     in_an_object_store = config.getoption("--blobs") == "s3"
+    if on_a_cluster:
+        leave_out_what_the_single_server_run_already_ran(config, items)
     for item in items:
         test = item.nodeid.split("[")[0]
         reason = (NOT_ON_A_CLUSTER.get(test) if on_a_cluster else None) or (

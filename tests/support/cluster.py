@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis as redis_sync
 
 from tests.support.redis import free_port, server_binary
@@ -367,3 +368,28 @@ class ClusterServer:
             if node not in (source, target):
                 with node.client() as client:
                     client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+def leave_out_what_the_single_server_run_already_ran(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """The cluster run's storage tests are those the cluster changes: a test of tests/store
+    that never reaches the fixtures' Redis (an object store's, an in-memory store's, a key
+    name's) or runs on fakeredis would run exactly as in the single server's run."""
+    kept, left_out = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = {v for v in (callspec.params.values() if callspec else ()) if isinstance(v, str)}
+        in_memory = bool({"fakeredis", "memory"} & params)
+        fixtures = getattr(item, "fixturenames", ())
+        # A store fixture asks for the server by its param ("real-redis", "redis").
+        on_redis = bool({"real-redis", "redis"} & params) or bool(
+            {"redis_url", "redis_client"} & set(fixtures)
+        )
+        if item.nodeid.startswith("tests/store/") and (in_memory or not on_redis):
+            left_out.append(item)
+        else:
+            kept.append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
