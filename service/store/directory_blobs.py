@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 from service.domain.blobs import READ_CHUNK, Blob, BlobMissing, Source, StorageFull, Written
 from service.store.blobs import BLOB_ID, checked
@@ -45,26 +46,26 @@ _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class _FileBlob:
-    def __init__(self, handle: object, size: int) -> None:
+    def __init__(self, handle: BinaryIO, size: int) -> None:
         self._handle = handle
         self.size = size
 
     async def chunks(self, start: int, length: int) -> AsyncIterator[bytes]:
         handle = self._handle
         left = length
-        await asyncio.to_thread(handle.seek, start)  # type: ignore[attr-defined]
+        await asyncio.to_thread(handle.seek, start)
         while left > 0:
-            data = await asyncio.to_thread(handle.read, min(READ_CHUNK, left))  # type: ignore[attr-defined]
+            data = await asyncio.to_thread(handle.read, min(READ_CHUNK, left))
             if not data:  # the file shrank under us: never pad, stop short
                 raise OSError("blob ended early")
             left -= len(data)
             yield data
 
     def fileno(self) -> int:
-        return self._handle.fileno()  # type: ignore[attr-defined]
+        return self._handle.fileno()
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._handle.close)  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._handle.close)
 
 
 class DirectoryBlobs:

@@ -45,7 +45,7 @@ def int_field(value: object) -> int:
     if value is None:
         raise CorruptRecord()
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)  # type: ignore[call-overload]  # anything a reply holds; int() decides
     except (TypeError, ValueError):
         raise CorruptRecord() from None
 

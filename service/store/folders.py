@@ -33,7 +33,10 @@ Every record read back is checked; one that cannot be read raises ``CorruptRecor
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 
 from service.domain.audit_events import EventBatch
 from service.domain.cursors import encode_folder_cursor
@@ -369,12 +372,17 @@ class FoldersStore:
         return await self._scripted(self._create, user_id, keys, args, events)
 
     async def _scripted(
-        self, script: object, user_id: str, keys: list[str], args: list, events: EventBatch | None
+        self,
+        script: AsyncScript,
+        user_id: str,
+        keys: list[str],
+        args: list[Any],
+        events: EventBatch | None,
     ) -> Changed:
         if events is not None:
             keys.append(self.keys.account_audit(user_id))
             args.extend(batch_args(events))
-        outcome, pending = await script(keys=keys, args=args)  # type: ignore[operator]
+        outcome, pending = await script(keys=keys, args=args)
         return Changed(Outcome(outcome), bool(pending))
 
     async def read(self, user_id: str, folder_id: str) -> str | None:

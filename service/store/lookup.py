@@ -407,6 +407,7 @@ class CredentialLookup:
         """Like ``find_api_key``, for a session token's digest (an expired session's request
         takes nothing from its bucket)."""
         entry = self.keys.session_entry(token_digest)
+        # Requests are given back only under a rate limit.
         given_back_us = give_back * self.rate_limit.interval_us if give_back else 0  # type: ignore[union-attr]
         (user_id, created, absolute, idle), _, rate = await self._lookup(
             entry, now_ms, SESSION_FIELDS, take, given_back_us, entry

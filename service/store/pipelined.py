@@ -159,6 +159,7 @@ class _Protocol(asyncio.Protocol):
     def _flush(self) -> None:
         if self._outgoing and self.usable:
             try:
+                # ``usable`` holds only while a transport is connected.
                 self._transport.write(b"".join(self._outgoing))  # type: ignore[union-attr]
             except RuntimeError:  # uvloop, for a transport closed under us: fail what waits
                 self._abort(RedisConnectionError("connection to Redis lost"))
