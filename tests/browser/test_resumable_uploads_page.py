@@ -6,6 +6,7 @@ discarded, and its bytes go. No CSP violation and nothing on the console through
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -166,10 +167,19 @@ async def test_an_unfinished_upload_can_be_discarded(
     await expect(page.locator("#unfinished-uploads")).to_be_hidden()
     token = await tab.stored_token()
     assert url.startswith("/api/v1/uploads/upl_")  # a path: the page's own origin
-    async with dashboard.http.head(
-        dashboard.base + url, headers={"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"}
-    ) as response:
-        assert response.status == 404
+    # The page takes the line away at once and sends the DELETE after: the upload is gone once
+    # that request is answered, which a HEAD may come before.
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        async with dashboard.http.head(
+            dashboard.base + url,
+            headers={"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"},
+        ) as response:
+            status = response.status
+        if status == 404 or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert status == 404
     await page.reload()
     await expect(page.locator("#files-loading")).to_be_hidden()
     await expect(page.locator("#unfinished-uploads")).to_be_hidden()
