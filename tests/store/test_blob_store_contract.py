@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from service.config import Settings
-from service.domain.blobs import BlobMissing, ChunkSource
+from service.domain.blobs import BlobMissing
 from service.domain.credentials import new_id
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.protocols.blobs import BlobStore
 from service.store.s3_blobs import S3Blobs
+from tests.support.blobs import Refused, failing_after, source_of
 from tests.support.seaweedfs import SeaweedFS
 
 
@@ -38,26 +39,6 @@ async def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         store = S3Blobs(settings.object_store)
     yield store
     await store.close()
-
-
-def source_of(data: bytes, piece: int = 65_536) -> ChunkSource:
-    async def chunks() -> AsyncIterator[bytes]:
-        for start in range(0, len(data), piece):
-            yield data[start : start + piece]
-
-    return ChunkSource(chunks())
-
-
-class Stopped(Exception):
-    pass
-
-
-def stopping_after(data: bytes) -> ChunkSource:
-    async def chunks() -> AsyncIterator[bytes]:
-        yield data
-        raise Stopped()
-
-    return ChunkSource(chunks())
 
 
 async def read(blobs: BlobStore, blob_id: str, start: int, length: int) -> bytes:
@@ -95,8 +76,8 @@ async def test_a_blob_never_written_is_missing(blobs: BlobStore) -> None:
 async def test_a_write_its_source_stops_leaves_nothing_behind(blobs: BlobStore) -> None:
     blob_id = new_id("fil")
 
-    with pytest.raises(Stopped):
-        await blobs.put(blob_id, stopping_after(os.urandom(300_000)))
+    with pytest.raises(Refused):
+        await blobs.put(blob_id, failing_after(os.urandom(300_000), 300_000))
 
     with pytest.raises(BlobMissing):
         await blobs.open(blob_id)

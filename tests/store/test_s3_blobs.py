@@ -22,6 +22,7 @@ from service.domain.blobs import BlobMissing, ChunkSource, StorageUnavailable
 from service.domain.credentials import new_id
 from service.store.s3_blobs import S3Blobs
 from service.store.s3_writes import PART_BYTES
+from tests.support.blobs import Refused, failing_after, source_of
 from tests.support.redis import free_port
 from tests.support.s3 import object_bytes, objects, open_uploads, plain_client
 from tests.support.seaweedfs import BUCKET, SeaweedFS
@@ -37,26 +38,6 @@ async def blobs(seaweedfs: SeaweedFS) -> AsyncIterator[S3Blobs]:
     store = S3Blobs(store_settings(seaweedfs))
     yield store
     await store.close()
-
-
-def source_of(data: bytes, piece: int = 100_000) -> ChunkSource:
-    async def chunks() -> AsyncIterator[bytes]:
-        for start in range(0, len(data), piece):
-            yield data[start : start + piece]
-
-    return ChunkSource(chunks())
-
-
-class Refused(Exception):
-    pass
-
-
-def failing_after(data: bytes, limit: int) -> ChunkSource:
-    async def chunks() -> AsyncIterator[bytes]:
-        yield data[:limit]
-        raise Refused()
-
-    return ChunkSource(chunks())
 
 
 def prefix_of(blobs: S3Blobs) -> str:

@@ -1,9 +1,11 @@
 """What an app's blob store holds, whichever it is (the data directory, or the object store under
 ``--blobs s3``): the tests that check an upload left nothing behind, or that take a file's
-bytes away, ask here rather than looking at a directory."""
+bytes away, ask here rather than looking at a directory. And the sources the blob stores' own
+tests write from."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from service.app import BLOBS
@@ -40,3 +42,27 @@ async def put_back(api: Api, file_id: str, data: bytes) -> None:
 
 def is_directory(api: Api) -> bool:
     return isinstance(api.app[BLOBS], DirectoryBlobs)
+
+
+def source_of(data: bytes, piece: int = 100_000) -> ChunkSource:
+    """``data`` as a blob store's source, ``piece`` bytes at a time."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(data), piece):
+            yield data[start : start + piece]
+
+    return ChunkSource(chunks())
+
+
+class Refused(Exception):
+    """What ``failing_after``'s source raises: a client gone, a limit passed."""
+
+
+def failing_after(data: bytes, limit: int) -> ChunkSource:
+    """A source that gives ``limit`` bytes of ``data``, then fails with ``Refused``."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield data[:limit]
+        raise Refused()
+
+    return ChunkSource(chunks())
