@@ -64,7 +64,7 @@ class Files:
     def __init__(
         self,
         store: FilesStore,
-        blobs: BlobStores,
+        blob_stores: BlobStores,
         clock: Clock,
         max_files: int,
         reach: Reach,
@@ -73,8 +73,8 @@ class Files:
         trail: AuditTrail | None = None,
     ) -> None:
         self._store = store
-        self.blobs = blobs.blobs
-        self._small = blobs.small
+        self.blobs = blob_stores.blobs
+        self._small = blob_stores.small
         self._clock = clock
         self._max_files = max_files
         self._reach = reach
