@@ -30,7 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # Routes outside /api/v1 that belong in the document when they exist (the probes, and the public
 # side of vanity aliases); everything else outside /api/v1 (the dashboard's pages and assets)
 # does not.
-ROOT_ROUTES = {"/healthz", "/readyz", "/metrics", "/a/{slug}", "/a/{slug}/{item_id}"}
+ROOT_ROUTES = {
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/a/{slug}",
+    "/a/{slug}/thumbnail",
+    "/a/{slug}/{item_id}",
+}
 # Codes the service defines that no HTTP request can get: CLI-only refusals, and the defaults of
 # the base classes in service/errors.py that every raise overrides.
 NOT_HTTP_CODES = {
@@ -127,6 +134,7 @@ NOT_ENVELOPED = {
     "/api/v1/files/{file_id}/thumbnail",
     "/a/{slug}",
     "/a/{slug}/{item_id}",
+    "/a/{slug}/thumbnail",
     "/healthz",
     "/readyz",
     "/metrics",
