@@ -22,7 +22,7 @@ from tests.support.bound import account
 from tests.support.clock import FakeClock
 from tests.support.files import FILES_URL, uploaded
 from tests.support.folders import folder
-from tests.support.images import image_bytes, opened, png_bomb, turned_jpeg
+from tests.support.images import image_bytes, opened, png_bomb, solid_webp, turned_jpeg
 from tests.support.openapi import validator
 
 
@@ -36,18 +36,27 @@ async def thumbnail_of(api: Api, file_id: str, headers: dict[str, str]) -> Any:
 
 @pytest.fixture
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """How long each decode the service ran took, in seconds, in order."""
+    """How long each attempt of the service's to make a thumbnail took (its header read, then
+    its pixels decoded when the header allows), in seconds, in order."""
     timings: list[float] = []
-    real = thumbnails_module.make_thumbnail
+    cost, make = thumbnails_module.decoding_cost, thumbnails_module.make_thumbnail
 
-    def timed(data: bytes | bytearray) -> bytes:
+    def timed_cost(data: bytes | bytearray) -> int:
         started = time.perf_counter()
         try:
-            return real(data)
+            return cost(data)
         finally:
             timings.append(time.perf_counter() - started)
 
-    monkeypatch.setattr(thumbnails_module, "make_thumbnail", timed)
+    def timed_make(data: bytes | bytearray) -> bytes:
+        started = time.perf_counter()
+        try:
+            return make(data)
+        finally:
+            timings[-1] += time.perf_counter() - started
+
+    monkeypatch.setattr(thumbnails_module, "decoding_cost", timed_cost)
+    monkeypatch.setattr(thumbnails_module, "make_thumbnail", timed_make)
     return timings
 
 
@@ -162,6 +171,23 @@ async def test_a_bomb_or_a_corrupt_image_has_none_and_is_never_decoded_again(
     assert bool(loads) == pixels_read, loads
     assert decodes[0] < 0.5, decodes
     assert await api.app[BLOBS].thumbnail(file["id"]) == b""
+
+
+async def test_an_image_that_would_take_too_much_memory_to_decode_has_none(
+    api: Api, decodes: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within every pixel bound, but a WebP's decoder holds several canvases: 14 megapixels of
+    WebP would take about 240 MB, past the 200 MiB a worker's decodes share."""
+    token = await api.user_with_session()
+    big = await uploaded(
+        api, solid_webp((4100, 3500)), token=token, filename="w.webp", content_type="image/webp"
+    )
+    made: list[int] = []
+    monkeypatch.setattr(thumbnails_module, "make_thumbnail", lambda data: made.append(1))
+    await assert_error(
+        await thumbnail_of(api, big["id"], bearer(token)), 404, "thumbnail_not_found"
+    )
+    assert len(decodes) == 1 and made == []  # refused from its header
 
 
 async def test_requests_at_once_make_it_once(api: Api, decodes: list[float]) -> None:
