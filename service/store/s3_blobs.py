@@ -69,7 +69,7 @@ log = logging.getLogger("service.store.s3_blobs")
 
 # Parts of all a worker's uploads on their way at once.
 WORKER_PARTS_IN_FLIGHT = 8
-# Objects one DeleteObjects request removes (S3's most).
+# Objects one DeleteObjects request removes (S3's most): a blob and its thumbnail are two.
 DELETE_BATCH = 1000
 # How old an incomplete multipart upload of a blob is before ``sweep`` aborts it.
 SWEEP_AFTER = timedelta(hours=1)
