@@ -88,9 +88,14 @@ class Thumbnails:
         if making is None:
             making = asyncio.ensure_future(self._make(user_id, record))
             self._making[record.id] = making
-            making.add_done_callback(lambda _: self._making.pop(record.id, None))
+            making.add_done_callback(lambda done: self._made(record.id, done))
         # Shielded: a client that goes away does not stop what the others wait for.
         return await asyncio.shield(making)
+
+    def _made(self, file_id: str, done: asyncio.Future[bytes]) -> None:
+        self._making.pop(file_id, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: every waiter may have gone, and it is theirs to tell
 
     async def _make(self, user_id: str, record: FileRecord) -> bytes:
         try:
@@ -105,7 +110,7 @@ class Thumbnails:
             return made
         if not await self._files.listed(user_id, record.id):  # deleted meanwhile
             with contextlib.suppress(OSError):
-                await self._blobs.delete(record.id)
+                await self._blobs.delete_thumbnail(record.id)
             raise ApiError(Code.FILE_NOT_FOUND)
         return made
 

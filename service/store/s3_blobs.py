@@ -396,6 +396,12 @@ class S3Blobs:
         except ClientError as error:
             raise unavailable(error) from None
 
+    async def delete_thumbnail(self, blob_id: str) -> None:
+        try:
+            await self._call("delete_object", Key=self.thumbnail_key(blob_id))
+        except ClientError as error:
+            raise unavailable(error) from None
+
     async def thumbnail(self, blob_id: str) -> bytes | None:
         try:
             answer = await self._call("get_object", Key=self.thumbnail_key(blob_id))
