@@ -59,7 +59,7 @@ async def test_a_folder_archive_holds_its_whole_subtree_byte_for_byte(
     top = await folder(api, "Photos 2024", token=token)
     march = await folder(api, "März", top["id"], token=token)
     deep = await folder(api, "deep", march["id"], token=token)
-    await folder(api, "empty", top["id"], token=token)
+    empty = await folder(api, "empty", top["id"], token=token)
     outside = await folder(api, "Elsewhere", token=token)
     await uploaded(api, b"not in it", token=token, folder_id=outside["id"], filename="x.txt")
     expected: dict[str, bytes] = {"März/": b"", "März/deep/": b"", "empty/": b""}
@@ -93,6 +93,7 @@ async def test_a_folder_archive_holds_its_whole_subtree_byte_for_byte(
     assert found.pop("empty (2)") == b"four"
     assert found == expected  # 300 files and 3 folders, nothing of Elsewhere
     assert all(not name.startswith("/") and ".." not in name.split("/") for name in found)
+    assert (await archive(api, f"{FOLDERS}/{empty['id']}/archive", bearer(token))).infolist() == []
     named = await api.client.get(f"{FOLDERS}/{march['id']}/archive", headers=bearer(token))
     disposition = named.headers["Content-Disposition"]
     assert disposition == f"attachment; filename=\"M_rz.zip\"; filename*=UTF-8''{quote('März')}.zip"

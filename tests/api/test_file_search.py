@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer
 from tests.support.bound import account, file_ids
 from tests.support.clock import FakeClock
@@ -205,3 +208,28 @@ async def test_a_search_that_is_not_one_is_refused_naming_each_parameter(api: Ap
     # 100 characters is a search; q matches its own length in characters, not bytes.
     longest = await api.client.get(FILES_URL, params={"q": "é" * 100}, headers=bearer(token))
     assert longest.status == 200
+
+
+async def test_without_a_search_the_listing_reads_only_its_page(
+    api: Api, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plain listing (on the gateway's path) never reads the whole account: any query
+    without ``q``, ``sort`` and ``type`` takes the listing's own path."""
+    token = await api.user_with_session()
+    inside = await folder(api, "Inside", token=token)
+    await _upload_all(api, clock, token, folder_id=inside["id"])
+
+    reads: list[str] = []
+    every_file = FilesStore.every_file
+
+    async def whole(self: FilesStore, user_id: str) -> Any:
+        reads.append(user_id)
+        return await every_file(self, user_id)
+
+    monkeypatch.setattr(FilesStore, "every_file", whole)
+    for params in ({}, {"limit": "2"}, {"folder_id": inside["id"]}, {"folder_id": "root"}):
+        response = await api.client.get(FILES_URL, params=params, headers=bearer(token))
+        assert response.status == 200, (params, await response.text())
+    assert reads == []
+    searched = await api.client.get(FILES_URL, params={"sort": "name"}, headers=bearer(token))
+    assert searched.status == 200 and len(reads) == 1  # the search reads them all, once
