@@ -17,9 +17,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import aiohttp
 import pytest
 
+from service.auth.archives import Archives
 from service.auth.bulk_files import MAX_BULK_IDS
+from service.domain.blobs import Blob, StorageUnavailable
+from service.domain.records import FileRecord
 from tests.support.aliases import alias, edit_alias, public
 from tests.support.api import Api, assert_error, bearer
 from tests.support.blobs import is_directory
@@ -277,3 +281,31 @@ async def test_a_client_gone_mid_archive_leaves_nothing_open(
     # The service goes on: the same archive, whole, right after.
     opened = await archive(api, f"{FOLDERS}/{holder['id']}/archive", bearer(token))
     assert len(opened.infolist()) == 21
+
+
+async def test_a_file_gone_before_its_turn_is_left_out_and_a_failure_cuts_the_archive_short(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = await api.user_with_session()
+    files = await many_uploaded(api, 3, token=token)
+    url = f"{ARCHIVE}?ids={','.join(made['id'] for made in files)}"
+    opening = Archives.open
+
+    async def gone(self: Archives, record: FileRecord) -> Blob | None:
+        return None if record.id == files[1]["id"] else await opening(self, record)
+
+    monkeypatch.setattr(Archives, "open", gone)
+    opened = await archive(api, url, bearer(token))
+    assert contents(opened) == {"file-0.txt": b"file 0", "file-2.txt": b"file 2"}
+
+    async def unreachable(self: Archives, record: FileRecord) -> Blob | None:
+        if record.id == files[1]["id"]:
+            raise StorageUnavailable("the object store is unreachable")
+        return await opening(self, record)
+
+    monkeypatch.setattr(Archives, "open", unreachable)
+    response = await api.client.get(url, headers=bearer(token))
+    assert response.status == 200  # the headers went out before the failure
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await response.read()  # cut short: never mistaken for a whole archive
+    assert (await api.client.get(FILES_URL, headers=bearer(token))).status == 200
