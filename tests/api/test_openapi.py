@@ -37,6 +37,7 @@ ROOT_ROUTES = {
     "/a/{slug}",
     "/a/{slug}/thumbnail",
     "/a/{slug}/{item_id}",
+    "/a/{slug}/archive",
 }
 # Codes the service defines that no HTTP request can get: CLI-only refusals, and the defaults of
 # the base classes in service/errors.py that every raise overrides.
@@ -125,16 +126,19 @@ def test_path_parameters_are_declared_for_every_templated_path() -> None:
 
 
 # Successes that are not the API's JSON envelope: the document itself, forward-auth's empty 200
-# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), and the
-# operator endpoints a probe or Prometheus reads.
+# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), thumbnails,
+# ZIP archives, and the operator endpoints a probe or Prometheus reads.
 NOT_ENVELOPED = {
     "/api/v1/openapi.json",
     "/api/v1/auth/verify",
     "/api/v1/files/{file_id}/content",
     "/api/v1/files/{file_id}/thumbnail",
+    "/api/v1/files/archive",
+    "/api/v1/folders/{folder_id}/archive",
     "/a/{slug}",
     "/a/{slug}/{item_id}",
     "/a/{slug}/thumbnail",
+    "/a/{slug}/archive",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -234,6 +238,11 @@ BODY_PATHS = {
     ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},
     ("PATCH", "/api/v1/folders/{folder_id}"): {"name": "Receipts", "parent_id": None},
     ("PATCH", "/api/v1/files/{file_id}"): {"name": "report.pdf", "folder_id": None},
+    ("POST", "/api/v1/files/bulk"): {
+        "action": "move",
+        "ids": ["fil_0000000000000000000000"],
+        "folder_id": None,
+    },
     ("PATCH", "/api/v1/settings"): {
         "default_key_expires_days": 30,
         "default_folder_id": None,
