@@ -115,8 +115,12 @@ async def list_files(request: web.Request) -> web.Response:
     if isinstance(folder, Unset):
         return Answer.of(await _page_reply(request.app, principal, limit, after))
     page = await request.app[POLICY].files.folder_page(principal, folder, limit, after)
+    public_url = request.app[SETTINGS].public_url
     return ok(
-        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {
+            "files": [file_view(record, public_url) for record in page.files],
+            "next_cursor": page.next_cursor,
+        }
     )
 
 
@@ -135,8 +139,12 @@ async def _page_reply(
     app: web.Application, principal: Principal, limit: int, after: str | None
 ) -> Reply:
     page = await app[POLICY].files.page(principal, limit, after)
+    public_url = app[SETTINGS].public_url
     return ok_reply(
-        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {
+            "files": [file_view(record, public_url) for record in page.files],
+            "next_cursor": page.next_cursor,
+        }
     )
 
 
@@ -253,7 +261,7 @@ async def _store_upload(
         raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON}) from None
     except _MALFORMED:
         raise _malformed() from None
-    view = file_view(record)
+    view = file_view(record, request.app[SETTINGS].public_url)
     if _alias_field(fields):
         view["alias"] = await _alias_of(request, principal, record, origin, actor)
     response = ok(view, status=201)
@@ -359,7 +367,7 @@ async def get_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
     record = await request.app[POLICY].files.get(principal, request.match_info["file_id"])
-    return ok(file_view(record))
+    return ok(file_view(record, request.app[SETTINGS].public_url))
 
 
 async def edit_file(request: web.Request) -> web.Response:
@@ -370,7 +378,7 @@ async def edit_file(request: web.Request) -> web.Response:
     record = await request.app[POLICY].files.change(
         principal, request.match_info["file_id"], name, folder, origin, actor
     )
-    return ok(file_view(record))
+    return ok(file_view(record, request.app[SETTINGS].public_url))
 
 
 async def download_file(request: web.Request) -> web.StreamResponse:
