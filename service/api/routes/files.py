@@ -180,6 +180,9 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
             Code.UNSUPPORTED_MEDIA_TYPE,
             "Upload a file as multipart/form-data, in the field named file.",
         )
+    if "boundary=" not in request.headers.get(hdrs.CONTENT_TYPE, "").lower():
+        # A client that sets the Content-Type itself often drops the boundary its library made.
+        raise ApiError(Code.VALIDATION_FAILED, details={"body": _NO_BOUNDARY})
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
         return _too_large(limit), 0
     files = request.app[POLICY].files
@@ -227,13 +230,17 @@ async def _store_upload(
         await check_upload_alias(request, principal)
 
     async def rest_of_the_body() -> str | Unset | None:
+        # What breaks off after the file, or a part without a name, is the file's own bytes
+        # read as a boundary (a client with a fixed boundary): said so, not "malformed".
         try:
             while (more := await reader.next()) is not None:
+                if isinstance(more, BodyPartReader) and not more.name:
+                    raise ApiError(Code.VALIDATION_FAILED, details={"body": _HOLDS_BOUNDARY})
                 if not isinstance(more, BodyPartReader) or more.name not in _FIELDS:
                     raise _unknown_field(more)
                 await _read_field(more, fields)
         except _MALFORMED:
-            raise _malformed() from None
+            raise ApiError(Code.VALIDATION_FAILED, details={"body": _HOLDS_BOUNDARY}) from None
         # Bytes after the closing boundary mean the file held the boundary itself (a client
         # with a fixed boundary): what followed it would be lost, so nothing is kept.
         content = request.content
@@ -304,6 +311,16 @@ async def _alias_of(
 _GOES_ON = (
     "goes on after its closing boundary: the file holds the boundary; send it with a boundary "
     "that does not occur in it"
+)
+
+
+_HOLDS_BOUNDARY = (
+    "breaks off after the file: the file holds the boundary (a line starting with -- and the "
+    "boundary); send it with a boundary that does not occur in it"
+)
+_NO_BOUNDARY = (
+    "has no boundary: the Content-Type must name the one the body uses (multipart/form-data; "
+    "boundary=...); let the HTTP library set the header rather than setting it by hand"
 )
 
 
