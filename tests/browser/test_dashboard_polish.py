@@ -16,6 +16,7 @@ from tests.support.browser import (
     Tab,
     low_contrasts,
     no_horizontal_scroll,
+    screenshot,
     sign_in,
 )
 
@@ -94,3 +95,78 @@ async def test_addresses_stay_whole_and_selects_fit_their_choices(
     await fits_its_choices(page, "#alias-expiry")
     await no_horizontal_scroll(page)
     assert await low_contrasts(page) == [], "/aliases, creating"
+
+
+async def api(dashboard: Dashboard, method: str, path: str, token: str, body: Any) -> Any:
+    status, answer = await dashboard.api(method, path, token=token, json=body)
+    assert status in (200, 201), answer
+    return answer["data"]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_the_activity_says_what_changed_in_words(
+    tab: Tab, user: str, dashboard: Dashboard, scheme: str
+) -> None:
+    page = tab.page
+    await page.emulate_media(color_scheme=scheme, reduced_motion="reduce")
+    await sign_in(page, user)
+    token = await tab.stored_token()
+    key = await api(
+        dashboard, "POST", "/keys", token, {"name": "backup", "permissions": ["files.read"]}
+    )
+    edit = {
+        "name": "nightly",
+        "permissions": ["files.write", "folders.read"],
+        "allowed_ips": ["192.0.2.1"],
+        "rate_limit": {"per_second": 3, "burst": 4},
+    }
+    await api(dashboard, "PATCH", f"/keys/{key['id']}", token, edit)
+    projects = await api(dashboard, "POST", "/folders", token, {"name": "Projects"})
+    year = await api(
+        dashboard, "POST", "/folders", token, {"name": "2025", "parent_id": projects["id"]}
+    )
+    form = aiohttp.FormData()
+    form.add_field("file", b"x", filename="a.txt", content_type="text/plain")
+    async with dashboard.http.post(
+        f"{dashboard.base}/api/v1/files", data=form, headers={"Authorization": f"Bearer {token}"}
+    ) as response:
+        file = (await response.json())["data"]
+    await api(dashboard, "PATCH", f"/files/{file['id']}", token, {"folder_id": year["id"]})
+    await api(dashboard, "PATCH", f"/files/{file['id']}", token, {"name": "b.txt"})
+    await api(dashboard, "PATCH", "/settings", token, {"default_folder_id": projects["id"]})
+    await page.goto("/activity")
+    await expect(page.locator("#activity-loading")).to_be_hidden()
+
+    def changes(kind: str) -> Any:
+        row = page.locator(f"#activity-body tr[data-event-type='{kind}']")
+        return row.locator("td.event-changes ul.changes li")
+
+    await expect(changes("key.edited")).to_have_text(
+        [
+            "name: backup → nightly",
+            "permissions: +\u00a0files.write, +\u00a0folders.read, −\u00a0files.read",
+            "allowed from: 192.0.2.1/32",
+            "rate limit: 3 a second, bursts of 4",
+        ]
+    )
+    await expect(changes("file.moved")).to_have_text(["moved to: Projects / 2025"])
+    await expect(changes("file.renamed")).to_have_text(["name: a.txt → b.txt"])
+    await expect(changes("settings.changed")).to_have_text(["uploads go to: Projects"])
+    await expect(changes("folder.created")).to_have_text(["in: Projects", "in: the top level"])
+    # Words, never a field's own name or JSON.
+    for shown in await page.locator("td.event-changes").all_text_contents():
+        assert "_" not in shown and "{" not in shown and "[" not in shown, shown
+
+    # Beside the other columns a line of changes reads as a line, not a word a line.
+    edited = changes("key.edited").nth(1)
+    lines = await edited.evaluate(
+        "(item) => Math.round(item.getBoundingClientRect().height"
+        " / parseFloat(getComputedStyle(item).lineHeight))"
+    )
+    assert lines <= 2, lines
+    assert await low_contrasts(page) == [], "/activity"
+    await screenshot(page, f"activity-changes-{scheme}")
+
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await no_horizontal_scroll(page)
+    assert await low_contrasts(page) == [], "/activity at 375 px"
