@@ -136,6 +136,7 @@ async def test_the_activity_says_what_changed_in_words(
     await api(dashboard, "PATCH", "/settings", token, {"default_folder_id": projects["id"]})
     await page.goto("/activity")
     await expect(page.locator("#activity-loading")).to_be_hidden()
+    await fits_its_choices(page, "#activity-type")
 
     def changes(kind: str) -> Any:
         row = page.locator(f"#activity-body tr[data-event-type='{kind}']")
