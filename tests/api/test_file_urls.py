@@ -23,7 +23,7 @@ async def test_every_view_of_a_file_has_an_absolute_url_under_the_public_url(
     api = await make_api(public_url=PUBLIC)
     token = await api.user_with_session()
     auth = bearer(token)
-    response = await upload(api, b"hello", token=token)
+    response = await upload(api, b"hello", token=token, filename="hello.txt")
     answer = await response.json()
     validator("/components/schemas/FileEnvelope").validate(answer)
     file = answer["data"]
@@ -31,7 +31,8 @@ async def test_every_view_of_a_file_has_an_absolute_url_under_the_public_url(
     assert file["url"] == absolute
 
     views = []
-    for path in (FILES, f"{FILES}?folder_id=root"):  # the first page's own path, and a folder's
+    # The first page's own path, a folder's, and a search's.
+    for path in (FILES, f"{FILES}?folder_id=root", f"{FILES}?q=hello"):
         response = await api.client.get(path, headers=auth)
         assert response.status == 200
         views += (await response.json())["data"]["files"]
@@ -39,7 +40,7 @@ async def test_every_view_of_a_file_has_an_absolute_url_under_the_public_url(
     views.append((await response.json())["data"])
     response = await api.client.patch(f"{FILES}/{file['id']}", json={"name": "b"}, headers=auth)
     views.append((await response.json())["data"])
-    assert [view["url"] for view in views] == [absolute] * 4
+    assert [view["url"] for view in views] == [absolute] * 5
 
     resumable = await created(api, auth, 3, filename="tus.txt")
     assert (await send(api, resumable, auth, 0, b"abc")).status == 204

@@ -136,8 +136,12 @@ async def _search(request: web.Request, principal: Principal, query: FileQuery) 
     place = search_place(folder)
     after = page_cursor(request, lambda cursor: position_after(cursor, query, place))
     page = await request.app[POLICY].files.search(principal, folder, query, limit, after)
+    public_url = request.app[SETTINGS].public_url
     return ok(
-        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {
+            "files": [file_view(record, public_url) for record in page.files],
+            "next_cursor": page.next_cursor,
+        }
     )
 
 
