@@ -19,11 +19,11 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     directives,
+    low_contrasts,
     no_horizontal_scroll,
     screenshot,
     violations,
 )
-from tests.support.contrast import low_contrasts
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

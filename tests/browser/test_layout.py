@@ -15,11 +15,11 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     create_key,
+    low_contrasts,
     screenshot,
     sign_in,
     violations,
 )
-from tests.support.contrast import low_contrasts
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -7,6 +7,7 @@
 import { ApiError, describe, failedText, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
 import { byId, confirmation, el, hide, onClick, show } from "../dom.js";
 import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js";
+import { shareAction } from "../files/share.js";
 import { TOP, breadcrumbs, fileRow, folderHref, folderRow } from "../files/rows.js";
 import { uploads } from "../files/upload.js";
 import { childrenOf, folderTree } from "../folders.js";
@@ -48,33 +49,6 @@ async function download(token, file, button, pageError) {
       return;
     }
     show(pageError, `Downloading ${file.name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
-  } finally {
-    button.disabled = false;
-  }
-}
-
-// A public link to the file: a new alias with the account's defaults (its expiry and view
-// limit), its address copied to the clipboard and said on the page, where it can be selected
-// when copying is blocked. The Aliases page lists it, to disable or delete.
-async function share(call, file, button, pageStatus, pageError) {
-  button.disabled = true;
-  hide(pageStatus);
-  hide(pageError);
-  try {
-    const alias = await call("POST", "/aliases", { file_id: file.id });
-    let copied = true;
-    try {
-      await navigator.clipboard.writeText(alias.url);
-    } catch {
-      copied = false;
-    }
-    show(
-      pageStatus,
-      `${copied ? "Copied a new public link" : "Made a new public link (copy it from here)"} to ` +
-        `${file.name}: ${alias.url} — the Aliases page lists it.`,
-    );
-  } catch (failure) {
-    show(pageError, failedText(`Making a link to ${file.name}`, failure));
   } finally {
     button.disabled = false;
   }
@@ -214,7 +188,7 @@ function start(session) {
 
   const fileActions = {
     download: (file, button) => download(token, file, button, pageError),
-    share: (file, button) => share(call, file, button, pageStatus, pageError),
+    share: shareAction(call, pageError),
     rename: (file) =>
       askName({
         heading: `Rename ${file.name}`,
