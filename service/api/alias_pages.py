@@ -98,10 +98,11 @@ def listing_page(
     more: str | None,
     folders_cut: bool,
     now_ms: int,
+    archive: str | None = None,
 ) -> bytes:
     """A shared folder: the way down from the aliased folder (``crumbs``, the shown folder
-    last), its folders, its files (when each was added said as of ``now_ms``), and the link to
-    more files when there are."""
+    last), its folders, its files (when each was added said as of ``now_ms``), the link to
+    more files when there are, and to the whole shared folder as one ZIP (``archive``)."""
     trail = list(crumbs)
     here = trail[-1]
     steps = [f'<a href="{escape(step.href)}">{escape(step.name)}</a>' for step in trail[:-1]]
@@ -113,6 +114,11 @@ def listing_page(
         f"<h1>{escape(here.name)}</h1>\n",
         '<p class="lede">A shared folder.</p>\n',
     ]
+    if archive is not None:
+        parts.append(
+            f'<p><a class="more" href="{escape(archive)}" download>'
+            "Download everything as a ZIP</a></p>\n"
+        )
     folder_rows = [
         f'<li><a class="folder" href="{escape(folder.href)}">{escape(folder.name)}</a></li>'
         for folder in folders

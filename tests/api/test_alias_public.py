@@ -314,6 +314,10 @@ async def test_a_folders_page_says_sizes_and_times_as_the_dashboard_does(
     assert '<td class="size" data-label="Size">1 byte</td>' in page
     assert page.count('<span class="ago">3 minutes ago</span>') == 2
     assert re.search(r'<time class="when" datetime="[0-9T:-]+Z" title="[0-9 :-]+ UTC">', page)
+    # The whole shared folder in one go, as the public archive serves it.
+    assert '<a class="more" href="/a/sizes/archive" download>' in page
+    archive = await public(api, "/a/sizes/archive")
+    assert (archive.status, archive.headers["Content-Type"]) == (200, "application/zip")
 
 
 async def test_a_folders_files_come_a_page_at_a_time(api: Api, clock: Any) -> None:

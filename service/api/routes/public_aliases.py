@@ -474,6 +474,7 @@ async def _listing(
         more,
         folders.next_cursor is not None,
         request.app[POLICY].alias_access.now_ms(),
+        f"{base}/archive",
     )
     return _html(page)
 
