@@ -27,6 +27,7 @@ from service.auth.reauthentication import Reauthentication
 from service.auth.removals import Removals
 from service.auth.secret_box import derived_key
 from service.auth.sessions import Sessions
+from service.auth.thumbnails import Thumbnails
 from service.auth.uploaders import Uploaders
 from service.auth.uploads import ResumableUploads
 from service.auth.users import Users
@@ -46,6 +47,7 @@ class Policy:
     leak_reports: LeakReports
     audit: AuditTrail
     files: Files
+    thumbnails: Thumbnails
     bulk_files: BulkFiles
     archives: Archives
     folders: Folders
@@ -152,6 +154,7 @@ def make_policy(
         leak_reports=LeakReports(stores.api_keys, stores.counters, trail, clock),
         audit=trail,
         files=files,
+        thumbnails=Thumbnails(files, blobs),
         bulk_files=BulkFiles(files, reach),
         archives=Archives(files, reach),
         folders=Folders(
