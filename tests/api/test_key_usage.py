@@ -6,6 +6,7 @@ refusals of a key that exists count for it, unknown keys for nobody; revoking fo
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -94,7 +95,7 @@ async def test_requests_and_refusals_are_counted_per_day_across_instances(
     assert counts_by_day(data) == {yesterday: (7, 2), today(clock): (2, 2)}
     dates = [date.fromisoformat(day["date"]) for day in data["days"]]
     assert len(dates) == 30 and dates[-1].isoformat() == today(clock)
-    assert all(later - earlier == timedelta(days=1) for earlier, later in zip(dates, dates[1:]))
+    assert all(later - earlier == timedelta(days=1) for earlier, later in itertools.pairwise(dates))
 
     # Revoking forgets what the key did, and a flush after it brings nothing back.
     assert await status(plain, FILES, {"X-API-Key": other["secret_key"]}) == 200
