@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
-from service.api.context import KEY_USAGE
+from service.api.context import KEY_USAGE, POLICY
 from service.auth import key_usage
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock, parse_iso
@@ -158,3 +158,15 @@ async def test_what_was_counted_is_flushed_when_the_app_stops(
     await first.client.close()  # the app's shutdown
     second = await make_api()
     assert counts_by_day(await usage(second, token, key["id"])) == {today(clock): (1, 0)}
+
+
+async def test_deleting_the_user_deletes_what_their_keys_did(
+    api: Api, redis_client: redis_sync.Redis
+) -> None:
+    token = await api.user_with_session(EMAIL)
+    key = await api.create_key(token)
+    assert await status(api, FILES, {"X-API-Key": key["secret_key"]}) == 200
+    await api.app[KEY_USAGE].flush()
+    assert any(redis_client.scan_iter("*key-usage*"))
+    await api.app[POLICY].users.delete_user(EMAIL)
+    assert not any(redis_client.scan_iter("*key-usage*"))
