@@ -17,6 +17,7 @@ from service.api.client_address import ClientAddresses
 from service.api.context import (
     AUTHENTICATOR,
     GATEWAY_LANE,
+    KEY_USAGE,
     LOW_LEVEL_REFUSAL,
     POLICY,
     REMOVALS_AT_START,
@@ -45,6 +46,7 @@ from service.api.routes.settings import add_settings_routes
 from service.api.routes.uploaders import add_uploader_routes
 from service.api.routes.uploads import add_upload_routes
 from service.auth.authenticator import Authenticator
+from service.auth.key_usage import KeyUsage
 from service.auth.passwords import PasswordHasher
 from service.auth.policy import Policy, make_policy
 from service.auth.rate_limits import RateLimitFields
@@ -164,7 +166,10 @@ def create_app(
             busy=Code.ALIAS_PASSWORD_BUSY,
         )
         app[STORE] = store
-        app[AUTHENTICATOR] = Authenticator(store, clock, settings.sessions, background, rate_fields)
+        usage = app[KEY_USAGE] = KeyUsage(store.key_usage, clock)
+        app[AUTHENTICATOR] = Authenticator(
+            store, clock, settings.sessions, background, rate_fields, usage
+        )
         app[POLICY] = make_policy(
             store,
             blob_stores_over(app[BLOBS]),
@@ -176,6 +181,7 @@ def create_app(
         )
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
+        usage.start()
         # Deletions (and aliases' kill switches) cut short by a worker's end are finished by the
         # next start, beside serving.
         removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY], store))
@@ -186,6 +192,8 @@ def create_app(
         removals.cancel()  # whatever is left is finished at the next start
         sweeping.cancel()
         await asyncio.gather(removals, sweeping, return_exceptions=True)
+        # Every request has been answered by now: what they counted is flushed once more.
+        await usage.stop()
         await background.drain()
         await app[BLOBS].close()
         passwords.close()

@@ -33,12 +33,12 @@ import sys
 import time
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import SpawnProcess
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from service.announcements import Banner, Shutdown, second_factor_notes
 from service.api._aiohttp import ListenError, run_app
 from service.api.access_log import AccessLogger
 from service.app import create_app
@@ -65,72 +65,6 @@ _WATCH_SECONDS = 0.5
 CANNOT_START = 1
 # A worker's exit status when it cannot bind the address: serve stops instead of restarting it.
 _WORKER_CANNOT_LISTEN = 3
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Banner:
-    """What the start-up line tells whoever started ``serve``: the store it uses, the workers,
-    and the command that creates a user (``command``: how ``serve`` itself was started); then
-    what second factors rest on here (``notes``), and what a deployment must still set."""
-
-    store: str
-    workers: int
-    command: str
-    notes: tuple[str, ...] = ()
-
-    def log(self, host: str, port: int) -> None:
-        # A loopback address is shown as localhost: a page there is a passkeys' relying party,
-        # an address never is.
-        shown = "localhost" if host in _SHOWN_AS_LOCALHOST else host
-        if ":" in shown:
-            shown = f"[{shown}]"
-        url = f"http://{shown}:{port}/"
-        create_user = f"{self.command} users create --email you@example.com --password-stdin"
-        log.info(
-            "serving the dashboard at %s and the API at %sapi/v1 (%d worker%s, %s); create a "
-            "user with: %s",
-            url,
-            url,
-            self.workers,
-            "" if self.workers == 1 else "s",
-            self.store,
-            create_user,
-            extra={
-                "fields": {
-                    "dashboard": url,
-                    "api": f"{url}api/v1",
-                    "listening": f"{shown}:{port}",
-                    "workers": self.workers,
-                    "store": self.store,
-                    "create_user": create_user,
-                }
-            },
-        )
-        for note in self.notes:
-            log.info(note.replace("{dashboard}", url))
-
-
-_SHOWN_AS_LOCALHOST = ("", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost")  # noqa: S104
-
-
-def second_factor_notes(settings: Settings, generated_key: Path | None) -> tuple[str, ...]:
-    """What the start-up tells of second factors: where the secrets key comes from, and that
-    passkeys need ``FILEHOST_PUBLIC_URL`` anywhere but this machine's own browser."""
-    notes = []
-    if generated_key is not None:
-        notes.append(
-            f"second factors: TOTP secrets are sealed with the key generated in {generated_key} "
-            "(mode 0600, in no backup: keep a copy of it apart from them); several instances "
-            "must share one key: set FILEHOST_SECRETS_KEY_FILE to the same key on each "
-            "(docs/operating.md, The secrets key)"
-        )
-    if settings.public_url is None:
-        notes.append(
-            "second factors: FILEHOST_PUBLIC_URL is not set, so passkeys work only in a browser "
-            "on this machine at {dashboard}; a deployment sets it to the address people use "
-            "(docs/configuration.md)"
-        )
-    return tuple(notes)
 
 
 def _where(host: str, port: int) -> str:
@@ -266,8 +200,13 @@ def describe_store(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}"
 
 
+# When and why this worker began to stop (``_stop_once``), for its line at shutdown.
+_SHUTDOWN = web.AppKey("shutdown", Shutdown)
+
+
 async def _stop_once(app: web.Application) -> None:
-    """Only the first stop signal counts, then the stop signals are let in.
+    """Only the first stop signal counts, then the stop signals are let in; it is noted as the
+    shutdown's cause (``_SHUTDOWN``).
 
     aiohttp stops on SIGINT/SIGTERM by raising GracefulExit from a signal handler; a second signal
     while it stops raises it again, abandons the shutdown half-way and cuts the requests in flight.
@@ -275,15 +214,18 @@ async def _stop_once(app: web.Application) -> None:
     SIGTERM as well, and systemd signals every process of the unit."""
     loop = asyncio.get_running_loop()
     stopping = False
+    shutdown = app.get(_SHUTDOWN)
 
-    def stop() -> None:
+    def stop(signum: int) -> None:
         nonlocal stopping
         if not stopping:
             stopping = True
+            if shutdown is not None:
+                shutdown.begin(signal.Signals(signum).name)
             raise web.GracefulExit()
 
     for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop)
+        loop.add_signal_handler(signum, stop, signum)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one that came early is handled now
 
 
@@ -336,6 +278,7 @@ def run_worker(
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
     app = create_app(settings)
+    shutdown = app[_SHUTDOWN] = Shutdown()
     app.on_startup.append(_stop_once)
     if keeper is not None:
         _keep_store_running(keeper, app)
@@ -366,6 +309,8 @@ def run_worker(
     finally:
         for signum in STOP_SIGNALS:  # stopped: a late signal must not interrupt the exit
             signal.signal(signum, signal.SIG_IGN)
+    if parent is None:  # serve itself (one worker): its line; with several, serve says it
+        shutdown.log_stopped()
     return 0
 
 
@@ -446,7 +391,13 @@ def _serve(settings: Settings, command: str) -> int:
         store = f"the embedded store in {embedded.data_dir}"
     else:
         store = f"the store at {describe_store(settings.redis_url)}"
-    banner = Banner(store, settings.workers, command, second_factor_notes(settings, generated_key))
+    banner = Banner(
+        store,
+        settings.workers,
+        command,
+        second_factor_notes(settings, generated_key),
+        settings.public_url,
+    )
     metrics_dir = WorkerMetricsDir() if settings.workers > 1 and settings.metrics_enabled else None
     store_stopped_cleanly = True
     try:
@@ -494,10 +445,12 @@ def _run_workers(
     restart_at: dict[int, float] = {}  # worker slot -> when to start it again
     deadline: float | None = None
     cannot_listen = False
+    shutdown = Shutdown()
 
     def forward(signum: int, _frame: object, why: str | None = None) -> None:
         nonlocal deadline
         if deadline is None:
+            shutdown.begin(why or signal.Signals(signum).name)
             grace = settings.shutdown_grace_seconds
             deadline = time.monotonic() + 2 * grace + _KILL_MARGIN_SECONDS
             log.info(
@@ -575,6 +528,7 @@ def _run_workers(
             for worker in running:
                 log.error("%s (pid %s) did not stop in time: killed", worker.name, worker.pid)
                 worker.kill()
+    shutdown.log_stopped(f"{len(workers)} workers")
     if cannot_listen:
         return CANNOT_START
     # Killed by the forwarded SIGTERM before it could handle it: it was still starting, no harm.

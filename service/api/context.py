@@ -15,6 +15,7 @@ from service.api._aiohttp import GATEWAY_LANE as GATEWAY_LANE
 from service.api._aiohttp import LOW_LEVEL_REFUSAL as LOW_LEVEL_REFUSAL
 from service.api._aiohttp import REQUEST_HANDLING as REQUEST_HANDLING
 from service.auth.authenticator import Authenticator
+from service.auth.key_usage import KeyUsage
 from service.auth.policy import Policy
 from service.config import Settings
 from service.observability.metrics import Metrics
@@ -25,6 +26,8 @@ PREFIX = "/api/v1"
 SETTINGS = web.AppKey("settings", Settings)
 POLICY = web.AppKey("policy", Policy)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+# What each key is doing: this worker's counts, flushed every second (``service.auth.key_usage``).
+KEY_USAGE = web.AppKey("key_usage", KeyUsage)
 # The process's metrics, absent when they are off (``FILEHOST_METRICS=off``).
 METRICS = web.AppKey("metrics", Metrics)
 

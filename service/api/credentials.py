@@ -15,7 +15,7 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDictProxy, istr
 
 from service.api.client_address import client_address
-from service.api.context import AUTHENTICATOR, POLICY, SETTINGS
+from service.api.context import AUTHENTICATOR, KEY_USAGE, POLICY, SETTINGS
 from service.api.envelope import as_api_error
 from service.api.validation import user_agent
 from service.auth.authenticator import Authenticator, carries_api_key
@@ -94,6 +94,16 @@ async def check_credentials(
     trace.key_id = principal.key_id
     trace.rate = principal.rate
     return principal
+
+
+def count_refused_key(app: web.Application, trace: RequestTrace) -> None:
+    """A request whose key was accepted and then refused (a permission it lacks, a folder it is
+    not bound to: ``envelope.refusal`` put the code on the trace) is one refusal of that key;
+    the check counted the request itself. Called only on a refusal's way out."""
+    if trace.key_id is not None and trace.outcome != "ok":
+        usage = app.get(KEY_USAGE)
+        if usage is not None:
+            usage.refused(trace.user_id, trace.key_id)  # type: ignore[arg-type]  # set with key_id
 
 
 async def acting_with(

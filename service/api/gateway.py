@@ -40,6 +40,7 @@ from multidict import CIMultiDictProxy
 from service.api._aiohttp import EMPTY_BODY_STATUSES, RawRequestMessage, Reply, serialise_head
 from service.api.access_log import AccessLogger
 from service.api.client_address import ClientAddresses
+from service.api.credentials import count_refused_key
 from service.api.envelope import error_body, refusal
 from service.api.headers import RESOURCE_HEADERS, trace_headers
 from service.auth.rate_limits import RateLimitFields
@@ -116,6 +117,7 @@ class GatewayLane:
             reply = await route(self._app, headers, trace)
         except Exception as exc:  # as request_handling answers it
             reply = _refused(exc, trace, path)
+            count_refused_key(self._app, trace)
         if reply is None:
             return None
         status, body, own, content_type = reply

@@ -16,6 +16,7 @@ from aiohttp.typedefs import Handler, Middleware
 from service.api._aiohttp import PlainRoutes, use_route
 from service.api.client_address import ClientAddresses
 from service.api.context import NOT_FOUND_PAGE
+from service.api.credentials import count_refused_key
 from service.api.envelope import error_response, refusal
 from service.api.headers import REQUEST_ID, standard_headers
 from service.auth.rate_limits import RateLimitFields
@@ -87,8 +88,10 @@ def request_handling(
                 response = _not_found_page(request, exc) or error_response(
                     refusal(exc, trace, method, request.path)
                 )
+                count_refused_key(request.app, trace)
             except Exception as exc:
                 response = error_response(refusal(exc, trace, method, request.path))
+                count_refused_key(request.app, trace)
             finally:
                 if login:
                     logins.dec()  # type: ignore[union-attr]  # login: logins is not None

@@ -12,6 +12,7 @@ from service.api._aiohttp import Answer, Reply
 from service.api.context import PREFIX
 from service.clock import iso
 from service.domain.files import THUMBNAIL_TYPES
+from service.domain.key_usage import KeyUsageRecord
 from service.domain.permissions import to_names
 from service.domain.records import AliasRecord, FileRecord, FolderRecord, KeyRecord
 
@@ -63,6 +64,18 @@ def key_view(record: KeyRecord) -> dict[str, Any]:
         "previous_secret_expires_at": iso(record.previous_secret_expires_at),
         "folder_ids": None if record.folder_ids is None else list(record.folder_ids),
         "uploader": record.uploader,
+    }
+
+
+def key_usage_view(record: KeyUsageRecord) -> dict[str, Any]:
+    """What a key did: its requests and refusals per UTC day (oldest first), its last use."""
+    return {
+        "days": [
+            {"date": day.date, "requests": day.requests, "refused": day.refused}
+            for day in record.days
+        ],
+        "last_used_at": iso(record.last_used_at),
+        "last_used_ip": record.last_used_ip,
     }
 
 

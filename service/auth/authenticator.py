@@ -9,7 +9,8 @@ read returned: a rolled-out secret's grace, expiry, disabled, the allowed networ
 read on every request, so a change is in force from the next request on every worker; the
 checks of fields a key doesn't have cost a comparison with None. Key last-use and session idle
 renewal are written at most once a minute per credential and worker, in the background; rate
-buckets never reach the AOF.
+buckets never reach the AOF. Each request with a key that exists, and its refusal, is counted
+in this worker's memory (``auth.key_usage``), flushed to the store apart from the request.
 
 Refusals name the reason in their code but never echo the credential.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from service.auth.key_usage import KeyUsage
 from service.auth.rate_limits import KeyRates, RateLeases, RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock, iso
@@ -100,14 +102,17 @@ class Authenticator:
         sessions: SessionSettings,
         background: BackgroundWrites,
         rate_fields: RateLimitFields | None,
+        usage: KeyUsage,
     ) -> None:
         """``rate_fields``: the RateLimit header fields of the deployment's limit (None when
-        limits are off), the ones every answer of the application carries."""
+        limits are off), the ones every answer of the application carries. ``usage``: where
+        each request with a key that exists is counted, and its refusals."""
         self._lookup = stores.lookup
         self._api_keys = stores.api_keys
         self._sessions = stores.sessions
         self._clock = clock
         self._background = background
+        self._usage = usage
         self._idle_ms = sessions.idle_seconds * 1000
         self._renew_ms = sessions.renew_seconds * 1000
         self._last_touch: dict[str, int] = {}
@@ -190,6 +195,7 @@ class Authenticator:
             # served from this worker's lease gives its request back.
             refusal = self._refusal(entry, now, client)
             if refusal is not None:
+                self._count_refusal(entry, client)
                 if lent is not None:
                     self._leases.give_back(digest)  # type: ignore[union-attr]  # lent: limits on
                 else:
@@ -205,7 +211,9 @@ class Authenticator:
         else:
             rate = self._key_rate(digest, lent, entry, for_lease, now)
         if rate is not None and not rate.allowed:
+            self._count_refusal(entry, client)
             raise self._rate_refusal(rate)
+        self._usage.used(entry.user_id, entry.key_id, client)
         if self._due(entry.key_id, now, _KEY_TOUCH_INTERVAL_MS):
             self._background.spawn(
                 "key last use", self._api_keys.touch(entry.user_id, entry.key_id, now)
@@ -220,6 +228,10 @@ class Authenticator:
             None,  # token_digest: sessions only
             rate,
         )
+
+    def _count_refusal(self, entry: ApiKeyEntry, client: str | None) -> None:
+        self._usage.used(entry.user_id, entry.key_id, client)
+        self._usage.refused(entry.user_id, entry.key_id)
 
     def _plan(
         self, digest: str, now: int, counted: bool

@@ -36,7 +36,7 @@ from service.cli.prompts import Refused
 from service.config import ConfigError, Settings, load_settings
 from service.config.generated_key import with_generated_key
 from service.domain.blobs import StorageFull
-from service.errors import ApiError
+from service.errors import ApiError, Code
 from service.observability.log_lines import write_line
 from service.store.blobs import FILES_DIRECTORY
 from service.store.embedded import EmbeddedStoreError
@@ -111,12 +111,50 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"error: {refused}", file=sys.stderr)
         return refused.status
     except ApiError as error:
-        reasons = "; ".join(f"{field} {why}" for field, why in (error.details or {}).items())
-        print(f"error: {error.message}{' ' + reasons if reasons else ''}", file=sys.stderr)
+        print(f"error: {in_cli_words(error)}", file=sys.stderr)
         return 1
-    except (RedisError, EmbeddedStoreError) as error:
-        print(f"error: the store is unreachable ({type(error).__name__})", file=sys.stderr)
+    except EmbeddedStoreError:  # said already, with what to do (``service.cli.store``)
+        print("error: the store is unreachable; nothing was done", file=sys.stderr)
+        return 1
+    except RedisError as error:
+        print(f"error: the store is unreachable ({_store_failure(error)})", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\ninterrupted; nothing more was done", file=sys.stderr)
         return 130
+    except Exception as error:  # a fault of ours: a sentence, not a traceback, and status 1
+        print(
+            f"error: {args.command} failed unexpectedly ({type(error).__name__}: {error}); "
+            "please report it",
+            file=sys.stderr,
+        )
+        return 1
+
+
+# The API's field names as the command line knows them: its options, or what it reads.
+_FIELDS = {
+    "email": "--email",
+    "password": "the password",
+    "new_password": "the password",
+}
+
+
+def in_cli_words(error: ApiError) -> str:
+    """A refusal of the policy as a person at the command line reads it: what was wrong with
+    which option (``--email must be …``), else the refusal's own sentence; never its code, the
+    API's field names or a JSON envelope."""
+    reasons = [
+        f"{_FIELDS.get(field, field)} {why}"
+        for field, why in (error.details or {}).items()
+        if isinstance(why, str)
+    ]
+    if error.code == Code.VALIDATION_FAILED and reasons:
+        return "; ".join(reasons)
+    return error.message
+
+
+def _store_failure(error: RedisError) -> str:
+    """What went wrong reaching the store, in the client's words when it has some (they name
+    the address, never a password), else its kind."""
+    said = str(error).strip()
+    return said.rstrip(".") if said else type(error).__name__

@@ -125,9 +125,13 @@ def command_parser(prog: str) -> argparse.ArgumentParser:
     )
     listing = actions.add_parser(
         "list",
-        help="list users",
+        help="list users: id, email, created, second factors, last login",
         formatter_class=raw,
-        epilog=_examples(prog, "{prog} users list", "{prog} users list --json | jq -r .email"),
+        epilog=_examples(
+            prog,
+            "{prog} users list",
+            "{prog} users list --json | jq -r 'select(.second_factor == \"none\") | .email'",
+        ),
     )
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     reset = actions.add_parser(

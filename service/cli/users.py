@@ -14,7 +14,10 @@ from service.cli.prompts import Refused, confirmed, counted, read_password
 from service.cli.store import opened
 from service.clock import iso
 from service.config import Settings
+from service.domain.audit_events import LOGIN_SUCCEEDED
 from service.domain.cursors import decode_file_cursor
+from service.domain.factors import MfaState
+from service.domain.records import UserRecord
 from service.errors import ApiError, Code
 from service.store.stores import Stores
 
@@ -104,21 +107,68 @@ async def _reset_mfa(accounts: Policy, store: Stores, args: argparse.Namespace) 
     print(f"{email}: {what}; {counted(ended, 'session')} ended (their API keys still work)")
 
 
+def second_factor(state: MfaState) -> str:
+    """An account's second factors in a word or two: none, totp, 1 passkey, totp + 2 passkeys."""
+    factors = ["totp"] if state.totp_enabled_at is not None else []
+    if state.passkeys:
+        factors.append(counted(len(state.passkeys), "passkey"))
+    return " + ".join(factors) or "none"
+
+
+async def _listed(accounts: Policy, user: UserRecord) -> dict[str, str | None]:
+    """What ``users list`` shows of an account: its second factors, and its last login as far
+    as the audit trail remembers (FILEHOST_AUDIT_RETENTION_DAYS)."""
+    state = await accounts.factors.state(user.id)
+    logins = await accounts.audit.page(user.id, 1, None, LOGIN_SUCCEEDED)
+    return {
+        "id": user.id,
+        "email": user.email,
+        "created_at": iso(user.created_at),
+        "second_factor": second_factor(state),
+        "last_login_at": iso(logins.events[0].event["at"]) if logins.events else None,
+    }
+
+
+def _table(rows: list[dict[str, str | None]]) -> list[str]:
+    """The rows under a header, each column as wide as its widest value."""
+    lines = [list(_COLUMNS.values())]
+    lines += [[row[name] or "never" for name in _COLUMNS] for row in rows]
+    widths = [max(len(line[column]) for line in lines) for column in range(len(_COLUMNS))]
+    return [
+        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
+
+
+_COLUMNS = {
+    "id": "ID",
+    "email": "EMAIL",
+    "created_at": "CREATED",
+    "second_factor": "SECOND FACTOR",
+    "last_login_at": "LAST LOGIN",
+}
+
+
+async def _list(accounts: Policy, as_json: bool) -> None:
+    rows = [await _listed(accounts, user) for user in await accounts.users.list_users()]
+    if as_json:
+        for row in rows:
+            print(orjson.dumps(row).decode())
+    elif rows:
+        print("\n".join(_table(rows)))
+    else:
+        print(
+            "no users yet; create one with: users create --email you@example.com", file=sys.stderr
+        )
+
+
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     async with opened(settings) as (accounts, store):
         if args.action == "create":
             user = await accounts.users.create_user(args.email, read_password())
             print(f"created user {user.email} ({user.id})")
         elif args.action == "list":
-            for user in await accounts.users.list_users():
-                if args.json:
-                    print(
-                        orjson.dumps(
-                            {"id": user.id, "email": user.email, "created_at": iso(user.created_at)}
-                        ).decode()
-                    )
-                else:
-                    print(f"{user.id}  {user.email}  {iso(user.created_at)}")
+            await _list(accounts, args.json)
         elif args.action == "set-password":
             changed = await accounts.users.set_password(args.email, read_password())
             print(

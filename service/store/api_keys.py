@@ -31,6 +31,7 @@ from service.store.fields import (
 )
 from service.store.folders import FOLDERS_LUA
 from service.store.key_entries import CHANGE_ATTEMPTS, KeyEntries
+from service.store.key_usage import KeyUsageStore
 from service.store.keys import RedisKeys
 from service.store.slots import key_slot
 
@@ -134,10 +135,13 @@ class ApiKeyStore:
     # Writes a replica must hold before they answer (FILEHOST_REPLICA_WAIT_MS).
     WAITS_FOR_REPLICA = ("add", "edit", "roll", "revoke")
 
-    def __init__(self, redis: Redis, keys: RedisKeys, audit: AuditStore) -> None:
+    def __init__(
+        self, redis: Redis, keys: RedisKeys, audit: AuditStore, usage: KeyUsageStore
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self._audit = audit
+        self._usage = usage
         self._entries = KeyEntries(redis, keys)
         self._add_key_metadata = redis.register_script(_ADD_KEY_METADATA)
         self._confirm_key = redis.register_script(_CONFIRM_KEY)
@@ -531,6 +535,8 @@ class ApiKeyStore:
         else:
             raise KeyChanged()
         await self._entries.delete(named_digests(meta), revoked, now)
+        # Unlisted now, so no flush adds to what the key did: that goes with it.
+        await self._usage.forget(user_id, (key_id,), now)
         # Of two concurrent revocations only the one that removes the listing reports success.
         return status == 1 and meta["e"] > now
 

@@ -60,6 +60,13 @@ key                                    type    holds
 ``P:{U}:key-expiry``                    zset    key id scored by expiry (active-key count, pruning)
 ``P:{U}:key-last-used``                 hash    key id -> last use (ms), written at most once a
                                                minute per key and worker
+``P:{U}:key-usage:<K>:<day>``           hash    key ``K``'s requests ``r`` and refusals ``x`` on
+                                               one UTC day (``YYYY-MM-DD``), added to by each
+                                               worker's flush (``service.store.key_usage``)
+                                               while the key is listed; PEXPIRE 35 days
+``P:{U}:key-usage:<K>:last``            string  ``<ms> <address>`` of key ``K``'s last flushed
+                                               use; PEXPIRE 35 days. Both deleted when the key
+                                               is revoked or its user deleted
 ``P:{U}:sessions``                      zset    session digest scored by when its entry is gone
                                                (absolute deadline + 1 h), so a deleted user's
                                                sessions can be ended; expires with its
@@ -341,6 +348,12 @@ class RedisKeys:
 
     def account_key_last_used(self, user_id: str) -> str:
         return self._account(user_id, "key-last-used")
+
+    def key_usage_day(self, user_id: str, key_id: str, day: str) -> str:
+        return self._account(user_id, f"key-usage:{key_id}:{day}")
+
+    def key_usage_last(self, user_id: str, key_id: str) -> str:
+        return self._account(user_id, f"key-usage:{key_id}:last")
 
     def account_sessions(self, user_id: str) -> str:
         return self._account(user_id, "sessions")

@@ -1,11 +1,12 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
-Each aggregate has its own store (``users``, ``sessions``, ``api_keys``, ``audit``, ``files``,
-``folders`` with ``folder_removal``, ``account_settings``, ``aliases`` with ``alias_views``, the
-public side's, ``bindings``: what a key bound to folders reaches, ``mfa`` with ``mfa_answers``:
-the second factors), ``lookup`` is the per-request read of a credential, ``counters`` the
-windowed counts of login attempts and leak reports, and ``backup`` the copy of every record a
-backup takes. All share one map of key names (``service.store.keys``).
+Each aggregate has its own store (``users``, ``sessions``, ``api_keys`` with ``key_usage``: what
+each key is doing, ``audit``, ``files``, ``folders`` with ``folder_removal``,
+``account_settings``, ``aliases`` with ``alias_views``, the public side's, ``bindings``: what a
+key bound to folders reaches, ``mfa`` with ``mfa_answers``: the second factors), ``lookup`` is
+the per-request read of a credential, ``counters`` the windowed counts of login attempts and leak
+reports, and ``backup`` the copy of every record a backup takes. All share one map of key
+names (``service.store.keys``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from service.store.counters import CounterStore
 from service.store.files import FilesStore
 from service.store.folder_removal import FolderRemovalStore
 from service.store.folders import FoldersStore
+from service.store.key_usage import KeyUsageStore
 from service.store.keys import RedisKeys
 from service.store.lookup import CredentialLookup
 from service.store.mfa import MfaStore
@@ -45,6 +47,7 @@ class Stores:
     users: UserStore
     sessions: SessionStore
     api_keys: ApiKeyStore
+    key_usage: KeyUsageStore
     counters: CounterStore
     audit: AuditStore
     files: FilesStore
@@ -75,13 +78,15 @@ def open_stores(
     keys = RedisKeys(prefix)
     audit = AuditStore(redis, keys)
     aliases = AliasStore(redis, keys)
+    key_usage = KeyUsageStore(redis, keys)
     return Stores(
         redis=redis,
         keys=keys,
         lookup=CredentialLookup(redis, keys, hot, rate_limit),
-        users=UserStore(redis, keys, aliases),
+        users=UserStore(redis, keys, aliases, key_usage),
         sessions=SessionStore(redis, keys, clock or SystemClock()),
-        api_keys=ApiKeyStore(redis, keys, audit),
+        api_keys=ApiKeyStore(redis, keys, audit, key_usage),
+        key_usage=key_usage,
         counters=CounterStore(redis, keys),
         audit=audit,
         files=FilesStore(redis, keys, hot),

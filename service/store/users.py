@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from service.clock import SystemClock
 from service.domain.audit_events import EventBatch
 from service.domain.folders import TOP
 from service.domain.records import UserRecord
@@ -17,6 +18,7 @@ from service.errors import CorruptRecord
 from service.store.aliases import AliasStore
 from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.fields import decode_key_metadata, named_digests
+from service.store.key_usage import KeyUsageStore
 from service.store.keys import RedisKeys
 
 # Forgets an email's mapping only while it still names the user being deleted (a repeated or
@@ -51,10 +53,17 @@ class UserStore:
     # Writes a replica must hold before they answer (FILEHOST_REPLICA_WAIT_MS).
     WAITS_FOR_REPLICA = ("add", "set_password", "delete")
 
-    def __init__(self, redis: Redis, keys: RedisKeys, aliases: AliasStore | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: RedisKeys,
+        aliases: AliasStore | None = None,
+        key_usage: KeyUsageStore | None = None,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self._aliases = aliases or AliasStore(redis, keys)
+        self._key_usage = key_usage or KeyUsageStore(redis, keys)
         self._forget_email = redis.register_script(_FORGET_EMAIL)
         self._set_password = redis.register_script(_REPLACE_USER_HASH)
 
@@ -162,6 +171,8 @@ class UserStore:
             *self.keys.account_mfa_keys(user_id),
         )
         await self.redis.srem(self.keys.folder_removals, user_id)
+        # What its keys did, before the listing that names them (its counters would expire).
+        await self._key_usage.forget(user_id, metadata, SystemClock().now_ms())
         await self.redis.delete(
             self.keys.account_keys(user_id),
             self.keys.account_key_expiry(user_id),

@@ -106,7 +106,7 @@ async def test_sign_in_create_use_revoke_and_log_out(
     await expect(row.locator("td.key-expires")).to_have_text(
         f"in 30 days {local_text(record['expires_at'])}"
     )
-    await expect(row.locator("td.key-last-used")).to_have_text("Never")
+    await expect(row.locator("td.key-last-used .last-use")).to_have_text("Never")
 
     # The secret works against the API, as a script would send it.
     status, body = await dashboard.api("GET", "/files", key=secret)

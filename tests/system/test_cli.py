@@ -15,8 +15,11 @@ import redis as redis_sync
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from service.config.readers import secret_keys
 from tests.support.api import Api, assert_error, bearer
+from tests.support.clock import FakeClock, iso_of
 from tests.support.files import uploaded
+from tests.support.mfa import SECRETS_KEY, enable_totp
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import CLI_BOUND
 from tests.support.redis import free_port
@@ -72,8 +75,8 @@ def test_create_then_list_shows_the_lowercased_email(redis_url: str) -> None:
     assert "alice.smith@example.com" in created.stdout
     listed = run_cli("users", "list", env=env)
     assert listed.returncode == 0, listed.stderr
-    lines = listed.stdout.splitlines()
-    assert len(lines) == 1
+    header, *lines = listed.stdout.splitlines()
+    assert header.split("  ")[0] == "ID" and len(lines) == 1
     assert "alice.smith@example.com" in lines[0]
     assert "Alice.Smith" not in listed.stdout
 
@@ -92,10 +95,45 @@ def test_list_json_prints_one_object_per_line(redis_url: str) -> None:
     users = [json.loads(line) for line in lines]
     assert {user["email"] for user in users} == {"bob@example.com", "carol@example.org"}
     for user in users:
-        assert set(user) == {"id", "email", "created_at"}
+        assert set(user) == {"id", "email", "created_at", "second_factor", "last_login_at"}
+        assert (user["second_factor"], user["last_login_at"]) == ("none", None)
         assert isinstance(user["id"], str) and user["id"]
         assert isinstance(user["created_at"], str) and user["created_at"]
     assert len({user["id"] for user in users}) == 2
+
+
+async def test_list_shows_a_header_each_accounts_second_factors_and_last_login(
+    make_api: Any, redis_url: str, clock: FakeClock
+) -> None:
+    api = await make_api(secrets_key=secret_keys("K", SECRETS_KEY))
+    token = await api.user_with_session("totp@example.com")
+    logged_in = iso_of(clock)
+    await enable_totp(api, token, clock)
+    env = cli_env(redis_url)
+    assert create_user("quiet@example.com", env).returncode == 0
+
+    listed = run_cli("users", "list", env=env)
+
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = (line.split() for line in listed.stdout.splitlines())
+    assert header == ["ID", "EMAIL", "CREATED", "SECOND", "FACTOR", "LAST", "LOGIN"]
+    by_email = {row[1]: row[3:] for row in rows}
+    assert by_email == {
+        "totp@example.com": ["totp", logged_in],
+        "quiet@example.com": ["none", "never"],
+    }
+    as_json = [
+        json.loads(line) for line in run_cli("users", "list", "--json", env=env).stdout.splitlines()
+    ]
+    logins = {user["email"]: user["last_login_at"] for user in as_json}
+    assert logins == {"totp@example.com": logged_in, "quiet@example.com": None}
+
+    # A refusal in the command line's words: the option it was about, no code, no envelope.
+    refused = create_user("not-an-email", env)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: --email must be an e-mail address")
+    for api_word in ("validation_failed", "{", "Some fields are invalid", "Traceback"):
+        assert api_word not in refused.stderr
 
 
 def test_list_with_no_users_prints_nothing(redis_url: str) -> None:
@@ -225,7 +263,8 @@ def test_delete_unknown_email_is_refused(redis_url: str) -> None:
     assert result.returncode == 1
     assert "No user" in result.stderr
     assert "Traceback" not in result.stderr
-    assert len(run_cli("users", "list", env=env).stdout.splitlines()) == 1
+    _header, *users = run_cli("users", "list", env=env).stdout.splitlines()
+    assert len(users) == 1
 
 
 async def test_delete_refuses_the_users_session_and_api_key(api: Api, redis_url: str) -> None:

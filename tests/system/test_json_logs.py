@@ -267,6 +267,7 @@ async def test_with_several_workers_every_line_from_start_to_sigterm_is_json(
     supervisor = [e["msg"] for e in entries if e["pid"] == server.process.pid]
     assert "SIGTERM: stopping 2 workers; requests in flight get 10s to finish" in supervisor
     assert sum(" exited with 0" in msg for msg in supervisor) == 2
+    assert supervisor[-1].startswith("stopped (SIGTERM): draining 2 workers took "), supervisor
     assert sum(e["logger"] == "aiohttp.access" for e in entries) >= 5  # the login and 4 more
 
 

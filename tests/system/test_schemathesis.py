@@ -43,8 +43,12 @@ EMAIL = "you@example.com"
 PASSWORD = "a long password"
 MAX_EXAMPLES = 60
 # Operations on one key: a generated id is never one of ours, so a quarter of their cases get a
-# key of their own (never the run's) to change, roll or revoke.
-KEY_ID_PATHS = {"/api/v1/keys/{key_id}", "/api/v1/keys/{key_id}/roll"}
+# key of their own (never the run's) to read, change, roll or revoke.
+KEY_ID_PATHS = {
+    "/api/v1/keys/{key_id}",
+    "/api/v1/keys/{key_id}/roll",
+    "/api/v1/keys/{key_id}/usage",
+}
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -180,6 +184,7 @@ def test_the_key_lifecycle_operations_were_met_on_their_success_path_too(live: L
         ("POST", "/api/v1/keys/{key_id}/roll"): 201,
         ("POST", "/api/v1/keys/leaked"): 202,
         ("DELETE", "/api/v1/keys/{key_id}"): 200,
+        ("GET", "/api/v1/keys/{key_id}/usage"): 200,
     }
     for operation, success in expected.items():
         assert success in live.by_operation.get(operation, set()), (operation, live.by_operation)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -174,19 +175,33 @@ def test_serve_with_a_bad_setting_exits_2(
     assert result.stdout == ""
 
 
-async def test_banner_hides_the_redis_password(redis_url: str, tmp_path: Path) -> None:
+async def test_banner_names_the_public_url_and_hides_the_redis_password_and_the_stop_says_why(
+    redis_url: str, tmp_path: Path
+) -> None:
     port = free_port()
     secret = "Banner-Secret-Pw-5"
     url = redis_url.replace("redis://", f"redis://operator:{secret}@")
-    env = service_env(url, port)
+    env = service_env(url, port, FILEHOST_PUBLIC_URL="https://files.example.com")
 
     with running(env, port, tmp_path) as server:
         assert server.stop() == 0
 
-    # A loopback address is shown as localhost, where passkeys work without a public URL.
-    assert server.banner()["api"] == f"http://localhost:{port}/api/v1"
+    # The address people use first; where it listens beside it, a loopback address as localhost.
+    banner = server.banner()
+    assert banner["api"] == "https://files.example.com/api/v1"
+    assert banner["public_url"] == "https://files.example.com"
+    assert banner["listening"] == f"localhost:{port}"
+    assert banner["msg"].startswith(
+        "serving the dashboard at https://files.example.com/ and the API at "
+        f"https://files.example.com/api/v1 (listening on http://localhost:{port}/, 1 worker, "
+    )
     assert secret not in server.stdout() + server.stderr()
     assert "operator" not in server.stdout() + server.stderr()
+    # The last line says what stopped it and how long draining took.
+    last = orjson.loads(server.stderr().splitlines()[-1])
+    assert (last["cause"], last["level"]) == ("SIGTERM", "INFO")
+    assert 0 <= last["drain_seconds"] < 10
+    assert re.fullmatch(r"stopped \(SIGTERM\): draining took \d+\.\d\d s", last["msg"])
 
 
 # -- what stops it from starting ------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """``/api/v1/keys``: an account's API keys, with a session only (a key can never mint, change or
-revoke keys): create (the secret shown once), list, edit, roll, revoke; and ``/keys/leaked``,
-which takes no credential."""
+revoke keys): create (the secret shown once), list, edit, roll, revoke, what one did over the
+last days; and ``/keys/leaked``, which takes no credential."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from service.api.context import POLICY, PREFIX
+from service.api.context import KEY_USAGE, POLICY, PREFIX
 from service.api.credentials import acting, acting_recently, acting_standing, authenticate
 from service.api.validation import (
     parse_create_key,
@@ -16,7 +16,7 @@ from service.api.validation import (
     read_json_object,
     user_agent,
 )
-from service.api.views import created_key_view, key_view, ok
+from service.api.views import created_key_view, key_usage_view, key_view, ok
 from service.clock import iso
 from service.observability.trace import RequestTrace, current_trace
 
@@ -39,6 +39,12 @@ async def list_keys(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     records = await request.app[POLICY].api_keys.list_keys(principal.user_id)
     return ok({"keys": [key_view(record) for record in records]})
+
+
+async def key_usage(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    record = await request.app[KEY_USAGE].usage(principal.user_id, request.match_info["key_id"])
+    return ok(key_usage_view(record))
 
 
 async def revoke_key(request: web.Request) -> web.Response:
@@ -104,5 +110,6 @@ def add_key_routes(app: web.Application) -> None:
             web.delete(f"{PREFIX}/keys/{{key_id}}", revoke_key),
             web.patch(f"{PREFIX}/keys/{{key_id}}", edit_key),
             web.post(f"{PREFIX}/keys/{{key_id}}/roll", roll_key),
+            web.get(f"{PREFIX}/keys/{{key_id}}/usage", key_usage, allow_head=False),
         ]
     )

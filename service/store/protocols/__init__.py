@@ -18,6 +18,7 @@ from service.store.protocols.accounts import (
     BackupStore,
     CounterStore,
     CredentialLookup,
+    KeyUsageStore,
     MfaAnswerStore,
     MfaStore,
     SessionStore,
@@ -48,6 +49,7 @@ __all__ = [
     "FilesStore",
     "FolderRemovalStore",
     "FoldersStore",
+    "KeyUsageStore",
     "MfaAnswerStore",
     "MfaStore",
     "SessionStore",
@@ -68,6 +70,8 @@ class Stores(Protocol):
     def sessions(self) -> SessionStore: ...
     @property
     def api_keys(self) -> ApiKeyStore: ...
+    @property
+    def key_usage(self) -> KeyUsageStore: ...
     @property
     def counters(self) -> CounterStore: ...
     @property

@@ -5,12 +5,13 @@ settings and backups."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from service.domain.audit_events import EventBatch, EventPage
 from service.domain.backup import Record, Snapshot
 from service.domain.factors import LoginStep, MfaState, Passkey
+from service.domain.key_usage import KeyUsageRecord, KeyUseCount
 from service.domain.records import (
     ApiKeyEntry,
     FileRecord,
@@ -152,6 +153,16 @@ class ApiKeyStore(Protocol):
     async def describe(self, user_id: str, key_id: str) -> tuple[str, str] | None: ...
 
     async def touch(self, user_id: str, key_id: str, used_at: int) -> None: ...
+
+
+class KeyUsageStore(Protocol):
+    async def add(self, counts: Mapping[str, Iterable[KeyUseCount]], now: int) -> None: ...
+
+    async def read(
+        self, user_id: str, key_id: str, days: builtins.list[str]
+    ) -> KeyUsageRecord | None: ...
+
+    async def forget(self, user_id: str, key_ids: Iterable[str], now: int) -> None: ...
 
 
 class CredentialLookup(Protocol):

@@ -1,5 +1,6 @@
-// The list of the account's keys: a row per key with its settings and its buttons (Edit,
-// Roll, Disable or Enable, Revoke), each of which calls into `actions`.
+// The list of the account's keys: a row per key with its settings, what it did over the last
+// 30 days (filled in once each key's usage arrives, usage.js) and its buttons (Edit, Roll,
+// Disable or Enable, Revoke), each of which calls into `actions`.
 
 import { ApiError, describe } from "../api.js";
 import { byId, el, hide, show } from "../dom.js";
@@ -8,6 +9,7 @@ import { when } from "../time.js";
 import { folderTree } from "../folders.js";
 import { rateText } from "./changes.js";
 import { foldersNode } from "./folders.js";
+import { fillUsage } from "./usage.js";
 
 const UPLOADER_NAMES = { sharex: "ShareX", curl: "curl" };
 
@@ -92,9 +94,13 @@ export function keyList(actions) {
     return [edit, roll, toggle, revoke];
   }
 
-  function keyRow(key, folders) {
+  function keyRow(key, folders, usageCells) {
     const disabled = key.enabled === false;
     const rate = key.rate_limit ? rateText(key.rate_limit) : "Default";
+    // When it was last used (and from where, once its usage is read), over its last 30 days.
+    const lastUse = el("span", { className: "last-use" }, [when(key.last_used_at, "Never")]);
+    const usage = el("div", { className: "key-usage" }, [el("span", { className: "hint", text: "Loading…" })]);
+    usageCells.set(key.id, { usage, lastUse });
     const row = el("tr", {}, [
       cell("Name", "key-name", document.createTextNode(key.name)),
       cell("Status", "key-status", statusBadge(disabled)),
@@ -105,7 +111,7 @@ export function keyList(actions) {
       cell("Rate limit", "key-rate", document.createTextNode(rate)),
       cell("Created", "key-created", when(key.created_at, "—")),
       cell("Expires", "key-expires", when(key.expires_at, "Never")),
-      cell("Last used", "key-last-used", when(key.last_used_at, "Never")),
+      cell("Last used", "key-last-used", [lastUse, usage]),
       cell("Actions", "key-actions", el("div", { className: "row-actions" }, rowButtons(key))),
     ]);
     row.dataset.keyId = key.id;
@@ -130,9 +136,11 @@ export function keyList(actions) {
         );
       }
       buttonsOf.clear();
-      tbody.replaceChildren(...keys.map((key) => keyRow(key, folders)));
+      const usageCells = new Map();
+      tbody.replaceChildren(...keys.map((key) => keyRow(key, folders, usageCells)));
       table.hidden = keys.length === 0;
       empty.hidden = keys.length !== 0;
+      fillUsage(actions.call, keys, usageCells);
     } catch (failure) {
       show(listError, failure instanceof ApiError ? describe(failure) : "Loading keys failed.");
     } finally {
