@@ -1,5 +1,6 @@
 """The requests that name files by the many: a listing's search (``q``, ``sort``, ``type``), a
-bulk operation's body (``POST /files/bulk``) and an archive's selection (``ids``).
+bulk operation's body (``POST /files/bulk``) and an archive's selection (``ids``, in the query
+or in the body of ``POST /files/archive``).
 
 As in ``service.api.validation``: a problem of the request's shape is a 400
 ``validation_failed`` whose ``details`` name each field and why (more ids than taken at once:
@@ -101,6 +102,16 @@ def parse_bulk(body: dict[str, Any]) -> tuple[str, list[str], str | None]:
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
     return str(action), ids, folder
+
+
+def parse_archive(body: dict[str, Any]) -> list[str]:
+    """``POST /files/archive``: ``{"ids": [...]}``, the ids in order, 1 to ``MAX_BULK_IDS``
+    (a selection too long for a request line)."""
+    problems: dict[str, Any] = {field: "is not a known field" for field in body if field != "ids"}
+    ids = _ids(body.get("ids"), problems)
+    if problems:
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
+    return ids
 
 
 def archive_ids(request: web.Request) -> list[str]:

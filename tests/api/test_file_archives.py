@@ -137,6 +137,24 @@ async def test_a_selection_holds_each_file_once_side_by_side(api: Api) -> None:
     await assert_error(refused, 403, "insufficient_permission")
 
 
+async def test_a_selection_longer_than_a_request_line_is_posted(api: Api) -> None:
+    token = await api.user_with_session()
+    files = await many_uploaded(api, 320, token=token)  # past what ?ids= holds (about 290)
+    ids = [made["id"] for made in files]
+    response = await api.client.post(ARCHIVE, json={"ids": ids}, headers=bearer(token))
+    assert response.status == 200, await response.text()
+    assert response.headers["Content-Type"] == "application/zip"
+    opened = zipfile.ZipFile(io.BytesIO(await response.read()))
+    assert opened.testzip() is None
+    assert [info.filename for info in opened.infolist()] == [f"file-{n}.txt" for n in range(320)]
+    for body in ({}, {"ids": []}, {"ids": "fil_a"}, {"ids": ids[:1], "folder_id": None}):
+        bad = await api.client.post(ARCHIVE, json=body, headers=bearer(token))
+        assert (await assert_error(bad, 400, "validation_failed"))["details"]
+    too_many = {"ids": ["x"] * (MAX_BULK_IDS + 1)}
+    refused = await api.client.post(ARCHIVE, json=too_many, headers=bearer(token))
+    await assert_error(refused, 400, "too_many_ids")
+
+
 async def test_a_folder_archive_needs_both_readings_and_stays_in_a_bound_keys_folders(
     api: Api, clock: FakeClock
 ) -> None:

@@ -1,6 +1,7 @@
 """ZIP archives of the account's files: ``GET /files/archive?ids=…`` (a selection, side by side;
-``files.read``) and ``GET /folders/{id}/archive`` (a folder's whole subtree, by folder names;
-``folders.read`` and ``files.read``). A vanity alias's folder has its own at
+``files.read``; or ``POST`` with the ids in a JSON body, for more than a request line holds)
+and ``GET /folders/{id}/archive`` (a folder's whole subtree, by folder names; ``folders.read``
+and ``files.read``). A vanity alias's folder has its own at
 ``GET /a/{slug}/archive`` (``routes.public_aliases``).
 
 The HTTP layer only: the credential and its permissions, the request's ids, and the answer,
@@ -10,11 +11,12 @@ streamed by ``service.api.zip_answers``. What the archive holds is
 
 from __future__ import annotations
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import authenticate
-from service.api.file_queries import archive_ids
+from service.api.file_queries import archive_ids, parse_archive
+from service.api.validation import read_json_object
 from service.api.zip_answers import send_archive
 from service.auth.authenticator import require
 
@@ -25,8 +27,12 @@ SELECTION_NAME = "files"
 async def selection_archive(request: web.Request) -> web.StreamResponse:
     principal = await authenticate(request)
     require(principal, "files.read")
+    if request.method == hdrs.METH_POST:
+        ids = parse_archive(await read_json_object(request))
+    else:
+        ids = archive_ids(request)
     archives = request.app[POLICY].archives
-    entries = await archives.selection(principal, archive_ids(request))
+    entries = await archives.selection(principal, ids)
     return await send_archive(request, SELECTION_NAME, entries, archives.open)
 
 
@@ -44,6 +50,7 @@ def add_archive_routes(app: web.Application) -> None:
     app.router.add_routes(
         [
             web.get(f"{PREFIX}/files/archive", selection_archive, allow_head=False),
+            web.post(f"{PREFIX}/files/archive", selection_archive),
             web.get(f"{PREFIX}/folders/{{folder_id}}/archive", folder_archive, allow_head=False),
         ]
     )
