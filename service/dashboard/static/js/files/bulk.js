@@ -57,6 +57,7 @@ function outcome(files, results, done, notDone) {
 // A ZIP the service makes, saved under `name`: held in the tab's memory until saved, as every
 // download of the dashboard (the token goes in a header, so no link can fetch it).
 export async function saveArchive(token, path, name, button, pageStatus, pageError) {
+  const focused = document.activeElement === button;
   button.disabled = true;
   hide(pageError);
   show(pageStatus, `Preparing ${name}…`);
@@ -72,6 +73,10 @@ export async function saveArchive(token, path, name, button, pageStatus, pageErr
     show(pageError, `Downloading ${name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
   } finally {
     button.disabled = false;
+    // Disabled while it worked, the button lost the focus to the page's body: it gets it back.
+    if (focused && document.activeElement === document.body) {
+      button.focus();
+    }
   }
 }
 

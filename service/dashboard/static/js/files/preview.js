@@ -152,9 +152,11 @@ export function previewer(token, { files, download, focusFor, showing, closed })
   next.addEventListener("click", () => step(1));
   save.addEventListener("click", () => current && download(current, save));
   byId("preview-close").addEventListener("click", () => dialog.close());
-  dialog.addEventListener("keydown", (event) => {
+  // On the document, not the dialog: a button disabled while it works (Download) drops the
+  // focus to the page's body, and the arrows still go on.
+  document.addEventListener("keydown", (event) => {
     // A video's or a sound's own controls use the arrows (to seek, to change the volume).
-    if (event.target instanceof HTMLMediaElement || event.altKey || event.ctrlKey || event.metaKey) {
+    if (!dialog.open || event.target instanceof HTMLMediaElement || event.altKey || event.ctrlKey || event.metaKey) {
       return;
     }
     if (event.key === "ArrowLeft" || event.key === "ArrowRight") {

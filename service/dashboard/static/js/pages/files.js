@@ -32,6 +32,7 @@ function logoutFailed(failure) {
 // The bytes come by fetch (the token goes in a header) and leave as a Blob, through a link
 // made for the purpose. A refusal is said in `said` (the page's alert, or the preview's note).
 async function download(token, file, button, said) {
+  const focused = document.activeElement === button;
   button.disabled = true;
   hide(said);
   try {
@@ -44,6 +45,10 @@ async function download(token, file, button, said) {
     show(said, `Downloading ${file.name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
   } finally {
     button.disabled = false;
+    // Disabled while it worked, the button lost the focus to the page's body: it gets it back.
+    if (focused && document.activeElement === document.body) {
+      button.focus();
+    }
   }
 }
 

@@ -1,0 +1,223 @@
+"""The files page with many files, in headless Chromium: finding them (a search the service runs,
+past the first page; an order; a type; all kept in the address), previewing them (an image, a
+text's first 256 KiB, a sound; SVG and HTML never rendered, only offered as a download), the
+gallery's thumbnails fetched as they come into sight, and choosing hundreds at once (Shift+click,
+select all in view) to move, delete or download as one ZIP, and a folder as a ZIP. Each change
+is checked through the API; light and dark, 375 px, no CSP violation and nothing on the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+import wave
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from PIL import Image
+from playwright.async_api import Page, expect
+
+from tests.support.browser import (
+    RECORD_VIOLATIONS,
+    Dashboard,
+    Tab,
+    low_contrasts,
+    no_horizontal_scroll,
+    open_files_page,
+    screenshot,
+    serving,
+    violations,
+)
+from tests.support.redis import RedisServer
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TEXT_PREVIEW_BYTES = 256 * 1024  # js/files/kinds.js
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
+    # Hundreds of files are made through the API in a few seconds: no request-rate limit.
+    async with serving(redis_server, rate_limit_per_second=0) as running:
+        yield running
+
+
+def png(width: int, height: int, colour: str) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(out, "PNG")
+    return out.getvalue()
+
+
+def wav(seconds: float) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as sound:
+        sound.setnchannels(1)
+        sound.setsampwidth(1)
+        sound.setframerate(8000)
+        sound.writeframes(b"\x80" * int(8000 * seconds))
+    return out.getvalue()
+
+
+async def put_files(
+    dashboard: Dashboard,
+    token: str,
+    files: list[tuple[str, str, bytes]],
+    folder_id: str = "root",
+    at_once: int = 8,
+) -> list[dict[str, Any]]:
+    """Upload ``files`` (name, type, bytes) through the API as a script would, ``at_once`` at a
+    time; the created files' views, in the order given."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(name: str, content_type: str, data: bytes) -> dict[str, Any]:
+        form = aiohttp.FormData()
+        form.add_field("folder_id", folder_id)
+        form.add_field("file", data, filename=name, content_type=content_type)
+        async with gate:
+            async with dashboard.http.post(
+                f"{dashboard.base}/api/v1/files",
+                data=form,
+                headers={"Authorization": f"Bearer {token}"},
+            ) as response:
+                body = await response.json()
+                assert response.status == 201, body
+                return body["data"]
+
+    return list(await asyncio.gather(*(one(*file) for file in files)))
+
+
+def file_row(page: Page, name: str) -> Any:
+    return page.locator("#files-body tr").filter(
+        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def console_problems(tab: Tab) -> list[str]:
+    """The console beyond Chromium's debug lines and its line for each refused request (a
+    thumbnail the service has none of is a 404 the page expects)."""
+    return [
+        line
+        for line in tab.console
+        if not line.startswith("debug") and "Failed to load resource" not in line
+    ]
+
+
+async def both_schemes_readable(page: Page, where: str) -> None:
+    """Every text shown keeps its AA contrast in the light and the dark scheme."""
+    for scheme in ("dark", "light"):
+        await page.emulate_media(color_scheme=scheme, reduced_motion="reduce")
+        assert await low_contrasts(page) == [], (where, scheme)
+        await screenshot(page, f"{where}-{scheme}", full_page=False)
+
+
+async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    long_text = ("line of text 履歴\n" * 20000).encode()  # over 256 KiB
+    assert len(long_text) > TEXT_PREVIEW_BYTES
+    hostile_svg = (
+        b'<svg xmlns="http://www.w3.org/2000/svg"><script>window.__ran = "svg"</script>'
+        b'<rect width="10" height="10"/></svg>'
+    )
+    photo = png(64, 48, "red")
+    hostile_html = b"<html><body><script>window.__ran = 'html'</script><p>page</p></body></html>"
+    # Uploaded one after the other: the list is newest first, the last one at the top.
+    for name, content_type, data in [
+        ("page.html", "text/html", hostile_html),
+        ("drawing.svg", "image/svg+xml", hostile_svg),
+        ("tone.wav", "audio/wav", wav(0.5)),
+        ("notes.txt", "text/plain", long_text),
+        ("photo.png", "image/png", photo),
+    ]:
+        await put_files(dashboard, token, [(name, content_type, data)])
+        dashboard.clock.advance(seconds=1)
+    await page.reload()
+    await expect(page.locator("#files-body tr")).to_have_count(5)
+    ranges: list[str | None] = []
+    page.on(
+        "request",
+        lambda request: ranges.append(request.headers.get("range"))
+        if request.url.endswith("/content")
+        else None,
+    )
+
+    # The name is a link: it previews the image, in a dialog, as a blob: picture it decoded.
+    link = file_row(page, "photo.png").get_by_role("link", name="photo.png")
+    await expect(link).to_have_attribute("href", re.compile(r"^/files\?preview=fil_"))
+    await link.click()
+    await expect(page.get_by_role("dialog", name="photo.png")).to_be_visible()
+    dialog = page.locator("#preview-dialog")
+    await expect(dialog.locator("#preview-meta")).to_have_text(
+        f"{len(photo)} bytes · image/png · 1 of 5"
+    )
+    image = dialog.locator("img.preview-image")
+    await expect(image).to_have_attribute("src", re.compile("^blob:"))
+    await expect(image).to_have_js_property("naturalWidth", 64)
+    await expect(page.locator("#preview-close")).to_be_focused()
+    assert re.search(r"preview=fil_", page.url)
+    await both_schemes_readable(page, "files-preview-image")
+
+    # The arrow keys go to the next file: the text, only its first 256 KiB fetched (a Range).
+    await page.keyboard.press("ArrowRight")
+    await expect(page.locator("#preview-title")).to_have_text("notes.txt")
+    text = dialog.locator("pre.preview-text")
+    await expect(text).to_contain_text("line of text 履歴")
+    shown = await text.text_content()
+    assert shown is not None and len(shown.encode()) <= TEXT_PREVIEW_BYTES
+    assert long_text.decode().startswith(shown)
+    await expect(dialog.locator("#preview-note")).to_have_text(
+        re.compile(r"^The first 256 KiB of 3\d\d(\.\d)? KiB: download it for the rest\.$")
+    )
+    assert ranges[-1] == f"bytes=0-{TEXT_PREVIEW_BYTES - 1}"
+
+    # Then the sound, playable from its blob: address.
+    await page.keyboard.press("ArrowRight")
+    audio = dialog.locator("audio.preview-audio")
+    await expect(audio).to_have_attribute("src", re.compile("^blob:"))
+    await expect(audio).to_have_js_property("readyState", 4)
+    assert await audio.evaluate("sound => Math.round(sound.duration * 10)") == 5
+
+    # SVG and HTML are never rendered, only offered as a download, whose bytes are the file's.
+    for name, data in [("drawing.svg", hostile_svg), ("page.html", hostile_html)]:
+        await page.keyboard.press("ArrowRight")
+        await expect(page.locator("#preview-title")).to_have_text(name)
+        await expect(dialog.locator("#preview-note")).to_contain_text("not shown here")
+        await expect(dialog.locator("#preview-body > *")).to_have_count(0)
+        async with page.expect_download() as info:
+            await dialog.get_by_role("button", name="Download").click()
+        download = await info.value
+        assert download.suggested_filename == name
+        assert Path(await download.path()).read_bytes() == data
+    await expect(dialog.get_by_role("button", name="Next")).to_be_disabled()
+    assert await page.evaluate("() => window.__ran === undefined && !document.querySelector('iframe')")
+
+    # Escape closes it, the focus back on the file's link and the address without the preview;
+    # Left goes back, and a reload with the preview in the address opens it again.
+    await page.keyboard.press("ArrowLeft")
+    await expect(page.locator("#preview-title")).to_have_text("drawing.svg")
+    await page.keyboard.press("Escape")
+    await expect(dialog).to_be_hidden()
+    await expect(file_row(page, "drawing.svg").get_by_role("link")).to_be_focused()
+    assert "preview=" not in page.url
+    await file_row(page, "photo.png").get_by_role("link").click()
+    await expect(page.get_by_role("dialog", name="photo.png")).to_be_visible()
+    await page.reload()
+    await expect(page.get_by_role("dialog", name="photo.png")).to_be_visible()
+    await expect(page.locator("img.preview-image")).to_have_js_property("naturalWidth", 64)
+
+    # On a phone the dialog fits the screen.
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await no_horizontal_scroll(page)
+    await both_schemes_readable(page, "phone-files-preview")
+    assert await violations(page) == []
+    assert console_problems(tab) == []
