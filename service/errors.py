@@ -287,6 +287,11 @@ class Code(StrEnum):
     # Every unusable vanity alias (unknown, expired, disabled, deleted, used up, switched off
     # by its account) and an API's unknown or another account's alias id: never told apart.
     ALIAS_NOT_FOUND = _Row(404, code="alias_not_found", message="No such alias.")
+    # A file of the caller's that has no thumbnail: not a raster image, or one that could not
+    # be decoded within the bounds (corrupt, a decompression bomb, too large).
+    THUMBNAIL_NOT_FOUND = _Row(
+        404, code="thumbnail_not_found", message="This file has no thumbnail."
+    )
     TOTP_ENROLLMENT_NOT_FOUND = _Row(
         404,
         code="totp_enrollment_not_found",

@@ -101,6 +101,12 @@ class Admission(Protocol):
     async def admit(self) -> bool: ...
 
 
+def thumbnail_answer(thumbnail: bytes) -> web.Response:
+    """A file's thumbnail: a WebP the service made (``service.auth.thumbnails``), never bytes
+    as a user sent them, so shown inline by the owner's page and a link's preview alike."""
+    return web.Response(body=thumbnail, content_type="image/webp")
+
+
 def owner_etag(record: FileRecord) -> str:
     """The ETag of a file's bytes for whoever holds a credential to them: their SHA-256, which
     the file's view shows anyway. The public side sends an opaque one

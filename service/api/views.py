@@ -11,6 +11,7 @@ import orjson
 from service.api._aiohttp import Answer, Reply
 from service.api.context import PREFIX
 from service.clock import iso
+from service.domain.files import THUMBNAIL_TYPES
 from service.domain.permissions import to_names
 from service.domain.records import AliasRecord, FileRecord, FolderRecord, KeyRecord
 
@@ -76,6 +77,11 @@ def file_view(record: FileRecord) -> dict[str, Any]:
         "created_at": iso(record.created_at),
         "folder_id": record.folder_id,
         "url": f"{_FILES_PATH}/{record.id}/content",
+        "thumbnail_url": (
+            f"{_FILES_PATH}/{record.id}/thumbnail"
+            if record.content_type in THUMBNAIL_TYPES
+            else None
+        ),
     }
 
 

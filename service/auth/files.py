@@ -292,6 +292,10 @@ class Files:
         """The principal's file; 404 ``file_not_found`` for any other id."""
         return await self._reach.file(principal, file_id)
 
+    async def listed(self, user_id: str, file_id: str) -> bool:
+        """Whether the account's file is still listed (not deleted)."""
+        return await self._store.read(user_id, file_id) is not None
+
     async def small_content(self, record: FileRecord) -> bytes | None:
         """A small file's whole bytes from the worker's memory (read once); None for a larger
         one, or one whose bytes are not what its record says: ``open`` it instead."""

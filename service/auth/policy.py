@@ -25,6 +25,7 @@ from service.auth.reauthentication import Reauthentication
 from service.auth.removals import Removals
 from service.auth.secret_box import derived_key
 from service.auth.sessions import Sessions
+from service.auth.thumbnails import Thumbnails
 from service.auth.uploaders import Uploaders
 from service.auth.uploads import ResumableUploads
 from service.auth.users import Users
@@ -44,6 +45,7 @@ class Policy:
     leak_reports: LeakReports
     audit: AuditTrail
     files: Files
+    thumbnails: Thumbnails
     folders: Folders
     settings: AccountSettings
     removals: Removals
@@ -148,6 +150,7 @@ def make_policy(
         leak_reports=LeakReports(stores.api_keys, stores.counters, trail, clock),
         audit=trail,
         files=files,
+        thumbnails=Thumbnails(files, blobs),
         folders=Folders(
             stores.folders,
             reach,

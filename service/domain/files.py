@@ -1,6 +1,6 @@
 """What a hosted file's client-given name and type become: the name kept for display only (never a
 path: blobs are named by file id), the type reduced to ``type/subtype``, and which types may be
-shown by a browser as they are. Pure functions, no I/O."""
+shown by a browser as they are, and which have a thumbnail. Pure functions, no I/O."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ INLINE_TYPES = frozenset(
         "video/ogg",
     }
 )
+# Types whose files have a thumbnail, made by the service (``service.auth.thumbnails``): raster
+# images only. Never SVG (a document that may hold script) nor anything else.
+THUMBNAIL_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 
 

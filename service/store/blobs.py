@@ -6,6 +6,11 @@ wrote, so no client input ever reaches a path or an object key. A blob is writte
 at all, and never changed once in place, only removed. Two backends:
 ``service.store.directory_blobs`` (files in the data directory) and ``service.store.s3_blobs``
 (an S3-compatible object store); ``service.store.blob_stores`` opens the one the settings name.
+
+Beside a blob, each backend may keep its thumbnail (``thumbnail_name``: the blob's id and
+``THUMBNAIL_SUFFIX``), written by ``put_thumbnail``, replaced as a whole, and removed by every
+deletion of the blob. It is never one of the blobs ``stored`` lists (so a backup, a restore's
+check and a migration's inventory see only the files), and can always be made again.
 """
 
 from __future__ import annotations
@@ -16,6 +21,16 @@ import re
 BLOB_ID = re.compile(r"^fil_[0-9A-Za-z]{22}$")
 # The directory under FILEHOST_DATA_DIR that holds the files' bytes, with the directory backend.
 FILES_DIRECTORY = "files"
+
+
+# A thumbnail's name beside its blob's; and the most of one that is ever read back.
+THUMBNAIL_SUFFIX = ".thumbnail"
+MAX_THUMBNAIL_BYTES = 1024 * 1024
+
+
+def thumbnail_name(blob_id: str) -> str:
+    """Where the thumbnail of ``blob_id`` is kept, beside it (``ValueError`` as ``checked``)."""
+    return checked(blob_id) + THUMBNAIL_SUFFIX
 
 
 def checked(blob_id: str) -> str:

@@ -9,6 +9,9 @@ cancellation) removes the temporary file, so a blob is either whole or absent.
 An upload's bytes reach the file through ``file_writes`` (double buffers, hashed and written
 by threads of the uploads' own pool, direct writes where the filesystem allows them).
 
+A blob's thumbnail is the file ``<root>/<id>.thumbnail`` beside it, written to a temporary file
+and renamed into place like a blob, and unlinked after the blob by ``delete``.
+
 A blob is never changed once in place, only removed: so a hard link to it (``pin``, in a
 ``.backup-<random>`` directory inside the root, on the same filesystem) holds its bytes as they
 are, whatever happens to the blob after. A backup pins the blobs its records name.
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from service.domain.blobs import READ_CHUNK, Blob, BlobMissing, Source, StorageFull, Written
-from service.store.blobs import BLOB_ID, checked
+from service.store.blobs import BLOB_ID, MAX_THUMBNAIL_BYTES, checked, thumbnail_name
 from service.store.file_writes import (
     WRITING_THREADS,
     FileWriter,
@@ -128,7 +131,33 @@ class DirectoryBlobs:
         return None  # the service sends the file itself (sendfile)
 
     async def delete(self, blob_id: str) -> bool:
-        return await asyncio.to_thread(_unlink, self.path(blob_id))
+        return await asyncio.to_thread(self._delete_now, blob_id)
+
+    def _delete_now(self, blob_id: str) -> bool:
+        removed = _unlink(self.path(blob_id))
+        _unlink(self.root / thumbnail_name(blob_id))
+        return removed
+
+    async def put_thumbnail(self, blob_id: str, data: bytes) -> None:
+        await asyncio.to_thread(self._put_thumbnail_now, self.root / thumbnail_name(blob_id), data)
+
+    def _put_thumbnail_now(self, final: Path, data: bytes) -> None:
+        self._make_root()
+        temporary = self.root / f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with open(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                # Never an empty file in its place after a power cut: empty says "none".
+                os.fsync(handle.fileno())
+            os.rename(temporary, final)
+        except BaseException:
+            _unlink(temporary)
+            raise
+
+    async def thumbnail(self, blob_id: str) -> bytes | None:
+        return await asyncio.to_thread(_read_small, self.root / thumbnail_name(blob_id))
 
     async def delete_all(self, blob_ids: list[str]) -> list[str]:
         failed = []
@@ -212,6 +241,14 @@ def rename_durably(source: Path, target: Path) -> None:
         os.fsync(directory)  # the new name itself survives a power cut
     finally:
         os.close(directory)
+
+
+def _read_small(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_THUMBNAIL_BYTES)
+    except FileNotFoundError:
+        return None
 
 
 def _unlink(path: Path) -> bool:

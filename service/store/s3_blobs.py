@@ -2,9 +2,10 @@
 as one object of an S3-compatible bucket (AWS S3, Cloudflare R2, Backblaze B2, SeaweedFS, Ceph RGW,
 Garage), so any number of instances on any hosts serve every file. aiobotocore is the client.
 
-**Keys.** A blob is ``<FILEHOST_S3_PREFIX>files/<file id>``; nothing else of the service is
-written under ``files/`` (resumable uploads keep their parts elsewhere, so the sweep below never
-touches them).
+**Keys.** A blob is ``<FILEHOST_S3_PREFIX>files/<file id>``, its thumbnail (if one was made)
+``<FILEHOST_S3_PREFIX>files/<file id>.thumbnail``, one ``PutObject`` that replaces any, removed
+in the same requests as the blob; nothing else of the service is written under ``files/``
+(resumable uploads keep their parts elsewhere, so the sweep below never touches them).
 
 **Uploads stream, in bounded memory, all or nothing** (``service.store.s3_writes``): parts
 sent as they fill, at most ``WORKER_PARTS_IN_FLIGHT`` of all a worker's uploads on their way at
@@ -49,7 +50,13 @@ from botocore.exceptions import (
 
 from service.config.settings import ObjectStoreSettings
 from service.domain.blobs import READ_CHUNK, Blob, BlobMissing, Source, StorageUnavailable, Written
-from service.store.blobs import BLOB_ID, checked
+from service.store.blobs import (
+    BLOB_ID,
+    MAX_THUMBNAIL_BYTES,
+    THUMBNAIL_SUFFIX,
+    checked,
+    thumbnail_name,
+)
 from service.store.s3_writes import (
     FIRST_BYTES,
     MultipartUpload,
@@ -347,15 +354,21 @@ class S3Blobs:
     async def delete(self, blob_id: str) -> bool:
         try:
             await self._call("delete_object", Key=self.key(blob_id))
+            await self._call("delete_object", Key=self.thumbnail_key(blob_id))
         except ClientError as error:
             raise unavailable(error) from None
         return True  # S3 does not say whether there was one
 
     async def delete_all(self, blob_ids: list[str]) -> list[str]:
         failed: list[str] = []
-        for first in range(0, len(blob_ids), DELETE_BATCH):
-            batch = blob_ids[first : first + DELETE_BATCH]
-            objects = [{"Key": self.key(blob_id)} for blob_id in batch]
+        # Each blob and its thumbnail: two keys of a request's most.
+        for first in range(0, len(blob_ids), DELETE_BATCH // 2):
+            batch = blob_ids[first : first + DELETE_BATCH // 2]
+            objects = [
+                {"Key": key}
+                for blob_id in batch
+                for key in (self.key(blob_id), self.thumbnail_key(blob_id))
+            ]
             try:
                 answer = await self._call(
                     "delete_objects", Delete={"Objects": objects, "Quiet": True}
@@ -364,11 +377,40 @@ class S3Blobs:
                 log.warning("could not remove objects: %s", unavailable(error).reason)
                 failed += batch
                 continue
-            for refused in answer.get("Errors", ()):
-                blob_id = str(refused.get("Key", "")).removeprefix(self._prefix)
-                if refused.get("Code") != "NoSuchKey" and BLOB_ID.match(blob_id):
-                    failed.append(blob_id)
+            refused_ids = {
+                str(refused.get("Key", ""))
+                .removeprefix(self._prefix)
+                .removesuffix(THUMBNAIL_SUFFIX)
+                for refused in answer.get("Errors", ())
+                if refused.get("Code") != "NoSuchKey"
+            }
+            failed += [blob_id for blob_id in batch if blob_id in refused_ids]
         return failed
+
+    def thumbnail_key(self, blob_id: str) -> str:
+        return self._prefix + thumbnail_name(blob_id)
+
+    async def put_thumbnail(self, blob_id: str, data: bytes) -> None:
+        try:
+            await self._call("put_object", Key=self.thumbnail_key(blob_id), Body=data)
+        except ClientError as error:
+            raise unavailable(error) from None
+
+    async def thumbnail(self, blob_id: str) -> bytes | None:
+        try:
+            answer = await self._call("get_object", Key=self.thumbnail_key(blob_id))
+        except ClientError as error:
+            if _missing(error):
+                return None
+            raise unavailable(error) from None
+        body = answer["Body"]
+        try:
+            return bytes(await _bounded(body.read(MAX_THUMBNAIL_BYTES), self.timeout))
+        except Exception as error:  # botocore's, or the HTTP client's for a body cut short
+            raise unavailable(error) from None
+        finally:
+            with contextlib.suppress(Exception):
+                body.close()
 
     async def stored(self) -> list[str]:
         return [blob_id async for blob_id in self.listed()]

@@ -91,8 +91,10 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
         "created_at",
         "folder_id",
         "url",
+        "thumbnail_url",
     }
     assert created["id"].startswith("fil_") and created["name"] == "report.bin"
+    assert created["thumbnail_url"] is None  # not an image
     assert created["folder_id"] is None  # at the top level
     assert created["url"] == f"{FILES_URL}/{created['id']}/content"
     assert created["size"] == len(data)

@@ -124,6 +124,7 @@ NOT_ENVELOPED = {
     "/api/v1/openapi.json",
     "/api/v1/auth/verify",
     "/api/v1/files/{file_id}/content",
+    "/api/v1/files/{file_id}/thumbnail",
     "/a/{slug}",
     "/a/{slug}/{item_id}",
     "/healthz",

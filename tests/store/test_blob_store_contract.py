@@ -2,7 +2,8 @@
 directory's files and the object store (SeaweedFS). What the policy relies on, whichever holds
 the bytes: a blob written whole with its length and SHA-256 and read back whole or from any
 offset; a missing one is ``BlobMissing``; a write its source stops leaves nothing behind; the
-inventory, single and batched deletes; a store that answers is ready. (What only one backend
+inventory, single and batched deletes; a thumbnail kept beside a blob, never listed, replaced
+whole, and removed with it; a store that answers is ready. (What only one backend
 does, multipart parts or sendfile's descriptor, is tested beside it.)"""
 
 from __future__ import annotations
@@ -97,6 +98,28 @@ async def test_the_inventory_and_deletes_one_at_a_time_and_in_batches(blobs: Blo
     assert await blobs.stored() == []
     with pytest.raises(BlobMissing):
         await blobs.open(ids[1])
+
+
+async def test_a_thumbnail_is_kept_beside_its_blob_and_removed_with_it(blobs: BlobStore) -> None:
+    ids = sorted(new_id("fil") for _ in range(3))
+    for blob_id in ids:
+        await blobs.put(blob_id, source_of(b"image"))
+        assert await blobs.thumbnail(blob_id) is None
+        await blobs.put_thumbnail(blob_id, b"none yet")
+        await blobs.put_thumbnail(blob_id, blob_id.encode())  # replaced whole
+    await blobs.put_thumbnail(ids[0], b"")  # "it has none" is kept too, as empty
+    assert [await blobs.thumbnail(blob_id) for blob_id in ids] == [
+        b"",
+        *(i.encode() for i in ids[1:]),
+    ]
+    assert sorted(await blobs.stored()) == ids
+    assert await blobs.leftovers() == []
+
+    await blobs.delete(ids[0])
+    assert await blobs.delete_all(ids[1:]) == []
+
+    assert [await blobs.thumbnail(blob_id) for blob_id in ids] == [None, None, None]
+    assert await blobs.stored() == []
 
 
 async def test_a_store_that_answers_is_ready_and_streams_by_default(blobs: BlobStore) -> None:

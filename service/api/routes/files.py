@@ -1,5 +1,5 @@
 """The files resource under /api/v1/files: upload, list (all, or one folder's), metadata, content,
-rename or move, and delete.
+thumbnail, rename or move, and delete.
 
 The HTTP layer only: reads the request, checks the credential and its permission (``files.read``
 to list and download, ``files.write`` to upload, change and delete; a session may do
@@ -40,7 +40,7 @@ from service.api._aiohttp import (
 from service.api.alias_requests import public_origin
 from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
-from service.api.downloads import owner_etag, send_file
+from service.api.downloads import owner_etag, send_file, thumbnail_answer
 from service.api.envelope import as_api_error, error_response
 from service.api.folder_requests import folder_query, parse_edit_file
 from service.api.paging import DEFAULT_LIMIT, page_cursor, page_size
@@ -381,6 +381,15 @@ async def download_file(request: web.Request) -> web.StreamResponse:
     return await send_file(request, files, record, owner_etag(record))
 
 
+async def file_thumbnail(request: web.Request) -> web.Response:
+    principal = await authenticate(request)
+    require(principal, "files.read")
+    thumbnail = await request.app[POLICY].thumbnails.of_file(
+        principal, request.match_info["file_id"]
+    )
+    return thumbnail_answer(thumbnail)
+
+
 async def delete_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.write")
@@ -400,6 +409,7 @@ def add_file_routes(app: web.Application) -> None:
             web.post(FILES_PATH, upload_file),
             web.get(f"{PREFIX}/files/{{file_id}}", get_file, allow_head=False),
             web.get(f"{PREFIX}/files/{{file_id}}/content", download_file, allow_head=False),
+            web.get(f"{PREFIX}/files/{{file_id}}/thumbnail", file_thumbnail, allow_head=False),
             web.patch(f"{PREFIX}/files/{{file_id}}", edit_file),
             web.delete(f"{PREFIX}/files/{{file_id}}", delete_file),
         ]

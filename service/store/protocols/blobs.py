@@ -31,12 +31,23 @@ class BlobStore(Protocol):
         ...
 
     async def delete(self, blob_id: str) -> bool:
-        """Remove the blob; False when the backend knows there was none."""
+        """Remove the blob and its thumbnail; False when the backend knows there was no blob."""
         ...
 
     async def delete_all(self, blob_ids: list[str]) -> list[str]:
-        """Remove these blobs (in as few requests as the backend allows); the ids it could not
-        remove, to be tried again (a missing blob counts as removed)."""
+        """Remove these blobs and their thumbnails (in as few requests as the backend allows);
+        the ids it could not remove, either of them, to be tried again (a missing blob counts
+        as removed)."""
+        ...
+
+    async def put_thumbnail(self, blob_id: str, data: bytes) -> None:
+        """Keep ``data`` (at most ``MAX_THUMBNAIL_BYTES``; empty for "this blob has none") as
+        the thumbnail of the blob ``blob_id``, beside it, replacing any; whole or not at all.
+        Never listed by ``stored``; removed with the blob."""
+        ...
+
+    async def thumbnail(self, blob_id: str) -> bytes | None:
+        """What ``put_thumbnail`` kept for the blob; None when nothing was."""
         ...
 
     async def stored(self) -> list[str]:
