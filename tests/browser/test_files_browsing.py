@@ -221,3 +221,86 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     await both_schemes_readable(page, "phone-files-preview")
     assert await violations(page) == []
     assert console_problems(tab) == []
+
+
+async def test_the_gallery_shows_thumbnails_fetched_as_they_come_into_sight(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    colours = ["red", "green", "blue", "orange", "purple"]
+    images = [
+        (f"image-{index:02}.png", "image/png", png(400, 300, colours[index % 5]))
+        for index in range(60)
+    ]
+    await put_files(dashboard, token, [*images, ("readme.txt", "text/plain", b"words")])
+    thumbnails: list[str] = []
+    page.on(
+        "request",
+        lambda request: thumbnails.append(request.url) if "/thumbnail" in request.url else None,
+    )
+
+    # The switch is kept in the address; the tiles load only the thumbnails near the screen.
+    await page.reload()
+    await page.get_by_role("button", name="Gallery").click()
+    await expect(page.get_by_role("button", name="Gallery")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    assert page.url.endswith("/files?view=gallery")
+    tiles = page.locator("#files-gallery li.tile")
+    await expect(tiles).to_have_count(61)
+    await expect(page.locator("#files-table")).to_be_hidden()
+    first = tiles.filter(has_text="image-").first.locator("img.tile-image")
+    await expect(first).to_be_visible()
+    await expect(first).to_have_attribute("src", re.compile("^blob:"))
+    assert await first.evaluate("image => [image.naturalWidth, image.naturalHeight]") == [320, 240]
+    await page.wait_for_timeout(500)  # time for more to be asked for, were it eager
+    early = len(thumbnails)
+    assert 0 < early < 40, early
+    # The text file has none: its extension instead, never asked for a thumbnail.
+    readme = tiles.filter(has_text="readme.txt")
+    await expect(readme.locator(".tile-ext")).to_have_text("TXT")
+    assert not any("readme" in url for url in thumbnails)
+
+    # Scrolled to the end, the last ones come, not those skipped over; scrolled through, all.
+    last = tiles.filter(has_text="image-").last
+    await last.scroll_into_view_if_needed()
+    await expect(last.locator("img.tile-image")).to_have_attribute("src", re.compile("^blob:"))
+    loaded = "() => document.querySelectorAll('#files-gallery img.tile-image[src]').length"
+    await page.wait_for_timeout(500)
+    assert early < len(thumbnails) < 60 and await page.evaluate(loaded) == len(thumbnails)
+    await page.evaluate(
+        """async () => {
+            for (let y = 0; y < document.body.scrollHeight; y += 300) {
+                window.scrollTo(0, y);
+                await new Promise((resolve) => setTimeout(resolve, 50));
+            }
+        }"""
+    )
+    await page.wait_for_function(f"() => ({loaded})() === 60")
+    assert len(thumbnails) == 60
+    await last.get_by_role("link").click()
+    await expect(page.locator("#preview-dialog img.preview-image")).to_have_js_property(
+        "naturalWidth", 400
+    )
+    await page.keyboard.press("Escape")
+    await expect(page.locator("#preview-dialog")).to_be_hidden()
+    await expect(last.get_by_role("link")).to_be_focused()
+    assert page.url.endswith("/files?view=gallery")
+
+    # A reload keeps the gallery; both schemes readable, and on a phone no sideways scroll.
+    await page.reload()
+    await expect(tiles).to_have_count(61)
+    await page.evaluate("() => window.scrollTo(0, 0)")
+    await both_schemes_readable(page, "files-gallery")
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await no_horizontal_scroll(page)
+    await both_schemes_readable(page, "phone-files-gallery")
+
+    await page.get_by_role("button", name="List").click()
+    await expect(page.locator("#files-body tr")).to_have_count(61)
+    assert page.url.endswith("/files")
+    assert await violations(page) == []
+    assert console_problems(tab) == []

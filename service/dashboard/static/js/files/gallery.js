@@ -62,8 +62,9 @@ export function gallery(token, { link, checkbox }) {
   const observer = new IntersectionObserver((entries) => {
     for (const entry of entries) {
       if (entry.isIntersecting) {
+        // The tile's picture box is watched: the picture itself is hidden until it has one.
         observer.unobserve(entry.target);
-        waiting.push([entry.target, entry.target.dataset.thumbnail]);
+        waiting.push([entry.target.querySelector("img"), entry.target.dataset.thumbnail]);
       }
     }
     fetchNext();
@@ -73,17 +74,15 @@ export function gallery(token, { link, checkbox }) {
     const image = el("img", { className: "tile-image", attrs: { alt: "" } });
     image.hidden = true;
     const label = el("span", { className: "tile-ext", text: extensionLabel(file.name, file.content_type) });
+    const thumb = el("span", { className: "tile-thumb", attrs: { "aria-hidden": "true" } }, [image, label]);
     const path = thumbnailPath(file.thumbnail_url);
     if (path) {
-      image.dataset.thumbnail = path;
-      observer.observe(image);
+      thumb.dataset.thumbnail = path;
+      observer.observe(thumb);
     }
     const opener = link(file);
     opener.className = "tile-link";
-    opener.replaceChildren(
-      el("span", { className: "tile-thumb", attrs: { "aria-hidden": "true" } }, [image, label]),
-      el("span", { className: "tile-name", text: file.name }),
-    );
+    opener.replaceChildren(thumb, el("span", { className: "tile-name", text: file.name }));
     const item = el("li", { className: "tile" }, [
       checkbox(file),
       opener,
