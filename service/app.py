@@ -29,6 +29,7 @@ from service.api.gateway import GatewayLane, LaneRoute
 from service.api.handling import as_middleware, request_handling
 from service.api.headers import RATE_FIELDS
 from service.api.routes.aliases import add_alias_routes
+from service.api.routes.archives import add_archive_routes
 from service.api.routes.audit import add_audit_routes
 from service.api.routes.auth import add_auth_routes
 from service.api.routes.files import FILES_PATH, add_file_routes, first_page_reply
@@ -217,6 +218,7 @@ def create_app(
     add_session_routes(app)
     add_mfa_routes(app)
     add_audit_routes(app)
+    add_archive_routes(app)
     add_file_routes(app)
     add_upload_routes(app)
     add_folder_routes(app)

@@ -143,6 +143,10 @@ class Code(StrEnum):
     PASSKEY_INVALID = _Row(
         400, code="passkey_invalid", message="The passkey's registration could not be verified."
     )
+    # More ids in one request than a bulk operation or an archive of a selection takes.
+    TOO_MANY_IDS = _Row(
+        400, code="too_many_ids", message="The request names more ids than it may at once."
+    )
 
     # -- 401: the credential -----------------------------------------------------------------
     CREDENTIAL_MISSING = _Row(
@@ -448,6 +452,11 @@ class Code(StrEnum):
         code="upload_limit_reached",
         message="This account has the maximum of uploads in progress, or of the bytes they "
         "hold. Finish or terminate one first.",
+    )
+    ARCHIVE_TOO_LARGE = _Row(
+        409,
+        code="archive_too_large",
+        message="The archive would hold more files than one archive may.",
     )
     EMAIL_TAKEN = _Row(
         409, code="email_taken", message="A user with this email already exists.", sent=False

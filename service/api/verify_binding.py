@@ -13,6 +13,9 @@ permission checks, with one read:
   it learns nothing it could not from the API;
 - an alias (``/api/v1/aliases/{id}``) whose target is outside them is 403, as is an unknown
   one: the alias is read as ``GET /aliases/{id}`` reads it, so ``Reach.alias`` decides;
+- ``/api/v1/files/bulk`` and ``/api/v1/files/archive`` name many files, in a body or a query
+  the service checks file by file: collections, passed as any other (the service answers each
+  file outside ``file_not_found``); a folder's archive names its folder, checked as above;
 - anything else: 403 when the key reaches nothing (its folders were all deleted).
 
 The path is read as ``forward_auth.derive_permission`` read it (decoded once, already checked to
@@ -34,6 +37,9 @@ from service.errors import ApiError, Code
 
 # The query field of a collection that names the folder it lists.
 _LISTED_FOLDER = {"files": "folder_id", "folders": "parent_id"}
+# Paths below a resource that name many of its items rather than one (``/files/bulk``,
+# ``/files/archive``): collections, whose items the service checks one by one.
+_MANY = {"bulk", "archive"}
 
 
 def _outside() -> ApiError:
@@ -56,6 +62,8 @@ def _named(uri: str) -> tuple[str, str | None, list[str] | None] | None:
     if resource not in ("files", "folders", "aliases"):
         return None
     named_id = rest.partition("/")[0] or None
+    if resource == "files" and named_id in _MANY and rest == named_id:
+        named_id = None
     listed = None
     field = _LISTED_FOLDER.get(resource)
     if named_id is None and field is not None:

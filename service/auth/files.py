@@ -35,6 +35,7 @@ from service.domain import audit_events as audit
 from service.domain.audit_events import EventBatch
 from service.domain.blobs import Blob, BlobMissing, Source, StorageFull, Written
 from service.domain.credentials import new_id
+from service.domain.file_search import FileQuery, SortKey, search_page, search_place
 from service.domain.files import display_name, media_type
 from service.domain.outcomes import AccountGone, FolderGone
 from service.domain.permissions import BOUND_TO_FOLDERS
@@ -288,6 +289,25 @@ class Files:
             raise ApiError(Code.FOLDER_NOT_FOUND, details={"field": "folder_id"})
         return page
 
+    async def search(
+        self,
+        principal: Principal,
+        folder_id: str | Unset | None,
+        query: FileQuery,
+        limit: int,
+        after: SortKey | None,
+    ) -> FilePage:
+        """A page of the files the principal reaches (all of them, or with ``folder_id`` one
+        folder's, None the top level) that ``query`` keeps, in its order, after the position
+        ``after``. Every file of the account (or folder) is read in one round trip and kept
+        and ordered here (``service.domain.file_search``): an account holds at most
+        ``FILEHOST_MAX_FILES_PER_ACCOUNT`` files. 404 ``folder_not_found`` as ``folder_page``."""
+        if isinstance(folder_id, Unset):
+            records = await self._reach.every_file(principal)
+        else:
+            records = await self._reach.every_file_in(principal, folder_id, "folder_id")
+        return search_page(records, query, search_place(folder_id), limit, after)
+
     async def get(self, principal: Principal, file_id: str) -> FileRecord:
         """The principal's file; 404 ``file_not_found`` for any other id."""
         return await self._reach.file(principal, file_id)
@@ -324,12 +344,16 @@ class Files:
         folder_id: str | Unset | None = UNSET,
         origin: audit.Origin = audit.NO_ORIGIN,
         actor: Actor = None,
+        *,
+        placed: bool = False,
     ) -> FileRecord:
         """Rename (``name``) and/or move (``folder_id``: a folder, None for the top level) one
         of the principal's files; the file as it now is. Recorded as ``file.renamed`` (the new
         name) and ``file.moved`` (the new ``folder_id``), each only when it changed, in the
-        step that makes the change; nothing when nothing changed."""
-        if not isinstance(folder_id, Unset):
+        step that makes the change; nothing when nothing changed. ``placed``: the caller has
+        checked ``folder_id`` already (``Reach.place``: a bulk move checks it once for every
+        file); the write's script checks again that it is live."""
+        if not isinstance(folder_id, Unset) and not placed:
             folder_id = await self._reach.place(principal, folder_id, "folder_id")
         for _ in range(ATTEMPTS):
             stored, before = await self._reach.stored_file(principal, file_id)

@@ -11,7 +11,9 @@ from service.auth.account_settings import AccountSettings
 from service.auth.alias_access import AccessSettings, AliasAccess
 from service.auth.aliases import Aliases
 from service.auth.api_keys import ApiKeys
+from service.auth.archives import Archives
 from service.auth.audit import AuditTrail
+from service.auth.bulk_files import BulkFiles
 from service.auth.files import Files
 from service.auth.folders import Folders
 from service.auth.leak_reports import LeakReports
@@ -46,6 +48,8 @@ class Policy:
     audit: AuditTrail
     files: Files
     thumbnails: Thumbnails
+    bulk_files: BulkFiles
+    archives: Archives
     folders: Folders
     settings: AccountSettings
     removals: Removals
@@ -151,6 +155,8 @@ def make_policy(
         audit=trail,
         files=files,
         thumbnails=Thumbnails(files, blobs),
+        bulk_files=BulkFiles(files, reach),
+        archives=Archives(files, reach),
         folders=Folders(
             stores.folders,
             reach,

@@ -50,6 +50,8 @@ from service.store.protocols import BindingsStore, FilesStore, FoldersStore
 # A bound key's check answers (``service.store.bindings``).
 _INSIDE = 1
 _NOTHING = -1
+# A page as large as any listing: every file an account may hold, and more.
+_WHOLE = 1 << 30
 
 
 def _no_folder(field: str | None) -> ApiError:
@@ -223,6 +225,64 @@ class Reach:
         )
         _reaches_something(status)
         return page
+
+    async def every_file(self, principal: Principal) -> list[FileRecord]:
+        """Every file the principal reaches, newest first, for a listing filtered or ordered
+        otherwise (``Files.search``): one command for the whole account's order, or for a bound
+        key one script over it (its files_page without a bound)."""
+        if not principal.bound:
+            return await self._files.every_file(principal.user_id)
+        return (await self.files_page(principal, _WHOLE, None)).files
+
+    async def every_file_in(
+        self, principal: Principal, folder_id: str | None, field: str
+    ) -> list[FileRecord]:
+        """Every file of one folder the principal lists (None: the top level), newest first:
+        one script (a bound key's folder checked first, as ``listing``); 404 naming
+        ``field`` for a folder that is not the principal's."""
+        folder_id = await self.listing(principal, folder_id, field)
+        page = await self._files.folder_page(principal.user_id, folder_id, _WHOLE, None)
+        if page is None:
+            raise _no_folder(field)
+        return page.files
+
+    async def files_of(self, principal: Principal, file_ids: list[str]) -> list[FileRecord | None]:
+        """The records of ``file_ids`` the principal reaches, in order, None for any other id
+        (unknown, another account's, of another shape, outside a bound key's folders): one
+        command, and for a bound key one script more (``inside``)."""
+        valid = [file_id for file_id in file_ids if is_valid_id(file_id, "fil")]
+        found = dict(zip(valid, await self._files.get_many(principal.user_id, valid), strict=True))
+        if principal.bound:
+            known = [file_id for file_id in valid if found[file_id] is not None]
+            inside = await self.inside(principal, [("file", file_id) for file_id in known])
+            for file_id, kept in zip(known, inside, strict=True):
+                if not kept:
+                    found[file_id] = None
+        return [found.get(file_id) for file_id in file_ids]
+
+    async def subtree(
+        self, user_id: str, folder_id: str
+    ) -> tuple[list[FolderRecord], list[FileRecord]]:
+        """The live folders below ``folder_id`` (itself left out) and the files in it or in any
+        of them: two commands, every folder record and every file of the account, the subtree
+        worked out here. Whoever asks has checked the folder (``folder``, ``shared_folder``)."""
+        every_folder = await self._folders.every_folder(user_id)
+        children: dict[str, list[FolderRecord]] = {}
+        for record in every_folder:
+            if record.parent_id is not None:
+                children.setdefault(record.parent_id, []).append(record)
+        below: list[FolderRecord] = []
+        inside, waiting = {folder_id}, [folder_id]
+        while waiting:
+            for child in children.get(waiting.pop(), []):
+                if child.id not in inside:  # a damaged record never walks in a circle
+                    inside.add(child.id)
+                    below.append(child)
+                    waiting.append(child.id)
+        files = [
+            record for record in await self._files.every_file(user_id) if record.folder_id in inside
+        ]
+        return below, files
 
     async def inside(self, principal: Principal, targets: list[tuple[str, str]]) -> list[bool]:
         """Whether each of a batch of files and folders (``(kind, id)``, kind ``file`` or

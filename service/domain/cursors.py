@@ -94,3 +94,34 @@ def encode_event_cursor(seq: int) -> str:
 def decode_event_cursor(cursor: str) -> int:
     """The sequence number a cursor of audit events names; a page starts below it."""
     return int(_decode(cursor, 32, lambda text: bool(_EVENT_SEQ.match(text))))
+
+
+# A searched listing's position: the query's digest (16 hex digits), the last file's id and its
+# sort value (a name key, or a number's digits), separated by NUL (which neither holds).
+_SEARCH_DIGEST = re.compile(r"^[0-9a-f]{16}$")
+# A name key is at most 255 characters folded (each to at most 3), of up to 4 bytes each.
+_SEARCH_POSITION_BYTES = 16 + 1 + 26 + 1 + 255 * 3 * 4
+
+
+def encode_search_cursor(digest: str, file_id: str, value: str) -> str:
+    return _encode(f"{digest}\0{file_id}\0{value}")
+
+
+def _is_search_position(text: str) -> bool:
+    digest, _, rest = text.partition("\0")
+    file_id, nul, value = rest.partition("\0")
+    return (
+        bool(nul)
+        and bool(_SEARCH_DIGEST.match(digest))
+        and is_valid_id(file_id, "fil")
+        and bool(value)
+        and "\0" not in value
+    )
+
+
+def decode_search_cursor(cursor: str) -> tuple[str, str, str]:
+    """The (query digest, file id, sort value) a cursor of a searched or re-ordered list of
+    files names (``service.domain.file_search``); a page starts after that file."""
+    text = _decode(cursor, (_SEARCH_POSITION_BYTES * 4 + 2) // 3, _is_search_position)
+    digest, file_id, value = text.split("\0", 2)
+    return digest, file_id, value

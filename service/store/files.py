@@ -287,6 +287,21 @@ class FilesStore:
             start = "(" + members[-1][:FILE_POSITION_LENGTH]
         await self._redis.set(self.keys.top_files_placed(user_id), "1")
 
+    async def every_file(self, user_id: str) -> list[FileRecord]:
+        """Every file of the account, newest first: one command (``ZRANGE``) for the whole
+        order, at most ``FILEHOST_MAX_FILES_PER_ACCOUNT`` members (a searched or re-ordered
+        listing reads it whole, ``service.domain.file_search``)."""
+        members = await self._redis.zrange(self.keys.account_file_order(user_id), 0, -1, desc=True)
+        return [file_record(member) for member in members]
+
+    async def get_many(self, user_id: str, file_ids: list[str]) -> list[FileRecord | None]:
+        """The records of ``file_ids`` (None for one the account does not hold), in order: one
+        command (``HMGET``)."""
+        if not file_ids:
+            return []
+        members = await self._redis.hmget(self.keys.account_files(user_id), file_ids)
+        return [None if member is None else file_record(member) for member in members]
+
     async def get(self, user_id: str, file_id: str) -> FileRecord | None:
         key = self.keys.account_files(user_id)
         if self._hot is not None:

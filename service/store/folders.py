@@ -495,3 +495,14 @@ class FoldersStore:
     async def count(self, user_id: str) -> int:
         """The account's folders, those of a deletion not yet finished included."""
         return int(await self._redis.hlen(self.keys.account_folders(user_id)))
+
+    async def every_folder(self, user_id: str) -> list[FolderRecord]:
+        """Every folder record of the account, live or being deleted (a detached one's
+        ``parent_id`` is ``-``): one command (``HGETALL``), at most
+        ``FILEHOST_MAX_FOLDERS_PER_ACCOUNT``. A folder's subtree is worked out from it
+        (``service.auth.reach``)."""
+        stored = await self._every_record(user_id)
+        return [folder_record(folder_id, value) for folder_id, value in stored.items()]
+
+    async def _every_record(self, user_id: str) -> dict[str, str]:
+        return await self._redis.hgetall(self.keys.account_folders(user_id))

@@ -46,6 +46,11 @@ def inside_and_outside(world: Account) -> tuple[list[str], list[str]]:
         FILES,
         f"{FILES}?limit=3",
         FOLDERS,
+        # Many files at once: the service checks each one; a folder's archive, its folder.
+        f"{FILES}/bulk",
+        f"{FILES}/archive?ids={world.files['inbox']},{world.files['private']}",
+        f"{FOLDERS}/{inbox}/archive",
+        f"{FILES}?q=inbox&folder_id={inbox}",
     ]
     outside = [
         f"{FILES}/{world.files['private']}",
@@ -53,6 +58,9 @@ def inside_and_outside(world: Account) -> tuple[list[str], list[str]]:
         f"{FILES}/{new_id('fil')}",
         f"{FILES}/nonsense/content",
         f"{FOLDERS}/{private}",
+        f"{FOLDERS}/{private}/archive",
+        f"{FILES}/archive/more",
+        f"{FILES}?q=private&folder_id={private}",
         f"{FOLDERS}/{new_id('fld')}",
         f"{FILES}?folder_id={private}",
         f"{FILES}?folder_id=root",

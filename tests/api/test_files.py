@@ -14,7 +14,6 @@ import base64
 import hashlib
 import json
 import os
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer
 from tests.support.blobs import is_directory, stored_names
 from tests.support.files import auth, multipart, upload, uploaded
+from tests.support.memory import PeakRss
 from tests.support.openapi import validator
 
 FILES_URL = "/api/v1/files"
@@ -719,37 +719,6 @@ async def test_the_metadata_lives_under_the_accounts_hash_tag(
 
 
 # -- memory ------------------------------------------------------------------------------------
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-class PeakRss:
-    """The process's resident size, sampled every few milliseconds in a thread."""
-
-    def __init__(self) -> None:
-        self.peak = self.start = rss_bytes()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.002):
-            self.peak = max(self.peak, rss_bytes())
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss_bytes())
-
-    @property
-    def growth(self) -> int:
-        return self.peak - self.start
 
 
 async def test_a_50_mib_upload_and_download_keep_memory_bounded(api: Api) -> None:

@@ -30,7 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # Routes outside /api/v1 that belong in the document when they exist (the probes, and the public
 # side of vanity aliases); everything else outside /api/v1 (the dashboard's pages and assets)
 # does not.
-ROOT_ROUTES = {"/healthz", "/readyz", "/metrics", "/a/{slug}", "/a/{slug}/{item_id}"}
+ROOT_ROUTES = {
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/a/{slug}",
+    "/a/{slug}/{item_id}",
+    "/a/{slug}/archive",
+}
 # Codes the service defines that no HTTP request can get: CLI-only refusals, and the defaults of
 # the base classes in service/errors.py that every raise overrides.
 NOT_HTTP_CODES = {
@@ -118,15 +125,18 @@ def test_path_parameters_are_declared_for_every_templated_path() -> None:
 
 
 # Successes that are not the API's JSON envelope: the document itself, forward-auth's empty 200
-# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), and the
-# operator endpoints a probe or Prometheus reads.
+# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), ZIP
+# archives, and the operator endpoints a probe or Prometheus reads.
 NOT_ENVELOPED = {
     "/api/v1/openapi.json",
     "/api/v1/auth/verify",
     "/api/v1/files/{file_id}/content",
     "/api/v1/files/{file_id}/thumbnail",
+    "/api/v1/files/archive",
+    "/api/v1/folders/{folder_id}/archive",
     "/a/{slug}",
     "/a/{slug}/{item_id}",
+    "/a/{slug}/archive",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -226,6 +236,11 @@ BODY_PATHS = {
     ("POST", "/api/v1/folders"): {"name": "Invoices", "parent_id": None},
     ("PATCH", "/api/v1/folders/{folder_id}"): {"name": "Receipts", "parent_id": None},
     ("PATCH", "/api/v1/files/{file_id}"): {"name": "report.pdf", "folder_id": None},
+    ("POST", "/api/v1/files/bulk"): {
+        "action": "move",
+        "ids": ["fil_0000000000000000000000"],
+        "folder_id": None,
+    },
     ("PATCH", "/api/v1/settings"): {
         "default_key_expires_days": 30,
         "default_folder_id": None,

@@ -69,3 +69,14 @@ async def uploaded(api: Api, data: bytes, **kwargs: Any) -> dict[str, Any]:
     response = await upload(api, data, **kwargs)
     assert response.status == 201, await response.text()
     return (await response.json())["data"]
+
+
+async def many_uploaded(
+    api: Api, count: int, *, prefix: str = "file", **kwargs: Any
+) -> list[dict[str, Any]]:
+    """``count`` files uploaded one after another, ``<prefix>-<n>.txt`` holding ``<prefix> <n>``
+    (the bulk and archive tests' hundreds)."""
+    return [
+        await uploaded(api, f"{prefix} {n}".encode(), filename=f"{prefix}-{n}.txt", **kwargs)
+        for n in range(count)
+    ]

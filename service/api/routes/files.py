@@ -42,6 +42,7 @@ from service.api.context import AUTHENTICATOR, METRICS, POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_with, authenticate, check_credentials
 from service.api.downloads import owner_etag, send_file, thumbnail_answer
 from service.api.envelope import as_api_error, error_response
+from service.api.file_queries import parse_bulk, search_query
 from service.api.folder_requests import folder_query, parse_edit_file
 from service.api.paging import DEFAULT_LIMIT, page_cursor, page_size
 from service.api.validation import read_json_object, readable
@@ -51,6 +52,7 @@ from service.auth.files import Files
 from service.clock import iso
 from service.domain.audit_events import Origin
 from service.domain.cursors import decode_file_cursor
+from service.domain.file_search import FileQuery, position_after, search_place
 from service.domain.folders import TOP
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, Unset
@@ -109,12 +111,27 @@ def _too_large(limit: int) -> web.Response:
 async def list_files(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
+    query = search_query(request)
+    if query is not None:
+        return await _search(request, principal, query)
     limit = page_size(request)
     after = page_cursor(request, decode_file_cursor)
     folder = folder_query(request, "folder_id")
     if isinstance(folder, Unset):
         return Answer.of(await _page_reply(request.app, principal, limit, after))
     page = await request.app[POLICY].files.folder_page(principal, folder, limit, after)
+    return ok(
+        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+    )
+
+
+async def _search(request: web.Request, principal: Principal, query: FileQuery) -> web.Response:
+    """``GET /files`` with ``q``, ``sort`` or ``type``: the files that match, in that order."""
+    limit = page_size(request)
+    folder = folder_query(request, "folder_id")
+    place = search_place(folder)
+    after = page_cursor(request, lambda cursor: position_after(cursor, query, place))
+    page = await request.app[POLICY].files.search(principal, folder, query, limit, after)
     return ok(
         {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
     )
@@ -399,6 +416,32 @@ async def delete_file(request: web.Request) -> web.Response:
     return ok({"id": file_id, "deleted_at": iso(deleted_at)})
 
 
+async def bulk_files(request: web.Request) -> web.Response:
+    """``POST /files/bulk``: move or delete many files, each as its single operation would,
+    with an outcome for each id in the order given."""
+    principal = await authenticate(request)
+    require(principal, "files.write")
+    action, file_ids, folder = parse_bulk(await read_json_object(request))
+    origin, actor = await acting_with(request, principal)
+    outcomes = await request.app[POLICY].bulk_files.apply(
+        principal, action, file_ids, folder, origin, actor
+    )
+    return ok(
+        {
+            "results": [
+                {"id": file_id, "ok": True}
+                if refused is None
+                else {
+                    "id": file_id,
+                    "ok": False,
+                    "error": {"code": refused.code, "message": refused.message},
+                }
+                for file_id, refused in zip(file_ids, outcomes, strict=True)
+            ]
+        }
+    )
+
+
 # -- wiring -----------------------------------------------------------------------------------
 
 
@@ -407,6 +450,7 @@ def add_file_routes(app: web.Application) -> None:
         [
             web.get(FILES_PATH, list_files, allow_head=False),
             web.post(FILES_PATH, upload_file),
+            web.post(f"{FILES_PATH}/bulk", bulk_files),
             web.get(f"{PREFIX}/files/{{file_id}}", get_file, allow_head=False),
             web.get(f"{PREFIX}/files/{{file_id}}/content", download_file, allow_head=False),
             web.get(f"{PREFIX}/files/{{file_id}}/thumbnail", file_thumbnail, allow_head=False),

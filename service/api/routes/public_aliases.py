@@ -36,6 +36,7 @@ from service.api.downloads import count_download, file_headers, send_file
 from service.api.gateway import LaneRoute
 from service.api.paging import MAX_LIMIT, page_cursor, page_size
 from service.api.views import alias_url, ok
+from service.api.zip_answers import send_archive
 from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
 from service.clock import iso
 from service.domain.cursors import decode_file_cursor
@@ -95,9 +96,15 @@ def _browser(request: web.Request) -> bool:
 
 
 async def _open(
-    request: web.Request, *, count: bool, password: str | None = None, grant_cookie: bool = False
+    request: web.Request,
+    *,
+    count: bool,
+    password: str | None = None,
+    grant_cookie: bool = False,
+    form_action: str | None = None,
 ) -> Opened | web.Response:
-    """The alias the request names, or, for a browser that must give its password, the form."""
+    """The alias the request names, or, for a browser that must give its password, the form
+    (posting to ``form_action``, else to the request's own path)."""
     access = request.app[POLICY].alias_access
     given = password if password is not None else single_header(request.headers, ALIAS_PASSWORD)
     trace = current_trace.get()
@@ -113,7 +120,7 @@ async def _open(
     except ApiError as refused:
         if refused.code not in _FORM_CODES or not (_browser(request) or password is not None):
             raise
-        page = password_page(request.path, _FORM_CODES[refused.code])
+        page = password_page(form_action or request.path, _FORM_CODES[refused.code])
         response = web.Response(
             body=page, status=refused.status, content_type="text/html", charset="utf-8"
         )
@@ -177,6 +184,32 @@ async def _answer(
     if opened.cookie is not None:
         _give_cookie(request, response, opened.cookie)
     return response
+
+
+async def open_archive(request: web.Request) -> web.StreamResponse:
+    """``GET /a/{slug}/archive``: a folder alias's whole subtree as one ZIP archive, one view.
+    A browser asked for the password gets the form of ``/a/{slug}``, whose cookie opens this
+    too; a file alias's archive is the 404 of any alias that may not be used."""
+    base = f"{PUBLIC_PREFIX}/{request.match_info['slug']}"
+    policy = request.app[POLICY]
+    try:
+        opened = await _open(request, count=True, form_action=base)
+        if isinstance(opened, web.Response):
+            return opened
+        views = _Views(policy.alias_access, opened, False)
+
+        async def admit() -> None:
+            if not await views.admit():
+                raise ApiError(Code.ALIAS_NOT_FOUND)
+
+        try:
+            lineage = await policy.alias_access.folder(opened)
+            name, entries = await policy.archives.tree(opened.user_id, lineage[0])
+            return await send_archive(request, name, entries, policy.archives.open, admit)
+        finally:
+            await views.settle()
+    except ApiError as refused:
+        raise _one_not_found(refused) from None
 
 
 # -- the gateway lane's route ----------------------------------------------------------------
@@ -325,6 +358,8 @@ def add_public_alias_routes(app: web.Application) -> None:
         [
             web.get(f"{PUBLIC_PREFIX}/{{slug}}", open_alias),  # and HEAD
             web.post(f"{PUBLIC_PREFIX}/{{slug}}", post_password),
+            # Before the items': ``archive`` is no item's id.
+            web.get(f"{PUBLIC_PREFIX}/{{slug}}/archive", open_archive, allow_head=False),
             web.get(f"{PUBLIC_PREFIX}/{{slug}}/{{item_id}}", open_item),
         ]
     )
