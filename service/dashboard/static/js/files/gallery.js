@@ -1,4 +1,4 @@
-// The gallery: a tile per file, with its thumbnail (`thumbnail_url`, fetched with the token and
+// The gallery: a tile per file, with its thumbnail (its thumbnail_url, fetched with the token and
 // shown through a blob: address) or its extension, its name as the link that previews it, and
 // its checkbox. Thumbnails are fetched only as their tiles come near the screen (an
 // IntersectionObserver), a few at a time, so a page of 100 files does not ask for 100 at once.
@@ -12,7 +12,7 @@ import { extensionLabel } from "./kinds.js";
 const AT_ONCE = 4;
 const AHEAD = "200px";
 
-// A thumbnail's path under the API, from the file's `thumbnail_url` ("/api/v1/files/…/thumbnail"),
+// A thumbnail's path under the API, from the file's thumbnail_url ("/api/v1/files/…/thumbnail"),
 // or null for one that is not the service's own (the token goes to this origin only).
 export function thumbnailPath(address) {
   if (typeof address !== "string" || !address) {
