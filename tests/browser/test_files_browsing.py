@@ -146,9 +146,11 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     ranges: list[str | None] = []
     page.on(
         "request",
-        lambda request: ranges.append(request.headers.get("range"))
-        if request.url.endswith("/content")
-        else None,
+        lambda request: (
+            ranges.append(request.headers.get("range"))
+            if request.url.endswith("/content")
+            else None
+        ),
     )
 
     # The name is a link: it previews the image, in a dialog, as a blob: picture it decoded.
@@ -199,7 +201,8 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
         assert download.suggested_filename == name
         assert Path(await download.path()).read_bytes() == data
     await expect(dialog.get_by_role("button", name="Next")).to_be_disabled()
-    assert await page.evaluate("() => window.__ran === undefined && !document.querySelector('iframe')")
+    nothing_ran = "() => window.__ran === undefined && !document.querySelector('iframe')"
+    assert await page.evaluate(nothing_ran)
 
     # Escape closes it, the focus back on the file's link and the address without the preview;
     # Left goes back, and a reload with the preview in the address opens it again.
@@ -302,5 +305,213 @@ async def test_the_gallery_shows_thumbnails_fetched_as_they_come_into_sight(
     await page.get_by_role("button", name="List").click()
     await expect(page.locator("#files-body tr")).to_have_count(61)
     assert page.url.endswith("/files")
+    assert await violations(page) == []
+    assert console_problems(tab) == []
+
+
+async def test_search_order_and_type_are_the_services_and_kept_in_the_address(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    # 130 files: more than a page of 100. The one report is uploaded first, so newest first it
+    # is on the second page, where only a search by the service finds it.
+    await put_files(dashboard, token, [("Quarterly-REPORT.txt", "text/plain", b"r" * 3000)])
+    dashboard.clock.advance(seconds=1)
+    await put_files(
+        dashboard,
+        token,
+        [(f"note-{index:03}.txt", "text/plain", b"n" * (index + 1)) for index in range(125)]
+        + [(f"picture-{index}.png", "image/png", png(8, 8, "blue")) for index in range(3)]
+        + [("movie.webm", "video/webm", b"\x1a\x45\xdf\xa3")],
+    )
+    await page.reload()
+    await expect(page.locator("#files-body tr")).to_have_count(100)
+    await expect(file_row(page, "Quarterly-REPORT.txt")).to_have_count(0)
+    searches: list[str] = []
+    page.on(
+        "request",
+        lambda request: searches.append(request.url) if "q=" in request.url else None,
+    )
+
+    # Typed, the search goes once the typing pauses, and finds it past the first page.
+    await page.get_by_label("Search by name").press_sequentially("report", delay=30)
+    await expect(page.locator("#files-body td.file-name")).to_have_text(["Quarterly-REPORT.txt"])
+    assert len(searches) == 1 and "q=report" in searches[0], searches
+    await expect(page.locator("#files-more")).to_be_hidden()
+    assert page.url.endswith("/files?q=report")
+    await page.get_by_label("Search by name").fill("no such name")
+    await expect(page.locator("#files-no-match")).to_be_visible()
+    await expect(page.locator("#files-table")).to_be_hidden()
+
+    # The type and the order: the pictures, largest first; then every file, by name, a page at a
+    # time in the service's order.
+    await page.get_by_label("Search by name").fill("")
+    await expect(page.locator("#files-body tr")).to_have_count(100)
+    await page.get_by_label("Type").select_option(label="Images")
+    await expect(page.locator("#files-body tr")).to_have_count(3)
+    await expect(page.locator("#files-body td.file-type")).to_have_text(["image/png"] * 3)
+    assert page.url.endswith("/files?type=image")
+    await page.get_by_label("Type").select_option(label="Videos")
+    await expect(page.locator("#files-body td.file-name")).to_have_text(["movie.webm"])
+    await page.get_by_label("Type").select_option(label="All types")
+    await page.get_by_label("Order").select_option(label="Name, A to Z")
+    names = page.locator("#files-body td.file-name")
+    await expect(names.first).to_have_text("movie.webm")
+    await page.get_by_role("button", name="Show more files").click()
+    await expect(page.locator("#files-body tr")).to_have_count(130)
+    listed = await names.all_text_contents()
+    assert listed == sorted(listed, key=str.casefold), listed
+    assert page.url.endswith("/files?sort=name")
+    await page.get_by_label("Order").select_option(label="Largest first")
+    await expect(names.first).to_have_text("Quarterly-REPORT.txt")
+
+    # Back returns to each choice before; a reload keeps the one shown.
+    await page.go_back()
+    await expect(page.get_by_label("Order")).to_have_value("name")
+    await expect(names.first).to_have_text("movie.webm")
+    await page.go_back()
+    await expect(page.get_by_label("Type")).to_have_value("")
+    await expect(page.get_by_label("Order")).to_have_value("-created_at")
+    await page.go_back()
+    await expect(page.get_by_label("Type")).to_have_value("video")
+    await expect(names).to_have_text(["movie.webm"])
+    await page.goto("/files?q=REPORT&sort=-size&type=text")
+    await expect(page.get_by_label("Search by name")).to_have_value("REPORT")
+    await expect(page.get_by_label("Type")).to_have_value("text")
+    await expect(names).to_have_text(["Quarterly-REPORT.txt"])
+    await page.reload()
+    await expect(names).to_have_text(["Quarterly-REPORT.txt"])
+    await expect(page.get_by_label("Order")).to_have_value("-size")
+
+    # Both schemes readable, and on a phone the controls wrap rather than widen the page.
+    await both_schemes_readable(page, "files-find")
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await no_horizontal_scroll(page)
+    await both_schemes_readable(page, "phone-files-find")
+    assert await violations(page) == []
+    assert console_problems(tab) == []
+
+
+def zip_contents(path: str) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() is None
+        return {info.filename: archive.read(info) for info in archive.infolist()}
+
+
+async def test_hundreds_of_files_chosen_moved_deleted_and_downloaded_as_a_zip(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await tab.context.add_init_script(RECORD_VIOLATIONS)
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    status, body = await dashboard.api("POST", "/folders", token=token, json={"name": "Archive"})
+    assert status == 201, body
+    archive_id = body["data"]["id"]
+    count = 260
+    made = await put_files(
+        dashboard,
+        token,
+        [
+            (f"file-{index:03}.txt", "text/plain", f"bytes of {index}".encode())
+            for index in range(count)
+        ],
+    )
+    content = {file["name"]: f"bytes of {int(file['name'][5:8])}".encode() for file in made}
+    await page.reload()
+    rows = page.locator("#files-body tr")
+    await expect(rows).to_have_count(100)
+    bar = page.get_by_role("region", name="Selected files")
+    await expect(bar).to_be_hidden()
+
+    # A click, then a Shift+click four rows below: the five between, no others.
+    boxes = page.locator("#files-body input[type=checkbox]")
+    await boxes.nth(2).click()
+    await boxes.nth(6).click(modifiers=["Shift"])
+    await expect(page.locator("#bulk-count")).to_have_text("5 files selected")
+    checked = await boxes.evaluate_all("(all) => all.map((box) => box.checked)")
+    assert [index for index, on in enumerate(checked) if on] == [2, 3, 4, 5, 6]
+    await expect(page.get_by_label("Select all in view")).to_have_js_property("indeterminate", True)
+    chosen = [await rows.nth(index).locator("td.file-name").inner_text() for index in range(2, 7)]
+
+    # The five as one ZIP: their names and bytes, in the list's order.
+    async with page.expect_download() as info:
+        await bar.get_by_role("button", name="Download as ZIP").click()
+    download = await info.value
+    assert download.suggested_filename == "files.zip"
+    zipped = zip_contents(await download.path())
+    assert list(zipped) == chosen
+    assert all(zipped[name] == content[name] for name in chosen)
+    await expect(page.locator("#page-status")).to_have_text("Downloaded files.zip.")
+    await both_schemes_readable(page, "files-selected")
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await no_horizontal_scroll(page)
+    await both_schemes_readable(page, "phone-files-selected")
+    await page.set_viewport_size({"width": 1280, "height": 800})
+
+    # Every file, in view page by page, chosen at once and moved in one request.
+    bulk_requests: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            bulk_requests.append(request.post_data or "")
+            if request.url.endswith("/files/bulk")
+            else None
+        ),
+    )
+    more = page.get_by_role("button", name="Show more files")
+    await more.click()
+    await expect(rows).to_have_count(200)
+    await more.click()
+    await expect(rows).to_have_count(count)
+    await page.get_by_label("Select all in view").check()
+    await expect(page.locator("#bulk-count")).to_have_text(f"{count} files selected")
+    await bar.get_by_role("button", name="Move").click()
+    dialog = page.get_by_role("dialog", name=f"Move {count} files")
+    await dialog.get_by_label("Move to").select_option(label="Archive")
+    await dialog.get_by_role("button", name="Move here").click()
+    await expect(page.locator("#page-status")).to_have_text(f"Moved {count} files.")
+    await expect(rows).to_have_count(0)
+    await expect(bar).to_be_hidden()
+    assert len(bulk_requests) == 1
+    status, body = await dashboard.api(
+        "GET", f"/files?folder_id={archive_id}&limit=1000", token=token
+    )
+    assert status == 200 and len(body["data"]["files"]) == count
+
+    # The folder as a ZIP: every file in it, with its bytes.
+    folder = page.locator("#folders-body tr").filter(has_text="Archive")
+    async with page.expect_download() as info:
+        await folder.get_by_role("button", name="Download as ZIP folder Archive").click()
+    download = await info.value
+    assert download.suggested_filename == "Archive.zip"
+    assert zip_contents(await download.path()) == content
+
+    # In the folder, all chosen and deleted after one confirmation naming how many; a file
+    # deleted elsewhere meanwhile is named with the service's reason, the rest go.
+    await folder.get_by_role("link", name="Archive").click()
+    await expect(rows).to_have_count(100)
+    await more.click()
+    await more.click()
+    await expect(rows).to_have_count(count)
+    await page.get_by_label("Select all in view").check()
+    gone = made[0]
+    status, body = await dashboard.api("DELETE", f"/files/{gone['id']}", token=token)
+    assert status == 200, body
+    await bar.get_by_role("button", name="Delete").click()
+    confirm = page.get_by_role("dialog", name=f"Delete {count} files?")
+    await expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    await confirm.get_by_role("button", name="Delete files").click()
+    await expect(page.locator("#page-status")).to_have_text(f"Deleted {count - 1} files.")
+    await expect(page.locator("#page-error")).to_have_text(
+        re.compile(rf"^1 file was not deleted: {gone['name']} \(.+\)\.$")
+    )
+    await expect(page.locator("#files-empty")).to_be_visible()
+    assert len(bulk_requests) == 2
+    status, body = await dashboard.api("GET", f"/files?folder_id={archive_id}", token=token)
+    assert status == 200 and body["data"]["files"] == []
     assert await violations(page) == []
     assert console_problems(tab) == []

@@ -81,7 +81,7 @@ export async function saveArchive(token, path, name, button, pageStatus, pageErr
 }
 
 // The bar's buttons. `chosen()`: the chosen files; `moveWith(what, current, save)`: the move
-// dialog; `afterwards(said, failed)`: the list as it now is, with what happened said.
+// dialog; `afterwards({said, failed})`: the list as it now is, with what happened said.
 export function bulkBar(call, token, { chosen, moveWith, here, afterwards, pageStatus, pageError }) {
   const bar = byId("bulk-bar");
   const count = byId("bulk-count");
@@ -116,7 +116,7 @@ export function bulkBar(call, token, { chosen, moveWith, here, afterwards, pageS
       }
       asked.close("deleted");
       const { said, failed } = outcome(files, results, "Deleted", "deleted");
-      await afterwards(said, failed);
+      await afterwards({ said, failed });
     });
   });
 

@@ -10,12 +10,19 @@ export function selection(files, changed) {
   const all = byId("select-all");
   let anchor = null; // the id of the file clicked last, where a Shift+click's range starts
 
+  // Only files in view stay chosen: one moved, deleted or filtered away is no longer there to act on.
   function sync() {
     const inView = files();
+    const here = new Set(inView.map((file) => file.id));
+    for (const id of [...chosen.keys()]) {
+      if (!here.has(id)) {
+        chosen.delete(id);
+      }
+    }
     for (const box of document.querySelectorAll("input[data-select]")) {
       box.checked = chosen.has(box.dataset.select);
     }
-    const count = inView.filter((file) => chosen.has(file.id)).length;
+    const count = chosen.size;
     all.checked = inView.length > 0 && count === inView.length;
     all.indeterminate = count > 0 && count < inView.length;
     all.disabled = inView.length === 0;
