@@ -13,7 +13,7 @@ import io
 import re
 import wave
 import zipfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from playwright.async_api import Page, expect
 
 from tests.support.browser import (
     RECORD_VIOLATIONS,
+    TIMEOUT_MS,
     Dashboard,
     Tab,
     low_contrasts,
@@ -39,6 +40,13 @@ from tests.support.redis import RedisServer
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEXT_PREVIEW_BYTES = 256 * 1024  # js/files/kinds.js
+# A one-page PDF, blank.
+PDF = (
+    b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+    b"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>>endobj\n"
+    b"trailer<</Root 1 0 R>>\n%%EOF\n"
+)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -98,6 +106,14 @@ def file_row(page: Page, name: str) -> Any:
     )
 
 
+async def until_true(condition: Callable[[], bool], failure: str) -> None:
+    """Wait (bounded) for something the browser reports outside the page to come true."""
+    deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, failure
+        await asyncio.sleep(0.05)
+
+
 def console_problems(tab: Tab) -> list[str]:
     """The console beyond Chromium's debug lines and its line for each refused request (a
     thumbnail the service has none of is a 404 the page expects)."""
@@ -135,6 +151,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     for name, content_type, data in [
         ("page.html", "text/html", hostile_html),
         ("drawing.svg", "image/svg+xml", hostile_svg),
+        ("paper.pdf", "application/pdf", PDF),
         ("tone.wav", "audio/wav", wav(0.5)),
         ("notes.txt", "text/plain", long_text),
         ("photo.png", "image/png", photo),
@@ -142,7 +159,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
         await put_files(dashboard, token, [(name, content_type, data)])
         dashboard.clock.advance(seconds=1)
     await page.reload()
-    await expect(page.locator("#files-body tr")).to_have_count(5)
+    await expect(page.locator("#files-body tr")).to_have_count(6)
     ranges: list[str | None] = []
     page.on(
         "request",
@@ -160,7 +177,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     await expect(page.get_by_role("dialog", name="photo.png")).to_be_visible()
     dialog = page.locator("#preview-dialog")
     await expect(dialog.locator("#preview-meta")).to_have_text(
-        f"{len(photo)} bytes · image/png · 1 of 5"
+        f"{len(photo)} bytes · image/png · 1 of 6"
     )
     image = dialog.locator("img.preview-image")
     await expect(image).to_have_attribute("src", re.compile("^blob:"))
@@ -188,6 +205,24 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     await expect(audio).to_have_attribute("src", re.compile("^blob:"))
     await expect(audio).to_have_js_property("readyState", 4)
     assert await audio.evaluate("sound => Math.round(sound.duration * 10)") == 5
+
+    # Then the PDF, which the service serves as an attachment: the page types its Blob as a PDF
+    # for the browser's own viewer, in a frame.
+    await page.keyboard.press("ArrowRight")
+    frame = dialog.locator("iframe.preview-pdf")
+    await expect(frame).to_have_attribute("src", re.compile("^blob:"))
+    await expect(frame).to_have_attribute("title", "The PDF paper.pdf")
+    # The frame's document is the browser's PDF viewer (a frame of its own inside it).
+    source = await frame.get_attribute("src")
+    await until_true(
+        lambda: any(
+            child.parent_frame is not None
+            and child.parent_frame.url == source
+            and child.url.startswith("chrome-extension://")
+            for child in page.frames
+        ),
+        "the PDF viewer never opened in the preview's frame",
+    )
 
     # SVG and HTML are never rendered, only offered as a download, whose bytes are the file's.
     for name, data in [("drawing.svg", hostile_svg), ("page.html", hostile_html)]:
