@@ -1,10 +1,12 @@
-"""The pages a browser gets from a vanity alias's link: a folder's listing and the password form.
+"""The pages a browser gets from a vanity alias's link: a folder's listing, the password form, and
+the one page of every link that can't be used (``UNUSABLE_PAGE``).
 
 Plain HTML made here, every value escaped (``html.escape``: names, sizes, links), no script and
-no inline style: one stylesheet of the service's own (``/static/alias.css``). They carry a
-Content-Security-Policy of their own, ``PAGE_CSP``: the dashboard's, but that the password form
-may post to its own page (``form-action 'self'``) and no script at all. Never a password in a
-page, a link or a URL: the form posts it in its body.
+no inline style: one stylesheet of the service's own (``/static/alias.css``, the dashboard's
+colours, both schemes), sizes and times as the dashboard writes them (``page_formats``). They
+carry a Content-Security-Policy of their own, ``PAGE_CSP``: the dashboard's, but that the
+password form may post to its own page (``form-action 'self'``) and no script at all. Never a
+password in a page, a link or a URL: the form posts it in its body.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
 
-from service.clock import iso
+from service.api.page_formats import size_text, when_html
 
 PAGE_CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
@@ -37,38 +39,45 @@ class FileItem:
     created_at: int  # ms
 
 
-def _page(title: str, body: str) -> bytes:
+def page(title: str, body: str, head: str = "") -> bytes:
+    """A public page: ``head`` (already escaped) in its head, the top bar, then ``body`` in its
+    main column."""
     return (
         "<!doctype html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="referrer" content="no-referrer">\n'
         f"<title>{escape(title)}</title>\n"
+        f"{head}"
         '<link rel="stylesheet" href="/static/alias.css">\n'
         '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">\n'
-        f'</head>\n<body>\n<main class="shared">\n{body}</main>\n</body>\n</html>\n'
+        '</head>\n<body>\n<header class="topbar"><div class="bar">'
+        '<p class="brand">filehost</p></div></header>\n'
+        f'<main class="shared">\n{body}</main>\n</body>\n</html>\n'
     ).encode()
 
 
-def size_text(size: int) -> str:
-    """A size as people read it: bytes, then KiB, MiB, GiB with one decimal."""
-    if size < 1024:
-        return f"{size} B"
-    value = float(size)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")
+# What a browser gets for every link that can't be used (unknown, expired, used up, disabled,
+# deleted, switched off): one page, the same bytes whatever the reason, naming no slug.
+UNUSABLE_PAGE = page(
+    "Link not available · filehost",
+    '<section class="card narrow">\n'
+    "<h1>This link is not available</h1>\n"
+    '<p class="lede">There is nothing to show at this address. The link may be mistyped, or '
+    "it may have expired, been used up, or been switched off by whoever shared it.</p>\n"
+    "<p>Ask them for a new link.</p>\n"
+    "</section>\n",
+)
 
 
 def password_page(action: str, problem: str | None = None) -> bytes:
     """The form that asks for a link's password and posts it to ``action`` (its own page)."""
     alert = f'<p class="problem" role="alert">{escape(problem)}</p>\n' if problem else ""
-    return _page(
+    return page(
         "Password required",
+        '<section class="card narrow">\n'
         "<h1>This link is protected</h1>\n"
-        "<p>Enter its password to open it.</p>\n"
+        '<p class="lede">Enter its password to open it.</p>\n'
         f"{alert}"
         f'<form method="post" action="{escape(action)}">\n'
         # What a password manager files the password under: the link (never sent on).
@@ -77,7 +86,8 @@ def password_page(action: str, problem: str | None = None) -> bytes:
         '<input id="password" name="password" type="password" required '
         'autocomplete="current-password" maxlength="1024">\n'
         '<button type="submit">Open</button>\n'
-        "</form>\n",
+        "</form>\n"
+        "</section>\n",
     )
 
 
@@ -87,9 +97,12 @@ def listing_page(
     files: Iterable[FileItem],
     more: str | None,
     folders_cut: bool,
+    now_ms: int,
+    archive: str | None = None,
 ) -> bytes:
     """A shared folder: the way down from the aliased folder (``crumbs``, the shown folder
-    last), its folders, its files, and the link to more files when there are."""
+    last), its folders, its files (when each was added said as of ``now_ms``), the link to
+    more files when there are, and to the whole shared folder as one ZIP (``archive``)."""
     trail = list(crumbs)
     here = trail[-1]
     steps = [f'<a href="{escape(step.href)}">{escape(step.name)}</a>' for step in trail[:-1]]
@@ -99,34 +112,50 @@ def listing_page(
         + "".join(f"<li>{step}</li>" for step in steps)
         + "</ol></nav>\n",
         f"<h1>{escape(here.name)}</h1>\n",
+        '<p class="lede">A shared folder.</p>\n',
     ]
+    if archive is not None:
+        parts.append(
+            f'<p><a class="more" href="{escape(archive)}" download>'
+            "Download everything as a ZIP</a></p>\n"
+        )
     folder_rows = [
         f'<li><a class="folder" href="{escape(folder.href)}">{escape(folder.name)}</a></li>'
         for folder in folders
     ]
     if folder_rows:
-        parts.append('<h2>Folders</h2>\n<ul class="folders">\n' + "\n".join(folder_rows))
-        parts.append("\n</ul>\n")
+        parts.append(
+            '<section class="card" aria-labelledby="shared-folders">\n'
+            '<h2 id="shared-folders">Folders</h2>\n<ul class="folders">\n'
+            + "\n".join(folder_rows)
+            + "\n</ul>\n"
+        )
         if folders_cut:
             parts.append('<p class="note">Only the first folders are shown.</p>\n')
+        parts.append("</section>\n")
     file_rows = [
         "<tr>"
-        f'<td><a href="{escape(item.href)}">{escape(item.name)}</a></td>'
-        f'<td class="size">{escape(size_text(item.size))}</td>'
-        f"<td>{escape(item.content_type)}</td>"
-        f'<td><time datetime="{escape(iso(item.created_at) or "")}">'
-        f"{escape(iso(item.created_at) or '')}</time></td>"
+        f'<td class="name" data-label="Name"><a href="{escape(item.href)}">'
+        f"{escape(item.name)}</a></td>"
+        f'<td class="size" data-label="Size">{escape(size_text(item.size))}</td>'
+        f'<td class="type" data-label="Type">{escape(item.content_type)}</td>'
+        f'<td data-label="Added">{when_html(item.created_at, now_ms)}</td>'
         "</tr>"
         for item in files
     ]
+    if file_rows or more is not None:
+        parts.append('<section class="card" aria-labelledby="shared-files">\n')
+        parts.append('<h2 id="shared-files">Files</h2>\n')
     if file_rows:
         parts.append(
-            '<h2>Files</h2>\n<table class="files">\n<thead><tr><th scope="col">Name</th>'
+            '<table class="files">\n<thead><tr><th scope="col">Name</th>'
             '<th scope="col">Size</th><th scope="col">Type</th><th scope="col">Added</th>'
             "</tr></thead>\n<tbody>\n" + "\n".join(file_rows) + "\n</tbody>\n</table>\n"
         )
-    if not folder_rows and not file_rows:
-        parts.append('<p class="note">This folder is empty.</p>\n')
     if more is not None:
         parts.append(f'<p><a class="more" href="{escape(more)}">More files</a></p>\n')
-    return _page(here.name, "".join(parts))
+    if file_rows or more is not None:
+        parts.append("</section>\n")
+    if not folder_rows and not file_rows:
+        parts.append('<p class="note">This folder is empty.</p>\n')
+    return page(here.name, "".join(parts))

@@ -1,5 +1,5 @@
-"""The request fields of vanity aliases (``POST``/``PATCH /aliases``), their cursor, and where an
-alias's ``url`` points.
+"""The request fields of vanity aliases (``POST``/``PATCH /aliases``, the list's ``target_id``),
+and where an alias's ``url`` points.
 
 As in ``service.api.validation``: every problem is a 400 ``validation_failed`` whose ``details``
 name each field and why, and a password is never echoed. An id of the right type that names no
@@ -26,6 +26,7 @@ from service.domain.aliases import (
     PASSWORD_MIN,
     slug_problem,
 )
+from service.domain.credentials import is_valid_id
 from service.domain.records import UNSET, Unset
 from service.errors import ApiError, Code
 
@@ -150,6 +151,20 @@ def parse_edit_alias(body: dict[str, Any]) -> AliasChanges:
         password=found["password"],
         enabled=found.get("enabled"),
     )
+
+
+def target_query(request: web.Request) -> str | None:
+    """``GET /aliases?target_id=``: the file or folder whose aliases alone are listed; None
+    when not given. Given twice, or not the shape of a file's or folder's id: 400."""
+    values = request.query.getall("target_id", [])
+    if not values:
+        return None
+    if len(values) > 1 or not (is_valid_id(values[0], "fil") or is_valid_id(values[0], "fld")):
+        raise ApiError(
+            Code.VALIDATION_FAILED,
+            details={"target_id": "must be given once: a file's or a folder's id"},
+        )
+    return values[0]
 
 
 # A Host header as this service takes it for a URL: a name or an address, and a port.

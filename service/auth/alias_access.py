@@ -289,6 +289,10 @@ class AliasAccess:
         bucket = self._buckets[address] = address_bucket(address)
         return bucket
 
+    def now_ms(self) -> int:
+        """The time the public pages say how long ago things were from."""
+        return self._clock.now_ms()
+
     async def count(self, opened: Opened) -> bool:
         """Count the view of a request opened without it (a conditional one, whose answer was
         not known to be a 200 or 206): whether the alias may still serve it."""
@@ -308,9 +312,10 @@ class AliasAccess:
     # -- what it reaches -------------------------------------------------------------------------
 
     async def file(self, opened: Opened, item_id: str | None = None) -> FileRecord:
-        """The file an alias is of, or (``item_id``) one in the subtree of the folder it is
-        of; 404 ``alias_not_found`` for anything else."""
-        if item_id is None:
+        """The file an alias is of (also at its own id: a link's video preview), or
+        (``item_id``) one in the subtree of the folder it is of; 404 ``alias_not_found`` for
+        anything else."""
+        if item_id is None or item_id == opened.target_id:
             record = await self._reach.shared_file(opened.user_id, opened.target_id, None)
         elif opened.target_id.startswith("fld_"):
             record = await self._reach.shared_file(opened.user_id, item_id, opened.target_id)

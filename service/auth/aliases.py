@@ -244,13 +244,21 @@ class Aliases:
         return listed.entry.record
 
     async def page(
-        self, principal: Principal, limit: int, after: tuple[int, str] | None
+        self,
+        principal: Principal,
+        limit: int,
+        after: tuple[int, str] | None,
+        target_id: str | None = None,
     ) -> AliasPage:
-        """A page of the account's aliases the principal reaches, newest first. A member of
-        the index met without its entry, and not written by a change under way, is what a
-        change cut short left: it is taken out."""
+        """A page of the account's aliases the principal reaches, newest first; with
+        ``target_id``, only those of that file or folder (none for an id the account does not
+        hold). A member of the index met without its entry, and not written by a change under
+        way, is what a change cut short left: it is taken out."""
         user_id = principal.user_id
-        listed, last = await self._store.page(user_id, limit, after)
+        if target_id is None:
+            listed, last = await self._store.page(user_id, limit, after)
+        else:
+            listed, last = await self._store.page_of_target(user_id, target_id, limit, after)
         records: list[AliasRecord] = []
         seen: set[str] = set()
         stray: list[Listed] = []

@@ -76,6 +76,9 @@ def _edited_fields(before: KeyRecord, after: KeyRecord) -> dict[str, Any]:
         edited["name"] = after.name
     if after.permissions != before.permissions:
         edited["permissions"] = to_names(after.permissions)
+        # What the edit gave and took, so that the trail reads as a change, not a new list.
+        edited["permissions_added"] = to_names(after.permissions & ~before.permissions)
+        edited["permissions_removed"] = to_names(before.permissions & ~after.permissions)
     if after.expires_at != before.expires_at:
         edited["expires_at"] = after.expires_at
     if after.allowed_ips != before.allowed_ips:

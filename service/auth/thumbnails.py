@@ -12,9 +12,10 @@ is kept too, as an empty thumbnail: it answers 404 ``thumbnail_not_found`` at on
 decoded again.
 
 **Bounded.** At most ``DECODING`` images of a worker decode at once, each in a thread (never on
-the event loop), each within ``thumbnail_images``' bounds of bytes and pixels; the bytes of a
-file larger than ``MAX_SOURCE_BYTES`` are never read. Requests for the same file while its
-thumbnail is being made wait for that one.
+the event loop), each within ``thumbnail_images``' bounds of bytes, pixels and memory, and all
+of them within ``MAX_DECODE_BYTES`` of memory together (each takes its estimated share, from
+its header, before it decodes); the bytes of a file larger than ``MAX_SOURCE_BYTES`` are never
+read. Requests for the same file while its thumbnail is being made wait for that one.
 
 **Never left behind.** A thumbnail written just as its file was deleted could outlive it: once
 written, the file's record is read again, and when it is gone the thumbnail goes too (a deletion
@@ -26,9 +27,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from service.auth.files import Files
-from service.auth.thumbnail_images import MAX_SOURCE_BYTES, NoThumbnail, make_thumbnail
+from service.auth.thumbnail_images import (
+    MAX_DECODE_BYTES,
+    MAX_SOURCE_BYTES,
+    NoThumbnail,
+    decoding_cost,
+    make_thumbnail,
+)
 from service.domain.blobs import BlobMissing
 from service.domain.files import THUMBNAIL_TYPES
 from service.domain.principal import Principal
@@ -54,6 +62,7 @@ class Thumbnails:
         self._files = files
         self._blobs = blobs
         self._decoding = asyncio.Semaphore(decoding)
+        self._memory = _Budget(MAX_DECODE_BYTES)
         self._making: dict[str, asyncio.Future[bytes]] = {}
 
     async def of_file(self, principal: Principal, file_id: str) -> bytes:
@@ -79,9 +88,14 @@ class Thumbnails:
         if making is None:
             making = asyncio.ensure_future(self._make(user_id, record))
             self._making[record.id] = making
-            making.add_done_callback(lambda _: self._making.pop(record.id, None))
+            making.add_done_callback(lambda done: self._made(record.id, done))
         # Shielded: a client that goes away does not stop what the others wait for.
         return await asyncio.shield(making)
+
+    def _made(self, file_id: str, done: asyncio.Future[bytes]) -> None:
+        self._making.pop(file_id, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: every waiter may have gone, and it is theirs to tell
 
     async def _make(self, user_id: str, record: FileRecord) -> bytes:
         try:
@@ -96,7 +110,7 @@ class Thumbnails:
             return made
         if not await self._files.listed(user_id, record.id):  # deleted meanwhile
             with contextlib.suppress(OSError):
-                await self._blobs.delete(record.id)
+                await self._blobs.delete_thumbnail(record.id)
             raise ApiError(Code.FILE_NOT_FOUND)
         return made
 
@@ -108,7 +122,9 @@ class Thumbnails:
         except BlobMissing:
             raise ApiError(Code.FILE_NOT_FOUND) from None
         async with self._decoding:
-            return await asyncio.to_thread(make_thumbnail, data)
+            cost = await asyncio.to_thread(decoding_cost, data)
+            async with self._memory.taken(cost):
+                return await asyncio.to_thread(make_thumbnail, data)
 
     async def _read(self, record: FileRecord) -> bytearray:
         """The file's whole bytes, at most ``MAX_SOURCE_BYTES``."""
@@ -122,3 +138,23 @@ class Thumbnails:
         finally:
             await blob.close()
         return data
+
+
+class _Budget:
+    """Memory the worker's decodes share: each takes its share, waiting until there is room."""
+
+    def __init__(self, total: int) -> None:
+        self._left = total
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def taken(self, amount: int) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._left >= amount)
+            self._left -= amount
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._left += amount
+                self._changed.notify_all()

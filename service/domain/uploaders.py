@@ -41,11 +41,14 @@ def filename(kind: str, name: str) -> str:
     return f"filehost-{stem or 'uploader'}.{_EXTENSIONS[kind]}"
 
 
-def sharex(name: str, base_url: str, secret: str, alias: bool) -> str:
+def sharex(
+    name: str, base_url: str, secret: str, alias: bool, file_url_absolute: bool = False
+) -> str:
     """A ShareX custom uploader: a multipart ``POST`` of the file to ``base_url``'s
     ``/api/v1/files`` with the key in ``X-API-Key``, copying the alias's ``url`` (absolute)
-    or, without an alias, the file's ``url`` (a path on the service, so ``base_url`` goes
-    before it); a refusal's message shown as ShareX's error."""
+    or, without an alias, the file's ``url`` (absolute when ``file_url_absolute``: the
+    service has a public URL; else a path on the service, so ``base_url`` goes before it); a
+    refusal's message shown as ShareX's error."""
     config: dict[str, object] = {
         "Version": SHAREX_VERSION,
         "Name": name,
@@ -58,7 +61,10 @@ def sharex(name: str, base_url: str, secret: str, alias: bool) -> str:
     if alias:
         config["Arguments"] = {"alias": "true"}
     config["FileFormName"] = "file"
-    config["URL"] = "{json:data.alias.url}" if alias else base_url + "{json:data.url}"
+    if alias:
+        config["URL"] = "{json:data.alias.url}"
+    else:
+        config["URL"] = ("" if file_url_absolute else base_url) + "{json:data.url}"
     config["ErrorMessage"] = "{json:error.message}"
     return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
 
@@ -73,7 +79,8 @@ _SCRIPT = """#!/bin/sh
 # Usage: sh {script} FILE...
 # It holds an API key that may only upload{what}: keep this file
 # private, and revoke the key on the keys page should it leak.
-# Needs curl; the link is read from the service's JSON answer with sed (POSIX).
+# Needs curl; the link (or a refusal's message) is read from the service's JSON answer with
+# sed (POSIX).
 set -eu
 
 UPLOAD_URL={upload_url}
@@ -87,7 +94,19 @@ fi
 for file in "$@"; do
   # curl's -F reads ; and , in a file name as options unless the name is quoted.
   quoted=$(printf '%s' "$file" | sed 's/[\\\\"]/\\\\&/g')
-  answer=$(curl -fsS -H "X-API-Key: $API_KEY" -F "file=@\\"$quoted\\""{alias_field} "$UPLOAD_URL")
+  answer=$(curl -sS -w '\\n%{{http_code}}' -H "X-API-Key: $API_KEY" \\
+    -F "file=@\\"$quoted\\""{alias_field} "$UPLOAD_URL")
+  status=$(printf '%s\\n' "$answer" | sed -n '$p')
+  answer=$(printf '%s\\n' "$answer" | sed '$d')
+  case "$status" in
+    2??) ;;
+    *)
+      message=$(printf '%s\\n' "$answer" | sed -n \\
+        's/.*"message"[[:space:]]*:[[:space:]]*"\\([^"\\\\]*\\(\\\\.[^"\\\\]*\\)*\\)".*/\\1/p')
+      echo "$file: refused, HTTP $status: ${{message:-$answer}}" >&2
+      exit 1
+      ;;
+  esac
   {extract}
   if [ -z "$link" ]; then
     echo "no link in the answer: $answer" >&2
@@ -104,14 +123,18 @@ _ALIAS_LINK = (
 _FILE_LINK = (
     "path=$(printf '%s\\n' \"$answer\" | sed -n "
     '\'s/.*"url"[[:space:]]*:[[:space:]]*"\\([^"]*\\)".*/\\1/p\')\n'
-    "  link=${path:+$BASE_URL$path}"
+    '  case "$path" in\n'
+    "    http://* | https://*) link=$path ;;\n"
+    "    *) link=${path:+$BASE_URL$path} ;;\n"
+    "  esac"
 )
 
 
 def curl_script(name: str, base_url: str, secret: str, alias: bool) -> str:
     """A POSIX ``sh`` script doing what the ShareX uploader does with ``curl``: each file
-    argument uploaded in turn (stopping at the first refusal, whose status curl reports), its
-    link printed: the alias's ``url``, or ``base_url`` and the file's ``url``."""
+    argument uploaded in turn (stopping at the first refusal, whose status and message it
+    prints), its link printed: the alias's ``url``, or the file's ``url`` (after ``base_url``
+    when it is a path)."""
     title = json.dumps(name, ensure_ascii=True)
     return _SCRIPT.format(
         title=title,

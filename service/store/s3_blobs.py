@@ -69,7 +69,7 @@ log = logging.getLogger("service.store.s3_blobs")
 
 # Parts of all a worker's uploads on their way at once.
 WORKER_PARTS_IN_FLIGHT = 8
-# Objects one DeleteObjects request removes (S3's most).
+# Objects one DeleteObjects request removes (S3's most): a blob and its thumbnail are two.
 DELETE_BATCH = 1000
 # How old an incomplete multipart upload of a blob is before ``sweep`` aborts it.
 SWEEP_AFTER = timedelta(hours=1)
@@ -393,6 +393,12 @@ class S3Blobs:
     async def put_thumbnail(self, blob_id: str, data: bytes) -> None:
         try:
             await self._call("put_object", Key=self.thumbnail_key(blob_id), Body=data)
+        except ClientError as error:
+            raise unavailable(error) from None
+
+    async def delete_thumbnail(self, blob_id: str) -> None:
+        try:
+            await self._call("delete_object", Key=self.thumbnail_key(blob_id))
         except ClientError as error:
             raise unavailable(error) from None
 

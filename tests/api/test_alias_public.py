@@ -28,6 +28,10 @@ from tests.support.openapi import validator
 
 # Headers that differ from one answer to the next whatever it is.
 PER_ANSWER = {"x-request-id", "date"}
+# What Chromium and Firefox send for a navigation.
+BROWSER_ACCEPT = (
+    "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+)
 
 
 @pytest.fixture
@@ -139,7 +143,10 @@ async def test_credentials_are_not_needed_and_not_looked_at(api: Api) -> None:
 # -- the one 404 -------------------------------------------------------------------------------
 
 
-async def test_every_unusable_alias_is_the_same_404(api: Api, clock: Any) -> None:
+@pytest.mark.parametrize("accept", [None, BROWSER_ACCEPT])
+async def test_every_unusable_alias_is_the_same_404(
+    api: Api, clock: Any, accept: str | None
+) -> None:
     token = await api.user_with_session()
     other = await api.user_with_session("bob@example.com")
     file = await uploaded(api, b"x", token=token)
@@ -175,20 +182,66 @@ async def test_every_unusable_alias_is_the_same_404(api: Api, clock: Any) -> Non
         "/a/shared/fil_0000000000000000000000",
         "/a/shared/anything",
         f"/a/expired/{file['id']}",  # below an alias that is no folder's
+        "/a/expired/thumbnail",
+        "/a/shared/thumbnail",  # a folder has none
+        "/a/never-made/thumbnail",
     ]
+    asked = {} if accept is None else {"Accept": accept}
     answers = []
     for path in paths:
-        response = await public(api, path)
-        headers = sorted(k.lower() for k in response.headers if k.lower() not in PER_ANSWER)
+        response = await public(api, path, **asked)
+        headers = sorted(
+            (k.lower(), v) for k, v in response.headers.items() if k.lower() not in PER_ANSWER
+        )
         answers.append((response.status, headers, await response.read()))
-    assert answers[0][0] == 404
-    assert (
-        answers[0][2]
-        == b'{"success":false,"error":{"code":"alias_not_found","message":"No such alias."}}'
+    # The password form of a link that can't be used posts to the same answer.
+    response = await api.client.post(
+        "/a/expired", data={"password": "anything"}, headers=asked, allow_redirects=False
     )
+    headers = sorted(
+        (k.lower(), v) for k, v in response.headers.items() if k.lower() not in PER_ANSWER
+    )
+    paths.append("POST /a/expired")
+    answers.append((response.status, headers, await response.read()))
+    assert answers[0][0] == 404
+    if accept is None:  # an API client's: JSON, as ever
+        assert (
+            answers[0][2]
+            == b'{"success":false,"error":{"code":"alias_not_found","message":"No such alias."}}'
+        )
+    else:  # a person's browser: the one page, naming nothing of the link
+        assert dict(answers[0][1])["content-type"] == "text/html; charset=utf-8"
+        assert dict(answers[0][1])["content-security-policy"].startswith("default-src 'none'")
+        page = answers[0][2].decode()
+        assert "<h1>This link is not available</h1>" in page and "expired" in page
+        assert '<link rel="stylesheet" href="/static/alias.css">' in page
     assert all(answer == answers[0] for answer in answers), [
         path for path, answer in zip(paths, answers, strict=True) if answer != answers[0]
     ]
+
+
+@pytest.mark.parametrize(
+    ("accept", "a_page"),
+    [
+        (BROWSER_ACCEPT, True),
+        ("text/html", True),
+        ("text/html, */*", True),
+        ("application/json;q=0.5, text/html", True),
+        ("application/json, text/html", False),  # JSON named as high: an API client
+        ("text/html;q=0.5, application/json", False),
+        ("text/html;q=0.5, */*", False),
+        ("text/html;q=0", False),
+        ("*/*", False),
+        ("application/json", False),
+    ],
+)
+async def test_the_page_goes_to_a_client_that_prefers_html_to_json(
+    api: Api, accept: str, a_page: bool
+) -> None:
+    response = await public(api, "/a/never-made", Accept=accept)
+    assert response.status == 404
+    expected = "text/html; charset=utf-8" if a_page else "application/json"
+    assert response.headers["Content-Type"] == expected
 
 
 # -- a folder ----------------------------------------------------------------------------------
@@ -245,6 +298,26 @@ async def test_a_folders_page_is_html_that_escapes_every_name(api: Api) -> None:
     assert "<script>" not in page and "<img" not in page
     assert "&lt;script&gt;alert(&quot;folder&quot;)&lt;\u2215script&gt;" in page
     assert "a&amp;b" in page and "&quot;&gt;&lt;img src=x onerror=1&gt;" in page
+
+
+async def test_a_folders_page_says_sizes_and_times_as_the_dashboard_does(
+    api: Api, clock: Any
+) -> None:
+    token = await api.user_with_session()
+    top = await folder(api, "sizes", token=token)
+    await uploaded(api, b"x" * 1536, token=token, folder_id=top["id"], filename="a.bin")
+    await uploaded(api, b"y", token=token, folder_id=top["id"], filename="b.bin")
+    await alias(api, {"folder_id": top["id"], "slug": "sizes"}, token=token)
+    clock.advance(seconds=180)
+    page = await (await public(api, "/a/sizes", Accept=BROWSER_ACCEPT)).text()
+    assert '<td class="size" data-label="Size">1.5 KiB</td>' in page
+    assert '<td class="size" data-label="Size">1 byte</td>' in page
+    assert page.count('<span class="ago">3 minutes ago</span>') == 2
+    assert re.search(r'<time class="when" datetime="[0-9T:-]+Z" title="[0-9 :-]+ UTC">', page)
+    # The whole shared folder in one go, as the public archive serves it.
+    assert '<a class="more" href="/a/sizes/archive" download>' in page
+    archive = await public(api, "/a/sizes/archive")
+    assert (archive.status, archive.headers["Content-Type"]) == (200, "application/zip")
 
 
 async def test_a_folders_files_come_a_page_at_a_time(api: Api, clock: Any) -> None:

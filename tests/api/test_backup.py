@@ -1,7 +1,8 @@
 """Backups (``service.auth.backup``) of the app in-process on the fixtures' real Redis, with its
 blob store (the data directory, or under ``--blobs s3`` the object store): the bytes of a file
 deleted after the store was read are still in the backup, the backup is private and holds no
-secret, and a restore goes only into an empty store and blob store (or finishes one cut short).
+secret, a thumbnail is no file's bytes (left out, made again after a restore), and a restore
+goes only into an empty store and blob store (or finishes one cut short).
 The round trip under traffic against real processes is ``tests/system/test_backup.py``."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from service.api.context import POLICY, SETTINGS
 from service.app import BLOBS, STORE
-from service.auth.backup import BackupError, Backups
+from service.auth.backup import FILES, BackupError, Backups
 from service.clock import SystemClock
 from service.domain.blobs import ChunkSource
 from service.domain.outcomes import PauseTooLong
@@ -29,6 +30,7 @@ from service.store.s3_blobs import S3Blobs
 from tests.support.api import Api, assert_error, bearer
 from tests.support.blobs import is_directory, stored_names
 from tests.support.files import uploaded
+from tests.support.images import image_bytes, opened
 
 
 def blob_store(api: Api, data_dir: Path) -> Any:
@@ -110,6 +112,29 @@ async def test_a_file_deleted_after_the_store_was_read_is_whole_in_the_backup(
     assert set(await listed_files(live, token)) == {kept["id"], doomed["id"]}
     assert await content(live, token, doomed["id"]) == (200, b"bytes deleted mid-backup")
     assert await content(live, token, kept["id"]) == (200, b"kept bytes")
+
+
+async def test_a_thumbnail_is_left_out_of_a_backup_and_made_again_after_a_restore(
+    live: Api, tmp_path: Path, redis_server: Any
+) -> None:
+    token = await live.user_with_session("alice@example.com")
+    png = image_bytes("PNG", (400, 200))
+    image = await uploaded(live, png, token=token, filename="i.png", content_type="image/png")
+    thumbnail = f"/api/v1/files/{image['id']}/thumbnail"
+    first = await live.client.get(thumbnail, headers=bearer(token))
+    assert first.status == 200
+    assert await stored_names(live) == [image["id"]]  # the thumbnail is no file's bytes
+
+    made = await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+    assert made.files == 1
+    assert [path.name for path in (tmp_path / "backup" / FILES).iterdir()] == [image["id"]]
+    redis_server.flush()
+    await lose_every_file(live, tmp_path / "live")
+    await backups(live, tmp_path / "live").restore(tmp_path / "backup")
+    token = await live.login("alice@example.com")
+    again = await live.client.get(thumbnail, headers=bearer(token))
+    assert again.status == 200
+    assert opened(await again.read()).size == opened(await first.read()).size == (320, 160)
 
 
 async def test_the_backup_is_private_and_holds_no_secret(live: Api, tmp_path: Path) -> None:

@@ -359,7 +359,33 @@ async def test_a_body_that_is_not_one_file_is_refused(
 ) -> None:
     token = await api.user_with_session()
     response = await api.client.post(FILES_URL, data=body, headers={**headers, **bearer(token)})
-    await assert_error(response, status, code)
+    error = await assert_error(response, status, code)
+    if headers.get("Content-Type") == "multipart/form-data":
+        # The cause named: a Content-Type set by hand without the library's boundary.
+        assert error["details"]["body"].startswith("has no boundary: the Content-Type must name")
+    assert await stored_names(api) == []
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [b"\r\nthe rest\r\n", b"\r\n\r\nthe rest\r\n"],
+    ids=["a line after it", "a blank line after it"],
+)
+async def test_a_file_holding_its_boundary_is_refused_saying_so(api: Api, rest: bytes) -> None:
+    # openapi-python-client's fixed boundary "+++" inside the file: the file's bytes end there,
+    # and what follows is no part. The refusal names that cause, not a malformed body.
+    token = await api.user_with_session()
+    body = (
+        b'--+++\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\n'
+        b"abc\r\n--+++" + rest + b"\r\n--+++--\r\n"
+    )
+    headers = {"Content-Type": "multipart/form-data; boundary=+++", **bearer(token)}
+    response = await api.client.post(FILES_URL, data=body, headers=headers)
+    error = await assert_error(response, 400, "validation_failed")
+    assert error["details"] == {
+        "body": "breaks off after the file: the file holds the boundary (a line starting with "
+        "-- and the boundary); send it with a boundary that does not occur in it"
+    }
     assert await stored_names(api) == []
 
 

@@ -465,6 +465,8 @@ async def test_an_edit_is_recorded_with_the_changed_fields_and_their_new_values(
     assert event["ip"] == "127.0.0.1"
     assert event["changes"] == {
         "permissions": ["files.read", "files.write"],
+        "permissions_added": ["files.write"],
+        "permissions_removed": [],
         "allowed_ips": ["192.0.2.1/32"],
         "rate_limit": {"per_second": 3, "burst": 4},
         "expires_at": data["expires_at"],
@@ -472,6 +474,13 @@ async def test_an_edit_is_recorded_with_the_changed_fields_and_their_new_values(
     await edited(api, token, key["id"], {"rate_limit": None, "allowed_ips": None})
     latest = (await audit_events(api, token, "key.edited"))[0]
     assert latest["changes"] == {"rate_limit": None, "allowed_ips": []}
+    await edited(api, token, key["id"], {"permissions": ["files.write", "folders.read"]})
+    latest = (await audit_events(api, token, "key.edited"))[0]
+    assert latest["changes"] == {
+        "permissions": ["files.write", "folders.read"],
+        "permissions_added": ["folders.read"],
+        "permissions_removed": ["files.read"],
+    }
 
 
 async def test_disabling_and_enabling_are_events_of_their_own(api: Api) -> None:

@@ -35,6 +35,7 @@ ROOT_ROUTES = {
     "/readyz",
     "/metrics",
     "/a/{slug}",
+    "/a/{slug}/thumbnail",
     "/a/{slug}/{item_id}",
     "/a/{slug}/archive",
 }
@@ -125,8 +126,8 @@ def test_path_parameters_are_declared_for_every_templated_path() -> None:
 
 
 # Successes that are not the API's JSON envelope: the document itself, forward-auth's empty 200
-# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), ZIP
-# archives, and the operator endpoints a probe or Prometheus reads.
+# (its answer is in headers), a file's bytes (an alias's too, or its folder's page), thumbnails,
+# ZIP archives, and the operator endpoints a probe or Prometheus reads.
 NOT_ENVELOPED = {
     "/api/v1/openapi.json",
     "/api/v1/auth/verify",
@@ -136,6 +137,7 @@ NOT_ENVELOPED = {
     "/api/v1/folders/{folder_id}/archive",
     "/a/{slug}",
     "/a/{slug}/{item_id}",
+    "/a/{slug}/thumbnail",
     "/a/{slug}/archive",
     "/healthz",
     "/readyz",

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from PIL import ImageFile
 
 import service.auth.thumbnails as thumbnails_module
 from service.app import BLOBS
@@ -21,7 +22,7 @@ from tests.support.bound import account
 from tests.support.clock import FakeClock
 from tests.support.files import FILES_URL, uploaded
 from tests.support.folders import folder
-from tests.support.images import image_bytes, opened, png_bomb, turned_jpeg
+from tests.support.images import image_bytes, opened, png_bomb, solid_webp, turned_jpeg
 from tests.support.openapi import validator
 
 
@@ -35,18 +36,27 @@ async def thumbnail_of(api: Api, file_id: str, headers: dict[str, str]) -> Any:
 
 @pytest.fixture
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """How long each decode the service ran took, in seconds, in order."""
+    """How long each attempt of the service's to make a thumbnail took (its header read, then
+    its pixels decoded when the header allows), in seconds, in order."""
     timings: list[float] = []
-    real = thumbnails_module.make_thumbnail
+    cost, make = thumbnails_module.decoding_cost, thumbnails_module.make_thumbnail
 
-    def timed(data: bytes | bytearray) -> bytes:
+    def timed_cost(data: bytes | bytearray) -> int:
         started = time.perf_counter()
         try:
-            return real(data)
+            return cost(data)
         finally:
             timings.append(time.perf_counter() - started)
 
-    monkeypatch.setattr(thumbnails_module, "make_thumbnail", timed)
+    def timed_make(data: bytes | bytearray) -> bytes:
+        started = time.perf_counter()
+        try:
+            return make(data)
+        finally:
+            timings[-1] += time.perf_counter() - started
+
+    monkeypatch.setattr(thumbnails_module, "decoding_cost", timed_cost)
+    monkeypatch.setattr(thumbnails_module, "make_thumbnail", timed_make)
     return timings
 
 
@@ -122,20 +132,33 @@ async def test_what_is_not_a_raster_image_has_none(
 
 
 @pytest.mark.parametrize(
-    ("data", "content_type"),
+    ("data", "content_type", "pixels_read"),
     [
-        (png_bomb(50_000, 50_000), "image/png"),  # Pillow's own bomb bound refuses it
-        (png_bomb(7_000, 7_000), "image/png"),  # ours: 49 MP declared, more than 20 decoded
-        (image_bytes("PNG", (300, 300))[:400], "image/png"),  # cut short
-        (b"\x89PNG\r\n\x1a\n" + b"\0" * 200, "image/png"),  # a PNG's signature, then nothing
-        (image_bytes("JPEG", (300, 300))[:-300], "image/jpeg"),
-        (image_bytes("BMP", (64, 64)), "image/png"),  # a format never decoded
-        (b"GIF89a nonsense", "image/gif"),
+        (png_bomb(50_000, 50_000), "image/png", False),  # Pillow's own bomb bound refuses it
+        (png_bomb(7_000, 7_000), "image/png", False),  # ours: 49 MP declared, over 20 decoded
+        (image_bytes("PNG", (300, 300))[:400], "image/png", True),  # cut short
+        (b"\x89PNG\r\n\x1a\n" + b"\0" * 200, "image/png", False),  # a signature, then nothing
+        (image_bytes("JPEG", (300, 300))[:-300], "image/jpeg", True),
+        (image_bytes("BMP", (64, 64)), "image/png", False),  # a format never decoded
+        (b"GIF89a nonsense", "image/gif", False),
     ],
 )
 async def test_a_bomb_or_a_corrupt_image_has_none_and_is_never_decoded_again(
-    api: Api, decodes: list[float], data: bytes, content_type: str
+    api: Api,
+    decodes: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    data: bytes,
+    content_type: str,
+    pixels_read: bool,
 ) -> None:
+    loads: list[tuple[int, int]] = []
+    real_load = ImageFile.ImageFile.load
+
+    def load(image: ImageFile.ImageFile) -> Any:
+        loads.append(image.size)
+        return real_load(image)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", load)
     token = await api.user_with_session()
     file = await uploaded(api, data, token=token, filename="bad", content_type=content_type)
     assert file["thumbnail_url"] == thumbnail_path(file["id"])
@@ -144,8 +167,27 @@ async def test_a_bomb_or_a_corrupt_image_has_none_and_is_never_decoded_again(
             await thumbnail_of(api, file["id"], bearer(token)), 404, "thumbnail_not_found"
         )
     assert len(decodes) == 1
-    assert decodes[0] < 0.05, decodes  # refused from the header, not decoded
+    # A bomb is refused from its header: not a pixel of it is decoded, in no time.
+    assert bool(loads) == pixels_read, loads
+    assert decodes[0] < 0.5, decodes
     assert await api.app[BLOBS].thumbnail(file["id"]) == b""
+
+
+async def test_an_image_that_would_take_too_much_memory_to_decode_has_none(
+    api: Api, decodes: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within every pixel bound, but a WebP's decoder holds several canvases: 14 megapixels of
+    WebP would take about 240 MB, past the 200 MiB a worker's decodes share."""
+    token = await api.user_with_session()
+    big = await uploaded(
+        api, solid_webp((4100, 3500)), token=token, filename="w.webp", content_type="image/webp"
+    )
+    made: list[int] = []
+    monkeypatch.setattr(thumbnails_module, "make_thumbnail", lambda data: made.append(1))
+    await assert_error(
+        await thumbnail_of(api, big["id"], bearer(token)), 404, "thumbnail_not_found"
+    )
+    assert len(decodes) == 1 and made == []  # refused from its header
 
 
 async def test_requests_at_once_make_it_once(api: Api, decodes: list[float]) -> None:

@@ -304,7 +304,10 @@ async def test_the_curl_script_stops_at_a_refusal_and_without_files(
     data = tmp_path / "f.txt"
     data.write_bytes(b"x")
     status, out, err = await run_script(script, data)
-    assert status != 0 and out == "" and "401" in err
+    # The service's own words (the key's revocation, and when), not only curl's status.
+    assert status == 1 and out == ""
+    said = rf"{re.escape(str(data))}: refused, HTTP 401: The API key was revoked at \S+Z\.\n"
+    assert re.fullmatch(said, err), err
 
 
 # -- the key -----------------------------------------------------------------------------------

@@ -292,10 +292,13 @@ async def test_real_actions_are_shown_newest_first_with_who_where_and_what(
     assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
 
     # What a key's creation set, field by field; its expiry in local time too.
-    created = rows.nth(6).locator("dl.changes")
-    await expect(created.locator("dt")).to_have_text(["name", "permissions", "expires_at"])
-    await expect(created.locator("dd")).to_have_text(
-        [HOSTILE_NAME, "files.read, files.write", f"in 30 days {local(key['expires_at'])}"]
+    created = rows.nth(6).locator("ul.changes li")
+    await expect(created).to_have_text(
+        [
+            f"name: {HOSTILE_NAME}",
+            "permissions: files.read, files.write",
+            f"expires: in 30 days {local(key['expires_at'])}",
+        ]
     )
     await expect(rows.nth(0).locator("td.event-changes")).to_have_text("—")
 

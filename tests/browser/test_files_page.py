@@ -274,33 +274,6 @@ async def test_drag_and_drop_uploads_too(tab: Tab, user: str, dashboard: Dashboa
     await expect(row.locator("td.file-size")).to_have_text("13 bytes")
 
 
-async def test_share_makes_a_public_link_copies_it_and_the_link_serves_the_file(
-    tab: Tab, user: str, dashboard: Dashboard
-) -> None:
-    page = tab.page
-    await tab.allow_clipboard(dashboard.base)
-    await open_files_page(page, user)
-    await page.set_input_files(
-        "#file-picker",
-        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"shared bytes"}],
-    )
-    await expect(upload_item(page, "notes.txt")).to_have_class(re.compile("is-done"))
-
-    await file_row(page, "notes.txt").get_by_role("button", name="Share notes.txt").click()
-    status = page.locator("#page-status")
-    await expect(status).to_contain_text("Copied a new public link to notes.txt: ")
-    token = await tab.stored_token()
-    code, body = await dashboard.api("GET", "/aliases", token=token)
-    assert code == 200, body
-    (alias,) = body["data"]["aliases"]
-    await expect(status).to_contain_text(alias["url"])
-    assert await page.evaluate("() => navigator.clipboard.readText()") == alias["url"]
-    # The link works without a credential.
-    async with dashboard.http.get(f"{dashboard.base}/a/{alias['slug']}") as response:
-        assert response.status == 200
-        assert await response.read() == b"shared bytes"
-
-
 async def test_refusals_are_said_plainly_and_leave_nothing(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:

@@ -115,6 +115,9 @@ async def test_a_thumbnail_is_kept_beside_its_blob_and_removed_with_it(blobs: Bl
     assert sorted(await blobs.stored()) == ids
     assert await blobs.leftovers() == []
 
+    await blobs.delete_thumbnail(ids[1])  # alone: the blob stays
+    assert await blobs.thumbnail(ids[1]) is None and await read(blobs, ids[1], 0, 5) == b"image"
+    await blobs.put_thumbnail(ids[1], b"again")
     await blobs.delete(ids[0])
     assert await blobs.delete_all(ids[1:]) == []
 

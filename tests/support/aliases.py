@@ -39,12 +39,15 @@ async def edit_alias(api: Api, alias_id: str, body: dict[str, Any], **who: Any) 
     return await api.client.patch(f"{ALIASES}/{alias_id}", json=body, headers=credential(**who))
 
 
-async def listed(api: Api, **who: Any) -> list[dict[str, Any]]:
-    """Every alias of the account, page after page, newest first."""
+async def listed(api: Api, target_id: str | None = None, **who: Any) -> list[dict[str, Any]]:
+    """Every alias of the account (with ``target_id``, of that file or folder), page after
+    page, newest first."""
     found: list[dict[str, Any]] = []
     cursor = None
     while True:
         params = {"limit": "2"} if cursor is None else {"limit": "2", "cursor": cursor}
+        if target_id is not None:
+            params["target_id"] = target_id
         response = await api.client.get(ALIASES, params=params, headers=credential(**who))
         assert response.status == 200, await response.text()
         answer = await response.json()

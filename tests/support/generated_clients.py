@@ -25,8 +25,10 @@ from tests.support.node import NODE_ENV, npm_ci, run_checked
 from tests.support.paths import REPO_ROOT
 
 TYPESCRIPT_PROJECT = REPO_ROOT / "tests" / "system" / "clients" / "typescript"
-# What generate.mjs and flow.ts need beside them to be built and run.
-TYPESCRIPT_SOURCES = ("package.json", "tsconfig.json", "generate.mjs", "flow.ts")
+# The generator integrators run too (docs/api.md), kept with the project's scripts.
+TYPESCRIPT_GENERATOR = REPO_ROOT / "scripts" / "generate-typescript-client.mjs"
+# What the generator and flow.ts need beside them to be built and run.
+TYPESCRIPT_SOURCES = ("package.json", "tsconfig.json", "flow.ts")
 PYTHON_PACKAGE = "filehost_client"
 
 
@@ -97,9 +99,13 @@ def build_typescript_client(document_url: str, into: Path) -> Path:
     ``install_typescript_tools()`` first."""
     for name in TYPESCRIPT_SOURCES:
         shutil.copy(TYPESCRIPT_PROJECT / name, into / name)
+    shutil.copy(TYPESCRIPT_GENERATOR, into / TYPESCRIPT_GENERATOR.name)
     (into / "node_modules").symlink_to(TYPESCRIPT_PROJECT / "node_modules")
     generated = run_checked(
-        ["node", "generate.mjs", document_url, "schema.d.ts"], cwd=into, timeout=120, **NODE_ENV
+        ["node", TYPESCRIPT_GENERATOR.name, document_url, "schema.d.ts"],
+        cwd=into,
+        timeout=120,
+        **NODE_ENV,
     )
     assert generated.stderr == "", generated.stderr
     run_checked(["node", "node_modules/typescript/bin/tsc", "-p", "."], cwd=into, timeout=300)

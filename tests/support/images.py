@@ -23,6 +23,13 @@ def image_bytes(image_format: str, size: tuple[int, int] = (800, 600), **options
     return out.getvalue()
 
 
+def solid_webp(size: tuple[int, int]) -> bytes:
+    """A WebP of one colour, made as fast as libwebp can (for a large one)."""
+    out = io.BytesIO()
+    Image.new("RGB", size, (9, 9, 9)).save(out, "WEBP", quality=1, method=0)
+    return out.getvalue()
+
+
 def turned_jpeg(size: tuple[int, int] = (800, 400)) -> bytes:
     """A JPEG stored ``size`` wide, whose EXIF says to show it turned a quarter (so it shows
     ``size`` reversed)."""

@@ -1,6 +1,6 @@
 """The vanity aliases resource under /api/v1/aliases: create one of a file or folder, list them
-newest first (cursor pages), read, change (slug, expiry, view limit, password, enabled) and
-delete one.
+newest first (cursor pages; ``target_id`` lists one file's or folder's only), read, change
+(slug, expiry, view limit, password, enabled) and delete one.
 
 The HTTP layer only: the credential and its permissions (``aliases.read`` to list and read,
 ``aliases.write`` to change; creating also needs read permission on the target, ``files.read``
@@ -17,6 +17,7 @@ from service.api.alias_requests import (
     parse_create_alias,
     parse_edit_alias,
     public_origin,
+    target_query,
 )
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
@@ -59,7 +60,8 @@ async def list_aliases(request: web.Request) -> web.Response:
     require(principal, "aliases.read")
     limit = page_size(request)
     after = page_cursor(request, decode_alias_cursor)
-    page = await request.app[POLICY].aliases.page(principal, limit, after)
+    target_id = target_query(request)
+    page = await request.app[POLICY].aliases.page(principal, limit, after, target_id)
     origin = public_origin(request)
     return ok(
         {

@@ -120,8 +120,12 @@ async def list_files(request: web.Request) -> web.Response:
     if isinstance(folder, Unset):
         return Answer.of(await _page_reply(request.app, principal, limit, after))
     page = await request.app[POLICY].files.folder_page(principal, folder, limit, after)
+    public_url = request.app[SETTINGS].public_url
     return ok(
-        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {
+            "files": [file_view(record, public_url) for record in page.files],
+            "next_cursor": page.next_cursor,
+        }
     )
 
 
@@ -132,8 +136,12 @@ async def _search(request: web.Request, principal: Principal, query: FileQuery) 
     place = search_place(folder)
     after = page_cursor(request, lambda cursor: position_after(cursor, query, place))
     page = await request.app[POLICY].files.search(principal, folder, query, limit, after)
+    public_url = request.app[SETTINGS].public_url
     return ok(
-        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {
+            "files": [file_view(record, public_url) for record in page.files],
+            "next_cursor": page.next_cursor,
+        }
     )
 
 
@@ -152,8 +160,12 @@ async def _page_reply(
     app: web.Application, principal: Principal, limit: int, after: str | None
 ) -> Reply:
     page = await app[POLICY].files.page(principal, limit, after)
+    public_url = app[SETTINGS].public_url
     return ok_reply(
-        {"files": [file_view(record) for record in page.files], "next_cursor": page.next_cursor}
+        {
+            "files": [file_view(record, public_url) for record in page.files],
+            "next_cursor": page.next_cursor,
+        }
     )
 
 
@@ -189,6 +201,9 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
             Code.UNSUPPORTED_MEDIA_TYPE,
             "Upload a file as multipart/form-data, in the field named file.",
         )
+    if "boundary=" not in request.headers.get(hdrs.CONTENT_TYPE, "").lower():
+        # A client that sets the Content-Type itself often drops the boundary its library made.
+        raise ApiError(Code.VALIDATION_FAILED, details={"body": _NO_BOUNDARY})
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
         return _too_large(limit), 0
     files = request.app[POLICY].files
@@ -236,13 +251,17 @@ async def _store_upload(
         await check_upload_alias(request, principal)
 
     async def rest_of_the_body() -> str | Unset | None:
+        # What breaks off after the file, or a part without a name, is the file's own bytes
+        # read as a boundary (a client with a fixed boundary): said so, not "malformed".
         try:
             while (more := await reader.next()) is not None:
+                if isinstance(more, BodyPartReader) and not more.name:
+                    raise ApiError(Code.VALIDATION_FAILED, details={"body": _HOLDS_BOUNDARY})
                 if not isinstance(more, BodyPartReader) or more.name not in _FIELDS:
                     raise _unknown_field(more)
                 await _read_field(more, fields)
         except _MALFORMED:
-            raise _malformed() from None
+            raise ApiError(Code.VALIDATION_FAILED, details={"body": _HOLDS_BOUNDARY}) from None
         # Bytes after the closing boundary mean the file held the boundary itself (a client
         # with a fixed boundary): what followed it would be lost, so nothing is kept.
         content = request.content
@@ -270,7 +289,7 @@ async def _store_upload(
         raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON}) from None
     except _MALFORMED:
         raise _malformed() from None
-    view = file_view(record)
+    view = file_view(record, request.app[SETTINGS].public_url)
     if _alias_field(fields):
         view["alias"] = await _alias_of(request, principal, record, origin, actor)
     response = ok(view, status=201)
@@ -313,6 +332,16 @@ async def _alias_of(
 _GOES_ON = (
     "goes on after its closing boundary: the file holds the boundary; send it with a boundary "
     "that does not occur in it"
+)
+
+
+_HOLDS_BOUNDARY = (
+    "breaks off after the file: the file holds the boundary (a line starting with -- and the "
+    "boundary); send it with a boundary that does not occur in it"
+)
+_NO_BOUNDARY = (
+    "has no boundary: the Content-Type must name the one the body uses (multipart/form-data; "
+    "boundary=...); let the HTTP library set the header rather than setting it by hand"
 )
 
 
@@ -376,7 +405,7 @@ async def get_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
     record = await request.app[POLICY].files.get(principal, request.match_info["file_id"])
-    return ok(file_view(record))
+    return ok(file_view(record, request.app[SETTINGS].public_url))
 
 
 async def edit_file(request: web.Request) -> web.Response:
@@ -387,7 +416,7 @@ async def edit_file(request: web.Request) -> web.Response:
     record = await request.app[POLICY].files.change(
         principal, request.match_info["file_id"], name, folder, origin, actor
     )
-    return ok(file_view(record))
+    return ok(file_view(record, request.app[SETTINGS].public_url))
 
 
 async def download_file(request: web.Request) -> web.StreamResponse:

@@ -15,29 +15,52 @@ alias's next plain ``GET``s are answered in the gateway lane (``lane_route``, an
 the same answer as here; whatever changed about the alias since, the lane hands the request back
 to these handlers.
 
-Every 404 of these paths is the one ``alias_not_found``, the same bytes whatever the reason. A
-view is counted for every 200 and 206 (a listing, a file, a part of one), never for HEAD, a 304
-or a refusal: counted before the bytes go out, given back when the answer turns out otherwise.
+Every 404 of these paths is the one ``alias_not_found``, the same bytes whatever the reason: the
+JSON envelope, or for a browser that prefers HTML to JSON the one page of a link that can't be
+used (``alias_pages.UNUSABLE_PAGE``). A view is counted for every 200 and 206 (a listing, a
+file, a part of one), never for HEAD, a 304 or a refusal: counted before the bytes go out,
+given back when the answer turns out otherwise.
+
+A link unfurler (``link_previews``) gets the link's preview page from ``GET /a/{slug}`` instead
+of what it is of, and ``GET /a/{slug}/thumbnail`` serves the thumbnail its ``og:image`` names;
+neither counts a view, nor does an unfurler's fetch of a file of an alias without a password or
+a view limit.
 """
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from aiohttp import hdrs, web
 from multidict import CIMultiDictProxy
 
 from service.api._aiohttp import Answer, HttpProcessingError, Reply
-from service.api.alias_pages import PAGE_CSP, FileItem, Link, listing_page, password_page
+from service.api.alias_pages import (
+    PAGE_CSP,
+    UNUSABLE_PAGE,
+    FileItem,
+    Link,
+    listing_page,
+    password_page,
+)
 from service.api.alias_requests import public_origin
 from service.api.context import POLICY
 from service.api.credentials import single_header
-from service.api.downloads import count_download, file_headers, send_file
+from service.api.downloads import count_download, file_headers, send_file, thumbnail_answer
 from service.api.gateway import LaneRoute
+from service.api.link_previews import (
+    BARE_PREVIEW,
+    Preview,
+    file_description,
+    is_unfurler,
+    preview_page,
+)
 from service.api.paging import MAX_LIMIT, page_cursor, page_size
 from service.api.views import alias_url, ok
 from service.api.zip_answers import send_archive
 from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
+from service.auth.thumbnails import has_thumbnail
 from service.clock import iso
 from service.domain.cursors import decode_file_cursor
 from service.domain.records import FolderRecord
@@ -55,23 +78,26 @@ _FORM_CODES = {
 }
 _CONDITIONS = (hdrs.IF_NONE_MATCH, hdrs.RANGE, hdrs.IF_RANGE)
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+THUMBNAIL = "thumbnail"
+_QUALITY = re.compile(r"\bq\s*=\s*([01](?:\.\d{0,3})?)\s*(?:;|$)", re.IGNORECASE)
 
 
 class _Views:
     """A request's view (``send_file``'s admission): counted when the alias was opened, or now,
     for a request whose answer could not be known to be a 200 or 206 then; given back when
-    what was counted was not served. HEAD counts nothing."""
+    what was counted was not served. HEAD counts nothing, nor does an unfurler's fetch from an
+    alias without a password or a view limit (``free``)."""
 
-    __slots__ = ("_access", "_admitted", "_head", "_opened")
+    __slots__ = ("_access", "_admitted", "_free", "_opened")
 
-    def __init__(self, access: AliasAccess, opened: Opened, head: bool) -> None:
+    def __init__(self, access: AliasAccess, opened: Opened, free: bool) -> None:
         self._access = access
         self._opened = opened
-        self._head = head
+        self._free = free
         self._admitted = False
 
     async def admit(self) -> bool:
-        if self._head:
+        if self._free:
             return True
         if self._opened.counted or await self._access.count(self._opened):
             self._admitted = True
@@ -88,6 +114,47 @@ def _accepts(request: web.Request, media_type: str) -> bool:
         for value in request.headers.getall(hdrs.ACCEPT, ())
         for part in value.split(",")
     )
+
+
+def _quality(parameters: str) -> float:
+    found = _QUALITY.search(parameters)
+    return 1.0 if found is None else min(1.0, float(found[1]))
+
+
+def prefers_html(request: web.Request) -> bool:
+    """Whether the client would rather have HTML than JSON (a browser's navigation): ``text/html``
+    asked for above JSON (``application/json``, else ``application/*`` or ``*/*``), or as much
+    as a wildcard when JSON is not named. ``*/*`` alone, or JSON named as high, is an API
+    client's."""
+    html = json = wildcard = 0.0
+    for value in request.headers.getall(hdrs.ACCEPT, ()):
+        for part in value.split(","):
+            media, _, parameters = part.partition(";")
+            media = media.strip().lower()
+            if media == "text/html":
+                html = max(html, _quality(parameters))
+            elif media == "application/json":
+                json = max(json, _quality(parameters))
+            elif media in ("application/*", "*/*"):
+                wildcard = max(wildcard, _quality(parameters))
+    if html == 0:
+        return False
+    return html > json if json > 0 else html >= wildcard
+
+
+def _html(body: bytes, status: int = 200) -> web.Response:
+    response = web.Response(body=body, status=status, content_type="text/html", charset="utf-8")
+    response.headers["Content-Security-Policy"] = PAGE_CSP
+    return response
+
+
+def _refused(request: web.Request, refused: ApiError) -> web.Response:
+    """Every 404 of the public side is the one ``alias_not_found``: the envelope, or for a
+    browser that prefers HTML, the one page of a link that can't be used."""
+    refused = _one_not_found(refused)
+    if refused.code is Code.ALIAS_NOT_FOUND and prefers_html(request):
+        return _html(UNUSABLE_PAGE, 404)
+    raise refused
 
 
 def _browser(request: web.Request) -> bool:
@@ -121,11 +188,8 @@ async def _open(
         if refused.code not in _FORM_CODES or not (_browser(request) or password is not None):
             raise
         page = password_page(form_action or request.path, _FORM_CODES[refused.code])
-        response = web.Response(
-            body=page, status=refused.status, content_type="text/html", charset="utf-8"
-        )
+        response = _html(page, refused.status)
         response.headers.update(refused.headers)
-        response.headers["Content-Security-Policy"] = PAGE_CSP
         return response
 
 
@@ -140,30 +204,90 @@ async def open_alias(request: web.Request) -> web.StreamResponse:
 
 
 async def open_item(request: web.Request) -> web.StreamResponse:
-    """``GET``/``HEAD /a/{slug}/{item_id}``: a file or folder in an aliased folder's subtree."""
+    """``GET``/``HEAD /a/{slug}/{item_id}``: a file or folder in an aliased folder's subtree (or
+    a file alias's own file, at its id)."""
     item_id = request.match_info["item_id"]
     if not item_id.startswith(("fil_", "fld_")):
-        raise ApiError(Code.ALIAS_NOT_FOUND)
+        return _refused(request, ApiError(Code.ALIAS_NOT_FOUND))
     return await _serve(request, item_id)
 
 
 async def _serve(request: web.Request, item_id: str | None) -> web.StreamResponse:
     head = request.method == hdrs.METH_HEAD
-    count = not head and not any(name in request.headers for name in _CONDITIONS)
+    unfurler = is_unfurler(request.headers.get(hdrs.USER_AGENT))
+    # An unfurler's view is counted (by ``_Views``) only once it is known to have no free pass.
+    count = not head and not unfurler and not any(name in request.headers for name in _CONDITIONS)
     try:
         opened = await _open(request, count=count)
         if isinstance(opened, web.Response):
             return opened
-        return await _answer(request, opened, item_id, head)
+        free = unfurler and opened.password_hash is None and not opened.limited
+        if unfurler and item_id is None:
+            return await _preview(request, opened, free)
+        return await _answer(request, opened, item_id, head or free)
     except ApiError as refused:
-        raise _one_not_found(refused) from None
+        return _refused(request, refused)
+
+
+async def _preview(request: web.Request, opened: Opened, free: bool) -> web.Response:
+    """A link unfurler's answer (``link_previews``): the preview of an alias without a password
+    or a view limit, the bare page for any other; no view either way."""
+    if not free:
+        return _html(BARE_PREVIEW)
+    policy = request.app[POLICY]
+    access = policy.alias_access
+    url = alias_url(public_origin(request), request.match_info["slug"])
+    if not opened.target_id.startswith("fil_"):
+        folder = (await access.folder(opened))[0]
+        return _html(preview_page(Preview(folder.name, "A shared folder", url)))
+    record = await access.file(opened)
+    image = video = None
+    if has_thumbnail(record.content_type):
+        try:  # made now: the unfurler asks for it next
+            await policy.thumbnails.of_record(opened.user_id, record)
+            image = f"{url}/{THUMBNAIL}"
+        except ApiError as refused:
+            if refused.code is not Code.THUMBNAIL_NOT_FOUND:
+                raise
+    elif record.content_type.startswith("video/"):
+        video = f"{url}/{record.id}"
+    description = file_description(record.size, record.content_type)
+    return _html(
+        preview_page(Preview(record.name, description, url, image, video, record.content_type))
+    )
+
+
+async def alias_thumbnail(request: web.Request) -> web.StreamResponse:
+    """``GET``/``HEAD /a/{slug}/thumbnail``: the thumbnail of an image alias without a password or
+    a view limit (a link preview's ``og:image``); no view. Every other alias: the one 404."""
+    policy = request.app[POLICY]
+    trace = current_trace.get()
+    try:
+        try:
+            opened = await policy.alias_access.open(
+                request.match_info["slug"],
+                count=False,
+                address=None if trace is None else trace.remote,
+            )
+        except ApiError as refused:
+            if refused.code in _FORM_CODES:  # a password: no preview, so no thumbnail either
+                raise ApiError(Code.ALIAS_NOT_FOUND) from None
+            raise
+        if opened.password_hash is not None or opened.limited:
+            raise ApiError(Code.ALIAS_NOT_FOUND)
+        if not opened.target_id.startswith("fil_"):
+            raise ApiError(Code.ALIAS_NOT_FOUND)
+        record = await policy.alias_access.file(opened)
+        return thumbnail_answer(await policy.thumbnails.of_record(opened.user_id, record))
+    except ApiError as refused:
+        return _refused(request, refused)
 
 
 async def _answer(
-    request: web.Request, opened: Opened, item_id: str | None, head: bool
+    request: web.Request, opened: Opened, item_id: str | None, free: bool
 ) -> web.StreamResponse:
     access = request.app[POLICY].alias_access
-    views = _Views(access, opened, head)
+    views = _Views(access, opened, free)
     try:
         if (item_id or opened.target_id).startswith("fil_"):
             record = await access.file(opened, item_id)
@@ -209,7 +333,7 @@ async def open_archive(request: web.Request) -> web.StreamResponse:
         finally:
             await views.settle()
     except ApiError as refused:
-        raise _one_not_found(refused) from None
+        return _refused(request, refused)
 
 
 # -- the gateway lane's route ----------------------------------------------------------------
@@ -223,6 +347,8 @@ def lane_route(access: AliasAccess, slug: str, headers: CIMultiDictProxy[str]) -
     ``open_alias`` gives; anything else about the alias now, it hands to aiohttp."""
     known = access.known(slug)
     if known is None or any(name in headers for name in _CONDITIONS):
+        return None
+    if is_unfurler(headers.get(hdrs.USER_AGENT)):  # its preview, and no view: aiohttp's
         return None
     return partial(_known_file, slug, known)
 
@@ -276,7 +402,7 @@ async def post_password(request: web.Request) -> web.StreamResponse:
         if opened.target_id.startswith("fil_"):
             return await _answer(request, opened, None, False)
     except ApiError as refused:
-        raise _one_not_found(refused) from None
+        return _refused(request, refused)
     response = web.Response(status=303, headers={hdrs.LOCATION: request.path})
     if opened.cookie is not None:
         _give_cookie(request, response, opened.cookie)
@@ -347,10 +473,10 @@ async def _listing(
         ],
         more,
         folders.next_cursor is not None,
+        request.app[POLICY].alias_access.now_ms(),
+        f"{base}/archive",
     )
-    response = web.Response(body=page, content_type="text/html", charset="utf-8")
-    response.headers["Content-Security-Policy"] = PAGE_CSP
-    return response
+    return _html(page)
 
 
 def add_public_alias_routes(app: web.Application) -> None:
@@ -358,7 +484,8 @@ def add_public_alias_routes(app: web.Application) -> None:
         [
             web.get(f"{PUBLIC_PREFIX}/{{slug}}", open_alias),  # and HEAD
             web.post(f"{PUBLIC_PREFIX}/{{slug}}", post_password),
-            # Before the items': ``archive`` is no item's id.
+            # Before the items': ``thumbnail`` and ``archive`` are no item's id.
+            web.get(f"{PUBLIC_PREFIX}/{{slug}}/{THUMBNAIL}", alias_thumbnail),
             web.get(f"{PUBLIC_PREFIX}/{{slug}}/archive", open_archive, allow_head=False),
             web.get(f"{PUBLIC_PREFIX}/{{slug}}/{{item_id}}", open_item),
         ]

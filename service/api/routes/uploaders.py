@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from service.api.alias_requests import public_origin
-from service.api.context import POLICY, PREFIX
+from service.api.context import POLICY, PREFIX, SETTINGS
 from service.api.credentials import acting_recently, authenticate
 from service.api.validation import parse_create_uploader, read_json_object
 from service.api.views import created_key_view, ok
@@ -29,8 +29,12 @@ async def create_uploader(request: web.Request) -> web.Response:
         asked.expires_days,
         await acting_recently(request, principal),
     )
-    write = uploaders.sharex if asked.kind == uploaders.SHAREX else uploaders.curl_script
-    content = write(asked.name, public_origin(request), created.secret, asked.alias)
+    base_url = public_origin(request)
+    if asked.kind == uploaders.SHAREX:
+        absolute = request.app[SETTINGS].public_url is not None  # as file views make it
+        content = uploaders.sharex(asked.name, base_url, created.secret, asked.alias, absolute)
+    else:
+        content = uploaders.curl_script(asked.name, base_url, created.secret, asked.alias)
     return ok(
         {
             "key": created_key_view(created.record, created.secret),

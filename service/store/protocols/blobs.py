@@ -50,6 +50,10 @@ class BlobStore(Protocol):
         """What ``put_thumbnail`` kept for the blob; None when nothing was."""
         ...
 
+    async def delete_thumbnail(self, blob_id: str) -> None:
+        """Remove the blob's thumbnail alone (one kept as its blob was deleted)."""
+        ...
+
     async def stored(self) -> list[str]:
         """The ids of every blob held (a restore's check that the target is empty, a
         migration's inventory)."""

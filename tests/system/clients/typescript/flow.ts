@@ -1,5 +1,5 @@
 // What an integrator does with the generated TypeScript client (openapi-fetch over the types
-// generate.mjs wrote to schema.d.ts): log in, create a key, upload bytes with the key, download
+// scripts/generate-typescript-client.mjs wrote to schema.d.ts): log in, create a key, upload bytes with the key, download
 // them back, list the files, and read refusals as the typed error envelope. It prints what it got
 // as one JSON object; tests/system/test_generated_clients.py checks it. tsc checks this file
 // against the generated types before it runs, so a document generators mistype fails there.

@@ -5,6 +5,7 @@
 // shape a field comes in, it is shown as text.
 
 import { size } from "../bytes.js";
+import { changesNode } from "./changes.js";
 import { deviceNode } from "../devices.js";
 import { el } from "../dom.js";
 import { cell } from "../table.js";
@@ -116,7 +117,7 @@ function targetNodes(target) {
   return subjectNodes(target) || [fieldsText(target)];
 }
 
-// One changed field's new value, as text whatever its shape.
+// A value of a shape this page does not know, as text.
 function changeText(value) {
   if (value === null || value === undefined) {
     return "none";
@@ -127,28 +128,9 @@ function changeText(value) {
   return typeof value === "object" ? JSON.stringify(value) : String(value);
 }
 
-// What changed, field by field, whatever the fields are: a list of names and new values (a
-// time, a field named *_at, shown like the event's own).
-function changesNode(changes) {
-  if (!changes || typeof changes !== "object" || Array.isArray(changes)) {
-    return document.createTextNode("—");
-  }
-  const entries = Object.entries(changes);
-  if (!entries.length) {
-    return document.createTextNode("—");
-  }
-  return el(
-    "dl",
-    { className: "changes" },
-    entries.flatMap(([name, value]) => [
-      el("dt", { text: name }),
-      el("dd", {}, [name.endsWith("_at") && typeof value === "string" ? when(value) : changeText(value)]),
-    ]),
-  );
-}
-
-// `labels`: event type -> its name for people (the filter's).
-export function eventRow(item, labels) {
+// `labels`: event type -> its name for people (the filter's); `folders`: the account's folders'
+// paths by id, for the changes.
+export function eventRow(item, labels, folders) {
   // One element per cell: on a narrow screen a cell is a grid of its label and its value.
   const box = (label, className, content) => cell(label, className, el("div", {}, content));
   const row = el("tr", { attrs: { tabindex: "-1" } }, [
@@ -162,7 +144,7 @@ export function eventRow(item, labels) {
     // The User-Agent the request came with, by name, the whole string on hover.
     box("Device", "event-agent", [deviceNode(item.user_agent)]),
     box("Target", "event-target", targetNodes(item.target)),
-    box("Changes", "event-changes", [changesNode(item.changes)]),
+    box("Changes", "event-changes", [changesNode(item, folders)]),
   ]);
   row.dataset.eventId = item.id;
   row.dataset.eventType = item.type;

@@ -4,27 +4,10 @@
 // whether it works from now. Every field is checked by the service's rules first; the service's
 // refusal is shown by its field, the dialog kept as typed.
 
-import { ApiError, describe, problemText } from "../api.js";
-import { byId, el, hide, onClick, show, whenClosed } from "../dom.js";
+import { ApiError, describe } from "../api.js";
+import { byId, el, onClick, show, whenClosed } from "../dom.js";
 import { folderTree } from "../folders.js";
-import { length } from "../keys/rules.js";
-
-const SLUG = /^[A-Za-z0-9_-]{3,64}$/;
-const LARGEST = 2 ** 53;
-
-function durationText(seconds) {
-  for (const [size, unit] of [
-    [86400, "day"],
-    [3600, "hour"],
-    [60, "minute"],
-  ]) {
-    if (seconds % size === 0) {
-      const count = seconds / size;
-      return `${count} ${unit}${count === 1 ? "" : "s"}`;
-    }
-  }
-  return `${seconds} seconds`;
-}
+import { durationText, fieldProblems, passwordProblem, readSlug, readViews } from "./fields.js";
 
 // Every file of the account (its first 1,000, newest first) by its folder's path and name, and
 // every folder by its path.
@@ -78,34 +61,7 @@ export function createAliasDialog(page) {
   kindFile.addEventListener("change", fillTargets);
   kindFolder.addEventListener("change", fillTargets);
 
-  function clearProblems() {
-    hide(error);
-    for (const { box, control } of Object.values(problems)) {
-      hide(box);
-      control.removeAttribute("aria-invalid");
-    }
-  }
-
-  // Each problem by its field; the first field gets the focus.
-  function mark(found, lead) {
-    let first = null;
-    const elsewhere = [];
-    for (const [field, text] of Object.entries(found)) {
-      const place = problems[field];
-      if (!place) {
-        elsewhere.push(`${field} ${text}`);
-        continue;
-      }
-      show(place.box, text);
-      place.control.setAttribute("aria-invalid", "true");
-      first = first || place.control;
-    }
-    show(error, elsewhere.length ? `${lead} ${elsewhere.join("; ")}.` : lead);
-    (first || error).scrollIntoView({ block: "nearest" });
-    if (first) {
-      first.focus();
-    }
-  }
+  const { clear: clearProblems, mark, refused } = fieldProblems(problems, error);
 
   // The defaults the account's settings give what is left out, said by the fields.
   async function sayDefaults() {
@@ -174,32 +130,29 @@ export function createAliasDialog(page) {
     } else {
       Object.assign(body, kindFolder.checked ? { folder_id: target.value } : { file_id: target.value });
     }
-    const typedSlug = slug.value.trim();
-    if (typedSlug && !SLUG.test(typedSlug)) {
-      found.slug = "3 to 64 letters, digits, - or _.";
-    } else if (typedSlug) {
-      body.slug = typedSlug;
+    const typedSlug = readSlug(slug.value);
+    if (typedSlug.problem) {
+      found.slug = typedSlug.problem;
+    } else if (typedSlug.value) {
+      body.slug = typedSlug.value;
     }
     if (expiry.value === "never") {
       body.expires_in_seconds = null;
     } else if (expiry.value !== "default") {
       body.expires_in_seconds = Number(expiry.value);
     }
-    const typedViews = views.value.trim();
+    const typedViews = readViews(views.value);
     if (noLimit.checked) {
       body.max_views = null;
-    } else if (typedViews) {
-      const most = /^\d{1,16}$/.test(typedViews) ? Number(typedViews) : NaN;
-      if (!(most >= 1 && most <= LARGEST)) {
-        found.max_views = "A whole number of at least 1, or empty.";
-      } else {
-        body.max_views = most;
-      }
+    } else if (typedViews.problem) {
+      found.max_views = typedViews.problem;
+    } else if (typedViews.value !== null) {
+      body.max_views = typedViews.value;
     }
     if (password.value) {
-      const size = length(password.value);
-      if (size < 4 || size > 1024) {
-        found.password = "From 4 to 1024 characters, or empty for none.";
+      const problem = passwordProblem(password.value);
+      if (problem) {
+        found.password = problem;
       } else {
         body.password = password.value;
       }
@@ -225,21 +178,10 @@ export function createAliasDialog(page) {
       await page.refresh();
       page.focusList();
     } catch (failure) {
-      if (!(failure instanceof ApiError)) {
-        show(error, "Creating the alias failed.");
-      } else if (failure.code === "alias_taken") {
-        mark({ slug: failure.message }, "Nothing was created: that address is taken.");
-      } else if (failure.code === "file_not_found" || failure.code === "folder_not_found") {
+      if (failure instanceof ApiError && (failure.code === "file_not_found" || failure.code === "folder_not_found")) {
         mark({ target: `${failure.message} It was deleted meanwhile: open the dialog again for the list as it is now.` }, "Nothing was created.");
-      } else if (failure.code === "validation_failed" && failure.details && typeof failure.details === "object") {
-        const reasons = {};
-        for (const [field, why] of Object.entries(failure.details)) {
-          const text = problemText(why);
-          reasons[field] = text ? `${text.charAt(0).toUpperCase()}${text.slice(1)}.` : failure.message;
-        }
-        mark(reasons, `Nothing was created: ${failure.message}`);
       } else {
-        show(error, `Creating the alias failed: ${describe(failure)}`);
+        refused(failure, "created", "Creating the alias failed.");
       }
     } finally {
       submit.disabled = false;

@@ -1,6 +1,6 @@
 // A row of the aliases list: the link with a Copy button, what it is a link to, whether it
 // works now (and why not), its views against its limit, its expiry, whether a password guards
-// it, when it was made, and its buttons (Disable or Enable, Delete).
+// it, when it was made, and its buttons (Copy link, Edit, Disable or Enable, Delete).
 
 import { el } from "../dom.js";
 import { cell, rowButton } from "../table.js";
@@ -27,12 +27,14 @@ export function viewsText(alias) {
 }
 
 // `target`: {kind: "File" | "Folder", name} as the page found it. `actions`: {copy(alias,
-// button), toggle(alias, button), remove(alias)}.
+// button), edit(alias, button), toggle(alias, button), remove(alias)}.
 export function aliasRow(alias, target, actions) {
   const state = aliasState(alias);
   const about = ` alias ${alias.slug}`;
   const copy = rowButton("Copy link", "secondary", about);
   copy.addEventListener("click", () => actions.copy(alias, copy));
+  const edit = rowButton("Edit", "secondary", about);
+  edit.addEventListener("click", () => actions.edit(alias, edit));
   const toggle =
     alias.enabled === false ? rowButton("Enable", "secondary", about) : rowButton("Disable", "danger", about);
   toggle.dataset.action = alias.enabled === false ? "enable" : "disable";
@@ -53,7 +55,7 @@ export function aliasRow(alias, target, actions) {
     cell("Expires", "alias-expires", when(alias.expires_at, "Never")),
     cell("Password", "alias-password", document.createTextNode(alias.password_protected ? "Set" : "None")),
     cell("Created", "alias-created", when(alias.created_at, "—")),
-    cell("Actions", "key-actions", el("div", { className: "row-actions" }, [copy, toggle, remove])),
+    cell("Actions", "key-actions", el("div", { className: "row-actions" }, [copy, edit, toggle, remove])),
   ]);
   row.dataset.aliasId = alias.id;
   return row;

@@ -5,6 +5,7 @@
 import { failedText, sessionCaller } from "../api.js";
 import { eventRow } from "../activity/events.js";
 import { byId, hide, show } from "../dom.js";
+import { folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
 
@@ -59,9 +60,16 @@ function start(session) {
     list.filter.value = asked;
   }
 
+  // The account's folders by id, once: the changes name a folder by its path. Without them
+  // (refused, or failed), a folder reads as one deleted since.
+  const folders = folderTree(call).then(
+    (tree) => new Map(tree.folders.map((folder) => [folder.id, folder.path])),
+    () => new Map(),
+  );
+
   // The rows of a page that arrived, after those shown.
-  function showPage(data, fromStart) {
-    const rows = (Array.isArray(data.events) ? data.events : []).map((item) => eventRow(item, labels));
+  function showPage(data, fromStart, paths) {
+    const rows = (Array.isArray(data.events) ? data.events : []).map((item) => eventRow(item, labels, paths));
     nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
     list.tbody.append(...rows);
     const count = list.tbody.children.length;
@@ -92,9 +100,9 @@ function start(session) {
     hide(list.error);
     list.more.disabled = true;
     try {
-      const data = await call("GET", `/audit-events?${query}`);
+      const [data, paths] = await Promise.all([call("GET", `/audit-events?${query}`), folders]);
       if (ticket === generation) {
-        showPage(data, fromStart);
+        showPage(data, fromStart, paths);
       }
     } catch (failure) {
       if (ticket === generation) {

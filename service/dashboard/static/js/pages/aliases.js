@@ -1,10 +1,12 @@
 // The aliases page (/aliases): the account's public links, newest first, a page at a time:
 // each link to copy, what it leads to, whether it works now, its views against its limit, its
-// expiry and whether a password guards it; create one, disable or enable it, and delete it
-// behind a confirmation.
+// expiry and whether a password guards it; create one, edit one (its address, expiry, view
+// limit, password, whether it works), disable or enable it, and delete it behind a
+// confirmation.
 
 import { ApiError, describe, failedText, sessionCaller } from "../api.js";
 import { createAliasDialog } from "../aliases/create.js";
+import { editAliasDialog } from "../aliases/edit.js";
 import { aliasRow } from "../aliases/rows.js";
 import { byId, confirmation, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
@@ -107,10 +109,13 @@ function start(session) {
     });
   }
 
+  // Made when the page starts (below): its refresh is this page's.
+  let edit = null;
+
   async function rows(aliases) {
     const named = await Promise.all(aliases.map((alias) => describeTarget(call, alias.target || {}, targets)));
     return aliases.map((alias, index) =>
-      aliasRow(alias, named[index], { copy, toggle, remove: (chosen) => remove(chosen, named[index]) }),
+      aliasRow(alias, named[index], { copy, edit, toggle, remove: (chosen) => remove(chosen, named[index]) }),
     );
   }
 
@@ -156,12 +161,14 @@ function start(session) {
     }
   });
 
-  createAliasDialog({
+  const dialogPage = {
     call,
     refresh,
     announce: (text) => show(pageStatus, text),
     focusList: () => listTitle.focus(),
-  });
+  };
+  createAliasDialog(dialogPage);
+  edit = editAliasDialog(dialogPage);
 
   // The kill switch of the settings, said above the list when it is off.
   call("GET", "/settings").then(

@@ -16,6 +16,7 @@ import { previewer } from "../files/preview.js";
 import { TOP, breadcrumbs, fileLink, fileRow, folderRow } from "../files/rows.js";
 import { saveBlob } from "../files/save.js";
 import { selection } from "../files/selection.js";
+import { shareAction } from "../files/share.js";
 import { uploads } from "../files/upload.js";
 import { childrenOf, folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
@@ -49,33 +50,6 @@ async function download(token, file, button, said) {
     if (focused && document.activeElement === document.body) {
       button.focus();
     }
-  }
-}
-
-// A public link to the file: a new alias with the account's defaults (its expiry and view
-// limit), its address copied to the clipboard and said on the page, where it can be selected
-// when copying is blocked. The Aliases page lists it, to disable or delete.
-async function share(call, file, button, pageStatus, pageError) {
-  button.disabled = true;
-  hide(pageStatus);
-  hide(pageError);
-  try {
-    const alias = await call("POST", "/aliases", { file_id: file.id });
-    let copied = true;
-    try {
-      await navigator.clipboard.writeText(alias.url);
-    } catch {
-      copied = false;
-    }
-    show(
-      pageStatus,
-      `${copied ? "Copied a new public link" : "Made a new public link (copy it from here)"} to ` +
-        `${file.name}: ${alias.url} — the Aliases page lists it.`,
-    );
-  } catch (failure) {
-    show(pageError, failedText(`Making a link to ${file.name}`, failure));
-  } finally {
-    button.disabled = false;
   }
 }
 
@@ -229,7 +203,7 @@ function start(session) {
 
   const fileActions = {
     download: (file, button) => download(token, file, button, pageError),
-    share: (file, button) => share(call, file, button, pageStatus, pageError),
+    share: shareAction(call, pageError),
     rename: (file) =>
       askName({
         heading: `Rename ${file.name}`,
