@@ -202,7 +202,9 @@ def create_app(
         # create_app) has no lane.
         if not app[STORE].lookup.pipelined:
             return
-        routes: dict[str, LaneRoute] = {VERIFY_PATH: verify_reply, FILES_PATH: first_page_reply}
+        routes: dict[str, LaneRoute] = {VERIFY_PATH: verify_reply}
+        if settings.public_url is not None:  # a file's url is made from it (first_page_reply)
+            routes[FILES_PATH] = first_page_reply
         aliases = partial(lane_route, app[POLICY].alias_access)
         app[GATEWAY_LANE] = GatewayLane(
             app, routes, addresses, metrics, rate_fields, (f"{PUBLIC_PREFIX}/", aliases)

@@ -101,7 +101,8 @@ def service_command(
     data_dir: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The service's command line and environment: its production defaults (access log at
-    INFO, metrics on, rate limits on, the gateway lane on unless ``lane`` is False), stated so
+    INFO, metrics on, rate limits on, the gateway lane on unless ``lane`` is False, a public
+    URL), stated so
     that the caller's environment cannot change them; then ``extra``. ``data_dir`` holds the
     files' bytes (the bench alias's file, written there by ``benchmark.seeding``)."""
     env = {
@@ -121,6 +122,9 @@ def service_command(
         "FILEHOST_ALIAS_RATE_BURST": "1000000",
         "FILEHOST_REDIS_MODE": mode,
         "FILEHOST_GATEWAY_LANE": "on" if lane else "off",
+        # As a deployment sets it (passkeys need it); a file's url is made from it, and without
+        # it the lane leaves GET /files to aiohttp, which reads the request's origin instead.
+        "FILEHOST_PUBLIC_URL": f"http://127.0.0.1:{port}",
     }
     if data_dir is not None:
         env["FILEHOST_DATA_DIR"] = str(data_dir)

@@ -66,11 +66,10 @@ def key_view(record: KeyRecord) -> dict[str, Any]:
     }
 
 
-def file_view(record: FileRecord, public_url: str | None) -> dict[str, Any]:
-    """A file as its owner sees it (listed, read, uploaded, changed); its ``url`` absolute
-    under ``FILEHOST_PUBLIC_URL`` when one is set, as an alias's is, else its path: unlike an
-    alias's, a file's url is also answered by the gateway lane, which has no trustworthy scheme
-    of its own to make one from the request."""
+def file_view(record: FileRecord, origin: str) -> dict[str, Any]:
+    """A file as its owner sees it (listed, read, uploaded, changed); its ``url`` absolute,
+    under ``origin``: where people reach the service, as an alias's url is made
+    (``service.api.alias_requests.public_origin``)."""
     return {
         "id": record.id,
         "name": record.name,
@@ -79,7 +78,7 @@ def file_view(record: FileRecord, public_url: str | None) -> dict[str, Any]:
         "sha256": record.sha256,
         "created_at": iso(record.created_at),
         "folder_id": record.folder_id,
-        "url": f"{public_url or ''}{_FILES_PATH}/{record.id}/content",
+        "url": f"{origin}{_FILES_PATH}/{record.id}/content",
         # A path on the service's host, as the contract with the dashboard says (the dashboard
         # reads it from where it is served).
         "thumbnail_url": (

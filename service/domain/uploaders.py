@@ -41,14 +41,10 @@ def filename(kind: str, name: str) -> str:
     return f"filehost-{stem or 'uploader'}.{_EXTENSIONS[kind]}"
 
 
-def sharex(
-    name: str, base_url: str, secret: str, alias: bool, file_url_absolute: bool = False
-) -> str:
+def sharex(name: str, base_url: str, secret: str, alias: bool) -> str:
     """A ShareX custom uploader: a multipart ``POST`` of the file to ``base_url``'s
-    ``/api/v1/files`` with the key in ``X-API-Key``, copying the alias's ``url`` (absolute)
-    or, without an alias, the file's ``url`` (absolute when ``file_url_absolute``: the
-    service has a public URL; else a path on the service, so ``base_url`` goes before it); a
-    refusal's message shown as ShareX's error."""
+    ``/api/v1/files`` with the key in ``X-API-Key``, copying the alias's ``url`` or, without an
+    alias, the file's (both absolute); a refusal's message shown as ShareX's error."""
     config: dict[str, object] = {
         "Version": SHAREX_VERSION,
         "Name": name,
@@ -61,10 +57,7 @@ def sharex(
     if alias:
         config["Arguments"] = {"alias": "true"}
     config["FileFormName"] = "file"
-    if alias:
-        config["URL"] = "{json:data.alias.url}"
-    else:
-        config["URL"] = ("" if file_url_absolute else base_url) + "{json:data.url}"
+    config["URL"] = "{json:data.alias.url}" if alias else "{json:data.url}"
     config["ErrorMessage"] = "{json:error.message}"
     return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
 
@@ -84,7 +77,6 @@ _SCRIPT = """#!/bin/sh
 set -eu
 
 UPLOAD_URL={upload_url}
-BASE_URL={base_url}
 API_KEY={secret}
 
 if [ "$#" -eq 0 ]; then
@@ -121,27 +113,21 @@ _ALIAS_LINK = (
     '\'s/.*"alias"[[:space:]]*:[[:space:]]*{[^}]*"url"[[:space:]]*:[[:space:]]*"\\([^"]*\\)".*/\\1/p\')'
 )
 _FILE_LINK = (
-    "path=$(printf '%s\\n' \"$answer\" | sed -n "
-    '\'s/.*"url"[[:space:]]*:[[:space:]]*"\\([^"]*\\)".*/\\1/p\')\n'
-    '  case "$path" in\n'
-    "    http://* | https://*) link=$path ;;\n"
-    "    *) link=${path:+$BASE_URL$path} ;;\n"
-    "  esac"
+    "link=$(printf '%s\\n' \"$answer\" | sed -n "
+    '\'s/.*"url"[[:space:]]*:[[:space:]]*"\\([^"]*\\)".*/\\1/p\')'
 )
 
 
 def curl_script(name: str, base_url: str, secret: str, alias: bool) -> str:
     """A POSIX ``sh`` script doing what the ShareX uploader does with ``curl``: each file
     argument uploaded in turn (stopping at the first refusal, whose status and message it
-    prints), its link printed: the alias's ``url``, or the file's ``url`` (after ``base_url``
-    when it is a path)."""
+    prints), its link printed: the alias's ``url``, or the file's."""
     title = json.dumps(name, ensure_ascii=True)
     return _SCRIPT.format(
         title=title,
         script=filename(CURL, name),
         what=" and alias each upload" if alias else "",
         upload_url=_quoted(f"{base_url}/api/v1/files"),
-        base_url=_quoted(base_url),
         secret=_quoted(secret),
         alias_field=" -F alias=true" if alias else "",
         extract=_ALIAS_LINK if alias else _FILE_LINK,

@@ -9,7 +9,7 @@ import pytest
 
 from service.api.context import GATEWAY_LANE
 from tests.support.api import Api
-from tests.support.lane import count_lane_answers
+from tests.support.lane import LANE_PUBLIC_URL, count_lane_answers
 
 
 @pytest.fixture
@@ -20,8 +20,10 @@ def lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.fixture
 async def both(make_api: Any) -> tuple[Api, Api]:
-    """The same service twice, on one store: with the gateway lane, and without it."""
-    lane = await make_api()
-    plain = await make_api(gateway_lane=False)
+    """The same service twice, on one store: with the gateway lane, and without it; both under
+    a public URL, without which the lane leaves ``GET /files`` to aiohttp (a file's url is
+    made from it)."""
+    lane = await make_api(public_url=LANE_PUBLIC_URL)
+    plain = await make_api(gateway_lane=False, public_url=LANE_PUBLIC_URL)
     assert GATEWAY_LANE in lane.app and GATEWAY_LANE not in plain.app
     return lane, plain

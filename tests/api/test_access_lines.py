@@ -18,6 +18,7 @@ from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
 from tests.support.api import EnvelopeTestServer, bearer
+from tests.support.lane import LANE_PUBLIC_URL
 
 FILES = "/api/v1/files"
 VERIFY = "/api/v1/auth/verify"
@@ -53,7 +54,8 @@ async def test_session_and_key_requests_log_their_user(
         monkeypatch.setattr("service.api.gateway.LINES", lines)
         monkeypatch.setattr("service.api.access_log.LINES", lines)
         caplog.set_level(logging.INFO, logger="aiohttp.access")
-        app = create_app(replace(api.app[SETTINGS], gateway_lane=lane), clock=clock)
+        settings = replace(api.app[SETTINGS], gateway_lane=lane, public_url=LANE_PUBLIC_URL)
+        app = create_app(settings, clock=clock)
         server = EnvelopeTestServer(app)
         await server.start_server(access_log_class=AccessLogger)
         client = await aiohttp_client(server)

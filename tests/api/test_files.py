@@ -27,7 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from service.app import BLOBS
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.store.files import FilesStore
-from tests.support.api import Api, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer, path_of
 from tests.support.blobs import is_directory, stored_names
 from tests.support.files import auth, multipart, upload, uploaded
 from tests.support.memory import PeakRss
@@ -96,7 +96,8 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
     assert created["id"].startswith("fil_") and created["name"] == "report.bin"
     assert created["thumbnail_url"] is None  # not an image
     assert created["folder_id"] is None  # at the top level
-    assert created["url"] == f"{FILES_URL}/{created['id']}/content"
+    origin = str(api.client.make_url("")).rstrip("/")  # absolute, as an alias's url
+    assert created["url"] == f"{origin}{FILES_URL}/{created['id']}/content"
     assert created["size"] == len(data)
     assert created["sha256"] == hashlib.sha256(data).hexdigest()
     assert created["created_at"].endswith("Z")
@@ -107,7 +108,7 @@ async def test_a_writer_key_uploads_and_a_reader_key_lists_and_downloads_byte_fo
     meta = await api.client.get(f"{FILES_URL}/{created['id']}", headers=auth(key=reader))
     assert (await meta.json())["data"] == created
 
-    download = await api.client.get(created["url"], headers=auth(key=reader))
+    download = await api.client.get(path_of(created["url"]), headers=auth(key=reader))
     assert download.status == 200
     assert await download.read() == data
     assert download.headers["Content-Length"] == str(len(data))

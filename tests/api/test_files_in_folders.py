@@ -16,7 +16,7 @@ from service.api.context import POLICY
 from service.app import STORE
 from service.domain.folders import Outcome
 from service.domain.stored_forms import folder_record
-from tests.support.api import Api, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer, path_of
 from tests.support.clock import FakeClock
 from tests.support.files import FILES_URL, upload, uploaded
 from tests.support.folders import (
@@ -223,7 +223,7 @@ async def test_a_file_is_renamed_and_moved_keeping_its_id_bytes_and_place(
         created["id"],
         older["id"],
     ]
-    content = await api.client.get(changed["url"], headers=bearer(token))
+    content = await api.client.get(path_of(changed["url"]), headers=bearer(token))
     assert await content.read() == b"the bytes"
     assert "final.txt" in content.headers["Content-Disposition"]
 

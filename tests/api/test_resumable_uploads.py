@@ -16,7 +16,7 @@ import pytest
 
 from service.app import BLOBS
 from service.domain import sha256_state
-from tests.support.api import Api, bearer
+from tests.support.api import Api, bearer, path_of
 from tests.support.openapi import validator
 from tests.support.tus import (
     OCTETS,
@@ -25,7 +25,6 @@ from tests.support.tus import (
     create,
     created,
     offset_of,
-    path_of,
     send,
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from service.dashboard.routes import ASSETS
-from tests.support.api import Api, bearer
+from tests.support.api import Api, bearer, path_of
 from tests.support.files import FILES_URL, upload, uploaded
 from tests.support.raw_http import raw, request_bytes
 
@@ -32,7 +32,7 @@ async def test_every_answer_names_the_service_without_versions(
     token = await api.user_with_session()
     key = (await api.create_key(token, permissions=["files.read"]))["secret_key"]
     created = await uploaded(api, b"0123456789", token=token)
-    content = created["url"]
+    content = path_of(created["url"])
     etag = f'"{created["sha256"]}"'
     gateway = {"X-API-Key": key, "X-Required-Permission": "files.read"}
     get = api.client.get
@@ -101,7 +101,9 @@ async def test_a_streamed_download_names_the_service_in_its_head(api: Api, tmp_p
     created = await uploaded(api, b"streamed bytes", token=token)
     response = await raw(
         api.client.port,
-        request_bytes("GET", created["url"], [(b"Authorization", f"Bearer {token}".encode())]),
+        request_bytes(
+            "GET", path_of(created["url"]), [(b"Authorization", f"Bearer {token}".encode())]
+        ),
     )
     assert response.status == 200 and response.body == b"streamed bytes"
     assert response.headers["server"] == [SERVER]

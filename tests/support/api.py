@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from yarl import URL
 
 from service.api._aiohttp import EnvelopeAppRunner
 
@@ -101,3 +102,9 @@ async def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
     assert body["error"]["code"] == code, body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     return body["error"]
+
+
+def path_of(url: str) -> str:
+    """The path of an absolute URL the service answered (a file's, an upload's): the test
+    client takes paths."""
+    return URL(url).path

@@ -14,6 +14,8 @@ from service.api.gateway import GatewayLane
 
 _GENERATED_ID = re.compile(r"X-Request-ID: [0-9a-f]{32}\r\n")
 HANDED_BACK = "handed back "
+# The lane answers GET /files only under a public URL (a file's url is made from it).
+LANE_PUBLIC_URL = "https://files.example.test"
 
 
 def count_lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from yarl import URL
-
-from tests.support.api import Api
+from tests.support.api import Api, path_of
 
 UPLOADS_URL = "/api/v1/uploads"
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -38,11 +36,6 @@ async def created(api: Api, auth: dict[str, str], length: int | None, **meta: st
     response = await create(api, auth, length, **meta)
     assert response.status == 201, await response.text()
     return path_of(response.headers["Location"])
-
-
-def path_of(location: str) -> str:
-    """The path of an upload's absolute URL (the test client takes paths)."""
-    return URL(location).path
 
 
 async def send(

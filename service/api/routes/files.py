@@ -118,12 +118,14 @@ async def list_files(request: web.Request) -> web.Response:
     after = page_cursor(request, decode_file_cursor)
     folder = folder_query(request, "folder_id")
     if isinstance(folder, Unset):
-        return Answer.of(await _page_reply(request.app, principal, limit, after))
+        return Answer.of(
+            await _page_reply(request.app, principal, limit, after, public_origin(request))
+        )
     page = await request.app[POLICY].files.folder_page(principal, folder, limit, after)
-    public_url = request.app[SETTINGS].public_url
+    origin = public_origin(request)
     return ok(
         {
-            "files": [file_view(record, public_url) for record in page.files],
+            "files": [file_view(record, origin) for record in page.files],
             "next_cursor": page.next_cursor,
         }
     )
@@ -136,10 +138,10 @@ async def _search(request: web.Request, principal: Principal, query: FileQuery) 
     place = search_place(folder)
     after = page_cursor(request, lambda cursor: position_after(cursor, query, place))
     page = await request.app[POLICY].files.search(principal, folder, query, limit, after)
-    public_url = request.app[SETTINGS].public_url
+    origin = public_origin(request)
     return ok(
         {
-            "files": [file_view(record, public_url) for record in page.files],
+            "files": [file_view(record, origin) for record in page.files],
             "next_cursor": page.next_cursor,
         }
     )
@@ -150,20 +152,23 @@ async def first_page_reply(
 ) -> Reply:
     """``GET /files`` without a query (the first page at the default size), for a request with
     ``headers``: a gateway route, so also served by the gateway lane
-    (``service.api.gateway``)."""
+    (``service.api.gateway``), which takes it only when ``FILEHOST_PUBLIC_URL`` is set: the
+    files' urls are made from it, never from a request the lane has not weighed (its Host, a
+    proxy's ``X-Forwarded-Proto``)."""
     principal = await check_credentials(app[AUTHENTICATOR], headers, trace)
     require(principal, "files.read")
-    return await _page_reply(app, principal, DEFAULT_LIMIT, None)
+    origin = app[SETTINGS].public_url
+    assert origin is not None, "the lane takes GET /files only under a public URL"
+    return await _page_reply(app, principal, DEFAULT_LIMIT, None, origin)
 
 
 async def _page_reply(
-    app: web.Application, principal: Principal, limit: int, after: str | None
+    app: web.Application, principal: Principal, limit: int, after: str | None, origin: str
 ) -> Reply:
     page = await app[POLICY].files.page(principal, limit, after)
-    public_url = app[SETTINGS].public_url
     return ok_reply(
         {
-            "files": [file_view(record, public_url) for record in page.files],
+            "files": [file_view(record, origin) for record in page.files],
             "next_cursor": page.next_cursor,
         }
     )
@@ -289,7 +294,7 @@ async def _store_upload(
         raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON}) from None
     except _MALFORMED:
         raise _malformed() from None
-    view = file_view(record, request.app[SETTINGS].public_url)
+    view = file_view(record, public_origin(request))
     if _alias_field(fields):
         view["alias"] = await _alias_of(request, principal, record, origin, actor)
     response = ok(view, status=201)
@@ -405,7 +410,7 @@ async def get_file(request: web.Request) -> web.Response:
     principal = await authenticate(request)
     require(principal, "files.read")
     record = await request.app[POLICY].files.get(principal, request.match_info["file_id"])
-    return ok(file_view(record, request.app[SETTINGS].public_url))
+    return ok(file_view(record, public_origin(request)))
 
 
 async def edit_file(request: web.Request) -> web.Response:
@@ -416,7 +421,7 @@ async def edit_file(request: web.Request) -> web.Response:
     record = await request.app[POLICY].files.change(
         principal, request.match_info["file_id"], name, folder, origin, actor
     )
-    return ok(file_view(record, request.app[SETTINGS].public_url))
+    return ok(file_view(record, public_origin(request)))
 
 
 async def download_file(request: web.Request) -> web.StreamResponse:

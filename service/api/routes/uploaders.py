@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from service.api.alias_requests import public_origin
-from service.api.context import POLICY, PREFIX, SETTINGS
+from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_recently, authenticate
 from service.api.validation import parse_create_uploader, read_json_object
 from service.api.views import created_key_view, ok
@@ -31,8 +31,7 @@ async def create_uploader(request: web.Request) -> web.Response:
     )
     base_url = public_origin(request)
     if asked.kind == uploaders.SHAREX:
-        absolute = request.app[SETTINGS].public_url is not None  # as file views make it
-        content = uploaders.sharex(asked.name, base_url, created.secret, asked.alias, absolute)
+        content = uploaders.sharex(asked.name, base_url, created.secret, asked.alias)
     else:
         content = uploaders.curl_script(asked.name, base_url, created.secret, asked.alias)
     return ok(

@@ -20,7 +20,7 @@ from aiohttp import hdrs, web
 
 from service.api._aiohttp import Answer, RequestBody
 from service.api.alias_requests import public_origin
-from service.api.context import POLICY, PREFIX, SETTINGS
+from service.api.context import POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
 from service.api.envelope import error_response, refusal
 from service.api.routes.files import FILES_PATH, check_upload_alias
@@ -136,7 +136,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     except ApiError as refused:  # the upload was made: the client may go on from its offset
         refused.headers = {**refused.headers, **location}
         raise
-    answer = ok(_finished_view(appended, request.app[SETTINGS].public_url), status=201)
+    answer = ok(_finished_view(appended, public_origin(request)), status=201)
     answer.headers.update(location)
     _progress_headers(answer, appended, public_origin(request))
     return answer
@@ -191,9 +191,7 @@ async def get_upload(request: web.Request) -> web.StreamResponse:
     uploads = request.app[POLICY].uploads
     record = await uploads.get(principal, request.match_info["upload_id"])
     file = await uploads.file_of(principal, record)
-    return ok(
-        _finished_view(Appended(record, file, _alias_of(record)), request.app[SETTINGS].public_url)
-    )
+    return ok(_finished_view(Appended(record, file, _alias_of(record)), public_origin(request)))
 
 
 # -- what the handlers share ---------------------------------------------------------------------
@@ -252,13 +250,13 @@ def _alias_of(record: UploadRecord) -> dict[str, Any] | None:
     return record.done.get("alias") if record.done else None
 
 
-def _finished_view(appended: Appended, public_url: str | None) -> dict[str, Any]:
+def _finished_view(appended: Appended, origin: str) -> dict[str, Any]:
     """The upload; once finished, its file as ``POST /files`` answers it (with the alias asked
     for), or ``alias_error`` when that alias could not be made."""
     view = _upload_view(appended.upload)
     if appended.file is None:
         return view
-    view["file"] = file = file_view(appended.file, public_url)
+    view["file"] = file = file_view(appended.file, origin)
     alias = appended.alias
     if alias is not None and "error" in alias:
         view["alias_error"] = alias["error"]
