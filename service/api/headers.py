@@ -15,9 +15,12 @@ from service.observability.trace import REQUEST_ID_HEADER, RequestTrace, current
 # The dashboard's pages load only their own script, stylesheet and icon and talk only to their
 # own origin: no inline script, style or event handler, no eval, no plugins, no <base>, no native
 # form submission (the forms are sent by the script), never framed, and DOM sinks that take HTML
-# strings (innerHTML and the like) refused outright.
+# strings (innerHTML and the like) refused outright. The files page previews what it fetched
+# with the token (images, thumbnails, video, sound, a PDF) through blob: addresses, which only a
+# script of the page's own origin can make: images, media and frames may load those, nothing else.
 PAGE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+    "media-src blob:; frame-src blob:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
     "require-trusted-types-for 'script'; trusted-types 'none'"
 )

@@ -42,8 +42,10 @@ SENT = {code.value: code.status for code in Code if code.sent}
 NOT_SENT = {Code.CLIENT_CLOSED_REQUEST, Code.EMAIL_TAKEN, Code.USER_NOT_FOUND}
 # Snake-case strings in the dashboard's JavaScript that are not the API's codes: the codes it
 # gives failures of its own (no answer, or one without the envelope, a reauthentication the
-# user cancelled), audit actor types and the API's name of a second factor's answer.
+# user cancelled), audit actor types, the API's name of a second factor's answer and an order
+# of the files' list (`sort=created_at`).
 DASHBOARD_NOT_CODES = {
+    "created_at",
     "network_error",
     "unexpected_response",
     "reauthentication_cancelled",

@@ -90,15 +90,21 @@ export async function api(method, path, { token, body } = {}) {
 }
 
 // The bytes of a download, as a Blob. The token goes in a header, so a link cannot fetch them.
-export async function fetchBlob(path, token) {
+// `headers` are sent besides it (a preview's Range); aborting `signal` stops the fetch (a preview
+// closed, a thumbnail scrolled away with the list replaced).
+export async function fetchBlob(path, token, { headers = {}, signal } = {}) {
   let response;
   try {
     response = await fetch(API + path, {
-      headers: withToken({}, currentToken(token)),
+      headers: withToken({ ...headers }, currentToken(token)),
       credentials: "omit",
       cache: "no-store",
+      signal,
     });
   } catch {
+    if (signal && signal.aborted) {
+      throw new ApiError(0, "cancelled", "Stopped.");
+    }
     throw unreachable();
   }
   if (!response.ok) {

@@ -96,14 +96,15 @@ export function nameDialog(afterwards) {
   };
 }
 
-// `open({name, choices: [{value, text}], current, save(value)})`: asks where to move `name`
-// (value "" is the top level), then `save(value)` moves it and returns what to say, or throws.
+// `open({what, choices: [{value, text}], current, save(value), already})`: asks where to move
+// `what` (value "" is the top level; `already`: what to say when it is chosen where it is), then
+// `save(value)` moves it and returns what to say, or throws.
 export function moveDialog(afterwards) {
   const asked = formDialog("move");
   const name = byId("move-name");
   const target = byId("move-target");
 
-  return ({ what, choices, current, save }) => {
+  return ({ what, choices, current, save, already }) => {
     name.textContent = what;
     target.replaceChildren(
       ...choices.map((choice) => el("option", { text: choice.text, attrs: { value: choice.value } })),
@@ -111,7 +112,7 @@ export function moveDialog(afterwards) {
     target.value = current;
     asked.open(async (report) => {
       if (target.value === current) {
-        report(`${what} is already there: choose another folder.`);
+        report(already || `${what} is already there: choose another folder.`);
         return;
       }
       let said;

@@ -5,12 +5,14 @@ import { size } from "../bytes.js";
 import { el } from "../dom.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
+import { addressOf } from "./find.js";
 
 export const TOP = "All files";
 
-// The address of a folder's view (null: the top level).
-export function folderHref(id) {
-  return id ? `/files?folder=${encodeURIComponent(id)}` : "/files";
+// The address of a folder's view (null: the top level), keeping the order, type and view of the
+// one shown (`keep`), not its search.
+export function folderHref(id, keep = {}) {
+  return addressOf({ ...keep, q: "", preview: null, folder: id });
 }
 
 // A link that opens a folder in the page (`go(id)`), and is a plain link to it otherwise (a new
@@ -43,14 +45,17 @@ export function breadcrumbs(list, folder, go) {
   list.replaceChildren(...items);
 }
 
-// `actions`: {go(id), rename(folder, button), move(folder, button), remove(folder, button)}.
+// `actions`: {go(id), archive(folder, button), rename(folder, button), move(folder, button),
+// remove(folder, button)}.
 export function folderRow(folder, actions) {
-  const buttons = ["Rename", "Move", "Delete"].map((text) => {
+  const buttons = ["Download as ZIP", "Rename", "Move", "Delete"].map((text) => {
     const button = rowButton(text, text === "Delete" ? "danger" : "secondary", ` folder ${folder.name}`);
-    button.addEventListener("click", () => actions[text === "Delete" ? "remove" : text.toLowerCase()](folder));
+    const action = { "Download as ZIP": "archive", Delete: "remove" }[text] || text.toLowerCase();
+    button.addEventListener("click", () => actions[action](folder, button));
     return button;
   });
   const row = el("tr", { className: "is-folder" }, [
+    cell("Select", "file-select", []),
     cell("Name", "key-name folder-name", folderLink(folder.id, folder.name, actions.go)),
     cell("Size", "file-size", document.createTextNode("—")),
     cell("Type", "file-type", document.createTextNode("Folder")),
@@ -61,9 +66,24 @@ export function folderRow(folder, actions) {
   return row;
 }
 
+// A link that previews the file in the page (`open(file)`); its address names the preview too
+// (`href(file)`), so a new tab or a copied link opens the page with it shown.
+export function fileLink(file, href, open) {
+  const link = el("a", { text: file.name, attrs: { href: href(file) } });
+  link.dataset.preview = file.id;
+  link.addEventListener("click", (event) => {
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) {
+      return;
+    }
+    event.preventDefault();
+    open(file);
+  });
+  return link;
+}
+
 // `actions`: {download(file, button), share(file, button), rename(file), move(file),
-// remove(file)}.
-export function fileRow(file, actions) {
+// remove(file)}; `link`: the file's name as a link that previews it; `checkbox`: its selection.
+export function fileRow(file, actions, link, checkbox) {
   const save = rowButton("Download", "secondary", ` ${file.name}`);
   save.addEventListener("click", () => actions.download(file, save));
   const share = rowButton("Share", "secondary", ` ${file.name}`);
@@ -75,7 +95,8 @@ export function fileRow(file, actions) {
   const remove = rowButton("Delete", "danger", ` ${file.name}`);
   remove.addEventListener("click", () => actions.remove(file));
   const row = el("tr", {}, [
-    cell("Name", "key-name file-name", document.createTextNode(file.name)),
+    cell("Select", "file-select", checkbox),
+    cell("Name", "key-name file-name", link),
     cell("Size", "file-size", el("span", { text: size(file.size), attrs: { title: `${file.size} bytes` } })),
     cell("Type", "file-type", el("code", { text: file.content_type })),
     cell("Uploaded", "file-uploaded", when(file.created_at, "—")),

@@ -1,27 +1,28 @@
 // The files page (/files, /files?folder=fld_…): one folder at a time (the top level without
-// ?folder), its breadcrumbs, the folders in it then its files a page at a time; folders to
-// create, open, rename, move and delete, files to download, rename, move and delete, and
-// uploads by picker or drag and drop into the open folder. The address names the open folder,
-// so a reload, the back button and a copied link show the same one.
+// ?folder), its breadcrumbs, the folders in it then its files a page at a time, as a list or a
+// gallery, found by name, ordered and filtered by type; folders to create, open, rename, move,
+// delete and download as a ZIP, files to preview, download, share, rename, move and delete,
+// many at once from the bar above the list, and uploads by picker or drag and drop into the
+// open folder. The address says all of what is shown (find.js), so a reload, the back button
+// and a copied link show the same.
 
 import { ApiError, describe, failedText, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
-import { byId, confirmation, el, hide, onClick, show } from "../dom.js";
+import { byId, confirmation, hide, onClick, show } from "../dom.js";
+import { bulkBar, saveArchive } from "../files/bulk.js";
 import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js";
+import { addressOf, findControls, listQuery, readAddress } from "../files/find.js";
+import { gallery } from "../files/gallery.js";
+import { previewer } from "../files/preview.js";
+import { TOP, breadcrumbs, fileLink, fileRow, folderRow } from "../files/rows.js";
+import { saveBlob } from "../files/save.js";
+import { selection } from "../files/selection.js";
 import { shareAction } from "../files/share.js";
-import { TOP, breadcrumbs, fileRow, folderHref, folderRow } from "../files/rows.js";
 import { uploads } from "../files/upload.js";
 import { childrenOf, folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession, signedOut } from "../session.js";
 
 const PAGE_SIZE = "100";
-const FOLDER_ID = /^fld_[0-9A-Za-z]{1,60}$/;
-
-// The folder the address names, or null for the top level.
-function folderInAddress() {
-  const id = new URLSearchParams(window.location.search).get("folder");
-  return id && FOLDER_ID.test(id) ? id : null;
-}
 
 // This page's words for a refused logout.
 function logoutFailed(failure) {
@@ -30,27 +31,25 @@ function logoutFailed(failure) {
 }
 
 // The bytes come by fetch (the token goes in a header) and leave as a Blob, through a link
-// made for the purpose.
-async function download(token, file, button, pageError) {
+// made for the purpose. A refusal is said in `said` (the page's alert, or the preview's note).
+async function download(token, file, button, said) {
+  const focused = document.activeElement === button;
   button.disabled = true;
-  hide(pageError);
+  hide(said);
   try {
-    const blob = await fetchBlob(`/files/${encodeURIComponent(file.id)}/content`, token);
-    const url = URL.createObjectURL(blob);
-    const link = el("a", { attrs: { href: url, download: file.name } });
-    link.hidden = true;
-    document.body.append(link);
-    link.click();
-    link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    saveBlob(await fetchBlob(`/files/${encodeURIComponent(file.id)}/content`, token), file.name);
   } catch (failure) {
     if (sessionEnded(failure)) {
       signedOut(failure);
       return;
     }
-    show(pageError, `Downloading ${file.name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
+    show(said, `Downloading ${file.name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
   } finally {
     button.disabled = false;
+    // Disabled while it worked, the button lost the focus to the page's body: it gets it back.
+    if (focused && document.activeElement === document.body) {
+      button.focus();
+    }
   }
 }
 
@@ -115,32 +114,45 @@ function start(session) {
   const table = byId("files-table");
   const foldersBody = byId("folders-body");
   const tbody = byId("files-body");
+  const tiles = byId("files-gallery");
   const loading = byId("files-loading");
   const empty = byId("files-empty");
+  const noMatch = byId("files-no-match");
   const listError = byId("files-error");
   const listTitle = byId("files-title");
   const crumbs = byId("breadcrumbs");
   const uploadFolder = byId("upload-folder");
   const more = byId("files-more");
+  let view = readAddress(); // what the address asks to show (find.js)
   let open = null; // the open folder, {id, name, path}, or null at the top level
+  let shown = []; // the files in view, in their order
   let nextCursor = null;
   let loads = 0; // which load is the latest: an older one that ends later is dropped
 
-  const filesPath = (cursor) => {
-    const query = { folder_id: open ? open.id : "root", limit: PAGE_SIZE };
-    return `/files?${new URLSearchParams(cursor ? { ...query, cursor } : query)}`;
-  };
-
-  function syncEmpty() {
-    const count = tbody.children.length + foldersBody.children.length;
-    table.hidden = count === 0;
-    empty.hidden = count !== 0;
+  // The address as `view` says, a step of the history (`push`) or in place of the current one.
+  function address(push) {
+    window.history[push ? "pushState" : "replaceState"]({}, "", addressOf(view));
   }
 
-  // After a change: say what was done, show the folder as it now is, the focus on its list.
-  async function changed(said) {
+  function syncEmpty() {
+    const listed = view.view === "list" ? shown.length : 0;
+    table.hidden = foldersBody.children.length + listed === 0;
+    tiles.hidden = view.view !== "gallery" || shown.length === 0;
+    const nothing = foldersBody.children.length + shown.length === 0;
+    const filtered = Boolean(view.q || view.type);
+    empty.hidden = !nothing || filtered;
+    noMatch.hidden = !nothing || !filtered;
+  }
+
+  // After a change: say what was done (and what the service refused), show the folder as it
+  // now is, the focus on its list.
+  async function changed(result) {
+    const { said, failed } = typeof result === "string" ? { said: result, failed: "" } : result || {};
     if (said) {
       show(pageStatus, said);
+    }
+    if (failed) {
+      show(pageError, failed);
     }
     await refresh();
     listTitle.focus();
@@ -154,7 +166,7 @@ function start(session) {
     listTitle.focus();
   });
 
-  async function moveWith(what, moving, current, save) {
+  async function moveWith(what, moving, current, save, already) {
     hide(pageError);
     let choices;
     try {
@@ -163,11 +175,14 @@ function start(session) {
       show(pageError, failedText("Listing the folders", failure));
       return;
     }
-    askMove({ what, choices, current: current || "", save });
+    askMove({ what, choices, current: current || "", save, already });
   }
 
   const folderActions = {
     go: (id) => go(id, true),
+    archive: (folder, button) =>
+      saveArchive(token, `/folders/${encodeURIComponent(folder.id)}/archive`, `${folder.name}.zip`, button,
+        pageStatus, pageError),
     rename: (folder) =>
       askName({
         heading: `Rename the folder ${folder.name}`,
@@ -207,6 +222,81 @@ function start(session) {
     remove: (file) => openDelete(file),
   };
 
+  const preview = previewer(token, {
+    files: () => shown,
+    download: (file, button) => download(token, file, button, byId("preview-error")),
+    focusFor: (file) => document.querySelector(`a[data-preview="${CSS.escape(file.id)}"]`),
+    showing: (file) => {
+      view = { ...view, preview: file.id };
+      address(false);
+    },
+    closed: (file) => {
+      // Unless the back button already went to another address.
+      if (view.preview === file.id) {
+        view = { ...view, preview: null };
+        address(false);
+      }
+    },
+  });
+  const picked = selection(() => shown, (count) => syncBar(count));
+  const syncBar = bulkBar(call, token, {
+    chosen: () => picked.chosen(),
+    here: () => (open ? open.id : ""),
+    moveWith: (what, current, save) =>
+      moveWith(what, null, current, save, `The ${what} are already there: choose another folder.`),
+    afterwards: changed,
+    pageStatus,
+    pageError,
+  });
+  const link = (file) => fileLink(file, (one) => addressOf({ ...view, preview: one.id }), preview.open);
+  const thumbs = gallery(token, { link, checkbox: picked.checkbox });
+
+  // The files of a page in the list or the gallery, after those shown (`append`) or in their
+  // place.
+  function draw(files, append) {
+    shown = append ? [...shown, ...files] : files;
+    if (view.view === "gallery") {
+      tbody.replaceChildren();
+      if (append) {
+        thumbs.append(files);
+      } else {
+        thumbs.replace(shown);
+      }
+    } else {
+      thumbs.replace([]);
+      const rows = files.map((file) => fileRow(file, fileActions, link(file), picked.checkbox(file)));
+      if (append) {
+        tbody.append(...rows);
+      } else {
+        tbody.replaceChildren(...rows);
+      }
+    }
+    picked.sync();
+    syncEmpty();
+  }
+
+  // A search or a type shows only the folders it matches (by name; none for a type).
+  function matchingFolders(folders) {
+    if (view.type) {
+      return [];
+    }
+    const wanted = view.q.toLowerCase();
+    return folders.filter((folder) => folder.name.toLowerCase().includes(wanted));
+  }
+
+  const setControls = findControls((part, push) => {
+    view = { ...view, ...part };
+    address(push);
+    setControls(view);
+    hide(pageStatus);
+    if ("view" in part) {
+      draw(shown, false); // the same files, drawn the other way
+      return;
+    }
+    picked.clear();
+    refresh();
+  });
+
   function showFolder() {
     breadcrumbs(crumbs, open, folderActions.go);
     listTitle.textContent = open ? open.name : "Your files";
@@ -214,21 +304,31 @@ function start(session) {
     document.title = `${open ? `${open.name} · ` : ""}Files · filehost`;
   }
 
-  // The open folder's folders and its first page of files, in place of the list.
+  // The open folder's folders and the first page of its files as the view asks, in place of
+  // the list.
   async function load() {
     const mine = ++loads;
     const [folders, files] = await Promise.all([
       childrenOf(call, open ? open.id : null),
-      call("GET", filesPath(null)),
+      call("GET", listQuery(view, PAGE_SIZE, null)),
     ]);
     if (mine !== loads) {
       return;
     }
-    foldersBody.replaceChildren(...folders.map((folder) => folderRow(folder, folderActions)));
+    foldersBody.replaceChildren(...matchingFolders(folders).map((folder) => folderRow(folder, folderActions)));
     nextCursor = typeof files.next_cursor === "string" ? files.next_cursor : null;
-    tbody.replaceChildren(...(Array.isArray(files.files) ? files.files : []).map((file) => fileRow(file, fileActions)));
+    draw(Array.isArray(files.files) ? files.files : [], false);
     more.hidden = nextCursor === null;
-    syncEmpty();
+  }
+
+  function emptied() {
+    foldersBody.replaceChildren();
+    draw([], false);
+    table.hidden = true;
+    tiles.hidden = true;
+    empty.hidden = true;
+    noMatch.hidden = true;
+    more.hidden = true;
   }
 
   async function refresh() {
@@ -238,10 +338,7 @@ function start(session) {
     } catch (failure) {
       if (failure instanceof ApiError && failure.code === "folder_not_found" && open) {
         show(listError, `The folder ${open.name} no longer exists: it was deleted or moved away.`);
-        foldersBody.replaceChildren();
-        tbody.replaceChildren();
-        table.hidden = true;
-        more.hidden = true;
+        emptied();
         return;
       }
       show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
@@ -250,13 +347,32 @@ function start(session) {
     }
   }
 
-  // Opens the folder `id` (null: the top level); `push` adds it to the history (a click), else
-  // the address already names it (arrival, the back button).
+  // The file the address names, previewed (a reload, a copied link).
+  async function previewFromAddress() {
+    const id = view.preview;
+    if (!id) {
+      return;
+    }
+    try {
+      preview.open(shown.find((file) => file.id === id) || (await call("GET", `/files/${encodeURIComponent(id)}`)));
+    } catch (failure) {
+      view = { ...view, preview: null };
+      address(false);
+      show(pageError, failedText("Opening the preview", failure));
+    }
+  }
+
+  // Opens the folder `id` (null: the top level); `push` adds it to the history (a click, which
+  // keeps the order, type and view but not the search), else the address already names it
+  // (arrival, the back button).
   async function go(id, push) {
     if (push) {
-      window.history.pushState({ folder: id }, "", folderHref(id));
+      view = { ...view, folder: id, q: "", preview: null };
+      address(true);
+      setControls(view);
       hide(pageStatus);
     }
+    picked.clear();
     hide(pageError);
     hide(listError);
     if (!id) {
@@ -268,11 +384,7 @@ function start(session) {
       } catch (failure) {
         open = null;
         showFolder();
-        foldersBody.replaceChildren();
-        tbody.replaceChildren();
-        table.hidden = true;
-        empty.hidden = true;
-        more.hidden = true;
+        emptied();
         loading.hidden = true;
         show(listError, failure instanceof ApiError && failure.code === "folder_not_found"
           ? "This folder does not exist, or was deleted. Go back to all files above."
@@ -308,11 +420,10 @@ function start(session) {
     more.disabled = true;
     hide(listError);
     try {
-      const data = await call("GET", filesPath(nextCursor));
+      const data = await call("GET", listQuery(view, PAGE_SIZE, nextCursor));
       nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
-      tbody.append(...(Array.isArray(data.files) ? data.files : []).map((file) => fileRow(file, fileActions)));
+      draw(Array.isArray(data.files) ? data.files : [], true);
       more.hidden = nextCursor === null;
-      syncEmpty();
     } catch (failure) {
       show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
     } finally {
@@ -320,12 +431,22 @@ function start(session) {
     }
   });
 
-  window.addEventListener("popstate", () => go(folderInAddress(), false));
+  window.addEventListener("popstate", async () => {
+    const dialog = byId("preview-dialog");
+    view = readAddress();
+    setControls(view);
+    if (dialog.open) {
+      dialog.close();
+    }
+    await go(view.folder, false);
+    await previewFromAddress();
+  });
 
   uploads(token, session.email, pageStatus, () => {
     refresh();
   }, () => (open ? { id: open.id, name: open.name } : { id: null, name: "the top level" }));
-  go(folderInAddress(), false);
+  setControls(view);
+  go(view.folder, false).then(previewFromAddress);
 }
 
 const session = requireSession("Sign in to manage your files.");
