@@ -92,10 +92,18 @@ export async function api(method, path, { token, body } = {}) {
 // The bytes of a download, as a Blob. The token goes in a header, so a link cannot fetch them.
 // `headers` are sent besides it (a preview's Range); aborting `signal` stops the fetch (a preview
 // closed, a thumbnail scrolled away with the list replaced).
-export async function fetchBlob(path, token, { headers = {}, signal } = {}) {
+export async function fetchBlob(path, token, { headers = {}, signal, json } = {}) {
   let response;
+  const sent = json === undefined ? {} : {
+    method: "POST",
+    body: JSON.stringify(json),
+  };
+  if (json !== undefined) {
+    headers = { ...headers, "Content-Type": "application/json" };
+  }
   try {
     response = await fetch(API + path, {
+      ...sent,
       headers: withToken({ ...headers }, currentToken(token)),
       credentials: "omit",
       cache: "no-store",

@@ -10,9 +10,6 @@ import { saveBlob } from "./save.js";
 
 // The service's MAX_BULK_IDS: at most this many ids in one bulk request.
 export const MAX_BULK_IDS = 1000;
-// A ZIP of chosen files names them in its address (`?ids=`), which a server reads up to about
-// 8 KiB: 250 ids of 27 characters stay well within it.
-export const MAX_ARCHIVE_IDS = 250;
 // How many refused files are named before "and N more".
 const NAMED = 5;
 
@@ -56,13 +53,16 @@ function outcome(files, results, done, notDone) {
 
 // A ZIP the service makes, saved under `name`: held in the tab's memory until saved, as every
 // download of the dashboard (the token goes in a header, so no link can fetch it).
-export async function saveArchive(token, path, name, button, pageStatus, pageError) {
+// `ids`: the chosen files' ids, posted (a request line holds too few of them), or none for a
+// folder's archive, which its path names.
+export async function saveArchive(token, path, name, button, pageStatus, pageError, ids) {
   const focused = document.activeElement === button;
   button.disabled = true;
   hide(pageError);
   show(pageStatus, `Preparing ${name}…`);
   try {
-    saveBlob(await fetchBlob(path, token), name);
+    const asked = ids === undefined ? {} : { json: { ids } };
+    saveBlob(await fetchBlob(path, token, asked), name);
     show(pageStatus, `Downloaded ${name}.`);
   } catch (failure) {
     if (sessionEnded(failure)) {
@@ -122,15 +122,14 @@ export function bulkBar(call, token, { chosen, moveWith, here, afterwards, pageS
 
   zip.addEventListener("click", () => {
     const files = chosen();
-    if (files.length > MAX_ARCHIVE_IDS) {
+    if (files.length > MAX_BULK_IDS) {
       hide(pageStatus);
-      show(pageError, `A ZIP holds at most ${MAX_ARCHIVE_IDS} chosen files: choose fewer, or download ` +
+      show(pageError, `A ZIP holds at most ${MAX_BULK_IDS} chosen files: choose fewer, or download ` +
         "their folder as a ZIP.");
       return;
     }
-    // Commas are kept as they are (URLSearchParams would write each as %2C).
-    const ids = files.map((file) => encodeURIComponent(file.id)).join(",");
-    saveArchive(token, `/files/archive?ids=${ids}`, "files.zip", zip, pageStatus, pageError);
+    const ids = files.map((file) => file.id);
+    saveArchive(token, "/files/archive", "files.zip", zip, pageStatus, pageError, ids);
   });
 
   return (total) => {
