@@ -166,7 +166,7 @@ def create_app(
             busy=Code.ALIAS_PASSWORD_BUSY,
         )
         app[STORE] = store
-        usage = app[KEY_USAGE] = KeyUsage(store.key_usage, clock)
+        usage = app[KEY_USAGE] = KeyUsage(store.key_usage, clock, settings.key_usage_flush_seconds)
         app[AUTHENTICATOR] = Authenticator(
             store, clock, settings.sessions, background, rate_fields, usage
         )

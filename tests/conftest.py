@@ -202,6 +202,9 @@ def settings(
         bcrypt_cost=4,
         redis_timeout_seconds=STORE_TIMEOUT_SECONDS,
         redis_mode=redis_mode,
+        # The keys' usage reaches the store when a test asks (KeyUsage.flush) or the app
+        # stops: a flush a second would land in the commands and garbage tests count.
+        key_usage_flush_seconds=60.0,
     )
     if blobs_mode == "s3":  # under --blobs s3: the session's SeaweedFS, a prefix of its own
         server: SeaweedFS = request.getfixturevalue("seaweedfs")

@@ -22,16 +22,18 @@ from service.store.protocols import KeyUsageStore
 
 log = logging.getLogger("service.auth")
 
-FLUSH_SECONDS = 1.0
 # Keys remembered between two flushes when the store does not answer: beyond that, counts of
 # keys not yet seen are dropped rather than grow a worker's memory without bound.
 _MAX_KEYS_HELD = 100_000
 
 
 class KeyUsage:
-    def __init__(self, store: KeyUsageStore, clock: Clock) -> None:
+    def __init__(self, store: KeyUsageStore, clock: Clock, flush_seconds: float) -> None:
+        """``flush_seconds``: how often the counts go to the store
+        (``FILEHOST_KEY_USAGE_FLUSH_SECONDS``)."""
         self._store = store
         self._clock = clock
+        self._flush_seconds = flush_seconds
         self._requests: dict[str, int] = {}
         self._refused: dict[str, int] = {}
         self._owners: dict[str, str] = {}
@@ -57,7 +59,7 @@ class KeyUsage:
         self._owners[key_id] = user_id
 
     def start(self) -> None:
-        """Flush every ``FLUSH_SECONDS`` until ``stop``."""
+        """Flush every ``flush_seconds`` until ``stop``."""
         self._flusher = asyncio.get_running_loop().create_task(self._flush_every_second())
 
     async def stop(self) -> None:
@@ -71,7 +73,7 @@ class KeyUsage:
 
     async def _flush_every_second(self) -> None:
         while True:
-            await asyncio.sleep(FLUSH_SECONDS)
+            await asyncio.sleep(self._flush_seconds)
             await self.flush()
 
     async def flush(self) -> None:

@@ -138,6 +138,7 @@ class Settings:
     login_queue_max: int = _DEFAULTS["login_queue_max"]
     log_level: str = _DEFAULTS["log_level"]
     shutdown_grace_seconds: float = _DEFAULTS["shutdown_grace_seconds"]
+    key_usage_flush_seconds: float = _DEFAULTS["key_usage_flush_seconds"]
     rate_limit_per_second: float = _DEFAULTS["rate_limit_per_second"]
     rate_limit_burst: int = _DEFAULTS["rate_limit_burst"]
     login_failures_per_email: int = _DEFAULTS["login_failures_per_email"]

@@ -345,6 +345,14 @@ SETTINGS: tuple[Setting, ...] = (
         "On SIGTERM or SIGINT, how long requests in flight may take to finish",
     ),
     Setting(
+        "key_usage_flush_seconds",
+        "FILEHOST_KEY_USAGE_FLUSH_SECONDS",
+        Float(0.1, 60.0),
+        1.0,
+        "How often each worker sends the keys' usage it counted (the keys page's charts) to "
+        "the store; a clean stop sends the rest, a killed worker loses at most this much",
+    ),
+    Setting(
         "rate_limit_per_second",
         "FILEHOST_RATE_LIMIT_PER_SECOND",
         Float(0.0, 1e9),

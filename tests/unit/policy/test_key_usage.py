@@ -52,7 +52,7 @@ BOB_KEY = "key_" + "b" * 22
 
 async def test_a_flush_sends_each_accounts_counts_in_one_write() -> None:
     store, clock = MemoryKeyUsage(), FakeClock()
-    usage = KeyUsage(store, clock)
+    usage = KeyUsage(store, clock, flush_seconds=1.0)
     await usage.flush()
     assert store.writes == []  # nothing counted, nothing sent
     for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
@@ -75,7 +75,7 @@ async def test_a_flush_sends_each_accounts_counts_in_one_write() -> None:
 
 async def test_a_failed_flush_keeps_its_counts_for_the_next() -> None:
     store, clock = MemoryKeyUsage(), FakeClock()
-    usage = KeyUsage(store, clock)
+    usage = KeyUsage(store, clock, flush_seconds=1.0)
     usage.used("usr_alice", ALICE_KEY, "10.0.0.1")
     usage.refused("usr_alice", ALICE_KEY)
     store.failing = True
@@ -90,7 +90,7 @@ async def test_a_failed_flush_keeps_its_counts_for_the_next() -> None:
 
 async def test_the_owner_reads_thirty_days_and_no_one_else_does() -> None:
     store, clock = MemoryKeyUsage(), FakeClock()
-    usage = KeyUsage(store, clock)
+    usage = KeyUsage(store, clock, flush_seconds=1.0)
     usage.used("usr_alice", ALICE_KEY, "10.0.0.1")
     await usage.stop()  # never started: just the last flush
     record = await usage.usage("usr_alice", ALICE_KEY)
