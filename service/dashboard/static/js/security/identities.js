@@ -1,0 +1,130 @@
+// Sign-in identities on the security page: the accounts at the identity provider linked to this
+// one (provider, e-mail or subject, when linked), "Link <provider>" through the provider in a
+// window of its own (the change needs a recent sign-in, as every change here), and "Unlink"
+// behind a confirmation. The service refuses to unlink the account's last way in, and the page
+// says its message.
+
+import { ApiError, failedText } from "../api.js";
+import { byId, el, hide, show } from "../dom.js";
+import { actionText, providerName, providerWindow, signInMethods } from "../sso.js";
+import { cell, rowButton } from "../table.js";
+import { when } from "../time.js";
+
+// The issuer's host ("auth.example.com") when the identity carries no provider's name.
+function issuerHost(issuer) {
+  try {
+    return new URL(issuer).host;
+  } catch {
+    return String(issuer || "");
+  }
+}
+
+function providerOf(item, label) {
+  if (typeof item.provider === "string" && item.provider) {
+    return providerName(item.provider);
+  }
+  return label ? providerName(label) : issuerHost(item.issuer);
+}
+
+// Who the identity is at the provider: its e-mail, else its subject (the provider's id).
+function accountNodes(item) {
+  const subject = el("code", { className: "id", text: String(item.subject || "") });
+  if (typeof item.email === "string" && item.email) {
+    return [el("span", { text: item.email }), el("div", { className: "hint" }, ["Subject ", subject])];
+  }
+  return ["Subject ", subject];
+}
+
+function identityRow(item, label, unlink) {
+  const provider = providerOf(item, label);
+  const button = rowButton("Unlink", "danger", ` ${provider} identity ${item.email || item.subject || ""}`);
+  button.dataset.identityId = item.id;
+  button.addEventListener("click", () => unlink(item, provider));
+  const row = el("tr", {}, [
+    cell("Provider", "key-name identity-provider", el("span", { text: provider })),
+    cell("Account", "identity-account", el("div", {}, accountNodes(item))),
+    cell("Linked", "identity-linked", when(item.linked_at, "—")),
+    cell("Actions", "key-actions", button),
+  ]);
+  row.dataset.identityId = item.id;
+  return row;
+}
+
+export function identitiesSection({ call, ask, done }) {
+  const section = byId("identities");
+  const error = byId("identities-error");
+  const empty = byId("identities-empty");
+  const table = byId("identities-table");
+  const tbody = byId("identities-body");
+  const passwordNote = byId("identities-password");
+  const link = byId("identity-link");
+  let label = "";
+
+  function unlink(item, provider) {
+    const who = item.email || item.subject || "this identity";
+    ask(
+      {
+        title: `Unlink ${provider} (${who})?`,
+        description: `Signing in with this ${provider} account stops working here. Your other sessions are signed out.`,
+        confirmText: "Unlink",
+      },
+      async () => {
+        const data = await call("DELETE", `/auth/identities/${encodeURIComponent(item.id)}`);
+        const ended = data && Number.isInteger(data.sessions_ended) ? ` Other sessions ended: ${data.sessions_ended}.` : "";
+        return `Unlinked ${provider} (${who}).${ended}`;
+      },
+      "Unlinking the identity",
+    );
+  }
+
+  // Through the provider in its own window; the code it comes back with, traded with this
+  // session's token (a step-up first when the sign-in is too old), links the identity.
+  link.addEventListener("click", async () => {
+    hide(error);
+    link.disabled = true;
+    try {
+      const code = await providerWindow("link");
+      if (!code) {
+        show(error, `The ${providerName(label)} window was closed before you signed in: nothing was linked.`);
+        return;
+      }
+      const data = await call("POST", "/auth/oidc/exchange", { code });
+      const linked = data && data.identity ? data.identity : {};
+      await done(`Linked ${providerName(label)} (${linked.email || linked.subject || "your account there"}): you can sign in with it now.`);
+    } catch (failure) {
+      // A refusal from the service in its words; the provider's window's own failure as said.
+      show(error, failure instanceof ApiError ? failedText(`Linking ${providerName(label)}`, failure) : failure.message);
+    } finally {
+      link.disabled = false;
+    }
+  });
+
+  return {
+    // The section's own state (GET /auth/identities); the page reloads it after every change.
+    async refresh() {
+      hide(error);
+      const offered = await signInMethods();
+      label = offered.oidc ? offered.oidc.label : "";
+      let data;
+      try {
+        data = await call("GET", "/auth/identities");
+      } catch (failure) {
+        section.hidden = !label;
+        show(error, failedText("Loading your sign-in identities", failure));
+        return;
+      }
+      const identities = Array.isArray(data.identities) ? data.identities : [];
+      tbody.replaceChildren(...identities.map((item) => identityRow(item, label, unlink)));
+      table.hidden = identities.length === 0;
+      empty.hidden = identities.length > 0;
+      if (data.password === false) {
+        show(passwordNote, "Your account has no password: it signs in only through its identities, so the last one can't be unlinked.");
+      } else {
+        hide(passwordNote);
+      }
+      link.hidden = !label;
+      link.textContent = label ? actionText("Link", label) : "";
+      section.hidden = !label && identities.length === 0;
+    },
+  };
+}

@@ -1,0 +1,198 @@
+// Signing in through the operator's OpenID provider (single sign-on). The service runs the
+// whole flow (state, nonce, PKCE, the ID token's checks) and hands the browser back a one-time
+// login code in the URL fragment, which a page trades once at POST /auth/oidc/exchange: a
+// session token never travels in a URL. This module holds what the pages share: which ways in
+// the service offers, the way to the provider (checked first, so a provider that is down is said
+// on the page, not as the service's JSON), the fragment read and wiped, and the provider in a
+// window of its own for a signed-in page (step-up, linking), whose answer comes back by
+// postMessage from this origin only.
+
+// api.js imports this module (through reauth.js) and this one imports api.js: only functions
+// and classes used after both have loaded cross, never a value read while loading.
+import { ApiError, refusal } from "./api.js";
+
+const START = "/api/v1/auth/oidc/start";
+// The name of the provider's window a signed-in page opens: the login page that window lands on
+// knows by it to hand the code to the page that opened it instead of signing in itself.
+const WINDOW_NAME = "filehost-oidc";
+const MESSAGE = "filehost.oidc";
+
+let methods = null; // the promise of GET /auth/methods, asked once per page
+
+// {password: bool, oidc: {label} | null}. Unreadable (an old service, no answer): the password
+// form alone, as before single sign-on.
+export function signInMethods() {
+  if (!methods) {
+    methods = (async () => {
+      try {
+        const response = await fetch("/api/v1/auth/methods", {
+          headers: { Accept: "application/json" },
+          credentials: "omit",
+          cache: "no-store",
+        });
+        const payload = await response.json();
+        const data = response.ok && payload && payload.success === true ? payload.data : {};
+        const oidc = data.oidc && typeof data.oidc.label === "string" && data.oidc.label ? { label: data.oidc.label } : null;
+        return { password: data.password !== false, oidc };
+      } catch {
+        return { password: true, oidc: null };
+      }
+    })();
+  }
+  return methods;
+}
+
+// The provider's name alone: "Authentik" from a label "Sign in with Authentik" or "Authentik".
+export function providerName(label) {
+  return label.replace(/^(sign in|log in|continue|confirm) with\s+/i, "");
+}
+
+// The provider a session or an event names, as the API gives it (its label, its issuer, or an
+// object with either), by its name alone; "single sign-on" when it names none.
+export function providerText(provider) {
+  const named = provider && typeof provider === "object" ? provider.label || provider.name || provider.issuer : provider;
+  if (typeof named !== "string" || !named) {
+    return "single sign-on";
+  }
+  if (/^https?:\/\//.test(named)) {
+    try {
+      return new URL(named).host;
+    } catch {
+      return named;
+    }
+  }
+  return providerName(named);
+}
+
+// A button's words for the provider: "Sign in with Authentik", "Link Authentik".
+export function actionText(verb, label) {
+  return `${verb} ${providerName(label)}`;
+}
+
+function startUrl(purpose) {
+  return purpose ? `${START}?purpose=${encodeURIComponent(purpose)}` : START;
+}
+
+// Ask the service for the way to the provider without following it: it answers a redirect when
+// the provider is reachable, else its refusal (503 sso_unavailable, within its bounded wait),
+// thrown as an ApiError. The state this asks for is left unused and expires.
+async function checkStart(purpose) {
+  let response;
+  try {
+    response = await fetch(startUrl(purpose), { redirect: "manual", credentials: "same-origin", cache: "no-store" });
+  } catch {
+    throw new ApiError(0, "network_error", "The service could not be reached. Try again.");
+  }
+  if (response.type === "opaqueredirect" || (response.status >= 300 && response.status < 400)) {
+    return;
+  }
+  let payload = null;
+  try {
+    payload = await response.json();
+  } catch {
+    payload = null;
+  }
+  throw refusal(response.status, payload, response.headers.get("Retry-After"));
+}
+
+// Leave this page for the provider (the login page's button).
+export async function goToProvider() {
+  await checkStart("");
+  window.location.assign(START);
+}
+
+// What the provider's trip left in the fragment: {code} or {error}, or null. The fragment is
+// wiped from the address bar (and this page's history entry) before anything else happens, so
+// the code is neither kept, shared nor sent again by a reload.
+export function takeFragment() {
+  const hash = window.location.hash.replace(/^#/, "");
+  if (!hash) {
+    return null;
+  }
+  const fields = new URLSearchParams(hash);
+  const code = fields.get("oidc_code") || fields.get("code");
+  const error = fields.get("oidc_error") || fields.get("error");
+  if (!code && !error) {
+    return null;
+  }
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  return code ? { code, purpose: fields.get("purpose") || "" } : { error, purpose: fields.get("purpose") || "" };
+}
+
+// In the provider's window a signed-in page opened: hand what the fragment held to that page
+// (this origin only) and close. False when this page is no such window.
+export function handBack(result) {
+  let opener = null;
+  try {
+    opener = window.name === WINDOW_NAME && window.opener && window.opener.location.origin === window.location.origin ? window.opener : null;
+  } catch {
+    opener = null; // another origin's window: it gets nothing
+  }
+  if (!opener) {
+    return false;
+  }
+  opener.postMessage({ type: MESSAGE, ...result }, window.location.origin);
+  window.close();
+  return true;
+}
+
+// A refusal from the flow, in words: the service's own message when it gave one, else words for
+// the code the fragment carried (the service's error code, see docs/api.md).
+export function ssoErrorText(error, label) {
+  const provider = label ? providerName(label) : "the identity provider";
+  const code = error instanceof ApiError ? error.code : String(error || "");
+  if (code === "sso_unavailable") {
+    return `${provider} can't be reached right now, so signing in with it is not possible. Try again later.`;
+  }
+  if (error instanceof ApiError) {
+    return error.message;
+  }
+  return `Signing in with ${provider} failed (${code.slice(0, 60) || "no reason given"}). Try again.`;
+}
+
+// A signed-in page's trip to the provider for `purpose` ("reauthenticate", "link") in a window
+// of its own, so the page and what it was doing stay: the one-time code that window came back
+// with, or null when the user closed it. A provider that is down throws, as checkStart says.
+// The window is opened at once, within the click, so a popup blocker lets it through, and sent
+// on once the service answered.
+export function providerWindow(purpose) {
+  const opened = window.open("", WINDOW_NAME, "popup,width=520,height=680");
+  return (async () => {
+    try {
+      await checkStart(purpose);
+    } catch (failure) {
+      if (opened) {
+        opened.close();
+      }
+      throw failure;
+    }
+    if (!opened) {
+      throw new ApiError(0, "network_error", "The browser blocked the sign-in window: allow pop-ups for this page and try again.");
+    }
+    opened.location.href = startUrl(purpose);
+    return new Promise((resolve, reject) => {
+      const watch = window.setInterval(() => {
+        if (opened.closed) {
+          done();
+          resolve(null);
+        }
+      }, 500);
+      function done() {
+        window.clearInterval(watch);
+        window.removeEventListener("message", received);
+      }
+      function received(event) {
+        if (event.origin !== window.location.origin || event.source !== opened || !event.data || event.data.type !== MESSAGE) {
+          return;
+        }
+        done();
+        if (typeof event.data.code === "string" && event.data.code) {
+          resolve(event.data.code);
+        } else {
+          reject(new Error(ssoErrorText(event.data.error, "")));
+        }
+      }
+      window.addEventListener("message", received);
+    });
+  })();
+}
