@@ -208,7 +208,7 @@ function ask(token, methods, ways) {
       provider.disabled = true;
       confirm.disabled = true;
       try {
-        const code = await providerWindow("reauthenticate");
+        const code = await providerWindow("reauthenticate", ways.label);
         if (settled) {
           return;
         }

@@ -136,18 +136,40 @@ export function handBack(result) {
   return true;
 }
 
-// A refusal from the flow, in words: the service's own message when it gave one, else words for
-// the code the fragment carried (the service's error code, see docs/api.md).
+// What the service's callback can put in the fragment instead of a code: the error codes of
+// the flow (docs/api.md), in words. `provider` is the provider's name.
+const FRAGMENT_WORDS = {
+  sso_state_invalid: () => "This sign-in is unknown, expired or was used already. Start again.",
+  sso_browser_mismatch: () => "This sign-in was started in another browser. Start again here.",
+  sso_provider_refused: (provider) => `${provider} did not sign you in: it was cancelled or refused there.`,
+  sso_code_rejected: (provider) => `${provider} refused this sign-in's code (used already or expired). Start again.`,
+  sso_reauthentication_stale: (provider) => `${provider} did not ask for your sign-in again. Try again.`,
+  sso_email_unverified: (provider) =>
+    `${provider} has not verified your e-mail address, so it can't be matched to an account here.`,
+  sso_domain_not_allowed: () => "Accounts of your e-mail's domain may not sign in here.",
+  sso_account_not_found: (provider) =>
+    `No account here matches your ${provider} account. Ask the operator for one, or sign in with your password and link it on the Security page.`,
+  sso_identity_mismatch: (provider) => `The ${provider} account you signed in with is not linked to this account.`,
+  identity_taken: (provider) => `That ${provider} account is linked to another account here.`,
+  sso_unavailable: (provider) => `${provider} can't be reached right now, so signing in with it is not possible. Try again later.`,
+};
+
+// A refusal from the flow, in words: words for the code the fragment carried, else the
+// service's own message; an ID token that failed a check (sso_token_…) is said as one.
 export function ssoErrorText(error, label) {
   const provider = label ? providerName(label) : "the identity provider";
   const code = error instanceof ApiError ? error.code : String(error || "");
-  if (code === "sso_unavailable") {
-    return `${provider} can't be reached right now, so signing in with it is not possible. Try again later.`;
+  if (Object.hasOwn(FRAGMENT_WORDS, code)) {
+    const text = FRAGMENT_WORDS[code](provider);
+    return text.charAt(0).toUpperCase() + text.slice(1);
   }
   if (error instanceof ApiError) {
     return error.message;
   }
-  return `Signing in with ${provider} failed (${code.slice(0, 60) || "no reason given"}). Try again.`;
+  if (/^sso_token_/.test(code)) {
+    return `${provider.charAt(0).toUpperCase()}${provider.slice(1)}'s answer failed this service's checks, so you were not signed in. Start again; if it keeps failing, tell the operator.`;
+  }
+  return `Signing in with ${provider} failed (${code.slice(0, 60) || "no reason given"}). Start again.`;
 }
 
 // A signed-in page's trip to the provider for `purpose` ("reauthenticate", "link") in a window
@@ -155,7 +177,7 @@ export function ssoErrorText(error, label) {
 // with, or null when the user closed it. A provider that is down throws, as checkStart says.
 // The window is opened at once, within the click, so a popup blocker lets it through, and sent
 // on once the service answered.
-export function providerWindow(purpose) {
+export function providerWindow(purpose, label) {
   const opened = window.open("", WINDOW_NAME, "popup,width=520,height=680");
   return (async () => {
     try {
@@ -189,7 +211,7 @@ export function providerWindow(purpose) {
         if (typeof event.data.code === "string" && event.data.code) {
           resolve(event.data.code);
         } else {
-          reject(new Error(ssoErrorText(event.data.error, "")));
+          reject(new Error(ssoErrorText(event.data.error, label)));
         }
       }
       window.addEventListener("message", received);

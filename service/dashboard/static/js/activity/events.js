@@ -86,6 +86,10 @@ function subjectNodes(subject) {
   if (subject.type === "alias") {
     return aliasNodes(subject);
   }
+  if (subject.type === "identity") {
+    const who = text(subject.email) ? [" ", el("span", { className: "name", text: subject.email })] : [];
+    return [`Identity at ${providerText(subject.provider)}`, ...who];
+  }
   if (subject.type === "settings") {
     return ["The account's settings"];
   }
@@ -136,7 +140,7 @@ const SIGN_IN_WORDS = { password: "With the password", passkey: "With a passkey"
 // password"; null for any other event.
 function signInNode(item) {
   const changes = item.changes && typeof item.changes === "object" && !Array.isArray(item.changes) ? item.changes : {};
-  const method = item.method || changes.sign_in_method;
+  const method = item.method || changes.via;
   if (method === "oidc") {
     return el("span", { className: "hint event-method", text: `With ${providerText(item.provider || changes.provider)}` });
   }

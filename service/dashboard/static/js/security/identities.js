@@ -1,5 +1,5 @@
-// Sign-in identities on the security page: the accounts at the identity provider linked to this
-// one (provider, e-mail or subject, when linked), "Link <provider>" through the provider in a
+// Sign-in identities on the security page, while single sign-on is on: the accounts at the
+// identity provider linked to this one (provider, e-mail or subject, when linked), "Link <provider>" through the provider in a
 // window of its own (the change needs a recent sign-in, as every change here), and "Unlink"
 // behind a confirmation. The service refuses to unlink the account's last way in, and the page
 // says its message.
@@ -83,7 +83,7 @@ export function identitiesSection({ call, ask, done }) {
     hide(error);
     link.disabled = true;
     try {
-      const code = await providerWindow("link");
+      const code = await providerWindow("link", label);
       if (!code) {
         show(error, `The ${providerName(label)} window was closed before you signed in: nothing was linked.`);
         return;
@@ -105,11 +105,15 @@ export function identitiesSection({ call, ask, done }) {
       hide(error);
       const offered = await signInMethods();
       label = offered.oidc ? offered.oidc.label : "";
+      if (!label) {
+        section.hidden = true; // single sign-on is off: no identity can sign in
+        return;
+      }
       let data;
       try {
         data = await call("GET", "/auth/identities");
       } catch (failure) {
-        section.hidden = !label;
+        section.hidden = false;
         show(error, failedText("Loading your sign-in identities", failure));
         return;
       }
@@ -122,9 +126,9 @@ export function identitiesSection({ call, ask, done }) {
       } else {
         hide(passwordNote);
       }
-      link.hidden = !label;
-      link.textContent = label ? actionText("Link", label) : "";
-      section.hidden = !label && identities.length === 0;
+      link.textContent = actionText("Link", label);
+      link.hidden = false;
+      section.hidden = false;
     },
   };
 }
