@@ -4,8 +4,10 @@
 // behind a confirmation. The service refuses to unlink the account's last way in, and the page
 // says its message.
 
-import { ApiError, failedText } from "../api.js";
+import { ApiError, api, currentToken, failedText, needsReauthentication, sessionEnded } from "../api.js";
 import { byId, el, hide, show } from "../dom.js";
+import { reauthenticate } from "../reauth.js";
+import { signedOut } from "../session.js";
 import { actionText, providerName, providerWindow, signInMethods } from "../sso.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
@@ -78,22 +80,39 @@ export function identitiesSection({ call, ask, done }) {
   }
 
   // Through the provider in its own window; the code it comes back with, traded with this
-  // session's token (a step-up first when the sign-in is too old), links the identity.
+  // session's token, links the identity. The trade spends the code even when the service asks
+  // for a recent sign-in first, so then the step-up is made and the user links again (the
+  // provider's window needs a click to open).
   link.addEventListener("click", async () => {
     hide(error);
     link.disabled = true;
+    const provider = providerName(label);
     try {
       const code = await providerWindow("link", label);
       if (!code) {
-        show(error, `The ${providerName(label)} window was closed before you signed in: nothing was linked.`);
+        show(error, `The ${provider} window was closed before you signed in: nothing was linked.`);
         return;
       }
-      const data = await call("POST", "/auth/oidc/exchange", { code });
-      const linked = data && data.identity ? data.identity : {};
-      await done(`Linked ${providerName(label)} (${linked.email || linked.subject || "your account there"}): you can sign in with it now.`);
+      let data;
+      try {
+        data = await api("POST", "/auth/oidc/exchange", { token: currentToken(null), body: { code } });
+      } catch (failure) {
+        if (!needsReauthentication(failure)) {
+          throw failure;
+        }
+        const renewed = await reauthenticate(currentToken(null));
+        show(error, renewed ? `Confirmed it's you. Press “${actionText("Link", label)}” again to link it.` : "You cancelled the check, so nothing was linked.");
+        return;
+      }
+      const linked = data && data.identity ? data.identity : data || {};
+      await done(`Linked ${provider} (${linked.email || linked.subject || "your account there"}): you can sign in with it now.`);
     } catch (failure) {
+      if (sessionEnded(failure)) {
+        signedOut(failure);
+        return;
+      }
       // A refusal from the service in its words; the provider's window's own failure as said.
-      show(error, failure instanceof ApiError ? failedText(`Linking ${providerName(label)}`, failure) : failure.message);
+      show(error, failure instanceof ApiError ? failedText(`Linking ${provider}`, failure) : failure.message);
     } finally {
       link.disabled = false;
     }
