@@ -18,6 +18,7 @@ const WINDOW_NAME = "filehost-oidc";
 const MESSAGE = "filehost.oidc";
 
 let methods = null; // the promise of GET /auth/methods, asked once per page
+let configuredLabel = ""; // the provider's label, once GET /auth/methods has said it
 
 // {password: bool, oidc: {label} | null}. Unreadable (an old service, no answer): the password
 // form alone, as before single sign-on.
@@ -33,6 +34,7 @@ export function signInMethods() {
         const payload = await response.json();
         const data = response.ok && payload && payload.success === true ? payload.data : {};
         const oidc = data.oidc && typeof data.oidc.label === "string" && data.oidc.label ? { label: data.oidc.label } : null;
+        configuredLabel = oidc ? oidc.label : "";
         return { password: data.password !== false, oidc };
       } catch {
         return { password: true, oidc: null };
@@ -47,21 +49,21 @@ export function providerName(label) {
   return label.replace(/^(sign in|log in|continue|confirm) with\s+/i, "");
 }
 
-// The provider a session or an event names, as the API gives it (its label, its issuer, or an
-// object with either), by its name alone; "single sign-on" when it names none.
+// The provider a session or an event names (the API gives its issuer): by the name the
+// operator gave it (FILEHOST_OIDC_LABEL, once signInMethods() has answered: the service has one
+// provider), else by the issuer's host; "single sign-on" when it names none.
 export function providerText(provider) {
-  const named = provider && typeof provider === "object" ? provider.label || provider.name || provider.issuer : provider;
-  if (typeof named !== "string" || !named) {
+  if (configuredLabel) {
+    return providerName(configuredLabel);
+  }
+  if (typeof provider !== "string" || !provider) {
     return "single sign-on";
   }
-  if (/^https?:\/\//.test(named)) {
-    try {
-      return new URL(named).host;
-    } catch {
-      return named;
-    }
+  try {
+    return new URL(provider).host || provider;
+  } catch {
+    return providerName(provider);
   }
-  return providerName(named);
 }
 
 // A button's words for the provider: "Sign in with Authentik", "Link Authentik".

@@ -7,7 +7,7 @@ import { deviceNode, deviceText } from "../devices.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
-import { providerText } from "../sso.js";
+import { providerText, signInMethods } from "../sso.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
 
@@ -186,7 +186,7 @@ function start(session) {
   async function refresh() {
     hide(listError);
     try {
-      const data = await call("GET", "/auth/sessions");
+      const [data] = await Promise.all([call("GET", "/auth/sessions"), signInMethods()]);
       const sessions = Array.isArray(data.sessions) ? data.sessions : [];
       tbody.replaceChildren(...sessions.map((item) => sessionRow(item, (ended) => openEnd({ session: ended }))));
       table.hidden = sessions.length === 0;
