@@ -193,7 +193,7 @@ export function providerWindow(purpose, label) {
     if (!opened) {
       throw new ApiError(0, "network_error", "The browser blocked the sign-in window: allow pop-ups for this page and try again.");
     }
-    opened.location.href = startUrl(purpose);
+    opened.location.href = new URL(startUrl(purpose), window.location.origin).href;
     return new Promise((resolve, reject) => {
       const watch = window.setInterval(() => {
         if (opened.closed) {
