@@ -8,24 +8,13 @@ import { ApiError, api, currentToken, failedText, needsReauthentication, session
 import { byId, el, hide, show } from "../dom.js";
 import { reauthenticate } from "../reauth.js";
 import { signedOut } from "../session.js";
-import { actionText, providerName, providerWindow, signInMethods } from "../sso.js";
+import { actionText, providerName, providerText, providerWindow, signInMethods } from "../sso.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
 
-// The issuer's host ("auth.example.com") when the identity carries no provider's name.
-function issuerHost(issuer) {
-  try {
-    return new URL(issuer).host;
-  } catch {
-    return String(issuer || "");
-  }
-}
-
+// The identity's provider (the API gives its issuer) by the label the operator gave it.
 function providerOf(item, label) {
-  if (typeof item.provider === "string" && item.provider) {
-    return providerName(item.provider);
-  }
-  return label ? providerName(label) : issuerHost(item.issuer);
+  return label ? providerName(label) : providerText(item.provider);
 }
 
 // Who the identity is at the provider: its e-mail, else its subject (the provider's id).
