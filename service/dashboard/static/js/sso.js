@@ -16,6 +16,10 @@ const START = "/api/v1/auth/oidc/start";
 // knows by it to hand the code to the page that opened it instead of signing in itself.
 const WINDOW_NAME = "filehost-oidc";
 const MESSAGE = "filehost.oidc";
+// The fragment's fields the service's callback writes: oidc_code (the one-time login code) or
+// oidc_error (the refusal's error code), with purpose. Named from their prefix here, so that
+// no error code of the API is mistaken for them.
+const FRAGMENT_PREFIX = "oidc";
 
 let methods = null; // the promise of GET /auth/methods, asked once per page
 let configuredLabel = ""; // the provider's label, once GET /auth/methods has said it
@@ -112,8 +116,8 @@ export function takeFragment() {
     return null;
   }
   const fields = new URLSearchParams(hash);
-  const code = fields.get("oidc_code") || fields.get("code");
-  const error = fields.get("oidc_error") || fields.get("error");
+  const code = fields.get(`${FRAGMENT_PREFIX}_code`);
+  const error = fields.get(`${FRAGMENT_PREFIX}_error`);
   if (!code && !error) {
     return null;
   }
