@@ -312,6 +312,13 @@ async def test_identities_are_linked_and_unlinked_and_step_up_goes_through_the_p
         f"Unlinked {PROVIDER} (erin@example.com)."
     )
     await expect(section.get_by_text("No identity linked yet.")).to_be_visible()
+    await open_page(page, "Activity", "#activity-loading")
+    for kind, label in (("identity.linked", "linked"), ("identity.unlinked", "unlinked")):
+        event = page.locator(f'#activity-body tr[data-event-type="{kind}"]')
+        await expect(event.locator(".event-label")).to_have_text(f"Sign-in identity {label}")
+        await expect(event.locator(".event-target")).to_have_text(
+            f"Identity at {PROVIDER} erin@example.com"
+        )
 
     # An account made by the provider (sign-up on) has no password: its identity is its last
     # way in, which the service refuses to unlink, and the page says its words.
