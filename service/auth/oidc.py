@@ -193,6 +193,7 @@ class SingleSignOn:
             provider_mfa=provider_did_mfa(claims),
             auth_time=auth_time_ms,
             started_at=pending.started_at,
+            verified_at=now,
         )
         login_code = random_piece()
         await self._store.keep_signed_in(_digest(login_code), signed_in.dump(), LOGIN_CODE_MS)
@@ -223,6 +224,8 @@ class SingleSignOn:
         if raw is None:
             raise ApiError(Code.SSO_LOGIN_CODE_INVALID)
         signed_in = SignedIn.load(raw)
+        if self._clock.now_ms() - signed_in.verified_at > LOGIN_CODE_MS:
+            raise ApiError(Code.SSO_LOGIN_CODE_INVALID)
         via = SignInVia("oidc", signed_in.issuer, signed_in.provider_sid)
         trusted = settings.trust_provider_mfa and signed_in.provider_mfa
         if signed_in.purpose == "login":

@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
+from service.config.readers import secret_keys
 from tests.support.api import Api
+from tests.support.mfa import SECRETS_KEY
 from tests.support.oidc_provider import Provider, SignIn, running_provider
+
+TEST_KEYS = secret_keys("FILEHOST_SECRETS_KEY", SECRETS_KEY)
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +24,7 @@ def provider() -> Iterator[Provider]:
 
 @pytest.fixture
 async def sso_api(make_api: Any, provider: Provider) -> Api:
-    api: Api = await make_api(**provider.settings())
+    api: Api = await make_api(**provider.settings(secrets_key=TEST_KEYS))
     return api
 
 
