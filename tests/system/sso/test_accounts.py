@@ -25,7 +25,7 @@ async def test_an_unverified_email_links_nothing_and_is_recorded_on_its_account(
     sso_api: Api, person: SignIn
 ) -> None:
     await sso_api.create_user("bob@example.com")
-    assert await person.trip("bob") == {"oidc_error": "sso_email_unverified"}
+    assert (await person.trip("bob"))["oidc_error"] == "sso_email_unverified"
     token = await sso_api.login("bob@example.com")
     failed = [e for e in await _events(sso_api, token) if e["type"] == "login.failed"]
     assert failed and failed[0]["changes"] == {"via": "oidc", "reason": "email_unverified"}
@@ -50,7 +50,7 @@ async def test_a_domain_not_allowed_is_refused(make_api: Any, provider: Provider
     api = await make_api(**provider.settings(oidc_allowed_domains=("example.com",)))
     await api.create_user("carol@other.org")
     async with browser(api.client) as person:
-        assert await person.trip("carol") == {"oidc_error": "sso_domain_not_allowed"}
+        assert (await person.trip("carol"))["oidc_error"] == "sso_domain_not_allowed"
     await api.create_user("alice@example.com")
     async with browser(api.client) as person:
         assert "oidc_code" in await person.trip("alice")
@@ -61,14 +61,14 @@ async def test_signup_off_refuses_an_unknown_identity_and_on_creates_an_account(
 ) -> None:
     off = await make_api(**provider.settings())
     async with browser(off.client) as person:
-        assert await person.trip("dave") == {"oidc_error": "sso_account_not_found"}
+        assert (await person.trip("dave"))["oidc_error"] == "sso_account_not_found"
     on = await make_api(**provider.settings(oidc_signup=True))
     async with browser(on.client) as person:
         data = await person.login("dave")
         assert data["user"]["email"] == "dave@example.com"
     async with browser(on.client) as person:
         # An unverified e-mail makes no account.
-        assert await person.trip("bob") == {"oidc_error": "sso_email_unverified"}
+        assert (await person.trip("bob"))["oidc_error"] == "sso_email_unverified"
     # The account has no password: none opens it.
     response = await on.client.post(
         "/api/v1/auth/login", json={"email": "dave@example.com", "password": PASSWORD}

@@ -143,7 +143,7 @@ async def test_an_id_token_failing_a_check_makes_no_session(
     await sso_api.create_user("alice@example.com")
     await provider.tamper(**change)
     found = await person.trip("alice")
-    assert found == {"oidc_error": code}
+    assert found == {"oidc_error": code, "purpose": "login"}
     records = await sso_api.app[POLICY].sessions.list_sessions(
         (await sso_api.app[POLICY].users.find_user("alice@example.com")).id
     )
