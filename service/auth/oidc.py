@@ -115,7 +115,7 @@ class SingleSignOn:
 
     def _ready(self) -> tuple[OidcSettings, OidcProvider]:
         if self.settings is None or self._provider is None:
-            raise ApiError(Code.SSO_NOT_ENABLED)
+            raise ApiError(Code.ROUTE_NOT_FOUND, "Single sign-on is not configured here.")
         return self.settings, self._provider
 
     async def start(self, purpose: str) -> Started:
@@ -196,7 +196,10 @@ class SingleSignOn:
         if pending.purpose == "reauthenticate" and (
             auth_time_ms is None or auth_time_ms < pending.started_at - STEP_UP_SKEW_MS
         ):
-            raise ApiError(Code.SSO_REAUTHENTICATION_STALE)
+            raise ApiError(
+                Code.REAUTHENTICATION_REQUIRED,
+                "The identity provider did not ask you to sign in again: try again.",
+            )
         user_id = None
         if pending.purpose == "login":
             user_id = (await self._identities.account_for(claims, origin)).id

@@ -18,7 +18,8 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import aiohttp
 
-from service.config.readers import Secret
+from service.config.readers import Secret, secret_keys
+from tests.support.mfa import SECRETS_KEY
 from tests.support.node import NODE_ENV, npm_ci
 from tests.support.redis import free_port
 
@@ -29,6 +30,8 @@ CLIENT_SECRET = "filehost-test-secret"
 # test client takes that address's path to the in-process service.
 PUBLIC_URL = "http://filehost.test"
 CALLBACK = f"{PUBLIC_URL}/api/v1/auth/oidc/callback"
+# The secrets key of the service under test (TOTP needs one).
+TEST_KEYS = secret_keys("FILEHOST_SECRETS_KEY", SECRETS_KEY)
 
 
 @dataclass

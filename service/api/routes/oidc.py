@@ -75,7 +75,7 @@ async def start(request: web.Request) -> web.Response:
 async def callback(request: web.Request) -> web.Response:
     sso = request.app[POLICY].sso
     if sso.settings is None:
-        raise ApiError(Code.SSO_NOT_ENABLED)
+        raise ApiError(Code.ROUTE_NOT_FOUND, "Single sign-on is not configured here.")
     outcome = await sso.callback(
         dict(request.query), request.cookies.get(COOKIE_NAME), _origin(request)
     )

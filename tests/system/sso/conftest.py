@@ -8,12 +8,8 @@ from typing import Any
 
 import pytest
 
-from service.config.readers import secret_keys
 from tests.support.api import Api
-from tests.support.mfa import SECRETS_KEY
-from tests.support.oidc_provider import Provider, SignIn, running_provider
-
-TEST_KEYS = secret_keys("FILEHOST_SECRETS_KEY", SECRETS_KEY)
+from tests.support.oidc_provider import TEST_KEYS, Provider, SignIn, running_provider
 
 
 @pytest.fixture(scope="module")

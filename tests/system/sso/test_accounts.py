@@ -10,9 +10,7 @@ from service.api.context import POLICY
 from tests.support.api import PASSWORD, Api, assert_error, bearer
 from tests.support.clock import FakeClock
 from tests.support.mfa import code_for, enable_totp, second_step
-from tests.support.oidc_provider import Provider, SignIn, browser
-
-from .conftest import TEST_KEYS
+from tests.support.oidc_provider import TEST_KEYS, Provider, SignIn, browser
 
 
 async def _events(api: Api, token: str) -> list[dict[str, Any]]:
@@ -102,7 +100,7 @@ async def test_without_an_issuer_the_methods_say_password_alone(api: Api) -> Non
     response = await api.client.get("/api/v1/auth/methods")
     assert (await response.json())["data"] == {"password": True, "oidc": None}
     response = await api.client.get("/api/v1/auth/oidc/start", allow_redirects=False)
-    await assert_error(response, 404, "sso_not_enabled")
+    await assert_error(response, 404, "route_not_found")
 
 
 async def test_an_account_with_a_second_factor_takes_the_second_step(

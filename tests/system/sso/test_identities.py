@@ -136,7 +136,7 @@ async def test_a_step_up_the_provider_did_not_ask_again_for_is_refused(
     await provider.tamper(claims={"auth_time": int(time.time()) - 3600})
     async with browser(api.client) as person:
         found = await person.trip("dave", purpose="reauthenticate")
-    assert found == {"oidc_error": "sso_reauthentication_stale", "purpose": "reauthenticate"}
+    assert found == {"oidc_error": "reauthentication_required", "purpose": "reauthenticate"}
 
 
 async def test_back_channel_logout_ends_the_provider_sessions_sessions(
