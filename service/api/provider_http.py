@@ -7,8 +7,10 @@ given, its answer read up to ``MAX_ANSWER_BYTES``. Anything but a JSON object in
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote_plus
 
 import aiohttp
 import orjson
@@ -54,11 +56,15 @@ class AiohttpProviderHttp:
         basic_auth: tuple[str, str] | None,
         within: float,
     ) -> tuple[int, dict[str, Any]]:
-        auth = None if basic_auth is None else aiohttp.BasicAuth(*basic_auth)
+        headers = {}
+        if basic_auth is not None:
+            # RFC 6749 2.3.1: the id and secret form-encoded, then joined for Basic.
+            pair = ":".join(quote_plus(part) for part in basic_auth)
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         try:
             async with asyncio.timeout(within):
                 async with self._client().request(
-                    method, url, data=form, auth=auth, allow_redirects=False
+                    method, url, data=form, headers=headers, allow_redirects=False
                 ) as response:
                     body = await response.content.read(MAX_ANSWER_BYTES + 1)
                     status = response.status

@@ -68,8 +68,9 @@ class Started:
 
 @dataclass(frozen=True, slots=True)
 class CameBack:
-    code: str  # the one-time login code, for the dashboard's fragment
-    purpose: str
+    code: str | None  # the one-time login code, for the dashboard's fragment
+    purpose: str | None  # None when the trip is unknown
+    refused: ApiError | None  # why there is no code
 
 
 def _digest(piece: str) -> str:
@@ -114,7 +115,7 @@ class SingleSignOn:
 
     def _ready(self) -> tuple[OidcSettings, OidcProvider]:
         if self.settings is None or self._provider is None:
-            raise ApiError(Code.SSO_NOT_ENABLED)
+            raise ApiError(Code.ROUTE_NOT_FOUND, "Single sign-on is not configured here.")
         return self.settings, self._provider
 
     async def start(self, purpose: str) -> Started:
@@ -150,14 +151,31 @@ class SingleSignOn:
     async def callback(
         self, params: Mapping[str, str], browser: str | None, origin: audit.Origin
     ) -> CameBack:
-        """Check the trip back from the provider (see the module's docstring); each refusal its
-        own code, and no session."""
+        """Check the trip back from the provider (see the module's docstring): its one-time
+        login code, or its refusal (each its own code; no session), with the trip's purpose
+        once it is known. A store that fails is raised as it is."""
+        trip: list[str] = []
+        try:
+            return await self._came_back(params, browser, origin, trip)
+        except ApiError as refused:
+            if refused.code.status >= 500 and refused.code is not Code.SSO_UNAVAILABLE:
+                raise
+            return CameBack(None, trip[0] if trip else None, refused)
+
+    async def _came_back(
+        self,
+        params: Mapping[str, str],
+        browser: str | None,
+        origin: audit.Origin,
+        trip: list[str],
+    ) -> CameBack:
         settings, provider = self._ready()
         state = _piece(params.get("state"))
         raw = await self._store.take_pending(_digest(state)) if state else None
         if raw is None:
             raise ApiError(Code.SSO_STATE_INVALID)
         pending = PendingSignIn.load(raw)
+        trip.append(pending.purpose)
         now = self._clock.now_ms()
         if now - pending.started_at > STATE_MS:
             raise ApiError(Code.SSO_STATE_INVALID)
@@ -178,7 +196,10 @@ class SingleSignOn:
         if pending.purpose == "reauthenticate" and (
             auth_time_ms is None or auth_time_ms < pending.started_at - STEP_UP_SKEW_MS
         ):
-            raise ApiError(Code.SSO_REAUTHENTICATION_STALE)
+            raise ApiError(
+                Code.REAUTHENTICATION_REQUIRED,
+                "The identity provider did not ask you to sign in again: try again.",
+            )
         user_id = None
         if pending.purpose == "login":
             user_id = (await self._identities.account_for(claims, origin)).id
@@ -193,22 +214,23 @@ class SingleSignOn:
             provider_mfa=provider_did_mfa(claims),
             auth_time=auth_time_ms,
             started_at=pending.started_at,
+            verified_at=now,
         )
         login_code = random_piece()
         await self._store.keep_signed_in(_digest(login_code), signed_in.dump(), LOGIN_CODE_MS)
-        return CameBack(login_code, pending.purpose)
+        return CameBack(login_code, pending.purpose, None)
 
-    def dashboard_location(self, outcome: CameBack | ApiError, purpose: str | None) -> str:
+    def dashboard_location(self, outcome: CameBack) -> str:
         """Where the browser goes after the callback: the dashboard's login page, with the
         one-time code (``oidc_code``) or the refusal's code (``oidc_error``) in the fragment,
-        and the trip's purpose."""
+        and the trip's purpose when it is known."""
         settings, _ = self._ready()
-        if isinstance(outcome, CameBack):
-            fragment = f"oidc_code={outcome.code}&purpose={outcome.purpose}"
+        if outcome.refused is None:
+            fragment = f"oidc_code={outcome.code}"
         else:
-            fragment = f"oidc_error={outcome.code.value}"
-            if purpose:
-                fragment += f"&purpose={purpose}"
+            fragment = f"oidc_error={outcome.refused.code.value}"
+        if outcome.purpose:
+            fragment += f"&purpose={outcome.purpose}"
         return f"{settings.dashboard_url}#{fragment}"
 
     async def exchange(
@@ -223,6 +245,8 @@ class SingleSignOn:
         if raw is None:
             raise ApiError(Code.SSO_LOGIN_CODE_INVALID)
         signed_in = SignedIn.load(raw)
+        if self._clock.now_ms() - signed_in.verified_at > LOGIN_CODE_MS:
+            raise ApiError(Code.SSO_LOGIN_CODE_INVALID)
         via = SignInVia("oidc", signed_in.issuer, signed_in.provider_sid)
         trusted = settings.trust_provider_mfa and signed_in.provider_mfa
         if signed_in.purpose == "login":

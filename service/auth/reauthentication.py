@@ -158,13 +158,16 @@ class Reauthentication:
         """A step-up the OpenID provider vouched for (``service.auth.oidc``: the person signed
         in there again, after the step-up began, as an identity linked to this account): the
         caller's session replaced as ``reauthenticate`` replaces it. 403
-        ``sso_second_factor_required`` for an account with a second factor the provider did
+        ``reauthentication_required`` for an account with a second factor the provider did
         not stand in for (``second_factor_done``): that takes ``reauthenticate``."""
         user = await self._users.get_user(principal.user_id)
         standing = await self._sessions.standing(principal)
         state = await self._factors.state(user.id)
         if state.has_factor and not second_factor_done:
-            raise ApiError(Code.SSO_SECOND_FACTOR_REQUIRED)
+            raise ApiError(
+                Code.REAUTHENTICATION_REQUIRED,
+                "This account has a second factor: reauthenticate with it.",
+            )
         aal = 2 if state.has_factor else 1
         return await self._replace(
             principal, standing, user.id, user.password_hash, state.generation, aal, origin, via

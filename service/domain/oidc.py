@@ -99,6 +99,7 @@ class SignedIn:
     provider_mfa: bool
     auth_time: int | None  # ms
     started_at: int  # ms, when the trip began (a step-up's auth_time must not be older)
+    verified_at: int  # ms, when the callback verified it (the login code counts from then)
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

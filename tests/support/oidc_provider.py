@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,17 +18,20 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import aiohttp
 
-from service.config.readers import Secret
+from service.config.readers import Secret, secret_keys
+from tests.support.mfa import SECRETS_KEY
 from tests.support.node import NODE_ENV, npm_ci
 from tests.support.redis import free_port
 
 PROJECT = Path(__file__).resolve().parents[1] / "system" / "clients" / "oidc-provider"
 CLIENT_ID = "filehost"
-CLIENT_SECRET = "filehost-test-secret"  # noqa: S105 - the test provider's static client
+CLIENT_SECRET = "filehost-test-secret"
 # The service's public URL in these tests: the provider sends the browser back there, and the
 # test client takes that address's path to the in-process service.
 PUBLIC_URL = "http://filehost.test"
 CALLBACK = f"{PUBLIC_URL}/api/v1/auth/oidc/callback"
+# The secrets key of the service under test (TOTP needs one).
+TEST_KEYS = secret_keys("FILEHOST_SECRETS_KEY", SECRETS_KEY)
 
 
 @dataclass
@@ -94,6 +97,16 @@ def running_provider() -> Iterator[Provider]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextlib.asynccontextmanager
+async def browser(client: Any) -> AsyncIterator[SignIn]:
+    """A fresh browser (no session at the provider yet) on the service's test client."""
+    person = SignIn(client)
+    try:
+        yield person
+    finally:
+        await person.close()
 
 
 def fragment(location: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from service.api.routes.auth import logged_in, mfa_required, reauthenticated
 from service.api.validation import read_json_object, user_agent
 from service.api.views import ok
 from service.auth.login import LoginResult, MfaRequired
-from service.auth.oidc import STATE_MS, CameBack, cookie_path
+from service.auth.oidc import STATE_MS, cookie_path
 from service.auth.reauthentication import Reauthenticated
 from service.clock import iso
 from service.domain import audit_events as audit
@@ -75,19 +75,11 @@ async def start(request: web.Request) -> web.Response:
 async def callback(request: web.Request) -> web.Response:
     sso = request.app[POLICY].sso
     if sso.settings is None:
-        raise ApiError(Code.SSO_NOT_ENABLED)
-    outcome: CameBack | ApiError
-    try:
-        outcome = await sso.callback(
-            dict(request.query), request.cookies.get(COOKIE_NAME), _origin(request)
-        )
-    except ApiError as refused:
-        if refused.code.status >= 500 and refused.code is not Code.SSO_UNAVAILABLE:
-            raise
-        outcome = refused
-    response = web.Response(
-        status=302, headers={hdrs.LOCATION: sso.dashboard_location(outcome, None)}
+        raise ApiError(Code.ROUTE_NOT_FOUND, "Single sign-on is not configured here.")
+    outcome = await sso.callback(
+        dict(request.query), request.cookies.get(COOKIE_NAME), _origin(request)
     )
+    response = web.Response(status=302, headers={hdrs.LOCATION: sso.dashboard_location(outcome)})
     response.del_cookie(COOKIE_NAME, path=cookie_path(sso.settings))
     return response
 

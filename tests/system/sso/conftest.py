@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.support.api import Api
-from tests.support.oidc_provider import Provider, SignIn, running_provider
+from tests.support.oidc_provider import TEST_KEYS, Provider, SignIn, running_provider
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def provider() -> Iterator[Provider]:
 
 @pytest.fixture
 async def sso_api(make_api: Any, provider: Provider) -> Api:
-    api: Api = await make_api(**provider.settings())
+    api: Api = await make_api(**provider.settings(secrets_key=TEST_KEYS))
     return api
 
 

@@ -50,10 +50,16 @@ function makeProvider() {
         token_endpoint_auth_method: "client_secret_basic",
         backchannel_logout_uri: backchannelUri,
         backchannel_logout_session_required: true,
+        require_auth_time: true,
       },
     ],
     jwks: { keys },
-    claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["name"] },
+    claims: {
+      // acr and amr with every ID token: how the user signed in here.
+      openid: ["sub", "acr", "amr"],
+      email: ["email", "email_verified"],
+      profile: ["name"],
+    },
     conformIdTokenClaims: false, // the e-mail in the ID token itself, as most providers do
     features: {
       devInteractions: { enabled: false },
