@@ -114,8 +114,12 @@ async def tab(tab: Tab, dashboard: Dashboard) -> Tab:
     time, which the provider dates its tokens by (back, too, from where an earlier test moved
     it: each test has accounts of its own)."""
     await tab.context.add_init_script(RECORD_VIOLATIONS)
-    dashboard.clock.ms = time.time_ns() // 1_000_000
+    at_real_time(dashboard)
     return tab
+
+
+def at_real_time(dashboard: Dashboard) -> None:
+    dashboard.clock.ms = time.time_ns() // 1_000_000
 
 
 def console_of(page: Page, origin: str) -> list[str]:
@@ -289,7 +293,19 @@ async def test_identities_are_linked_and_unlinked_and_step_up_goes_through_the_p
     section = page.locator("#identities")
     await expect(section.get_by_text("No identity linked yet.")).to_be_visible()
 
-    # Link: the provider in a window of its own; the page stays and lists the identity.
+    # Link: the provider in a window of its own; the page stays and lists the identity. The
+    # sign-in is too old at first: the trade asks for the password, then to link again.
+    dashboard.clock.advance(seconds=REAUTH_SECONDS + 1)
+    await link_through_provider(page, "erin")
+    confirm = page.get_by_role("dialog", name="Confirm it's you")
+    await expect(confirm).to_be_visible()
+    await expect(confirm.get_by_role("button", name=f"Confirm with {PROVIDER}")).to_be_hidden()
+    await confirm.get_by_label("Your password").fill(PASSWORD)
+    await confirm.get_by_role("button", name="Confirm", exact=True).click()
+    await expect(page.locator("#identities-error")).to_have_text(
+        f"Confirmed it's you. Press “Link {PROVIDER}” again to link it."
+    )
+    await expect(section.get_by_text("No identity linked yet.")).to_be_visible()
     await link_through_provider(page, "erin")
     await expect(page.locator("#page-status")).to_contain_text(
         f"Linked {PROVIDER} (erin@example.com)"
@@ -323,6 +339,7 @@ async def test_identities_are_linked_and_unlinked_and_step_up_goes_through_the_p
     # An account made by the provider (sign-up on) has no password: its identity is its last
     # way in, which the service refuses to unlink, and the page says its words.
     await log_out(page)
+    at_real_time(dashboard)
     await tab.context.clear_cookies()  # the provider would remember erin
     await through_provider(page, "carol")
     await page.wait_for_url("**/keys")
@@ -355,11 +372,12 @@ async def test_identities_are_linked_and_unlinked_and_step_up_goes_through_the_p
     window = await opening.value
     await at_provider(window, "carol")
     await window.wait_for_event("close")
+    await expect(confirm.locator("#reauth-error")).to_be_hidden()
     await expect(confirm).to_be_hidden()
     await expect(page.locator("#new-secret-name")).to_have_text("after step-up")
     assert await tab.stored_token() != token_before
     assert await violations(page) == []
-    # The refusals the page handled: the last way in (409), the step-up asked for (403).
+    # The refusals the page handled: the last way in (409), the step-ups asked for (403).
     assert [line for line in said if not re.search(r"status of (403|409) ", line)] == []
 
 

@@ -199,21 +199,35 @@ export function providerWindow(purpose, label) {
     }
     opened.location.href = new URL(startUrl(purpose), window.location.origin).href;
     return new Promise((resolve, reject) => {
+      // The window closes itself right after posting its answer, and a timer may see it closed
+      // before the message is delivered (they are separate task sources): closed counts as
+      // "closed by the user" only once its answer had a moment more to arrive.
       const watch = window.setInterval(() => {
         if (opened.closed) {
-          done();
-          resolve(null);
+          window.clearInterval(watch);
+          window.setTimeout(() => {
+            if (done()) {
+              resolve(null);
+            }
+          }, 1000);
         }
       }, 500);
+      let open = true;
+      // Stop listening; false when the answer was had already.
       function done() {
+        const was = open;
+        open = false;
         window.clearInterval(watch);
         window.removeEventListener("message", received);
+        return was;
       }
       function received(event) {
         if (event.origin !== window.location.origin || event.source !== opened || !event.data || event.data.type !== MESSAGE) {
           return;
         }
-        done();
+        if (!done()) {
+          return;
+        }
         if (typeof event.data.code === "string" && event.data.code) {
           resolve(event.data.code);
         } else {
