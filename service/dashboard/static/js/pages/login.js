@@ -217,11 +217,21 @@ function start(fragment) {
   }
 
   // The one-time code the provider's trip left: traded once, then as a password login goes on.
-  async function exchange(code, label) {
+  // A link or a step-up whose page is gone (the window that asked was closed) is finished here
+  // with this tab's session, then on to the page it belongs to.
+  async function exchange(code, label, purpose) {
     show(status, `Finishing signing in${label ? ` with ${providerName(label)}` : ""}…`);
     form.hidden = true;
+    const session = purpose && purpose !== "login" ? loadSession() : null;
     try {
-      const data = await api("POST", "/auth/oidc/exchange", { body: { code } });
+      const data = await api("POST", "/auth/oidc/exchange", { token: session ? session.token : undefined, body: { code } });
+      if (session) {
+        if (typeof data.token === "string" && data.token) {
+          saveSession({ ...session, token: data.token });
+        }
+        window.location.replace(purpose === "link" ? "/security" : "/keys");
+        return;
+      }
       hide(status);
       if (data.mfa_required) {
         byId("sso").hidden = true;
@@ -240,7 +250,7 @@ function start(fragment) {
     return offered;
   });
   if (fragment && fragment.code) {
-    methods.then((offered) => exchange(fragment.code, offered.oidc ? offered.oidc.label : ""));
+    methods.then((offered) => exchange(fragment.code, offered.oidc ? offered.oidc.label : "", fragment.purpose));
   } else if (fragment && fragment.error) {
     methods.then((offered) => ssoFailed(ssoErrorText(fragment.error, offered.oidc ? offered.oidc.label : "")));
   }
