@@ -32,16 +32,23 @@ async def test_an_unverified_email_links_nothing_and_is_recorded_on_its_account(
 
 
 async def test_once_linked_the_account_follows_the_subject_not_the_email(
-    sso_api: Api, person: SignIn
+    sso_api: Api, person: SignIn, provider: Provider
 ) -> None:
     alice = await sso_api.create_user("alice@example.com")
+    await sso_api.create_user("dave@example.com")
     await person.login("alice")
-    # The account's e-mail changes hands (deleted and made again): alice still signs in to hers.
+    # The identity's e-mail at the provider changes to another account's: it still signs in to
+    # the account it is linked to.
+    await provider.tamper(claims={"email": "dave@example.com"})
     data = await person.login("alice")
     assert data["user"]["id"] == alice.id
     token = data["token"]
-    kinds = [e["type"] for e in await _events(sso_api, token)]
-    assert kinds.count("identity.linked") == 1 and "login.succeeded" in kinds
+    events = await _events(sso_api, token)
+    kinds = [e["type"] for e in events]
+    assert kinds.count("identity.linked") == 1
+    logins = [e for e in events if e["type"] == "login.succeeded"]
+    assert len(logins) == 2 and all(e["changes"]["via"] == "oidc" for e in logins)
+    assert logins[0]["changes"]["provider"].startswith("http://127.0.0.1:")
 
 
 async def test_a_domain_not_allowed_is_refused(make_api: Any, provider: Provider) -> None:

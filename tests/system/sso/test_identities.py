@@ -217,3 +217,16 @@ async def test_a_provider_that_never_answers_is_503_within_the_bound(make_api: A
         assert (await login).startswith("fhs_")
     finally:
         server.close()
+
+
+async def test_deleting_an_account_frees_its_identities(make_api: Any, provider: Provider) -> None:
+    api, token = await _signed_up(make_api, provider, "dave")
+    old = (await _identities(api, token))[0]
+    await api.app[POLICY].users.delete_user("dave@example.com")
+    keys = api.app[POLICY].identities
+    assert await keys.linked_account(old["provider"], "dave") is None
+    async with browser(api.client) as person:
+        data = await person.login("dave")  # sign-up again: a new account
+    assert data["user"]["email"] == "dave@example.com"
+    (again,) = await _identities(api, data["token"])
+    assert again["id"] != old["id"]
