@@ -29,6 +29,7 @@ from service.api.envelope import low_level_refusal
 from service.api.gateway import GatewayLane, LaneRoute
 from service.api.handling import as_middleware, request_handling
 from service.api.headers import RATE_FIELDS
+from service.api.provider_http import AiohttpProviderHttp
 from service.api.routes.aliases import add_alias_routes
 from service.api.routes.archives import add_archive_routes
 from service.api.routes.audit import add_audit_routes
@@ -38,6 +39,7 @@ from service.api.routes.folders import add_folder_routes
 from service.api.routes.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
 from service.api.routes.keys import add_key_routes
 from service.api.routes.mfa import add_mfa_routes
+from service.api.routes.oidc import add_oidc_routes
 from service.api.routes.openapi import add_openapi_route
 from service.api.routes.ops import add_ops
 from service.api.routes.public_aliases import PUBLIC_PREFIX, add_public_alias_routes, lane_route
@@ -159,6 +161,8 @@ def create_app(
             settings.bcrypt_cost, settings.login_concurrency, settings.login_queue_max
         )
         # Vanity aliases' passwords on a pool of their own: guessing at one never queues logins.
+        # The OpenID provider's requests, with a pool of their own (single sign-on only).
+        provider_http = AiohttpProviderHttp() if settings.oidc is not None else None
         alias_passwords = PasswordHasher(
             settings.bcrypt_cost,
             settings.login_concurrency,
@@ -178,6 +182,7 @@ def create_app(
             settings,
             login_outcomes=metrics.login if metrics is not None else None,
             alias_passwords=alias_passwords,
+            provider_http=provider_http,
         )
         await passwords.warm_up()
         LINES.start_flushing(asyncio.get_running_loop())
@@ -198,6 +203,8 @@ def create_app(
         await app[BLOBS].close()
         passwords.close()
         alias_passwords.close()
+        if provider_http is not None:
+            await provider_http.close()
         if connections is not None:
             await connections.aclose()
 
@@ -222,6 +229,7 @@ def create_app(
         app.on_startup.append(open_gateway_lane)  # after every cleanup context's start
     add_ops(app, metrics)
     add_auth_routes(app)
+    add_oidc_routes(app)
     add_key_routes(app)
     add_uploader_routes(app)
     add_openapi_route(app)

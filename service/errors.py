@@ -33,45 +33,12 @@ the dashboard to this table.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum, unique
 from types import MappingProxyType
 from typing import Any
 
-_REALM = 'realm="filehost"'
-
-
-@unique
-class Challenge(StrEnum):
-    """What a 401's ``WWW-Authenticate`` asks for (RFC 9110: every 401 carries one). ``ApiKey``
-    is this service's own scheme, for the ``X-API-Key`` header."""
-
-    headers: Mapping[str, str]  # {"WWW-Authenticate": the challenge}, made once
-
-    BEARER = f"Bearer {_REALM}"
-    # A session token that was sent and refused (RFC 6750 section 3.1).
-    INVALID_TOKEN = f'Bearer {_REALM}, error="invalid_token"'
-    API_KEY = f"ApiKey {_REALM}"
-    # A vanity alias's password, sent in X-Alias-Password (or the form of its page).
-    ALIAS_PASSWORD = f"AliasPassword {_REALM}"
-
-    def __new__(cls, value: str) -> Challenge:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.headers = MappingProxyType({"WWW-Authenticate": value})
-        return member
-
-
-@dataclass(frozen=True)
-class _Row:
-    status: int
-    code: str
-    message: str
-    challenge: Challenge | None = None
-    # Seconds, for a refusal whose Retry-After never changes.
-    retry_after: int | None = None
-    # False for a code no HTTP answer carries: the CLI's own, and the 499 that is only logged.
-    sent: bool = True
+from service.error_rows import Challenge as Challenge
+from service.error_rows import Row as _Row
 
 
 @unique
@@ -148,6 +115,37 @@ class Code(StrEnum):
         400, code="too_many_ids", message="The request names more ids than it may at once."
     )
 
+    SSO_STATE_INVALID = _Row(400, code="sso_state_invalid", message="Start signing in again.")
+    SSO_BROWSER_MISMATCH = _Row(400, code="sso_browser_mismatch", message="Another browser's.")
+    SSO_PROVIDER_REFUSED = _Row(
+        400, code="sso_provider_refused", message="The identity provider did not sign you in."
+    )
+    SSO_CODE_REJECTED = _Row(400, code="sso_code_rejected", message="The provider refused it.")
+    SSO_TOKEN_MALFORMED = _Row(
+        400, code="sso_token_malformed", message="The identity provider's token is malformed."
+    )
+    SSO_TOKEN_ALGORITHM_REFUSED = _Row(
+        400, code="sso_token_algorithm_refused", message="The token's algorithm is refused."
+    )
+    SSO_TOKEN_SIGNATURE_INVALID = _Row(
+        400, code="sso_token_signature_invalid", message="The token's signature is not valid."
+    )
+    SSO_TOKEN_ISSUER_INVALID = _Row(
+        400, code="sso_token_issuer_invalid", message="The token names another issuer."
+    )
+    SSO_TOKEN_AUDIENCE_INVALID = _Row(
+        400, code="sso_token_audience_invalid", message="The token is not meant for this service."
+    )
+    SSO_TOKEN_EXPIRED = _Row(
+        400, code="sso_token_expired", message="The token has expired or is not yet valid."
+    )
+    SSO_TOKEN_NONCE_INVALID = _Row(
+        400, code="sso_token_nonce_invalid", message="The token belongs to another sign-in."
+    )
+
+    SSO_LOGOUT_TOKEN_INVALID = _Row(
+        400, code="sso_logout_token_invalid", message="The logout token is not valid."
+    )
     # -- 401: the credential -----------------------------------------------------------------
     CREDENTIAL_MISSING = _Row(
         401,
@@ -226,6 +224,9 @@ class Code(StrEnum):
         message="The login's second step has expired or had too many wrong answers. Log in again.",
         challenge=Challenge.BEARER,
     )
+    SSO_LOGIN_CODE_INVALID = _Row(
+        401, code="sso_login_code_invalid", message="Sign in again.", challenge=Challenge.BEARER
+    )
     # The credential outlived its account (deleted between the check and the change).
     ACCOUNT_GONE = _Row(
         401,
@@ -270,6 +271,21 @@ class Code(StrEnum):
         code="no_permission_mapping",
         message="No permission is mapped to the original request.",
     )
+    SSO_EMAIL_UNVERIFIED = _Row(
+        403, code="sso_email_unverified", message="The provider has not verified this e-mail."
+    )
+    SSO_DOMAIN_NOT_ALLOWED = _Row(
+        403, code="sso_domain_not_allowed", message="This e-mail domain may not sign in here."
+    )
+    SSO_ACCOUNT_NOT_FOUND = _Row(
+        403, code="sso_account_not_found", message="No account matches this identity."
+    )
+    SSO_IDENTITY_MISMATCH = _Row(
+        403, code="sso_identity_mismatch", message="This identity is not this account's."
+    )
+    PASSWORD_LOGIN_DISABLED = _Row(
+        403, code="password_login_disabled", message="Password login is off: use single sign-on."
+    )
     # A sensitive operation from a session whose last authentication is too old.
     REAUTHENTICATION_REQUIRED = _Row(
         403,
@@ -307,6 +323,7 @@ class Code(StrEnum):
     PASSKEY_NOT_FOUND = _Row(
         404, code="passkey_not_found", message="This account has no passkey with this id."
     )
+    IDENTITY_NOT_FOUND = _Row(404, code="identity_not_found", message="No such identity.")
     USER_NOT_FOUND = _Row(404, code="user_not_found", message="No user has this email.", sent=False)
 
     # -- 405 to 417: how the request was sent ------------------------------------------------
@@ -421,6 +438,8 @@ class Code(StrEnum):
         code="alias_busy",
         message="Other requests are changing this alias at the same time. Retry.",
     )
+    IDENTITY_TAKEN = _Row(409, code="identity_taken", message="Another account has it.")
+    LAST_WAY_IN = _Row(409, code="last_way_in", message="It is the account's last way in.")
     TOTP_ALREADY_ENABLED = _Row(
         409,
         code="totp_already_enabled",
@@ -527,6 +546,9 @@ class Code(StrEnum):
         503,
         code="mfa_unavailable",
         message="This second factor is not available on this service.",
+    )
+    SSO_UNAVAILABLE = _Row(
+        503, code="sso_unavailable", message="The identity provider is unreachable.", retry_after=30
     )
     LOGIN_BUSY = _Row(
         503,

@@ -14,9 +14,10 @@ confirmed only while the account's factors and password are those the first step
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from service.auth.audit import AuditTrail
@@ -31,7 +32,7 @@ from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.factors import LoginStep
 from service.domain.outcomes import AccountGone
-from service.domain.records import UserRecord
+from service.domain.records import SignInVia, UserRecord
 from service.errors import ApiError, Code
 from service.store.protocols import MfaAnswerStore, SessionStore, UserStore
 
@@ -84,6 +85,7 @@ class Login:
         factors: Factors,
         mfa: MfaAnswerStore,
         outcomes: Callable[[str], None] | None = None,
+        password_login: bool = True,
     ) -> None:
         self._users = users
         self._sessions = sessions
@@ -97,6 +99,8 @@ class Login:
         self._mfa = mfa
         # Told how each login ended (``service.observability.metrics.LOGIN_OUTCOMES``).
         self._outcomes = outcomes or _ignored
+        # FILEHOST_PASSWORD_LOGIN: off, only single sign-on opens sessions (the CLI is not a login).
+        self._password_login = password_login
 
     async def login(
         self,
@@ -119,6 +123,8 @@ class Login:
         is best effort: if it cannot be written the answer is still the 401 (logged as a
         warning), because a 503 there would tell a guesser which emails have accounts, and the
         attempt is counted by login throttling whatever happens to its record."""
+        if not self._password_login:
+            raise ApiError(Code.PASSWORD_LOGIN_DISABLED)
         email = normalise_email(email)
         user_agent = user_agent[: audit.MAX_USER_AGENT_LENGTH] if user_agent else None
         origin = audit.Origin(None, client_address, user_agent)
@@ -163,14 +169,39 @@ class Login:
         self._outcomes("succeeded")
         return opened
 
+    async def signed_in_elsewhere(
+        self, user: UserRecord, via: SignInVia, origin: audit.Origin, second_factor_done: bool
+    ) -> LoginResult | MfaRequired:
+        """A person the provider vouched for (``service.auth.oidc``): a session, or, for an
+        account with a second factor the provider did not stand in for
+        (``second_factor_done``), the same second step as a password login's, whose session
+        counts as opened ``via`` the provider. No password is checked, so nothing is throttled
+        here: the provider's own sign-in was."""
+        state = await self._factors.state(user.id)
+        if state.has_factor and not second_factor_done:
+            return await self._first_step(user, state.generation, methods(state), None, via)
+        method = "provider" if state.has_factor else None
+        opened = await self._open(
+            user, origin, None, state.generation, user.password_hash, method, via
+        )
+        self._outcomes("succeeded")
+        return opened
+
     async def _first_step(
-        self, user: UserRecord, generation: int, methods_: list[str], reservation: Reservation
+        self,
+        user: UserRecord,
+        generation: int,
+        methods_: list[str],
+        reservation: Reservation | None,
+        via: SignInVia | None = None,
     ) -> MfaRequired:
         # The right password counts for nothing until the second step has answered.
-        await reservation.release()
+        if reservation is not None:
+            await reservation.release()
         secret = credentials.generate_mfa_token()
         now = self._clock.now_ms()
-        step = LoginStep(now + MFA_TOKEN_MS, 0, generation, None, user.password_hash)
+        kept_via = None if via is None else json.dumps(asdict(via), separators=(",", ":"))
+        step = LoginStep(now + MFA_TOKEN_MS, 0, generation, None, user.password_hash, kept_via)
         try:
             kept = await self._mfa.add_login(
                 user.id, credentials.digest(secret), step, now, MAX_PENDING_STEPS
@@ -188,20 +219,26 @@ class Login:
         self,
         user: UserRecord,
         origin: audit.Origin,
-        reservation: Reservation,
+        reservation: Reservation | None,
         generation: int,
         password_hash: str,
         method: str | None = None,
+        via: SignInVia | None = None,
     ) -> LoginResult:
         """A session for ``user`` whose login read the factors at ``generation`` and checked
-        ``password_hash``; with ``method``, opened by that second factor (aal 2)."""
+        ``password_hash``; with ``method``, opened by that second factor (aal 2); ``via``: by
+        single sign-on (the provider, recorded in the session and its event)."""
         now = self._clock.now_ms()
         absolute = now + self._max_ms
         idle = min(now + self._idle_ms, absolute)
         token = credentials.generate_session_token()
         public_id = credentials.new_id("ses")
         opened = audit.session_ref(public_id, origin.user_agent)
-        changes = None if method is None else {"method": method, "aal": 2}
+        changes: dict[str, object] | None = None
+        if method is not None:
+            changes = {"method": method, "aal": 2}
+        if via is not None:
+            changes = {**(changes or {}), "via": via.method, "provider": via.provider}
         events = self._trail.batch(
             now,
             audit.event(
@@ -222,6 +259,7 @@ class Login:
                 events=events,
                 factors=generation,
                 aal=1 if method is None else 2,
+                via=via,
             )
         except AccountGone:
             # The user was deleted while the password was checked: as if it never existed (the
@@ -234,9 +272,11 @@ class Login:
             raise ApiError(Code.INVALID_CREDENTIALS) from None
         except Exception:
             self._outcomes("error")
-            await reservation.release()  # the password was right; the store failed after
+            if reservation is not None:
+                await reservation.release()  # the password was right; the store failed after
             raise
-        await reservation.succeeded()
+        if reservation is not None:
+            await reservation.succeeded()
         return LoginResult(user, token, idle, absolute)
 
     async def second_step(
@@ -287,8 +327,9 @@ class Login:
             await self._record_failed_login(user_id, origin, answer.method)
             raise ApiError(Code.MFA_CODE_INVALID, details={"attempts_left": found})
         assert isinstance(found, LoginStep)
+        via = None if found.via is None else SignInVia(**json.loads(found.via))
         opened = await self._open(
-            user, origin, reservation, found.generation, found.password_hash, answer.method
+            user, origin, reservation, found.generation, found.password_hash, answer.method, via
         )
         self._outcomes("succeeded")
         return opened

@@ -16,10 +16,13 @@ from service.auth.audit import AuditTrail
 from service.auth.bulk_files import BulkFiles
 from service.auth.files import Files
 from service.auth.folders import Folders
+from service.auth.identities import Identities
 from service.auth.leak_reports import LeakReports
 from service.auth.login import Login
 from service.auth.login_throttle import LoginThrottle
 from service.auth.mfa import Factors
+from service.auth.oidc import SingleSignOn
+from service.auth.oidc_provider import OidcProvider, ProviderHttp
 from service.auth.passwords import PasswordHasher
 from service.auth.reach import Reach
 from service.auth.readiness import Readiness
@@ -61,6 +64,8 @@ class Policy:
     uploaders: Uploaders
     uploads: ResumableUploads
     readiness: Readiness
+    identities: Identities
+    sso: SingleSignOn
 
 
 def make_policy(
@@ -71,10 +76,12 @@ def make_policy(
     settings: Settings,
     login_outcomes: Callable[[str], None] | None = None,
     alias_passwords: PasswordHasher | None = None,
+    provider_http: ProviderHttp | None = None,
 ) -> Policy:
     """The policy over ``stores``, with uploaded bytes in ``blob_stores``; ``login_outcomes`` is
     told how each login ended (the metrics); ``alias_passwords`` checks the vanity aliases'
-    passwords (``passwords``, unless given)."""
+    passwords (``passwords``, unless given); ``provider_http`` makes the requests to the OpenID
+    provider when single sign-on is configured (none: it is off)."""
     trail = AuditTrail(stores.audit, clock, settings.audit)
     throttle = LoginThrottle(stores.counters, settings.login)
     sessions = Sessions(stores.sessions, clock, trail, settings.reauth_seconds)
@@ -135,20 +142,55 @@ def make_policy(
         account_settings,
         trail,
     )
+    login = Login(
+        stores.users,
+        stores.sessions,
+        passwords,
+        throttle,
+        trail,
+        clock,
+        settings.sessions,
+        factors,
+        stores.mfa_answers,
+        login_outcomes,
+        settings.password_login,
+    )
+    reauthentication = Reauthentication(
+        users,
+        sessions,
+        stores.sessions,
+        factors,
+        stores.mfa,
+        stores.mfa_answers,
+        passwords,
+        throttle,
+        trail,
+        clock,
+        settings.sessions,
+    )
+    oidc = settings.oidc
+    identities = Identities(stores.oidc, stores.users, trail, clock, oidc)
+    provider = (
+        OidcProvider(oidc, provider_http, clock)
+        if oidc is not None and provider_http is not None
+        else None
+    )
+    sso = SingleSignOn(
+        oidc if provider is not None else None,
+        provider,
+        stores.oidc,
+        identities,
+        login,
+        reauthentication,
+        sessions,
+        stores.sessions,
+        stores.users,
+        clock,
+        settings.password_login,
+    )
     return Policy(
         users=users,
-        login=Login(
-            stores.users,
-            stores.sessions,
-            passwords,
-            throttle,
-            trail,
-            clock,
-            settings.sessions,
-            factors,
-            stores.mfa_answers,
-            login_outcomes,
-        ),
+        login=login,
         sessions=sessions,
         api_keys=api_keys,
         leak_reports=LeakReports(stores.api_keys, stores.counters, trail, clock),
@@ -169,19 +211,7 @@ def make_policy(
         settings=account_settings,
         removals=removals,
         factors=factors,
-        reauthentication=Reauthentication(
-            users,
-            sessions,
-            stores.sessions,
-            factors,
-            stores.mfa,
-            stores.mfa_answers,
-            passwords,
-            throttle,
-            trail,
-            clock,
-            settings.sessions,
-        ),
+        reauthentication=reauthentication,
         reach=reach,
         aliases=aliases,
         alias_access=alias_access,
@@ -190,4 +220,6 @@ def make_policy(
             stores.uploads, blob_stores.partials, blobs, files, clock, settings.uploads
         ),
         readiness=Readiness(stores, blobs),
+        identities=identities,
+        sso=sso,
     )

@@ -30,7 +30,7 @@ from service.domain import audit_events as audit
 from service.domain import credentials
 from service.domain.outcomes import AccountGone
 from service.domain.principal import Principal
-from service.domain.records import SessionStanding
+from service.domain.records import SessionStanding, SignInVia
 from service.errors import ApiError, Code
 from service.store.protocols import MfaAnswerStore, MfaStore, SessionStore
 
@@ -148,6 +148,31 @@ class Reauthentication:
             principal, standing, user.id, user.password_hash, state.generation, aal, origin
         )
 
+    async def reauthenticated_elsewhere(
+        self,
+        principal: Principal,
+        via: SignInVia,
+        origin: audit.Origin,
+        second_factor_done: bool,
+    ) -> Reauthenticated:
+        """A step-up the OpenID provider vouched for (``service.auth.oidc``: the person signed
+        in there again, after the step-up began, as an identity linked to this account): the
+        caller's session replaced as ``reauthenticate`` replaces it. 403
+        ``reauthentication_required`` for an account with a second factor the provider did
+        not stand in for (``second_factor_done``): that takes ``reauthenticate``."""
+        user = await self._users.get_user(principal.user_id)
+        standing = await self._sessions.standing(principal)
+        state = await self._factors.state(user.id)
+        if state.has_factor and not second_factor_done:
+            raise ApiError(
+                Code.REAUTHENTICATION_REQUIRED,
+                "This account has a second factor: reauthenticate with it.",
+            )
+        aal = 2 if state.has_factor else 1
+        return await self._replace(
+            principal, standing, user.id, user.password_hash, state.generation, aal, origin, via
+        )
+
     async def _replace(
         self,
         principal: Principal,
@@ -157,8 +182,12 @@ class Reauthentication:
         generation: int,
         aal: int,
         origin: audit.Origin,
+        via: SignInVia | None = None,
     ) -> Reauthenticated:
+        """``via``: how the new session counts as opened (a step-up through the provider:
+        the provider's session); else the old session's."""
         assert principal.token_digest is not None
+        via = via or standing.via
         token = credentials.generate_session_token()
         digest = credentials.digest(token)
         now = self._clock.now_ms()
@@ -190,6 +219,7 @@ class Reauthentication:
                 factors=generation,
                 aal=aal,
                 authenticated_at=now,
+                via=via,
             )
         except AccountGone:
             # The password or a factor changed, or the user went, since the checks: whatever

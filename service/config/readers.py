@@ -361,3 +361,54 @@ class S3Endpoint:
 
     def bounds(self) -> str:
         return "`http://` or `https://`, a host, no path"
+
+
+@dataclass(frozen=True)
+class IssuerUrl:
+    """An OpenID provider's issuer: an absolute http(s) URL without query or fragment, kept
+    exactly as written (its ID tokens' ``iss`` must equal it, trailing slash included)."""
+
+    kind: str = "URL"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
+        try:
+            parts = urlsplit(raw)
+            parts.port  # noqa: B018 - raises for a port that is not a number
+        except ValueError:
+            raise ConfigError(f"{name} must be an http:// or https:// URL, got {raw!r}") from None
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.username is not None
+            or parts.query
+            or parts.fragment
+            or any(char.isspace() for char in raw)
+        ):
+            raise ConfigError(
+                f"{name} must be an http:// or https:// URL with a host and no query, got {raw!r}"
+            )
+        return raw
+
+    def bounds(self) -> str:
+        return "`http://` or `https://`, a host, no query; kept exactly (the tokens' `iss`)"
+
+
+@dataclass(frozen=True)
+class Domains:
+    """A comma-separated list of e-mail domains, lower-cased, without a leading ``@``."""
+
+    kind: str = "list of domains"
+
+    def parse(self, name: str, raw: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        found = []
+        for part in raw.split(","):
+            domain = part.strip().lower().removeprefix("@")
+            if not domain:
+                continue
+            if not re.fullmatch(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?", domain):
+                raise ConfigError(f"{name} must list e-mail domains, got {part.strip()!r}")
+            found.append(domain)
+        return tuple(found)
+
+    def bounds(self) -> str:
+        return "comma-separated, e.g. `example.com,example.org`"

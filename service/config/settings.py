@@ -80,6 +80,25 @@ class AuditSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OidcSettings:
+    """Single sign-on with one OpenID provider (``service.auth.oidc``): who it is, this
+    service's client there, where the provider sends people back, and who may sign in."""
+
+    issuer: str
+    client_id: str
+    client_secret: Secret | None
+    scopes: str
+    label: str
+    redirect_uri: str  # FILEHOST_PUBLIC_URL + /api/v1/auth/oidc/callback
+    dashboard_url: str  # where a sign-in ends, with its outcome in the fragment
+    secure_cookie: bool  # the public URL is https: the state's cookie is Secure
+    signup: bool
+    allowed_domains: tuple[str, ...]
+    trust_provider_mfa: bool
+    timeout_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every tunable of the service (``SETTINGS`` says what each does); defaults are the
     documented production defaults."""
@@ -154,6 +173,17 @@ class Settings:
     secrets_key: SecretKeys | None = _DEFAULTS["secrets_key"]
     secrets_key_file: SecretKeys | None = _DEFAULTS["secrets_key_file"]
     reauth_seconds: int = _DEFAULTS["reauth_seconds"]
+    oidc_issuer: str | None = _DEFAULTS["oidc_issuer"]
+    oidc_client_id: str | None = _DEFAULTS["oidc_client_id"]
+    oidc_client_secret: Secret | None = _DEFAULTS["oidc_client_secret"]
+    oidc_client_secret_file: Secret | None = _DEFAULTS["oidc_client_secret_file"]
+    oidc_scopes: str = _DEFAULTS["oidc_scopes"]
+    oidc_label: str = _DEFAULTS["oidc_label"]
+    oidc_signup: bool = _DEFAULTS["oidc_signup"]
+    oidc_allowed_domains: tuple[str, ...] = _DEFAULTS["oidc_allowed_domains"]
+    oidc_trust_provider_mfa: bool = _DEFAULTS["oidc_trust_provider_mfa"]
+    oidc_timeout_seconds: float = _DEFAULTS["oidc_timeout_seconds"]
+    password_login: bool = _DEFAULTS["password_login"]
 
     @property
     def sessions(self) -> SessionSettings:
@@ -205,6 +235,26 @@ class Settings:
         )
 
     @property
+    def oidc(self) -> OidcSettings | None:
+        """Single sign-on's settings; None when ``FILEHOST_OIDC_ISSUER`` is unset."""
+        if self.oidc_issuer is None or self.oidc_client_id is None or self.public_url is None:
+            return None
+        return OidcSettings(
+            issuer=self.oidc_issuer,
+            client_id=self.oidc_client_id,
+            client_secret=self.oidc_client_secret or self.oidc_client_secret_file,
+            scopes=self.oidc_scopes,
+            label=self.oidc_label,
+            redirect_uri=f"{self.public_url}/api/v1/auth/oidc/callback",
+            dashboard_url=f"{self.public_url}/",
+            secure_cookie=self.public_url.startswith("https://"),
+            signup=self.oidc_signup,
+            allowed_domains=self.oidc_allowed_domains,
+            trust_provider_mfa=self.oidc_trust_provider_mfa,
+            timeout_seconds=self.oidc_timeout_seconds,
+        )
+
+    @property
     def mfa(self) -> MfaSettings:
         keys = self.secrets_key or self.secrets_key_file or SecretKeys()
         return MfaSettings(self.public_url, keys, self.reauth_seconds)
@@ -234,6 +284,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             "would be a guess"
         )
     _check_object_store(settings)
+    _check_oidc(settings)
     if settings.redis_mode == "sentinel" and settings.redis_url is None:
         # No password, db 0: the sentinels say where the master is.
         host, port = settings.sentinels[0]
@@ -255,6 +306,38 @@ def _check_object_store(settings: Settings) -> None:
         raise ConfigError(
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together: set both (or their _FILE "
             "variants), or neither for the AWS SDK's own credentials"
+        )
+
+
+def _check_oidc(settings: Settings) -> None:
+    """Single sign-on's settings, checked together: each missing piece a start-up line."""
+    if settings.oidc_issuer is None:
+        for variable, value in (
+            ("FILEHOST_OIDC_CLIENT_ID", settings.oidc_client_id),
+            ("FILEHOST_OIDC_CLIENT_SECRET", settings.oidc_client_secret),
+            ("FILEHOST_OIDC_CLIENT_SECRET_FILE", settings.oidc_client_secret_file),
+        ):
+            if value is not None:
+                raise ConfigError(f"{variable} needs FILEHOST_OIDC_ISSUER, the provider to use")
+        if not settings.password_login:
+            raise ConfigError(
+                "FILEHOST_PASSWORD_LOGIN=off needs FILEHOST_OIDC_ISSUER: without single sign-on "
+                "nobody could sign in to the dashboard"
+            )
+        return
+    if settings.oidc_client_id is None:
+        raise ConfigError(
+            "FILEHOST_OIDC_ISSUER needs FILEHOST_OIDC_CLIENT_ID, the client id the provider gave "
+            "this service"
+        )
+    if settings.public_url is None:
+        raise ConfigError(
+            "FILEHOST_OIDC_ISSUER needs FILEHOST_PUBLIC_URL: the provider sends people back to "
+            "FILEHOST_PUBLIC_URL/api/v1/auth/oidc/callback"
+        )
+    if settings.oidc_client_secret is not None and settings.oidc_client_secret_file is not None:
+        raise ConfigError(
+            "set FILEHOST_OIDC_CLIENT_SECRET or FILEHOST_OIDC_CLIENT_SECRET_FILE, not both"
         )
 
 

@@ -1,7 +1,7 @@
 """``SETTINGS``, the one table of settings: each row (``service.config.setting``) names the
-setting's field, its variable, how its value is read and bounded, its default and what it does;
-the object store's rows are in ``object_store_table``. ``Settings`` takes its defaults
-from it, ``load_settings`` reads the environment through it, and the table in
+setting's field, its variable, how its value is read and bounded, its default and what it does; the
+object store's rows are in ``object_store_table``, single sign-on's in ``oidc_table``. ``Settings``
+takes its defaults from it, ``load_settings`` reads the environment through it, and the table in
 ``docs/configuration.md`` is made from it (``settings_table``; a test keeps the page in step)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from service.config.object_store_table import OBJECT_STORE_SETTINGS
+from service.config.oidc_table import OIDC_SETTINGS
 from service.config.readers import (
     Addresses,
     Choice,
@@ -478,6 +479,7 @@ SETTINGS: tuple[Setting, ...] = (
         "ending every other session); older: 403 `reauthentication_required` until "
         "`POST /auth/reauthenticate`",
     ),
+    *OIDC_SETTINGS,
 )
 
 # With Sentinel, credential writes wait this long (at most) for a replica by default.

@@ -47,6 +47,9 @@ MFA_WEBAUTHN_REMOVED = "mfa.webauthn_removed"
 MFA_RECOVERY_CODES_REGENERATED = "mfa.recovery_codes_regenerated"
 MFA_RECOVERY_CODE_USED = "mfa.recovery_code_used"
 MFA_RESET = "mfa.reset"
+# An identity at the OpenID provider linked to the account, or unlinked from it.
+IDENTITY_LINKED = "identity.linked"
+IDENTITY_UNLINKED = "identity.unlinked"
 
 EVENT_TYPES = (
     LOGIN_SUCCEEDED,
@@ -81,6 +84,8 @@ EVENT_TYPES = (
     MFA_RECOVERY_CODES_REGENERATED,
     MFA_RECOVERY_CODE_USED,
     MFA_RESET,
+    IDENTITY_LINKED,
+    IDENTITY_UNLINKED,
 )
 
 
@@ -160,6 +165,12 @@ def passkey_target(passkey_id: str, name: str) -> dict[str, Any]:
     """A passkey (a WebAuthn credential) added, removed or used: its id and the name its owner
     gave it; never its credential id or public key."""
     return {"type": "passkey", "passkey_id": passkey_id, "name": name}
+
+
+def identity_ref(identity_id: str, provider: str, email: str | None) -> dict[str, Any]:
+    """An identity at the OpenID provider: its id, the provider (issuer) and the e-mail it had
+    when linked; never its subject."""
+    return {"type": "identity", "identity_id": identity_id, "provider": provider, "email": email}
 
 
 def settings_target() -> dict[str, Any]:

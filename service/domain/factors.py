@@ -45,3 +45,6 @@ class LoginStep:
     generation: int
     challenge: str | None  # base64url; None until WebAuthn options were asked for
     password_hash: str
+    # A sign-in through the provider that asks for the account's second factor: how the session
+    # it opens counts as opened (JSON of ``SignInVia``'s fields); None for a password login.
+    via: str | None = None

@@ -119,6 +119,17 @@ class KeyChanges:
 
 
 @dataclass(frozen=True, slots=True)
+class SignInVia:
+    """How a session was opened when not by the password: single sign-on (``method`` "oidc")
+    at a provider (its issuer), within the provider's session ``sid`` when it named one (what
+    a back-channel logout names)."""
+
+    method: str
+    provider: str
+    provider_sid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionRecord:
     """A session as its owner sees it in a list, plus the digest that identifies it to the
     service (never shown)."""
@@ -133,6 +144,7 @@ class SessionRecord:
     user_agent: str | None
     authenticated_at: int = 0  # when it last authenticated: its login or a reauthentication
     aal: int = 1  # 1: a password alone; 2: with a second factor
+    via: SignInVia | None = None  # None: opened with the password
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +157,7 @@ class SessionStanding:
     created_at: int
     authenticated_at: int
     aal: int
+    via: SignInVia | None = None
 
 
 @dataclass(frozen=True, slots=True)

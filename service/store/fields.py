@@ -38,7 +38,7 @@ KEY_FIELDS = ("u", "k", "p", "e", "x", "n", "r", "g", "a", "b")
 KEY_FIELD_COUNT = len(KEY_FIELDS)
 SESSION_FIELDS = ("u", "c", "a", "i")
 # Read by the session list alone, never by the per-request lookup.
-SESSION_LIST_FIELDS = ("u", "c", "a", "i", "id", "s", "ip", "ua", "aa", "l")
+SESSION_LIST_FIELDS = ("u", "c", "a", "i", "id", "s", "ip", "ua", "aa", "l", "m", "pi", "ps")
 
 
 def int_field(value: object) -> int:

@@ -25,6 +25,8 @@ key                                    type    holds
                                                login address ``ip`` and User-Agent ``ua``;
                                                when it last authenticated ``aa`` and with how
                                                many factors ``l`` (none: at ``c``, with 1);
+                                               opened by single sign-on: method ``m``, the
+                                               provider ``pi``, its session id ``ps``;
                                                PEXPIREAT 1 h past the nearer deadline
                                                (answered session_expired)
 ``P:key-gone:{<key entry>}``            string  why and when an API key secret stopped
@@ -43,6 +45,19 @@ key                                    type    holds
 ``P:leak-reports:ip:<address>``         string  leak reports (``POST /keys/leaked``) counted
                                                for one client address (IPv6: its /64) in the
                                                window; expires with the window
+``P:oidc-state:{<sha256 of state>}``   string  a trip to the OpenID provider begun by
+                                               ``GET /auth/oidc/start`` (``PendingSignIn``
+                                               JSON), taken once by its callback; PX 10 min
+``P:oidc-code:{<sha256 of code>}``      string  a verified sign-in waiting for its one-time
+                                               exchange (``SignedIn`` JSON); PX 60 s
+``P:oidc-identity:<sha256 of iss,sub>`` string  the account an identity at the provider is
+                                               linked to (its ``{U}:identities`` must agree)
+``P:oidc-sid:{<sha256 of iss,sid>}``    set     ``<user id> <session digest>`` of the sessions
+                                               a provider's session opened (back-channel
+                                               logout); expires with the longest of them
+``P:oidc-jti:<sha256 of iss,jti>``      string  a logout token already used; PX 10 min
+``P:{U}:identities``                    hash    sha256 of (iss, sub) -> ``Identity`` JSON: the
+                                               account's identities at the provider
 ``P:users:by-email``                    hash    lower-cased email -> user id
 ``P:{U}:user``                          hash    id, email, bcrypt hash, created; deleted first
                                                when the user is, and checked by every creation
@@ -339,6 +354,24 @@ class RedisKeys:
 
     def user(self, user_id: str) -> str:
         return self._account(user_id, "user")
+
+    def oidc_state(self, state_digest: str) -> str:
+        return f"{self._prefix}:oidc-state:{{{state_digest}}}"
+
+    def oidc_code(self, code_digest: str) -> str:
+        return f"{self._prefix}:oidc-code:{{{code_digest}}}"
+
+    def oidc_identity(self, identity_digest: str) -> str:
+        return f"{self._prefix}:oidc-identity:{identity_digest}"
+
+    def oidc_sid(self, sid_digest: str) -> str:
+        return f"{self._prefix}:oidc-sid:{{{sid_digest}}}"
+
+    def oidc_jti(self, jti_digest: str) -> str:
+        return f"{self._prefix}:oidc-jti:{jti_digest}"
+
+    def account_identities(self, user_id: str) -> str:
+        return self._account(user_id, "identities")
 
     def account_keys(self, user_id: str) -> str:
         return self._account(user_id, "keys")

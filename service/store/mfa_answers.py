@@ -153,9 +153,17 @@ return 1
 
 def _login_step(raw: str) -> LoginStep:
     try:
-        expires, answers, generation, challenge, password_hash = raw.split(":", 4)
+        expires, answers, generation, challenge, checked = raw.split(":", 4)
+        # A sign-in through the provider keeps how it was made after the hash (none holds a
+        # blank): see ``add_login``.
+        password_hash, _, via = checked.partition(" ")
         return LoginStep(
-            int(expires), int(answers), int(generation), challenge or None, password_hash
+            int(expires),
+            int(answers),
+            int(generation),
+            challenge or None,
+            password_hash,
+            via or None,
         )
     except ValueError:
         raise CorruptRecord() from None
@@ -196,7 +204,7 @@ class MfaAnswerStore:
                 str(step.answers),
                 str(step.generation),
                 step.challenge or "",
-                step.password_hash,
+                step.password_hash if step.via is None else f"{step.password_hash} {step.via}",
             )
         )
         return bool(

@@ -11,8 +11,9 @@ from redis.asyncio import Redis
 from service.clock import Clock
 from service.domain.audit_events import EventBatch
 from service.domain.credentials import new_id
+from service.domain.oidc import identity_digest
 from service.domain.outcomes import AccountGone
-from service.domain.records import SessionRecord, SessionStanding
+from service.domain.records import SessionRecord, SessionStanding, SignInVia
 from service.errors import CorruptRecord
 from service.store.audit import RECORD_EVENTS, batch_args
 from service.store.fields import SESSION_EXPIRED_GRACE_MS, SESSION_LIST_FIELDS, int_field
@@ -98,14 +99,15 @@ return 1
 # Gives a session opened before sessions had public ids one, the first time it is listed or acts
 # (never creates an entry that is gone). Returns the session's public id, its User-Agent at login
 # (nil when none), when it was opened, when it last authenticated and with how many factors (nil
-# for a session opened before those were kept), or nil when it is gone.
+# for a session opened before those were kept), how it was opened (single sign-on: method,
+# provider, provider's session; nil for a password), or nil when it is gone.
 # KEYS: entry. ARGV: a new public id.
 _ASSIGN_SESSION_ID = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
-return redis.call('HMGET', KEYS[1], 'id', 'ua', 'c', 'aa', 'l')
+return redis.call('HMGET', KEYS[1], 'id', 'ua', 'c', 'aa', 'l', 'm', 'pi', 'ps')
 """
 
 # Ends a session: its entry goes (refused from then on), and so does the record of a session
@@ -142,6 +144,17 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
+# Adds a session to the set of those its provider's session opened (back-channel logout names
+# that session); the set lasts as long as its longest-lived member. KEYS: set. ARGV: member,
+# until (ms).
+_REMEMBER_PROVIDER_SESSION = """
+redis.call('SADD', KEYS[1], ARGV[1])
+if redis.call('PEXPIRETIME', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+end
+return 1
+"""
+
 # How many sessions a chain of replacements may hold (each one ended while the next was made).
 _MOST_REPLACEMENTS = 8
 
@@ -161,6 +174,7 @@ class SessionStore:
         self._end_session = redis.register_script(_END_SESSION)
         self._begin_replacement = redis.register_script(_BEGIN_REPLACEMENT)
         self._finish_replacement = redis.register_script(_FINISH_REPLACEMENT)
+        self._remember_provider_session = redis.register_script(_REMEMBER_PROVIDER_SESSION)
 
     async def add(
         self,
@@ -177,6 +191,7 @@ class SessionStore:
         factors: int | None = None,
         aal: int = 1,
         authenticated_at: int | None = None,
+        via: SignInVia | None = None,
     ) -> None:
         """Open a session. Raises ``AccountGone`` when the user record is gone, or went while
         the session was written (steps (a)-(c) of "Creating a credential" above), or, given
@@ -192,7 +207,8 @@ class SessionStore:
         Beside the four fields the per-request lookup reads, the entry holds what only the
         session list reads: the public id, when it was last seen (renewals move it), and the
         client's address and User-Agent at login, and when it last authenticated
-        (``authenticated_at``, its creation unless given) with how many factors (``aal``).
+        (``authenticated_at``, its creation unless given) with how many factors (``aal``),
+        and, for a session opened by single sign-on, how (``via``: ``m``, ``pi``, ``ps``).
 
         ``events`` (the login's) are recorded in the step that confirms the session, so no
         session opens unrecorded: if that step fails, the entry is deleted."""
@@ -215,7 +231,10 @@ class SessionStore:
                 "aa": created_at if authenticated_at is None else authenticated_at,
                 "l": aal,
             }
-            for name, value in (("id", public_id), ("ip", ip), ("ua", user_agent)):
+            named = [("id", public_id), ("ip", ip), ("ua", user_agent)]
+            if via is not None:
+                named += [("m", via.method), ("pi", via.provider), ("ps", via.provider_sid)]
+            for name, value in named:
                 if value is not None:
                     fields[name] = value
             pipe.hset(entry, mapping=fields)
@@ -233,6 +252,12 @@ class SessionStore:
         if not confirmed:
             await self.redis.delete(entry)
             raise AccountGone()
+        if via is not None and via.provider_sid is not None:
+            # Read only by a back-channel logout; a session it misses still ends with the rest.
+            await self._remember_provider_session(
+                keys=[self.keys.oidc_sid(identity_digest(via.provider, via.provider_sid))],
+                args=[f"{user_id} {token_digest}", absolute_deadline + SESSION_EXPIRED_GRACE_MS],
+            )
 
     async def renew(self, token_digest: str, idle_deadline: int, expire_at: int) -> None:
         """Move a session's idle deadline; ``expire_at`` is its new deadline (idle or absolute,
@@ -258,7 +283,7 @@ class SessionStore:
         )
         if not found:
             return None
-        public_id, agent, created, authenticated, aal = found
+        public_id, agent, created, authenticated, aal, method, provider, sid = found
         created_at = int_field(created)
         return SessionStanding(
             public_id,
@@ -266,6 +291,7 @@ class SessionStore:
             created_at,
             int_field(authenticated) if authenticated is not None else created_at,
             int_field(aal) if aal is not None else 1,
+            _via(method, provider, sid),
         )
 
     async def remove(self, token_digest: str, user_id: str) -> bool:
@@ -312,7 +338,7 @@ class SessionStore:
             rows = await pipe.execute()
         records = []
         for digest, row in zip(digests, rows, strict=True):
-            owner, created, absolute, idle, public_id, seen, ip, agent, aa, aal = row
+            owner, created, absolute, idle, public_id, seen, ip, agent, aa, aal, *via = row
             if owner is None:
                 continue  # ended or expired; the index forgets it at a later login
             if owner != user_id:
@@ -341,6 +367,7 @@ class SessionStore:
                     user_agent=agent,
                     authenticated_at=int_field(aa) if aa is not None else created_at,
                     aal=int_field(aal) if aal is not None else 1,
+                    via=_via(*via),
                 )
             )
         records.sort(key=lambda record: (record.created_at, record.id), reverse=True)
@@ -371,3 +398,10 @@ class SessionStore:
             ended += sum(int(deleted) for deleted, _ in replies)
             digests = [replacement for _, replacement in replies if replacement]
         return ended
+
+
+def _via(method: str | None, provider: str | None, sid: str | None) -> SignInVia | None:
+    """How a session was opened, from its entry's fields; None for a password."""
+    if method is None or provider is None:
+        return None
+    return SignInVia(method, provider, sid)

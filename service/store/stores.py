@@ -1,13 +1,12 @@
 """Every store of the service over one Redis client: what the application wires its policy to.
 
 Each aggregate has its own store (``users``, ``sessions``, ``api_keys`` with ``key_usage``: what
-each key is doing, ``audit``, ``files``, ``folders`` with ``folder_removal``,
-``account_settings``, ``aliases`` with ``alias_views``, the public side's, ``bindings``: what a
-key bound to folders reaches, ``mfa`` with ``mfa_answers``: the second factors), ``lookup`` is
-the per-request read of a credential, ``counters`` the windowed counts of login attempts and leak
-reports, and ``backup`` the copy of every record a backup takes. All share one map of key
-names (``service.store.keys``).
-"""
+each key is doing, ``audit``, ``files``, ``folders`` with ``folder_removal``, ``account_settings``,
+``aliases`` with ``alias_views``, the public side's, ``bindings``: what a key bound to folders
+reaches, ``mfa`` with ``mfa_answers``: the second factors, ``oidc``: single sign-on's trips to the
+provider and linked identities), ``lookup`` is the per-request read of a credential, ``counters``
+the windowed counts of login attempts and leak reports, and ``backup`` the copy of every record a
+backup takes. All share one map of key names (``service.store.keys``)."""
 
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ from service.store.keys import RedisKeys
 from service.store.lookup import CredentialLookup
 from service.store.mfa import MfaStore
 from service.store.mfa_answers import MfaAnswerStore
+from service.store.oidc import OidcStore
 from service.store.pipelined import PipelinedRedis
 from service.store.sessions import SessionStore
 from service.store.uploads import UploadStore
@@ -61,6 +61,7 @@ class Stores:
     mfa_answers: MfaAnswerStore
     bindings: BindingsStore
     uploads: UploadStore
+    oidc: OidcStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -100,4 +101,5 @@ def open_stores(
         mfa_answers=MfaAnswerStore(redis, keys),
         bindings=BindingsStore(redis, keys, hot),
         uploads=UploadStore(redis, keys),
+        oidc=OidcStore(redis, keys),
     )

@@ -162,7 +162,15 @@ class UserStore:
         ]
         for start in range(0, len(indexes), 300):
             await self.redis.delete(*indexes[start : start + 300])
+        # Its identities at the provider: the index entries first (a deletion cut short and run
+        # again still finds them in the account's hash), each only while it names this account.
+        identities = await self.redis.hkeys(self.keys.account_identities(user_id))
+        for digest in identities:
+            index = self.keys.oidc_identity(digest)
+            if await self.redis.get(index) == user_id:
+                await self.redis.delete(index)
         await self.redis.delete(
+            self.keys.account_identities(user_id),
             self.keys.account_folders(user_id),
             self.keys.folder_trash(user_id),
             self.keys.account_removed(user_id),

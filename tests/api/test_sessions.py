@@ -32,6 +32,8 @@ FIELDS = {
     "current",
     "aal",
     "authenticated_at",
+    "method",
+    "provider",
 }
 
 
@@ -82,6 +84,7 @@ async def test_the_list_shows_every_live_session_newest_first_with_the_callers_m
     for view in sessions:
         assert credentials.is_valid_id(view["id"], "ses")
         assert view["ip"] == "127.0.0.1"  # the peer, as login throttling sees it
+        assert (view["method"], view["provider"]) == ("password", None)
         assert parse_iso(view["last_seen_at"]) == parse_iso(view["created_at"])
         created = parse_iso(view["created_at"])
         assert (parse_iso(view["expires_at"]) - created).total_seconds() == 24 * 3600

@@ -354,3 +354,45 @@ def test_a_bad_object_store_setting_is_refused_naming_it(env: dict[str, str], na
     with pytest.raises(ConfigError, match=named) as refused:
         load_settings(env)
     assert "a-secret-never-shown" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"FILEHOST_OIDC_ISSUER": "https://id.example.com"}, "FILEHOST_OIDC_CLIENT_ID"),
+        (
+            {"FILEHOST_OIDC_ISSUER": "https://id.example.com", "FILEHOST_OIDC_CLIENT_ID": "c"},
+            "FILEHOST_PUBLIC_URL",
+        ),
+        ({"FILEHOST_OIDC_CLIENT_ID": "c"}, "FILEHOST_OIDC_ISSUER"),
+        ({"FILEHOST_PASSWORD_LOGIN": "off"}, "FILEHOST_OIDC_ISSUER"),
+        ({"FILEHOST_OIDC_ISSUER": "ftp://id.example.com"}, "FILEHOST_OIDC_ISSUER"),
+        ({"FILEHOST_OIDC_ALLOWED_DOMAINS": "example.com, bad domain"}, "ALLOWED_DOMAINS"),
+        ({"FILEHOST_OIDC_TIMEOUT_SECONDS": "60"}, "FILEHOST_OIDC_TIMEOUT_SECONDS"),
+    ],
+)
+def test_single_sign_on_settings_are_refused_at_start_up_naming_what_is_missing(
+    env: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env)
+    assert named in str(caught.value)
+
+
+def test_single_sign_on_settings_keep_the_issuer_exactly_and_make_the_redirect_uri() -> None:
+    settings = load_settings(
+        {
+            "FILEHOST_OIDC_ISSUER": "https://auth.example.com/application/o/filehost/",
+            "FILEHOST_OIDC_CLIENT_ID": "filehost",
+            "FILEHOST_OIDC_CLIENT_SECRET": "s",
+            "FILEHOST_PUBLIC_URL": "https://files.example.com/",
+            "FILEHOST_OIDC_ALLOWED_DOMAINS": "@Example.com,example.org",
+        }
+    )
+    oidc = settings.oidc
+    assert oidc is not None and oidc.issuer.endswith("/filehost/")
+    assert oidc.redirect_uri == "https://files.example.com/api/v1/auth/oidc/callback"
+    assert oidc.secure_cookie and oidc.allowed_domains == ("example.com", "example.org")
+    assert oidc.scopes == "openid email profile" and not oidc.signup
+    assert "s" not in repr(settings.oidc_client_secret)
+    assert load_settings({}).oidc is None and load_settings({}).password_login

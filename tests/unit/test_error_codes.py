@@ -195,7 +195,7 @@ def _called(node: ast.Call) -> str | None:
 def test_no_raise_site_spells_a_code_or_a_challenge() -> None:
     spelled = []
     for name, tree in _sources():
-        if name == "service/errors.py":
+        if name in ("service/errors.py", "service/error_rows.py"):  # the table and its rows
             continue
         docstrings = _docstrings(tree)
         for node in ast.walk(tree):

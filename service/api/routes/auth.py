@@ -20,6 +20,7 @@ from service.api.mfa_requests import (
 from service.api.validation import parse_login, read_json_object, user_agent
 from service.api.views import ok
 from service.auth.login import LoginResult, MfaRequired
+from service.auth.reauthentication import Reauthenticated
 from service.clock import iso
 from service.domain.permissions import to_names
 from service.domain.principal import CredentialType
@@ -32,19 +33,23 @@ async def login(request: web.Request) -> web.Response:
         fields.email, fields.password, address, user_agent(request)
     )
     if isinstance(result, MfaRequired):
-        # No token: the mfa_token is good for the second step only.
-        return ok(
-            {
-                "mfa_required": True,
-                "mfa_token": result.mfa_token,
-                "methods": result.methods,
-                "expires_at": iso(result.expires_at),
-            }
-        )
-    return _logged_in(result)
+        return mfa_required(result)
+    return logged_in(result)
 
 
-def _logged_in(result: LoginResult) -> web.Response:
+def mfa_required(result: MfaRequired) -> web.Response:
+    # No token: the mfa_token is good for the second step only.
+    return ok(
+        {
+            "mfa_required": True,
+            "mfa_token": result.mfa_token,
+            "methods": result.methods,
+            "expires_at": iso(result.expires_at),
+        }
+    )
+
+
+def logged_in(result: LoginResult) -> web.Response:
     return ok(
         {
             "user": {"id": result.user.id, "email": result.user.email},
@@ -61,7 +66,7 @@ async def login_second_step(request: web.Request) -> web.Response:
     result = await request.app[POLICY].login.second_step(
         mfa_token, answer, address, user_agent(request), loopback_origin(request)
     )
-    return _logged_in(result)
+    return logged_in(result)
 
 
 async def login_webauthn_options(request: web.Request) -> web.Response:
@@ -81,6 +86,10 @@ async def reauthenticate(request: web.Request) -> web.Response:
         await acting(request, principal),
         loopback_origin(request),
     )
+    return reauthenticated(done)
+
+
+def reauthenticated(done: Reauthenticated) -> web.Response:
     return ok(
         {
             "token": done.token,

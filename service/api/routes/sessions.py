@@ -43,6 +43,9 @@ def _session_view(record: SessionRecord, principal: Principal) -> dict[str, Any]
         "current": record.token_digest == principal.token_digest,
         "aal": record.aal,
         "authenticated_at": iso(record.authenticated_at),
+        # How it was opened: "password", or "oidc" at the provider (its issuer).
+        "method": "password" if record.via is None else record.via.method,
+        "provider": None if record.via is None else record.via.provider,
     }
 
 

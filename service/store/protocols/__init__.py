@@ -1,11 +1,10 @@
-"""What the policy (``service.auth``) asks of the stores: one ``Protocol`` per store
-(in ``accounts``, ``files`` and ``blobs``), and ``Stores``, all of them together. The stores of
-``service.store`` implement them (each method's contract is documented there, on the
-implementation); the policy sees only these, so it runs on in-memory fakes as well as on Redis,
-and knows no key name and no Redis type.
+"""What the policy (``service.auth``) asks of the stores: one ``Protocol`` per store (in
+``accounts``, ``files``, ``oidc`` and ``blobs``), and ``Stores``, all of them together. The stores
+of ``service.store`` implement them (each method's contract is documented there, on the
+implementation); the policy sees only these, so it runs on in-memory fakes as well as on Redis, and
+knows no key name and no Redis type.
 
-Everything here is a domain value or a builtin: nothing imports Redis.
-"""
+Everything here is a domain value or a builtin: nothing imports Redis."""
 
 from __future__ import annotations
 
@@ -34,6 +33,7 @@ from service.store.protocols.files import (
     FoldersStore,
     UploadStore,
 )
+from service.store.protocols.oidc import OidcStore
 
 __all__ = [
     "AccountSettingsStore",
@@ -52,6 +52,7 @@ __all__ = [
     "KeyUsageStore",
     "MfaAnswerStore",
     "MfaStore",
+    "OidcStore",
     "SessionStore",
     "Stores",
     "UploadStore",
@@ -98,5 +99,7 @@ class Stores(Protocol):
     def bindings(self) -> BindingsStore: ...
     @property
     def uploads(self) -> UploadStore: ...
+    @property
+    def oidc(self) -> OidcStore: ...
 
     async def ping(self) -> bool: ...

@@ -21,6 +21,7 @@ from service.domain.records import (
     SessionEntry,
     SessionRecord,
     SessionStanding,
+    SignInVia,
     UserRecord,
 )
 
@@ -57,6 +58,7 @@ class SessionStore(Protocol):
         factors: int | None = None,
         aal: int = 1,
         authenticated_at: int | None = None,
+        via: SignInVia | None = None,
     ) -> None: ...
 
     async def renew(self, token_digest: str, idle_deadline: int, expire_at: int) -> None: ...

@@ -5,6 +5,11 @@
 // change (sessionCaller in api.js). Cancelling changes nothing. The dialog is built by this
 // module, once, the first time a page needs it: every signed-in page gets it without markup.
 //
+// With single sign-on on and an identity linked to the account, the dialog also offers
+// "Confirm with <provider>": the provider asks the user to sign in again (prompt=login) in a
+// window of its own, and the one-time code it comes back with is traded, with this session's
+// token, for the new token. An account without a password is offered that alone.
+//
 // api.js imports this module and this one imports api.js: only functions cross, called after
 // both have loaded, so the cycle is harmless.
 
@@ -12,6 +17,7 @@ import { ApiError, api, describe, retryHint, sessionEnded } from "./api.js";
 import { el, hide, show } from "./dom.js";
 import { factorFields } from "./factor.js";
 import { loadSession, saveSession, signedOut } from "./session.js";
+import { actionText, providerName, providerWindow, signInMethods, ssoErrorText } from "./sso.js";
 import { promptFailedText, usePasskey } from "./webauthn.js";
 
 let parts = null; // the dialog's elements, once built
@@ -26,9 +32,17 @@ function build() {
   const cancel = el("button", { text: "Cancel", className: "secondary", attrs: { id: "reauth-cancel", type: "button" } });
   const confirm = el("button", { text: "Confirm", className: "primary", attrs: { id: "reauth-confirm", type: "submit" } });
   const factorBox = el("div", { attrs: { id: "reauth-factor" } });
+  const passwordBox = el("div", { className: "field" }, [
+    el("label", { text: "Your password", attrs: { for: "reauth-password" } }),
+    password,
+  ]);
+  const provider = el("button", { className: "secondary", attrs: { id: "reauth-sso", type: "button" } });
+  const providerBox = el("div", { className: "field", attrs: { id: "reauth-sso-box" } }, [provider]);
+  providerBox.hidden = true;
   const form = el("form", { attrs: { id: "reauth-form", method: "post", novalidate: "" } }, [
     error,
-    el("div", { className: "field" }, [el("label", { text: "Your password", attrs: { for: "reauth-password" } }), password]),
+    providerBox,
+    passwordBox,
     factorBox,
     el("div", { className: "actions" }, [cancel, confirm]),
   ]);
@@ -45,7 +59,27 @@ function build() {
     ],
   );
   document.body.append(dialog);
-  return { dialog, form, password, error, cancel, confirm, factorBox };
+  const description = dialog.querySelector("#reauth-description");
+  return { dialog, form, password, passwordBox, provider, providerBox, description, error, cancel, confirm, factorBox };
+}
+
+// How this account can confirm: {password: bool, label: the provider's label, or "" when
+// single sign-on is off or no identity of the account is linked}. Unreadable: the password.
+async function waysOf(token) {
+  const offered = await signInMethods();
+  if (!offered.oidc) {
+    return { password: true, label: "" };
+  }
+  try {
+    const data = await api("GET", "/auth/identities", { token });
+    const linked = Array.isArray(data.identities) && data.identities.length > 0;
+    return { password: data.password !== false || !linked, label: linked ? offered.oidc.label : "" };
+  } catch (failure) {
+    if (sessionEnded(failure)) {
+      throw failure;
+    }
+    return { password: true, label: "" };
+  }
 }
 
 // What the account can answer with, as the login's second step names them; none when the
@@ -73,17 +107,26 @@ async function methodsOf(token) {
 }
 
 // Ask, with the session `token` that was refused: the new token, or null when cancelled.
-function ask(token, methods) {
+function ask(token, methods, ways) {
   if (!parts) {
     parts = build();
   }
-  const { dialog, form, password, error, cancel, confirm, factorBox } = parts;
+  const { dialog, form, password, passwordBox, provider, providerBox, description, error, cancel, confirm, factorBox } = parts;
   return new Promise((resolve, reject) => {
     let settled = false;
     const factor = factorFields("reauth", () => send(true));
     factorBox.replaceChildren(factor.element);
-    const hasFactor = factor.offer(methods);
+    const hasFactor = ways.password && factor.offer(methods);
     factorBox.hidden = !hasFactor;
+    passwordBox.hidden = !ways.password;
+    confirm.hidden = !ways.password;
+    providerBox.hidden = !ways.label;
+    provider.textContent = ways.label ? actionText("Confirm with", ways.label) : "";
+    description.textContent = ways.password
+      ? ways.label
+        ? `This change needs a recent sign-in. Enter your password, or confirm with ${providerName(ways.label)}, and it is made as soon as the service accepts it.`
+        : "This change needs a recent sign-in. Enter your password, and it is made as soon as the service accepts it."
+      : `This change needs a recent sign-in. Sign in again with ${providerName(ways.label)}, and it is made as soon as the service accepts it.`;
 
     function finish(value, failure) {
       if (settled) {
@@ -92,6 +135,7 @@ function ask(token, methods) {
       settled = true;
       form.removeEventListener("submit", submitted);
       cancel.removeEventListener("click", cancelled);
+      provider.removeEventListener("click", throughProvider);
       dialog.removeEventListener("close", closed);
       password.value = "";
       factor.clear();
@@ -157,9 +201,41 @@ function ask(token, methods) {
       }
     }
 
+    // Sign in again at the provider, in its own window; its code, traded with this session's
+    // token, gives the new token as the password would.
+    async function throughProvider() {
+      hide(error);
+      provider.disabled = true;
+      confirm.disabled = true;
+      try {
+        const code = await providerWindow("reauthenticate", ways.label);
+        if (settled) {
+          return;
+        }
+        if (!code) {
+          show(error, `The ${providerName(ways.label)} window was closed before you signed in: nothing was confirmed.`);
+          return;
+        }
+        const data = await api("POST", "/auth/oidc/exchange", { token, body: { code } });
+        saveSession({ ...(loadSession() || {}), token: data.token });
+        finish(data.token);
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          finish(null, failure);
+          return;
+        }
+        show(error, failure instanceof ApiError ? `${ssoErrorText(failure, ways.label)}${retryHint(failure)}` : failure.message);
+      } finally {
+        provider.disabled = false;
+        confirm.disabled = false;
+      }
+    }
+
     function submitted(event) {
       event.preventDefault();
-      send(false);
+      if (ways.password) {
+        send(false);
+      }
     }
     function cancelled() {
       finish(null);
@@ -172,11 +248,12 @@ function ask(token, methods) {
     }
     form.addEventListener("submit", submitted);
     cancel.addEventListener("click", cancelled);
+    provider.addEventListener("click", throughProvider);
     dialog.addEventListener("close", closed);
     hide(error);
     confirm.disabled = false;
     dialog.showModal();
-    password.focus();
+    (ways.password ? password : provider).focus();
   });
 }
 
@@ -186,7 +263,8 @@ export function reauthenticate(token) {
   if (!asking) {
     asking = (async () => {
       try {
-        return await ask(token, await methodsOf(token));
+        const [methods, ways] = await Promise.all([methodsOf(token), waysOf(token)]);
+        return await ask(token, methods, ways);
       } catch (failure) {
         if (sessionEnded(failure)) {
           signedOut(failure);

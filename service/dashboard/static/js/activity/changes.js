@@ -5,6 +5,7 @@
 // its own name, its value as text.
 
 import { el } from "../dom.js";
+import { providerText } from "../sso.js";
 import { when } from "../time.js";
 
 const text = (value) => typeof value === "string" && value !== "";
@@ -32,6 +33,8 @@ const WORDS = {
   enabled: "enabled",
   sessions_ended: "sessions ended",
   method: "second factor",
+  via: "signed in with",
+  provider: "identity provider",
   aal: "assurance level",
   default_key_expires_days: "new keys expire after",
   default_folder_id: "uploads go to",
@@ -109,7 +112,13 @@ const reasonText = (value) => REASONS[value] || plain(value);
 
 // Each known field's new value as nodes (for a name, the old one first when the event has it):
 // `(value, item, folders)`. Keyed by the field's name.
+// The ways in and second factors an event names, in words.
+const WAYS = { oidc: "single sign-on", password: "the password", provider: "the identity provider's own" };
+
 const VALUES = {
+  via: (value) => [WAYS[value] || plain(value)],
+  provider: (value) => [providerText(value)],
+  method: (value) => [Object.hasOwn(WAYS, value) ? WAYS[value] : plain(value)],
   name(value, item) {
     const target = item.target && typeof item.target === "object" ? item.target : {};
     return text(target.name) && text(value) && target.name !== value ? [target.name, " → ", value] : [plain(value)];

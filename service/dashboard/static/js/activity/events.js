@@ -8,6 +8,7 @@ import { size } from "../bytes.js";
 import { changesNode } from "./changes.js";
 import { deviceNode } from "../devices.js";
 import { el } from "../dom.js";
+import { providerText } from "../sso.js";
 import { cell } from "../table.js";
 import { when } from "../time.js";
 
@@ -85,6 +86,10 @@ function subjectNodes(subject) {
   if (subject.type === "alias") {
     return aliasNodes(subject);
   }
+  if (subject.type === "identity") {
+    const who = text(subject.email) ? [" ", el("span", { className: "name", text: subject.email })] : [];
+    return [`Identity at ${providerText(subject.provider)}`, ...who];
+  }
   if (subject.type === "settings") {
     return ["The account's settings"];
   }
@@ -128,6 +133,23 @@ function changeText(value) {
   return typeof value === "object" ? JSON.stringify(value) : String(value);
 }
 
+// The ways in an event can name: the password, a passkey, or the identity provider.
+const SIGN_IN_WORDS = { password: "With the password", passkey: "With a passkey" };
+
+// How a sign-in (or a step-up) was made, for an event that says: "With Authentik", "With the
+// password"; null for any other event.
+function signInNode(item) {
+  const changes = item.changes && typeof item.changes === "object" && !Array.isArray(item.changes) ? item.changes : {};
+  const method = item.method || changes.via;
+  if (method === "oidc") {
+    return el("span", { className: "hint event-method", text: `With ${providerText(item.provider || changes.provider)}` });
+  }
+  if (Object.hasOwn(SIGN_IN_WORDS, String(method))) {
+    return el("span", { className: "hint event-method", text: SIGN_IN_WORDS[method] });
+  }
+  return null;
+}
+
 // `labels`: event type -> its name for people (the filter's); `folders`: the account's folders'
 // paths by id, for the changes.
 export function eventRow(item, labels, folders) {
@@ -138,6 +160,7 @@ export function eventRow(item, labels, folders) {
     box("Event", "event-type", [
       el("span", { className: "event-label", text: labels.get(item.type) || String(item.type) }),
       el("code", { text: String(item.type) }),
+      ...[signInNode(item)].filter(Boolean),
     ]),
     box("By", "event-actor", actorNodes(item.actor)),
     box("Address", "event-ip", [el("code", { text: item.ip || "unknown" })]),

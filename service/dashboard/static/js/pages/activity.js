@@ -8,6 +8,7 @@ import { byId, hide, show } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
+import { signInMethods } from "../sso.js";
 
 const PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 1000; // the API's own bound on `limit`
@@ -100,7 +101,8 @@ function start(session) {
     hide(list.error);
     list.more.disabled = true;
     try {
-      const [data, paths] = await Promise.all([call("GET", `/audit-events?${query}`), folders]);
+      // The provider's name (GET /auth/methods) before a sign-in through it is shown.
+      const [data, paths] = await Promise.all([call("GET", `/audit-events?${query}`), folders, signInMethods()]);
       if (ticket === generation) {
         showPage(data, fromStart, paths);
       }

@@ -1,13 +1,19 @@
-// The login page (/): sign in with email and password and, for an account with a second
+// The login page (/): sign in with email and password, or through the operator's identity
+// provider (single sign-on, when the service offers it), and, for an account with a second
 // factor, a second step (a code from the authenticator app, a recovery code or a passkey),
 // then on to the API keys. The password lives only in its field, emptied as soon as it is
 // sent; the second step's mfa_token only in this module, forgotten when the step ends.
+//
+// Back from the provider, the page is opened with a one-time login code in its fragment
+// (/#oidc_code=…): it is wiped from the address bar first, then traded once at
+// POST /auth/oidc/exchange, whose answer is a password login's (a session, or the second step).
 
 import { ApiError, api, describe, retryHint } from "../api.js";
 import { byId, hide, show } from "../dom.js";
 import { factorFields } from "../factor.js";
 import { signedOutFrame } from "../layout.js";
 import { loadSession, saveSession, takeNotice } from "../session.js";
+import { actionText, goToProvider, handBack, providerName, signInMethods, ssoErrorText, takeFragment } from "../sso.js";
 import { promptFailedText, usePasskey } from "../webauthn.js";
 
 // What the page is to say once, left by the page the user came from (signed out, say).
@@ -131,7 +137,40 @@ function secondStep(back) {
   };
 }
 
-function start() {
+// The provider's button, offered when the service says single sign-on is on; the password form
+// hidden when password sign-in is off. A provider that is down is said here, and the password
+// form (where on) stays as it is.
+async function offerMethods(passwordForm, passwordOn) {
+  const box = byId("sso");
+  const button = byId("sso-start");
+  const error = byId("sso-error");
+  const offered = await signInMethods();
+  passwordOn(offered.password);
+  byId("no-way-in").hidden = offered.password || Boolean(offered.oidc);
+  if (!offered.oidc) {
+    return offered;
+  }
+  const label = offered.oidc.label;
+  button.textContent = actionText("Sign in with", label);
+  byId("sso-or").hidden = !offered.password;
+  box.hidden = false;
+  button.addEventListener("click", async () => {
+    hide(error);
+    button.disabled = true;
+    try {
+      await goToProvider();
+    } catch (failure) {
+      button.disabled = false;
+      show(error, ssoErrorText(failure, label));
+      if (offered.password && !passwordForm.hidden) {
+        byId("login-email").focus();
+      }
+    }
+  });
+  return offered;
+}
+
+function start(fragment) {
   signedOutFrame();
   const form = byId("login-form");
   const email = byId("login-email");
@@ -139,20 +178,82 @@ function start() {
   const submit = byId("login-submit");
   const error = byId("login-error");
   const notice = byId("notice");
+  const status = byId("login-status");
+  let passwordAllowed = true;
+  let ssoOffered = false;
   showNotice(notice);
 
   function passwordStep(text) {
     submit.disabled = false;
     submit.textContent = "Sign in";
-    form.hidden = false;
+    form.hidden = !passwordAllowed;
+    byId("sso").hidden = !ssoOffered;
     if (text) {
-      show(error, text);
+      show(passwordAllowed ? error : byId("sso-error"), text);
     } else {
       hide(error);
     }
-    password.focus();
+    if (passwordAllowed) {
+      password.focus();
+    }
+  }
+
+  // The provider's trip failed: said at its button (at the password form when it has none),
+  // the password form usable as before.
+  function ssoFailed(text) {
+    passwordStep(ssoOffered ? "" : text);
+    if (ssoOffered) {
+      show(byId("sso-error"), text);
+    }
   }
   const askSecondFactor = secondStep(passwordStep);
+
+  // The password form, shown or hidden as the service allows password sign-in.
+  function passwordOn(allowed) {
+    passwordAllowed = allowed;
+    if (!allowed) {
+      form.hidden = true;
+    }
+  }
+
+  // The one-time code the provider's trip left: traded once, then as a password login goes on.
+  // A link or a step-up whose page is gone (the window that asked was closed) is finished here
+  // with this tab's session, then on to the page it belongs to.
+  async function exchange(code, label, purpose) {
+    show(status, `Finishing signing in${label ? ` with ${providerName(label)}` : ""}…`);
+    form.hidden = true;
+    const session = purpose && purpose !== "login" ? loadSession() : null;
+    try {
+      const data = await api("POST", "/auth/oidc/exchange", { token: session ? session.token : undefined, body: { code } });
+      if (session) {
+        if (typeof data.token === "string" && data.token) {
+          saveSession({ ...session, token: data.token });
+        }
+        window.location.replace(purpose === "link" ? "/security" : "/keys");
+        return;
+      }
+      hide(status);
+      if (data.mfa_required) {
+        byId("sso").hidden = true;
+        askSecondFactor(data);
+        return;
+      }
+      signedIn(data);
+    } catch (failure) {
+      hide(status);
+      ssoFailed(ssoErrorText(failure, label));
+    }
+  }
+
+  const methods = offerMethods(form, passwordOn).then((offered) => {
+    ssoOffered = Boolean(offered.oidc);
+    return offered;
+  });
+  if (fragment && fragment.code) {
+    methods.then((offered) => exchange(fragment.code, offered.oidc ? offered.oidc.label : "", fragment.purpose));
+  } else if (fragment && fragment.error) {
+    methods.then((offered) => ssoFailed(ssoErrorText(fragment.error, offered.oidc ? offered.oidc.label : "")));
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -173,6 +274,7 @@ function start() {
       if (data.mfa_required) {
         hide(notice);
         form.hidden = true;
+        byId("sso").hidden = true;
         askSecondFactor(data);
         return;
       }
@@ -188,8 +290,14 @@ function start() {
   });
 }
 
-if (loadSession()) {
+// What the provider left in the address is taken (and wiped) before anything else: in the
+// window a signed-in page opened for the provider it goes back to that page; otherwise it signs
+// in here, even over a session this tab still has.
+const fragment = takeFragment();
+if (fragment && handBack(fragment)) {
+  // this window is closing
+} else if (loadSession() && !fragment) {
   window.location.replace("/keys");
 } else {
-  start();
+  start(fragment);
 }

@@ -1,12 +1,14 @@
-// The security page (/security): the account's second factors. The authenticator app (TOTP),
-// its recovery codes and passkeys, each in its module under ../security/; this loads their
-// state, and holds the confirmation every removal goes through. Every change needs a recent
+// The security page (/security): the account's second factors and sign-in identities. The
+// authenticator app (TOTP), its recovery codes, passkeys and the identities at the identity
+// provider, each in its module under ../security/; this loads their state, and holds the
+// confirmation every removal goes through. Every change needs a recent
 // sign-in: the shared API layer asks for the password again when the service says so.
 
-import { failedText, sessionCaller } from "../api.js";
+import { ApiError, failedText, sessionCaller } from "../api.js";
 import { byId, confirmation, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { codesSection } from "../security/codes.js";
+import { identitiesSection } from "../security/identities.js";
 import { passkeysSection } from "../security/passkeys.js";
 import { setupSection } from "../security/setup.js";
 import { totpSection } from "../security/totp.js";
@@ -29,7 +31,8 @@ function asker(done) {
       try {
         text = await run();
       } catch (failure) {
-        report(failedText(failing, failure));
+        // A conflict (the account's last way in, say) is no failure to try again: its words alone.
+        report(failure instanceof ApiError && failure.status === 409 ? failure.message : failedText(failing, failure));
         return;
       }
       asked.close("done");
@@ -61,10 +64,12 @@ function start(session) {
     }
   }
 
+  let identities = null;
+
   async function done(text) {
     hide(pageError);
     show(pageStatus, text);
-    await refresh();
+    await Promise.all([refresh(), identities.refresh()]);
   }
 
   const ask = asker(done);
@@ -73,7 +78,9 @@ function start(session) {
   sections.push(totpSection({ call, ask, showCodes: codes.showCodes, done }));
   sections.push(passkeysSection({ call, ask, done }));
   sections.push(setupSection());
+  identities = identitiesSection({ call, ask, done });
   refresh();
+  identities.refresh();
 }
 
 const session = requireSession("Sign in to manage your second factors.");

@@ -1,5 +1,5 @@
-// The sessions page (/sessions): every place the account is signed in (and whether with a
-// second factor), to end one or all the others, and the password change. The passwords live
+// The sessions page (/sessions): every place the account is signed in (and how: the password or
+// the identity provider, with a second factor or not), to end one or all the others, and the password change. The passwords live
 // only in their fields, emptied once the change is made.
 
 import { ApiError, failedText, sessionCaller } from "../api.js";
@@ -7,6 +7,7 @@ import { deviceNode, deviceText } from "../devices.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
+import { providerText, signInMethods } from "../sso.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
 
@@ -15,9 +16,17 @@ function device(item) {
   return deviceText(item.user_agent);
 }
 
-// How the session was opened: its assurance level, as the API lists it.
-function factorsText(aal) {
-  return aal === 2 ? "With a second factor" : "Password only";
+// How the session was opened: its way in (the password, or the identity provider by name) and
+// its assurance level, as the API lists them.
+function factorsText(item) {
+  if (item.method === "oidc") {
+    const provider = providerText(item.provider);
+    return item.aal === 2 ? `With ${provider} and a second factor` : `With ${provider}`;
+  }
+  if (item.method === "passkey") {
+    return "With a passkey";
+  }
+  return item.aal === 2 ? "With a second factor" : "Password only";
 }
 
 // `end(item)` opens the confirmation to end the session `item`.
@@ -37,7 +46,7 @@ function sessionRow(item, end) {
     cell("Address", "session-ip", el("code", { text: item.ip || "unknown" })),
     cell("Signed in", "session-created", [
       when(item.created_at, "—"),
-      el("div", { className: "hint session-factors", text: factorsText(item.aal) }),
+      el("div", { className: "hint session-factors", text: factorsText(item) }),
     ]),
     cell("Last seen", "session-last-seen", when(item.last_seen_at, "—")),
     cell("Expires", "session-expires", when(item.expires_at, "—")),
@@ -177,7 +186,7 @@ function start(session) {
   async function refresh() {
     hide(listError);
     try {
-      const data = await call("GET", "/auth/sessions");
+      const [data] = await Promise.all([call("GET", "/auth/sessions"), signInMethods()]);
       const sessions = Array.isArray(data.sessions) ? data.sessions : [];
       tbody.replaceChildren(...sessions.map((item) => sessionRow(item, (ended) => openEnd({ session: ended }))));
       table.hidden = sessions.length === 0;
