@@ -8,8 +8,11 @@ client makes through it: start, the provider's login form, the callback, the exc
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,9 +75,28 @@ class Provider:
         return str((await self._admin(f"/admin/logout-token?{query}"))["logout_token"])
 
 
+def install_provider() -> None:
+    """``npm ci`` in the provider's project, once for its lock file: the test modules that start
+    a provider may run at once in several xdist workers, and a second ``npm ci`` would delete the
+    node_modules a running provider reads from. A file lock orders them; a stamp of the lock
+    file's digest in node_modules says the install is done."""
+    digest = hashlib.sha256((PROJECT / "package-lock.json").read_bytes()).hexdigest()
+    stamp = PROJECT / "node_modules" / ".filehost-installed"
+    lock_path = Path(tempfile.gettempdir()) / "filehost-oidc-provider-npm.lock"
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if stamp.exists() and stamp.read_text() == digest:
+                return
+            npm_ci(PROJECT)
+            stamp.write_text(digest)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def running_provider() -> Iterator[Provider]:
-    npm_ci(PROJECT)
+    install_provider()
     port = free_port()
     backchannel = f"{PUBLIC_URL}/api/v1/auth/oidc/backchannel-logout"
     process = subprocess.Popen(

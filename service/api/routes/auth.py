@@ -136,6 +136,11 @@ async def current_session(request: web.Request) -> web.Response:
         answer["aal"] = standing.aal
         answer["authenticated_at"] = iso(standing.authenticated_at)
         answer["authenticated_recently"] = sessions.is_recent(standing)
+        # How it was opened, and whether a step-up can ask for a password at all (an account
+        # single sign-on made has none: its step-up goes through the provider).
+        answer["method"] = "password" if standing.via is None else standing.via.method
+        answer["provider"] = None if standing.via is None else standing.via.provider
+        answer["has_password"] = bool(user.password_hash)
     return ok(answer)
 
 

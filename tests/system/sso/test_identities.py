@@ -120,7 +120,9 @@ async def test_an_account_without_a_password_steps_up_through_the_provider(
     response = await api.client.get("/api/v1/auth/session", headers=bearer(token))
     assert response.status == 401  # the old token was replaced
     response = await api.client.get("/api/v1/auth/session", headers=bearer(fresh))
-    assert (await response.json())["data"]["authenticated_recently"] is True
+    current = (await response.json())["data"]
+    assert current["authenticated_recently"] is True and current["has_password"] is False
+    assert current["method"] == "oidc" and current["provider"] == provider.issuer
     # Another identity than the account's steps up nothing.
     await api.create_user("alice@example.com")
     async with browser(api.client) as person:
