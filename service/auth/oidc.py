@@ -241,6 +241,12 @@ class SingleSignOn:
         (``Reauthenticated``) of the caller's session, which must be given for those."""
         settings, _ = self._ready()
         piece = _piece(code)
+        if piece and principal is not None:
+            # A link needs a recent sign-in: refused before the code is spent, so the page
+            # can send the same code again after the step-up.
+            kept = await self._store.peek_signed_in(_digest(piece))
+            if kept is not None and SignedIn.load(kept).purpose == "link":
+                self._sessions.require_recent(await self._sessions.standing(principal))
         raw = await self._store.take_signed_in(_digest(piece)) if piece else None
         if raw is None:
             raise ApiError(Code.SSO_LOGIN_CODE_INVALID)

@@ -99,6 +99,11 @@ class OidcStore:
     async def keep_signed_in(self, code_digest: str, signed_in: str, lasting_ms: int) -> None:
         await self.redis.set(self.keys.oidc_code(code_digest), signed_in, px=lasting_ms)
 
+    async def peek_signed_in(self, code_digest: str) -> str | None:
+        """The sign-in a login code stands for, left in place (see ``take_signed_in``)."""
+        found = await self.redis.get(self.keys.oidc_code(code_digest))
+        return None if found is None else str(found)
+
     async def take_signed_in(self, code_digest: str) -> str | None:
         found = await self._take(keys=[self.keys.oidc_code(code_digest)])
         return None if found is None else str(found)

@@ -366,7 +366,9 @@ async def test_identities_are_linked_and_unlinked_and_step_up_goes_through_the_p
     await create.get_by_role("button", name="Create key").click()
     confirm = page.get_by_role("dialog", name="Confirm it's you")
     await expect(confirm).to_be_visible()
-    await expect(confirm).to_contain_text(f"confirm with {PROVIDER}")
+    # The account has no password (the provider made it): only the provider is offered.
+    await expect(confirm).to_contain_text(f"Sign in again with {PROVIDER}")
+    await expect(confirm.get_by_label("Your password")).to_be_hidden()
     async with page.expect_popup() as opening:
         await confirm.get_by_role("button", name=f"Confirm with {PROVIDER}").click()
     window = await opening.value

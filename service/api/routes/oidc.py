@@ -119,8 +119,17 @@ async def backchannel_logout(request: web.Request) -> web.Response:
 
 async def list_identities(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
-    found = await request.app[POLICY].identities.list_identities(principal.user_id)
-    return ok({"identities": [identity_view(identity) for identity in found]})
+    policy = request.app[POLICY]
+    found = await policy.identities.list_identities(principal.user_id)
+    user = await policy.users.get_user(principal.user_id)
+    # Whether the account has a password too: without one, its last identity stays and its
+    # step-up goes through the provider (what the Security page says and offers).
+    return ok(
+        {
+            "identities": [identity_view(identity) for identity in found],
+            "password": bool(user.password_hash),
+        }
+    )
 
 
 async def unlink_identity(request: web.Request) -> web.Response:

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from service.api.context import POLICY
-from tests.support.api import Api, assert_error, bearer
+from tests.support.api import PASSWORD, Api, assert_error, bearer
 from tests.support.clock import FakeClock
 from tests.support.oidc_provider import Provider, browser
 from tests.support.redis import free_port
@@ -44,6 +44,18 @@ async def test_linking_from_the_security_page_needs_a_step_up_and_ends_linked(
         found = await person.trip("erin", purpose="link")
         status, body = await person.exchange(found["oidc_code"], token)
         assert status == 403 and body["error"]["code"] == "reauthentication_required"
+        # Refused before it was spent: after a step-up, the same code links.
+        response = await sso_api.client.post(
+            "/api/v1/auth/reauthenticate", json={"password": PASSWORD}, headers=bearer(token)
+        )
+        assert response.status == 200, await response.text()
+        stepped_up = (await response.json())["data"]["token"]
+        status, body = await person.exchange(found["oidc_code"], stepped_up)
+        assert status == 200 and body["data"]["identity"]["subject"] == "erin", body
+    unlinked = await sso_api.client.delete(
+        f"/api/v1/auth/identities/{body['data']['identity']['id']}", headers=bearer(stepped_up)
+    )
+    assert unlinked.status == 200, await unlinked.text()
     token = await sso_api.login("alice@example.com")
     async with browser(sso_api.client) as person:
         url = await person.start("link")
@@ -72,6 +84,8 @@ async def test_unlinking_needs_a_step_up_and_never_removes_the_last_way_in(
 ) -> None:
     api, token = await _signed_up(make_api, provider, "dave")
     (identity,) = await _identities(api, token)
+    listed = await api.client.get("/api/v1/auth/identities", headers=bearer(token))
+    assert (await listed.json())["data"]["password"] is False  # signed up: no password
     response = await api.client.delete(
         f"/api/v1/auth/identities/{identity['id']}", headers=bearer(token)
     )
