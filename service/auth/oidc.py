@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from service.auth.identities import Identities, claimed_email
 from service.auth.login import Login, LoginResult, MfaRequired
+from service.auth.login_throttle import address_bucket
 from service.auth.oidc_provider import LEEWAY_MS, MAX_TOKEN_AGE_MS, OidcProvider
 from service.auth.reauthentication import Reauthenticated, Reauthentication
 from service.auth.sessions import Sessions
@@ -49,9 +50,13 @@ from service.domain.oidc import (
 from service.domain.principal import Principal
 from service.domain.records import SignInVia
 from service.errors import ApiError, Code
-from service.store.protocols import OidcStore, SessionStore, UserStore
+from service.store.protocols import CounterStore, OidcStore, SessionStore, UserStore
 
 STATE_MS = 10 * 60_000  # a trip to the provider must come back within this
+# Trips begun per client address (IPv6: its /64) in a window: each keeps a state in the store
+# until it comes back or expires, so an address cannot fill the store with them.
+STARTS_PER_ADDRESS = 30
+STARTS_WINDOW_MS = 60_000
 LOGIN_CODE_MS = 60_000  # the dashboard trades the one-time login code within this
 # A step-up's sign-in at the provider must be this recent, measured from the trip's start.
 STEP_UP_SKEW_MS = 30_000
@@ -94,9 +99,11 @@ class SingleSignOn:
         session_store: SessionStore,
         users: UserStore,
         clock: Clock,
+        counters: CounterStore,
         password_login: bool = True,
     ) -> None:
         self.settings = settings
+        self._counters = counters
         self._provider = provider
         self._store = store
         self._identities = identities
@@ -118,13 +125,26 @@ class SingleSignOn:
             raise ApiError(Code.ROUTE_NOT_FOUND, "Single sign-on is not configured here.")
         return self.settings, self._provider
 
-    async def start(self, purpose: str) -> Started:
+    async def start(self, purpose: str, client_address: str | None) -> Started:
         """Begin a trip to the provider for ``purpose`` (``login``, ``link``,
-        ``reauthenticate``); 503 ``sso_unavailable`` when the provider cannot be read."""
+        ``reauthenticate``); 503 ``sso_unavailable`` when the provider cannot be read, 429
+        ``rate_limited`` past ``STARTS_PER_ADDRESS`` trips from the address in a window."""
         settings, provider = self._ready()
         if purpose not in PURPOSES:
             raise ApiError(
                 Code.VALIDATION_FAILED, details={"purpose": "must be one of " + ", ".join(PURPOSES)}
+            )
+        bucket = address_bucket(client_address) or "unknown"
+        wait_ms = await self._counters.reserve_one(
+            self._counters.sso_starts_by_address(bucket), STARTS_PER_ADDRESS, STARTS_WINDOW_MS
+        )
+        if wait_ms:
+            retry_after = max(1, -(-wait_ms // 1000))
+            raise ApiError(
+                Code.RATE_LIMITED,
+                f"Too many sign-ins begun from this address. Retry in {retry_after} s.",
+                details={"retry_after_seconds": retry_after},
+                headers={"Retry-After": str(retry_after)},
             )
         state, nonce, verifier, browser = (random_piece() for _ in range(4))
         params = {

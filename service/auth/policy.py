@@ -186,6 +186,7 @@ def make_policy(
         stores.sessions,
         stores.users,
         clock,
+        stores.counters,
         settings.password_login,
     )
     return Policy(

@@ -61,6 +61,9 @@ class CounterStore:
     def leak_reports_by_address(self, address: str) -> str:
         return self._keys.leak_reports_by_address(address)
 
+    def sso_starts_by_address(self, address: str) -> str:
+        return self._keys.sso_starts_by_address(address)
+
     def alias_guesses_by_alias_address(self, alias_id: str, address: str) -> str:
         return self._keys.alias_guesses_by_alias_address(alias_id, address)
 

@@ -45,6 +45,8 @@ key                                    type    holds
 ``P:leak-reports:ip:<address>``         string  leak reports (``POST /keys/leaked``) counted
                                                for one client address (IPv6: its /64) in the
                                                window; expires with the window
+``P:oidc-starts:ip:<address>``          string  trips to the OpenID provider begun from one
+                                               client address in the window; the same
 ``P:oidc-state:{<sha256 of state>}``   string  a trip to the OpenID provider begun by
                                                ``GET /auth/oidc/start`` (``PendingSignIn``
                                                JSON), taken once by its callback; PX 10 min
@@ -239,6 +241,7 @@ class RedisKeys:
         "_rate_bucket",
         "_session_entry",
         "_session_replaced_open",
+        "_sso_starts",
         "alias_cookie_secret",
         "alias_switches",
         "backup_marker",
@@ -259,6 +262,7 @@ class RedisKeys:
         self._rate_bucket = f"{prefix}:rate:"
         self._login_failures = f"{prefix}:login-failures:"
         self._leak_reports = f"{prefix}:leak-reports:"
+        self._sso_starts = f"{prefix}:oidc-starts:"
         self.users_by_email = f"{prefix}:users:by-email"
         self.replicated_marker = f"{prefix}:replicated"
         self.restore_marker = f"{prefix}:restoring"
@@ -331,6 +335,9 @@ class RedisKeys:
 
     def leak_reports_by_address(self, address: str) -> str:
         return f"{self._leak_reports}ip:{address}"
+
+    def sso_starts_by_address(self, address: str) -> str:
+        return f"{self._sso_starts}ip:{address}"
 
     def alias_entry(self, slug_key: str) -> str:
         """A vanity alias's entry, by its slug in lower case (``domain.aliases.slug_key``)."""

@@ -26,6 +26,9 @@ class MemoryCounters:
     def leak_reports_by_address(self, address: str) -> str:
         return f"leaks:ip:{address}"
 
+    def sso_starts_by_address(self, address: str) -> str:
+        return f"sso:ip:{address}"
+
     def alias_guesses_by_alias_address(self, alias_id: str, address: str) -> str:
         return f"guesses:pair:{alias_id}:{address}"
 

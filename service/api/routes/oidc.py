@@ -56,7 +56,8 @@ async def methods(request: web.Request) -> web.Response:
 
 async def start(request: web.Request) -> web.Response:
     sso = request.app[POLICY].sso
-    started = await sso.start(request.query.get("purpose", "login"))
+    address = client_address(request, request.app[SETTINGS].trusted_proxies)
+    started = await sso.start(request.query.get("purpose", "login"), address)
     response = web.Response(status=302, headers={hdrs.LOCATION: started.url})
     settings = sso.settings
     assert settings is not None

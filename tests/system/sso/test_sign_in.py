@@ -10,8 +10,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from service.api.context import POLICY
-from service.auth.oidc import LOGIN_CODE_MS, STATE_MS
-from tests.support.api import Api
+from service.auth.oidc import LOGIN_CODE_MS, STARTS_PER_ADDRESS, STATE_MS
+from tests.support.api import Api, assert_error
 from tests.support.clock import FakeClock
 from tests.support.oidc_provider import (
     CALLBACK,
@@ -87,6 +87,20 @@ async def test_the_state_cookie_is_http_only_lax_and_scoped_to_the_callback(
     assert cookie["path"] == "/api/v1/auth/oidc/callback" and not cookie["secure"]
     assert 0 < int(cookie["max-age"]) <= 600
     assert "token" not in response.headers["Location"]
+
+
+async def test_an_address_may_begin_only_so_many_trips_a_minute(
+    sso_api: Api, clock: FakeClock
+) -> None:
+    start = "/api/v1/auth/oidc/start"
+    for _ in range(STARTS_PER_ADDRESS):
+        response = await sso_api.client.get(start, allow_redirects=False)
+        assert response.status == 302
+    refused = await sso_api.client.get(start, allow_redirects=False)
+    body = await assert_error(refused, 429, "rate_limited")
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert body["details"]["retry_after_seconds"] == int(refused.headers["Retry-After"])
+    assert "Location" not in refused.headers and "filehost_oidc" not in refused.cookies
 
 
 async def test_a_replayed_code_or_login_code_is_refused(sso_api: Api, person: SignIn) -> None:
