@@ -153,6 +153,27 @@ class RedisUrl:
         return "scheme `redis://`, `rediss://` or `unix://`"
 
 
+def _check_http_url(name: str, raw: str) -> None:
+    """``raw`` is an absolute http(s) URL with a host, and no credentials, query, fragment or
+    space (a public URL's and an issuer's rule)."""
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError:
+        raise ConfigError(f"{name} must be an http:// or https:// URL, got {raw!r}") from None
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or parts.query
+        or parts.fragment
+        or any(char.isspace() for char in raw)
+    ):
+        raise ConfigError(
+            f"{name} must be an http:// or https:// URL with a host and no query, got {raw!r}"
+        )
+
+
 @dataclass(frozen=True)
 class PublicUrl:
     """An absolute http(s) URL without query, fragment or credentials; kept without its
@@ -161,22 +182,7 @@ class PublicUrl:
     kind: str = "URL"
 
     def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
-        try:
-            parts = urlsplit(raw)
-            parts.port  # noqa: B018 - raises for a port that is not a number
-        except ValueError:
-            raise ConfigError(f"{name} must be an http:// or https:// URL, got {raw!r}") from None
-        if (
-            parts.scheme not in ("http", "https")
-            or not parts.hostname
-            or parts.username is not None
-            or parts.query
-            or parts.fragment
-            or any(char.isspace() for char in raw)
-        ):
-            raise ConfigError(
-                f"{name} must be an http:// or https:// URL with a host and no query, got {raw!r}"
-            )
+        _check_http_url(name, raw)
         return raw.rstrip("/")
 
     def bounds(self) -> str:
@@ -371,22 +377,7 @@ class IssuerUrl:
     kind: str = "URL"
 
     def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
-        try:
-            parts = urlsplit(raw)
-            parts.port  # noqa: B018 - raises for a port that is not a number
-        except ValueError:
-            raise ConfigError(f"{name} must be an http:// or https:// URL, got {raw!r}") from None
-        if (
-            parts.scheme not in ("http", "https")
-            or not parts.hostname
-            or parts.username is not None
-            or parts.query
-            or parts.fragment
-            or any(char.isspace() for char in raw)
-        ):
-            raise ConfigError(
-                f"{name} must be an http:// or https:// URL with a host and no query, got {raw!r}"
-            )
+        _check_http_url(name, raw)
         return raw
 
     def bounds(self) -> str:
