@@ -14,11 +14,10 @@ import pytest
 
 from service.api.access_log import AccessLogger
 from service.api.context import SETTINGS
-from service.api.gateway import GatewayLane
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
 from tests.support.api import EnvelopeTestServer, bearer
-from tests.support.lane import LANE_PUBLIC_URL
+from tests.support.lane import LANE_PUBLIC_URL, count_lane_answers
 
 FILES = "/api/v1/files"
 VERIFY = "/api/v1/auth/verify"
@@ -39,14 +38,7 @@ async def test_session_and_key_requests_log_their_user(
     user = await api.create_user("logged@example.com")
     token = await api.login("logged@example.com")
     key = await api.create_key(token, permissions=["files.read"])
-    answered_in_lane: list[str] = []
-    answer = GatewayLane.answer
-
-    async def counted(self: GatewayLane, route: Any, message: Any, *rest: Any) -> bytes:
-        answered_in_lane.append(message.path)
-        return await answer(self, route, message, *rest)
-
-    monkeypatch.setattr(GatewayLane, "answer", counted)
+    answered_in_lane = count_lane_answers(monkeypatch)
     log_file = tmp_path / "access.log"
     with log_file.open("wb") as output:
         lines = LineBuffer(output.fileno())
