@@ -234,6 +234,9 @@ http {{
     # the files, so the rename is a rename and not a copy.
     client_body_temp_path {directory}/body-temp;
     client_max_body_size 0;
+    # nginx at its best as a floor: its default 16 KiB body buffer writes an upload to the temp
+    # file in 16 KiB pieces; with 1 MiB it moved 100 MiB uploads about twice as fast here.
+    client_body_buffer_size 1m;
     server {{
         listen 127.0.0.1:{port} reuseport;
         root {directory}/www;

@@ -4,12 +4,13 @@ parsed request, without aiohttp's per-request objects.
 Which requests: a keep-alive HTTP/1.1 ``GET`` without a body to exactly one of the lane's paths
 (``GET /api/v1/auth/verify``, the forward-auth sub-request, and ``GET /api/v1/files`` without a
 query), or to ``GET /a/{slug}`` of a vanity alias this worker last served a small file through
-without a password (``routes.public_aliases.lane_route``), on a connection with no other request
-in hand. The server's protocol handler (``service.api._aiohttp``) picks them; anything else
-(another method or path, a query string, HTTP/1.0, ``Connection: close``, ``Expect``, a body, a
-request pipelined behind one not yet answered, a client that does not read its answers) goes
-through aiohttp as before. A route may also hand its request back (its reply is None, before
-anything of it was counted or sent): aiohttp then handles it as if the lane had never seen it.
+without a password (``routes.public_aliases.lane_route``). Every connection begins in the lane
+(``service.api._aiohttp``'s ``LaneConnection``, on the ``httptools`` parser): the first request
+it does not take (another method or path, a query string, HTTP/1.0, ``Connection: close``,
+``Expect``, a body, a head its parser refuses) goes to aiohttp with everything after it, once the
+answers owed before it are written, and aiohttp serves the rest of that connection. A route may
+also hand its request back (its reply is None, before anything of it was counted or sent):
+aiohttp then handles it, and the rest of the connection, as if the lane had never seen it.
 
 What it does is what ``service.api.handling.request_handling`` does for those routes, through
 the same functions: the trace (request id, client address with trusted proxies), the route
@@ -19,10 +20,11 @@ security block and ``headers.trace_headers``), the metrics and the access line. 
 is the same, byte for byte but for ``Date`` and the request id; ``tests/api/test_gateway_lane.py``
 sends every case both ways and compares.
 
-What it leaves out is aiohttp's machinery around a request: the ``Request`` and ``StreamWriter``
-objects, the router, the ``Response`` object with its multidict of headers, the two task switches
-of the connection's loop and the separate write of the answer's end. On the gateway's path that
-machinery cost more than the credential check itself (``docs/benchmarks.md``).
+What it leaves out is aiohttp's machinery around a request: its parser's message, the ``Request``
+and ``StreamWriter`` objects, the router, the ``Response`` object with its multidict of headers,
+the two task switches of the connection's loop and the separate write of the answer's end. On
+the gateway's path that machinery cost more than the credential check itself
+(``docs/performance.md``).
 ``FILEHOST_GATEWAY_LANE=off`` sends every request through aiohttp instead.
 
 Never logs or echoes a credential: it hands the headers to the same credential check as every
@@ -37,7 +39,7 @@ from time import perf_counter
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
-from service.api._aiohttp import EMPTY_BODY_STATUSES, RawRequestMessage, Reply, serialise_head
+from service.api._aiohttp import EMPTY_BODY_STATUSES, Reply, serialise_head
 from service.api.access_log import AccessLogger
 from service.api.client_address import ClientAddresses
 from service.api.credentials import count_refused_key
@@ -88,25 +90,29 @@ class GatewayLane:
         self._rate_fields = rate_fields
         self._prefixed = prefixed
 
-    def route_for(self, message: RawRequestMessage) -> LaneRoute | None:
-        """The route for ``message``'s path: one of ``routes`` exactly, or one under the prefix
-        whose routes are asked (``prefixed``); None when the lane does not take it."""
-        path = message.path
+    def route_for(self, path: str, headers: CIMultiDictProxy[str]) -> LaneRoute | None:
+        """The route for a ``GET`` of ``path`` (the request target as sent): one of ``routes``
+        exactly, or one under the prefix whose routes are asked (``prefixed``); None when the
+        lane does not take it."""
         route = self.routes.get(path)
         if route is None and self._prefixed is not None:
             prefix, routes = self._prefixed
             if path.startswith(prefix):
-                return routes(path[len(prefix) :], message.headers)
+                return routes(path[len(prefix) :], headers)
         return route
 
     async def answer(
-        self, route: LaneRoute, message: RawRequestMessage, remote: str | None, log_access: bool
+        self,
+        route: LaneRoute,
+        path: str,
+        headers: CIMultiDictProxy[str],
+        remote: str | None,
+        log_access: bool,
     ) -> bytes | None:
-        """The whole answer to ``message`` (a request the lane takes, from the peer ``remote``),
-        to be written as it is; counted in the metrics and, with ``log_access``, logged. None
-        when the route hands the request to aiohttp (then nothing is counted or logged)."""
-        headers = message.headers
-        path = message.path
+        """The whole answer to a ``GET`` of ``path`` with ``headers`` (a request the lane takes,
+        from the peer ``remote``), to be written as it is; counted in the metrics and, with
+        ``log_access``, logged. None when the route hands the request to aiohttp (then nothing
+        is counted or logged)."""
         trace = RequestTrace(
             request_id_from(headers), path, self._addresses.of_peer(remote, headers)
         )

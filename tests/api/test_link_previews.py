@@ -16,6 +16,7 @@ from tests.support.api import Api, assert_error, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
 from tests.support.images import image_bytes, opened
+from tests.support.lane import exchange, raw_get
 from tests.support.link_previews import (
     CHROME,
     CURL,
@@ -161,10 +162,14 @@ async def test_the_gateway_lane_hands_an_unfurler_to_its_preview(
     token = await api.user_with_session()
     file = await uploaded(api, b"small", token=token, filename="s.txt", content_type="text/plain")
     made = await alias(api, {"file_id": file["id"], "slug": "small"}, token=token)
-    for _ in range(2):  # the second through the lane
-        assert await (await public(api, "/a/small")).read() == b"small"
+    assert await (await public(api, "/a/small")).read() == b"small"  # learnt
+    # Each on a connection of its own, as a connection aiohttp served stays aiohttp's.
+    port = api.client.server.port
+    [answer] = await exchange(port, [raw_get("/a/small", {})])
+    assert answer.endswith(b"\r\n\r\nsmall")
     assert lane_answers == ["/a/small"]
-    found = metadata(await (await unfurled(api, "/a/small", DISCORD)).text())
+    [preview] = await exchange(port, [raw_get("/a/small", {"User-Agent": DISCORD})])
+    found = metadata(preview.partition(b"\r\n\r\n")[2].decode())
     assert found["og:title"] == "s.txt" and found["og:description"] == "5 bytes · text/plain"
     assert lane_answers == ["/a/small"]
     assert await views_of(api, token, made["id"]) == 2

@@ -24,11 +24,11 @@ def count_lane_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     answered: list[str] = []
     answer = GatewayLane.answer
 
-    async def counted(self: GatewayLane, route: Any, message: Any, *rest: Any) -> bytes | None:
-        answered.append(message.path)
-        reply = await answer(self, route, message, *rest)
+    async def counted(self: GatewayLane, route: Any, path: str, *rest: Any) -> bytes | None:
+        answered.append(path)
+        reply = await answer(self, route, path, *rest)
         if reply is None:
-            answered.append(HANDED_BACK + message.path)
+            answered.append(HANDED_BACK + path)
         return reply
 
     monkeypatch.setattr(GatewayLane, "answer", counted)

@@ -17,7 +17,6 @@ few of their names the rest needs are exported here too.
 
 from __future__ import annotations
 
-from aiohttp.http import RawRequestMessage
 from aiohttp.http_exceptions import HttpProcessingError
 
 from service.api._aiohttp import names
@@ -31,8 +30,8 @@ from service.api._aiohttp.answer import (
     header_block,
     serialise_head,
 )
+from service.api._aiohttp.lane_connection import Lane
 from service.api._aiohttp.multipart import PartBody
-from service.api._aiohttp.protocol import Lane
 from service.api._aiohttp.request_body import BodyGoesOn, RequestBody
 from service.api._aiohttp.routing import PlainRoute, PlainRoutes, use_route
 from service.api._aiohttp.runner import (
@@ -69,7 +68,6 @@ __all__ = [
     "PartBody",
     "PlainRoute",
     "PlainRoutes",
-    "RawRequestMessage",
     "Reply",
     "RequestBody",
     "fast_paths",

@@ -27,9 +27,8 @@ aiohttp has no documented hook for either, so this module subclasses the pieces 
   a few attribute reads per packet and no timer: a request whose headers and body come in one
   packet arms nothing, and the one timer a connection has (armed when it opens) is only moved
   when a request comes in pieces.
-- ``EnvelopeRequestHandler``'s gateway lane (a ``Lane``: ``service.api.gateway``'s, handed in
-  through the application, ``runner.GATEWAY_LANE``): a request the lane takes is answered from
-  the parsed message instead of being queued for aiohttp's handling.
+- ``EnvelopeRequestHandler.take_over``: a connection ``lane_connection.LaneConnection`` read
+  first (the gateway lane's), served from the request it hands over on.
 - ``EnvelopeRequestHandler.socket_body``: the rest of a large body read straight from the socket
   (``request_body``), and the connection handed back to aiohttp's parser afterwards.
 
@@ -40,13 +39,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from contextvars import Context, copy_context
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any
 
-from aiohttp import hdrs, web
-from aiohttp.abc import AbstractAccessLogger
-from aiohttp.http import HttpProcessingError, HttpRequestParser, HttpVersion11, RawRequestMessage
+from aiohttp import web
+from aiohttp.http import HttpRequestParser
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
@@ -61,30 +58,6 @@ _ErrInfo: Any = names.private("aiohttp.web_protocol._ErrInfo")
 # 100 MiB needs its time, and gets it while it keeps up this rate on average; a body trickled in
 # a byte at a time gains next to nothing.
 MIN_BODY_BYTES_PER_SECOND = 64 * 1024
-
-
-Route = TypeVar("Route")
-
-
-class Lane(Protocol[Route]):
-    """What the protocol handler asks of a gateway lane (``service.api.gateway.GatewayLane``):
-    which requests it takes, and their answers. A route is the lane's own: only handed back."""
-
-    @property
-    def access_log_class(self) -> type[AbstractAccessLogger]:
-        """The access logger whose lines the lane writes itself: a connection that logs through
-        another does not use the lane, whose requests would be missing from that log."""
-        ...
-
-    def route_for(self, message: RawRequestMessage) -> Route | None:
-        """The route that answers ``message``, or None when the lane does not take it."""
-        ...
-
-    def answer(
-        self, route: Route, message: RawRequestMessage, remote: str | None, log_access: bool
-    ) -> Coroutine[Any, Any, bytes | None]:
-        """The whole answer to ``message`` as written, or None to hand it to aiohttp."""
-        ...
 
 
 class HeadersTimedOut(Exception):
@@ -106,17 +79,11 @@ class EnvelopeRequestHandler(RequestHandler):
         "_auto_decompress",
         "_body",
         "_body_timeout",
-        "_handed",
         "_header_timeout",
-        "_in_lane",
-        "_lane",
-        "_lane_context",
-        "_lane_message",
         "_phase",
         "_read_by",
         "_read_timer",
         "_refusal",
-        "_remote",
         "_socket_body",
     )
 
@@ -126,7 +93,6 @@ class EnvelopeRequestHandler(RequestHandler):
         *,
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
-        lane: Lane[Any] | None = None,
         refusal: Callable[[int], web.StreamResponse] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -134,19 +100,6 @@ class EnvelopeRequestHandler(RequestHandler):
         self._refusal = refusal
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
-        # The lane writes the access line itself: only the lines of the access log it knows.
-        if (
-            lane is not None
-            and self._logging_enabled
-            and not isinstance(self.access_logger, lane.access_log_class)
-        ):
-            lane = None
-        self._lane = lane
-        self._in_lane: Coroutine[Any, Any, bytes | None] | None = None  # its answer's making
-        self._lane_context: Context | None = None
-        self._lane_message: RawRequestMessage | None = None  # the request it is answering
-        self._handed = False  # whether aiohttp's loop was ever handed a request
-        self._remote: str | None = None
         self._phase = _IDLE
         self._read_by = 0.0
         self._read_timer: asyncio.TimerHandle | None = None
@@ -157,9 +110,6 @@ class EnvelopeRequestHandler(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._expect(_OPENED, self._header_timeout)
-        peer = transport.get_extra_info("peername")  # as aiohttp's request.remote gives it
-        if peer is not None:
-            self._remote = str(peer[0]) if isinstance(peer, list | tuple) else str(peer)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._socket_body is not None:
@@ -173,11 +123,8 @@ class EnvelopeRequestHandler(RequestHandler):
 
     def data_received(self, data: bytes) -> None:
         count = self._request_count
-        if self._lane is not None and self._payload_parser is None and not self._upgraded:
-            body = self._parse(data)
-        else:
-            super().data_received(data)
-            body = self._messages[-1][1] if self._request_count != count else None
+        super().data_received(data)
+        body = self._messages[-1][1] if self._request_count != count else None
         if body is not None:  # a request's headers are in: usually all of it is
             if body is EMPTY_PAYLOAD or body.is_eof():
                 self._phase = _IDLE
@@ -196,156 +143,17 @@ class EnvelopeRequestHandler(RequestHandler):
             else:
                 self._phase = _HEADERS
 
-    # -- the gateway lane ------------------------------------------------------------------------
-
-    def _parse(self, data: bytes) -> StreamReader | None:
-        """aiohttp's ``data_received`` for requests (not an upgraded connection), with the gateway
-        lane: a request the lane takes is answered by ``_start_in_lane`` instead of being queued
-        for aiohttp's handling. The body of the last request whose headers came in, if any."""
-        if self._force_close or self._close:
-            return None
-        queued = False
-        body = None
-        # The parser and the manager are None only once the connection is lost (aiohttp types
-        # them Optional), and no data arrives then: hence the ``type: ignore``s on them here and
-        # in the lane's methods, rather than a check per request.
-        while True:
-            in_flight = len(self._messages)  # the parser's count: aiohttp frees one per pop
-            try:
-                messages, upgraded, tail = self._parser.feed_data(data)  # type: ignore[union-attr]
-            except HttpProcessingError as exc:
-                messages = [(_ErrInfo(status=400, exc=exc, message=exc.message), EMPTY_PAYLOAD)]
-                upgraded, tail = False, b""  # an error is never the lane's: the loop ends
-            taken = 0
-            for message, body in messages:
-                self._request_count += 1
-                route = self._route_in_lane(message, body) if self._in_lane is None else None
-                if route is not None:
-                    self._parser.message_consumed()  # type: ignore[union-attr]
-                    self._start_in_lane(route, message)
-                    taken += 1
-                else:
-                    self._messages.append((message, body))
-                    self._handed = queued = True
-            # The parser stops at max_msg_queue_size requests in flight and keeps the rest of
-            # the bytes; aiohttp feeds it again only when its own queue drains from full. The
-            # lane's requests freed their slots already, so what is left is read here.
-            if upgraded or not taken or in_flight + len(messages) < self._max_msg_queue_size:
-                break
-            data = b""
-        waiter = self._waiter
-        if queued and self._in_lane is None and waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        if not self._buffer_paused and len(self._messages) >= self._max_msg_queue_size:
-            self._pause_reading_for_buffer()
-        self._upgraded = upgraded
-        if upgraded and tail:
-            self._message_tail = tail
-        return body
-
-    def _route_in_lane(
-        self, message: RawRequestMessage | _ErrInfo, body: StreamReader
-    ) -> object | None:
-        """The lane's route for this request, if the lane takes it (``service.api.gateway``):
-        a keep-alive HTTP/1.1 GET without a body to one of its paths, while aiohttp's handling of
-        the connection is idle (nothing queued or in hand, so answers keep their order) and the
-        client reads what it is sent (else aiohttp's handling waits until it does)."""
-        if body is not EMPTY_PAYLOAD or type(message) is not RawRequestMessage:
-            return None
-        route = self._lane.route_for(message)  # type: ignore[union-attr]  # _parse's caller checks
-        if (
-            route is None
-            or message.method != hdrs.METH_GET
-            or message.version != HttpVersion11
-            or message.should_close
-            or message.upgrade
-            or hdrs.EXPECT in message.headers
-            or self._messages
-            or self._paused
-        ):
-            return None
-        waiter = self._waiter
-        if waiter is None:  # aiohttp's loop has not started, or is between requests
-            return None if self._handed else route
-        return None if waiter.done() else route
-
-    def _start_in_lane(self, route: object, message: RawRequestMessage) -> None:
-        """Answer ``message`` in the lane. Its coroutine is driven here, as a task would drive it
-        but without making one (a task would cost much of what the lane saves): in a context of
-        its own, so its trace is its own, resumed by the futures
-        it waits for. The lane's routes wait only for the pipelined connection's replies."""
-        self._manager.requests_count += 1  # type: ignore[union-attr]
-        self._request_in_progress = True  # a graceful shutdown waits for it too
-        self._in_lane = self._lane.answer(  # type: ignore[union-attr]  # as in _route_in_lane
-            route, message, self._remote, self._logging_enabled
-        )
-        self._lane_message = message
-        self._lane_context = context = copy_context()
-        context.run(self._advance_in_lane)
-
-    def _resume_in_lane(self, _future: asyncio.Future[Any]) -> None:
-        self._advance_in_lane()  # called in the lane's context
-
-    def _advance_in_lane(self) -> None:
-        coroutine = self._in_lane  # set while a request is in the lane, which is when this runs
-        try:
-            awaited = coroutine.send(None)  # type: ignore[union-attr]
-        except StopIteration as done:
-            self._finish_in_lane(done.value)
-            return
-        except (Exception, asyncio.CancelledError):
-            log.exception("could not answer a request in the gateway lane")
-            self._fail_in_lane()
-            return
-        if getattr(awaited, "_asyncio_future_blocking", None):  # a future, as a task takes it
-            awaited._asyncio_future_blocking = False
-            awaited.add_done_callback(self._resume_in_lane, context=self._lane_context)
-        elif awaited is None:  # a bare yield: go on at the loop's next turn
-            self._loop.call_soon(self._advance_in_lane, context=self._lane_context)
-        else:
-            coroutine.close()  # type: ignore[union-attr]
-            log.error("the gateway lane cannot wait for %s", type(awaited).__name__)
-            self._fail_in_lane()
-
-    def _fail_in_lane(self) -> None:
-        self.force_close()
-        self._lane_message = None
-        self._finish_in_lane(b"")
-
-    def _finish_in_lane(self, answer: bytes | None) -> None:
-        """Write the lane's ``answer``; None hands its request to aiohttp instead."""
-        message, self._lane_message = self._lane_message, None
-        self._in_lane = self._lane_context = None
-        self._request_in_progress = False
-        transport = self.transport
-        if answer is None:
-            if message is not None and self._manager is not None and not self._force_close:
-                self._hand_over(message)  # else the client is gone: nothing to answer
-        elif answer and transport is not None:
-            transport.write(answer)
-            # The keep-alive timer, as aiohttp's loop sets it after each request.
-            loop = self._loop
-            close_time = self._next_keepalive_close_time = loop.time() + self._keepalive_timeout
-            if self._keepalive_handle is None and not self._force_close:
-                self._keepalive_handle = loop.call_at(close_time, self._process_keepalive)
-        handler_waiter = self._handler_waiter  # a graceful shutdown waiting for this request
-        if handler_waiter is not None and not handler_waiter.done():
-            handler_waiter.set_result(None)
-        waiter = self._waiter
-        if self._messages and waiter is not None and not waiter.done():
-            waiter.set_result(None)  # what came in meanwhile, in aiohttp's hands now
-
-    def _hand_over(self, message: RawRequestMessage) -> None:
-        """Queue ``message``, which the lane took but handed back, for aiohttp's handling: first,
-        before any request that came in behind it. aiohttp frees a parser slot for it again as
-        it takes it, one more than the parser counted, which can only let one more pipelined
-        request be parsed ahead (the count stops at zero)."""
-        self._manager.requests_count -= 1  # type: ignore[union-attr]  # aiohttp counts it
-        self._messages.appendleft((message, EMPTY_PAYLOAD))
-        self._handed = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+    def take_over(
+        self, transport: asyncio.Transport, data: bytes, head_began: float | None
+    ) -> None:
+        """Serve ``transport`` from now on, ``data`` read from it already (``LaneConnection``
+        hands a connection over so): a head begun at ``head_began`` (the loop's time) is held
+        to its deadline from then."""
+        self.connection_made(transport)
+        if data:
+            self.data_received(data)
+        if head_began is not None and self._phase == _HEADERS:
+            self._expect(_HEADERS, head_began + self._header_timeout - self._loop.time())
 
     # -- a body read from the socket --------------------------------------------------------------
 

@@ -21,11 +21,12 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.log import access_logger
 from aiohttp.typedefs import Handler
-from aiohttp.web_protocol import RequestHandler
 
 from service.api._aiohttp import names
-from service.api._aiohttp.protocol import EnvelopeRequestHandler, Lane
+from service.api._aiohttp.lane_connection import Lane, LaneConnection
+from service.api._aiohttp.protocol import EnvelopeRequestHandler
 
 # The envelope answer to a request refused before the application saw it: a status the HTTP
 # parser refused it with, or an ``HTTPException`` aiohttp raised ahead of the routing.
@@ -58,7 +59,9 @@ def _outer_envelope(handler: Handler, refusal: Refusal | None) -> Handler:
 
 
 class EnvelopeServer(web.Server):
-    """A low-level server whose connections are ``EnvelopeRequestHandler``s."""
+    """A low-level server whose connections are ``EnvelopeRequestHandler``s; with a gateway
+    lane, each begins as a ``LaneConnection``, which hands it to one when a request is not the
+    lane's."""
 
     def __init__(
         self,
@@ -75,16 +78,51 @@ class EnvelopeServer(web.Server):
         self._timeouts = {"header_timeout": header_timeout, "body_timeout": body_timeout}
         self._refusal = refusal
         self._lane = lane
+        self._lane_connections: set[LaneConnection] = set()
+        self._keepalive_timeout = float(kwargs.get("keepalive_timeout", 3630.0))
 
-    def __call__(self) -> RequestHandler:
-        return EnvelopeRequestHandler(
-            self,
-            loop=self._loop,
-            lane=self._lane,
-            refusal=self._refusal,
-            **self._timeouts,
-            **self._kwargs,
+    def __call__(self) -> Any:
+        lane = self._lane
+        if lane is None:
+            return self._handler()
+        logger = self._access_logger()
+        if logger is not None and not isinstance(logger, lane.access_log_class):
+            return self._handler()  # the lane writes the lines of its own logger only
+        return LaneConnection(
+            lane,
+            self._handler,
+            self._lane_connections,
+            header_timeout=self._timeouts["header_timeout"],
+            keepalive_timeout=self._keepalive_timeout,
+            log_access=logger is not None,
         )
+
+    def _access_logger(self) -> AbstractAccessLogger | None:
+        """The access logger of a connection made now, as aiohttp's handler makes it (one per
+        connection), or None when it would log nothing."""
+        access_log = self._kwargs.get("access_log", access_logger)  # the handler's default
+        if access_log is None:
+            return None
+        make = self._kwargs.get("access_log_class", web.AccessLogger)
+        logger: AbstractAccessLogger = make(
+            access_log, self._kwargs.get("access_log_format", web.AccessLogger.LOG_FORMAT)
+        )
+        return logger if logger.enabled else None
+
+    def _handler(self) -> EnvelopeRequestHandler:
+        return EnvelopeRequestHandler(
+            self, loop=self._loop, refusal=self._refusal, **self._timeouts, **self._kwargs
+        )
+
+    def pre_shutdown(self) -> None:
+        super().pre_shutdown()
+        for connection in list(self._lane_connections):
+            connection.close()
+
+    async def shutdown(self, timeout: float | None = None) -> None:  # noqa: ASYNC109  # aiohttp's
+        lanes = [connection.shutdown(timeout) for connection in list(self._lane_connections)]
+        await asyncio.gather(super().shutdown(timeout), *lanes)
+        self._lane_connections.clear()
 
 
 class EnvelopeAppRunner(web.AppRunner):
