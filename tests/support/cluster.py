@@ -370,14 +370,57 @@ class ClusterServer:
                     client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
 
 
+# Parametrized API tests whose every case takes a path of its own through the stores (a roll
+# cut short at each of its steps, each kind of damaged entry, an address compared in the lookup's
+# script, a name kept in an object's metadata, each change to an alias the lane serves): on the
+# cluster, every case runs. Of any other parametrized API test the cluster run takes the first
+# case: its cases vary the request (a field's wrong value, a path's spelling, a header), checked
+# before or apart from the stores, and every one of them runs on the single server.
+EVERY_CASE_ON_THE_CLUSTER = frozenset(
+    {
+        "tests/api/test_access_lines.py::test_session_and_key_requests_log_their_user",
+        "tests/api/test_alias_lane.py::test_after_a_change_the_next_request_is_answered_as_aiohttp_answers_it",
+        "tests/api/test_bound_keys_gateway.py::test_an_unbound_keys_request_runs_exactly_the_commands_it_ran_before",
+        "tests/api/test_errors.py::test_an_api_key_entry_missing_a_field_fails_closed",
+        "tests/api/test_errors.py::test_garbage_in_a_session_entry_fails_closed",
+        "tests/api/test_files.py::test_odd_names_are_kept_for_display_only",
+        "tests/api/test_files.py::test_risky_types_are_never_served_as_something_a_browser_renders",
+        "tests/api/test_files_in_folders.py::test_an_upload_goes_into_the_folder_its_form_names",
+        "tests/api/test_folder_deletion.py::test_a_removal_cut_short_is_finished_by_the_accounts_next_folder_change",
+        "tests/api/test_folders.py::test_a_name_is_unique_among_its_siblings_ignoring_case",
+        "tests/api/test_gateway_lane.py::test_the_lane_answers_as_aiohttps_handling_does",
+        "tests/api/test_key_edit.py::test_a_damaged_setting_in_the_digest_entry_fails_closed",
+        "tests/api/test_key_roll.py::test_a_key_with_every_setting_still_costs_one_command_per_request",
+        "tests/api/test_key_roll.py::test_a_roll_that_failed_part_way_leaves_the_old_secret_and_its_retry_gives_the_grace",
+        "tests/api/test_key_roll.py::test_the_old_secret_works_until_its_grace_ends_and_never_after",
+        "tests/api/test_keys.py::test_expires_at_is_created_at_plus_expires_days",
+        "tests/api/test_refusals_take_no_rate.py::test_the_lookup_compares_addresses_as_the_authenticator_does",
+        "tests/api/test_upload_socket_reads.py::test_what_follows_a_large_file_is_refused_and_the_connection_serves_on",
+    }
+)
+
+
 def leave_out_what_the_single_server_run_already_ran(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     """The cluster run's storage tests are those the cluster changes: a test of tests/store
     that never reaches the fixtures' Redis (an object store's, an in-memory store's, a key
-    name's) or runs on fakeredis would run exactly as in the single server's run."""
+    name's) or runs on fakeredis would run exactly as in the single server's run. Of a
+    parametrized API test it runs the first case, or all of them for those of
+    ``EVERY_CASE_ON_THE_CLUSTER``."""
     kept, left_out = [], []
+    first_cases: set[str] = set()
     for item in items:
+        test = item.nodeid.split("[")[0]
+        if (
+            test.startswith("tests/api/")
+            and getattr(item, "callspec", None) is not None
+            and test not in EVERY_CASE_ON_THE_CLUSTER
+        ):
+            if test in first_cases:
+                left_out.append(item)
+                continue
+            first_cases.add(test)
         callspec = getattr(item, "callspec", None)
         params = {v for v in (callspec.params.values() if callspec else ()) if isinstance(v, str)}
         in_memory = bool({"fakeredis", "memory"} & params)

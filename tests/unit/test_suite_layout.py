@@ -196,3 +196,27 @@ def test_the_tests_server_is_the_pinned_one_whatever_is_on_path(
     monkeypatch.setenv(SERVER_VARIABLE, str(tmp_path / "missing"))
     with pytest.raises(RuntimeError, match=SERVER_VARIABLE):
         server_binary()
+
+
+def test_every_test_run_case_by_case_on_the_cluster_is_a_parametrized_api_test() -> None:
+    # Read, not imported (tests/support/cluster starts processes): a renamed test would else
+    # drop to its first case on the cluster without a word.
+    tree = ast.parse((TESTS / "support" / "cluster.py").read_text())
+    listed = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", None) == "EVERY_CASE_ON_THE_CLUSTER" for t in node.targets)
+    )
+    names = [c.value for c in ast.walk(listed) if isinstance(c, ast.Constant)]
+    assert len(names) > 10
+    for name in names:
+        path, _, test = name.partition("::")
+        module = ast.parse((ROOT / path).read_text())
+        found = [
+            node
+            for node in module.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == test
+        ]
+        assert found, name
+        assert any("parametrize" in ast.unparse(d) for d in found[0].decorator_list), name
