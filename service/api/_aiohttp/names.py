@@ -90,7 +90,8 @@ def _version(text: str) -> tuple[int, ...]:
 
 def _has(owner: object, name: str) -> bool:
     """Whether ``owner`` (a module or a class) has ``name``: as an attribute, a slot, or an
-    attribute its class's own code sets (``self.<name> =``)."""
+    attribute its class's own methods set (``self.<name> = ...``: the name is among those their
+    code stores or loads, which its compiled code lists without the source being read)."""
     if hasattr(owner, name):
         return True
     if not inspect.isclass(owner):
@@ -98,12 +99,10 @@ def _has(owner: object, name: str) -> bool:
     for cls in owner.__mro__:
         if name in (getattr(cls, "__slots__", ()) or ()):
             return True
-        try:
-            source = inspect.getsource(cls)
-        except (OSError, TypeError):
-            continue
-        if f"self.{name} =" in source or f"self.{name}: " in source:
-            return True
+        for member in vars(cls).values():
+            code = getattr(member, "__code__", None)
+            if code is not None and name in code.co_names:
+                return True
     return False
 
 
