@@ -48,7 +48,6 @@ from service.domain.blobs import StorageUnavailable
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
-from service.store.s3_blobs import S3Blobs
 
 log = logging.getLogger("service")
 
@@ -418,6 +417,8 @@ def _serve(settings: Settings, command: str) -> int:
 async def _object_store_problem(settings: Settings) -> StorageUnavailable | None:
     """What is wrong with the object store the settings name, asked once before serving."""
     assert settings.object_store is not None
+    from service.store.s3_blobs import S3Blobs  # only with an object store (blob_stores)
+
     blobs = S3Blobs(settings.object_store)
     try:
         return await blobs.probe()

@@ -15,26 +15,15 @@ from __future__ import annotations
 import base64
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import options_to_json_dict
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AttestationConveyancePreference,
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
-
 from service.domain.factors import Passkey
+
+# py_webauthn is imported where a ceremony uses it: importing it takes a tenth of a second,
+# which every worker and every command would otherwise pay at start for a rare request.
+if TYPE_CHECKING:
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor
 
 CEREMONY_TIMEOUT_MS = 300_000  # what the browser is told; the challenge lives as long
 
@@ -68,6 +57,8 @@ class Verified:
 
 
 def _descriptor(passkey: Passkey) -> PublicKeyCredentialDescriptor:
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor
+
     return PublicKeyCredentialDescriptor(id=unb64url(passkey.credential_id))
 
 
@@ -95,6 +86,15 @@ class Passkeys:
     ) -> dict[str, Any]:
         """``PublicKeyCredentialCreationOptions`` as JSON (``options_to_json_dict``); the
         account's passkeys excluded, so an authenticator is never registered twice."""
+        from webauthn import generate_registration_options
+        from webauthn.helpers import options_to_json_dict
+        from webauthn.helpers.structs import (
+            AttestationConveyancePreference,
+            AuthenticatorSelectionCriteria,
+            ResidentKeyRequirement,
+            UserVerificationRequirement,
+        )
+
         options = generate_registration_options(
             rp_id=self.rp_id,
             rp_name=self._rp_name,
@@ -117,6 +117,9 @@ class Passkeys:
     ) -> tuple[str, str, int, tuple[str, ...]]:
         """(credential id, public key, sign count, transports) of a registration that
         verifies; ``PasskeyRefused`` otherwise."""
+        from webauthn import verify_registration_response
+        from webauthn.helpers.exceptions import WebAuthnException
+
         try:
             verified = verify_registration_response(
                 credential=credential,
@@ -138,6 +141,10 @@ class Passkeys:
 
     def assertion_options(self, passkeys: list[Passkey], challenge: str) -> dict[str, Any]:
         """``PublicKeyCredentialRequestOptions`` as JSON, allowing the account's passkeys."""
+        from webauthn import generate_authentication_options
+        from webauthn.helpers import options_to_json_dict
+        from webauthn.helpers.structs import UserVerificationRequirement
+
         options = generate_authentication_options(
             rp_id=self.rp_id,
             challenge=unb64url(challenge),
@@ -156,6 +163,9 @@ class Passkeys:
         found = next((p for p in passkeys if p.credential_id == raw_id), None)
         if found is None:
             raise PasskeyRefused("the credential is not one of this account's passkeys")
+        from webauthn import verify_authentication_response
+        from webauthn.helpers.exceptions import WebAuthnException
+
         try:
             verified = verify_authentication_response(
                 credential=credential,
@@ -183,6 +193,8 @@ _REASONS = (
 def _reason(error: Exception) -> str:
     """What a client is told of a refusal, in words of our own: the library's messages may
     quote what the request sent."""
+    from webauthn.helpers.exceptions import WebAuthnException
+
     message = str(error).lower() if isinstance(error, WebAuthnException) else ""
     for needle, reason in _REASONS:
         if needle in message:

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from service.cli.prompts import Refused, counted
 from service.cli.store import opened
@@ -28,8 +29,10 @@ from service.domain.records import FileRecord
 from service.store.blobs import FILES_DIRECTORY
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.protocols.blobs import BlobStore
-from service.store.s3_blobs import S3Blobs
 from service.store.stores import Stores
+
+if TYPE_CHECKING:
+    from service.store.s3_blobs import S3Blobs
 
 # Files copied at once.
 COPYING = 4
@@ -90,6 +93,8 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     object_store = dataclasses.replace(settings, blob_store="s3").object_store
     if object_store is None:
         raise Refused("set FILEHOST_S3_BUCKET (and the other FILEHOST_S3_* settings) to migrate")
+    from service.store.s3_blobs import S3Blobs  # only with an object store (blob_stores)
+
     source = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
     target = S3Blobs(object_store)
     try:

@@ -12,8 +12,6 @@ from service.store.blobs import FILES_DIRECTORY
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.directory_partials import DirectoryPartials
 from service.store.protocols.blobs import BlobStore, PartialBlobs
-from service.store.s3_blobs import S3Blobs
-from service.store.s3_partials import S3Partials
 from service.store.small_blobs import SmallBlobs
 
 
@@ -21,15 +19,22 @@ def open_blob_store(settings: Settings) -> BlobStore:
     object_store = settings.object_store
     if object_store is None:
         return DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
+    # Imported only for an object store: the S3 client takes a quarter of a second to import,
+    # which every worker and command of a deployment without one would pay.
+    from service.store.s3_blobs import S3Blobs
+
     return S3Blobs(object_store)
 
 
 def open_partials(blobs: BlobStore) -> PartialBlobs:
     """Where the blob store keeps resumable uploads' bytes until they are whole."""
-    if isinstance(blobs, S3Blobs):
-        return S3Partials(blobs)
-    assert isinstance(blobs, DirectoryBlobs), blobs
-    return DirectoryPartials(blobs)
+    if isinstance(blobs, DirectoryBlobs):
+        return DirectoryPartials(blobs)
+    from service.store.s3_blobs import S3Blobs  # as in open_blob_store
+    from service.store.s3_partials import S3Partials
+
+    assert isinstance(blobs, S3Blobs), blobs
+    return S3Partials(blobs)
 
 
 @dataclass(frozen=True, slots=True)
