@@ -10,10 +10,8 @@ browser back to; the provider is at ``127.0.0.1``, so the two keep their cookies
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -34,8 +32,7 @@ from tests.support.browser import (
 )
 from tests.support.browser_mfa import app_code, log_out
 from tests.support.mfa import SECRETS_KEY
-from tests.support.node import NODE_ENV, npm_ci
-from tests.support.oidc_provider import PROJECT, Provider
+from tests.support.oidc_provider import Provider, running_provider
 from tests.support.redis import RedisServer, free_port
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.system]
@@ -45,41 +42,6 @@ PROVIDER = "TestID"
 REAUTH_SECONDS = 30  # the least the service allows: the clock moves just past it
 
 
-@contextmanager
-def provider_for(public_url: str) -> Iterator[Provider]:
-    """The test provider, its client's redirect URI at ``public_url``: the address the browser
-    opens the dashboard at (tests/support/oidc_provider.py's own points at a name only its HTTP
-    client resolves)."""
-    npm_ci(PROJECT)
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            "node",
-            "provider.mjs",
-            str(port),
-            f"{public_url}/api/v1/auth/oidc/callback",
-            f"{public_url}/api/v1/auth/oidc/backchannel-logout",
-        ],
-        cwd=PROJECT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**NODE_ENV, "PATH": "/usr/local/bin:/usr/bin:/bin"},
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("ready "), line
-        yield Provider(line.split()[1], process)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @pytest.fixture(scope="module")
 def port() -> int:
     return free_port()
@@ -87,7 +49,8 @@ def port() -> int:
 
 @pytest.fixture(scope="module")
 def provider(port: int) -> Iterator[Provider]:
-    with provider_for(f"http://localhost:{port}") as running:
+    # Its client's redirect URI at the address the browser opens the dashboard at.
+    with running_provider(f"http://localhost:{port}") as running:
         yield running
 
 

@@ -95,12 +95,16 @@ def install_provider() -> None:
 
 
 @contextlib.contextmanager
-def running_provider() -> Iterator[Provider]:
+def running_provider(public_url: str = PUBLIC_URL) -> Iterator[Provider]:
+    """The test provider, its client's redirect and back-channel logout URIs under
+    ``public_url``: by default a name only the tests' HTTP client resolves; a browser test
+    passes the address it opens the dashboard at."""
     install_provider()
     port = free_port()
-    backchannel = f"{PUBLIC_URL}/api/v1/auth/oidc/backchannel-logout"
+    callback = f"{public_url}/api/v1/auth/oidc/callback"
+    backchannel = f"{public_url}/api/v1/auth/oidc/backchannel-logout"
     process = subprocess.Popen(
-        ["node", "provider.mjs", str(port), CALLBACK, backchannel],
+        ["node", "provider.mjs", str(port), callback, backchannel],
         cwd=PROJECT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
