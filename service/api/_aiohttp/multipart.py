@@ -39,6 +39,7 @@ class PartBody:
         # empty may have no line of its own, the delimiter following its headers at once.
         self._held = b"\r\n"
         self._skip = len(self._held)  # of the held bytes, how many are not the part's
+        self._over = b""  # on aiohttp's own path: read beyond the last fill's room
 
     async def fill(self, buffer: Any, start: int, end: int) -> int:
         """Write the part's next bytes into ``buffer[start:end]``, which has room for more than
@@ -47,10 +48,14 @@ class PartBody:
         if self._ended:
             return 0
         if not self._fast:
-            data = await self._part.read_chunk(end - start)
-            buffer[start : start + len(data)] = data
-            self._ended = not data
-            return len(data)
+            # aiohttp's reader may return more than asked (the bytes it held back while looking
+            # for the delimiter): what does not fit waits for the next fill.
+            data = self._over or await self._part.read_chunk(end - start)
+            taken = data[: end - start]
+            self._over = data[len(taken) :]
+            buffer[start : start + len(taken)] = taken
+            self._ended = not taken
+            return len(taken)
         delimiter, held, skip = self._delimiter, self._held, self._skip
         keep = len(delimiter) - 1  # a tail that may be the start of the delimiter
         stop = start + len(held)
