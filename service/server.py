@@ -47,6 +47,7 @@ from service.config.generated_key import with_generated_key
 from service.domain.blobs import StorageUnavailable
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
+from service.store.blob_stores import open_object_store
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
 
 log = logging.getLogger("service")
@@ -417,9 +418,7 @@ def _serve(settings: Settings, command: str) -> int:
 async def _object_store_problem(settings: Settings) -> StorageUnavailable | None:
     """What is wrong with the object store the settings name, asked once before serving."""
     assert settings.object_store is not None
-    from service.store.s3_blobs import S3Blobs  # only with an object store (blob_stores)
-
-    blobs = S3Blobs(settings.object_store)
+    blobs = open_object_store(settings.object_store)
     try:
         return await blobs.probe()
     finally:

@@ -26,6 +26,7 @@ from service.config import Settings
 from service.domain.blobs import BlobMissing, ChunkSource
 from service.domain.cursors import decode_file_cursor
 from service.domain.records import FileRecord
+from service.store.blob_stores import open_object_store
 from service.store.blobs import FILES_DIRECTORY
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.protocols.blobs import BlobStore
@@ -93,10 +94,8 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     object_store = dataclasses.replace(settings, blob_store="s3").object_store
     if object_store is None:
         raise Refused("set FILEHOST_S3_BUCKET (and the other FILEHOST_S3_* settings) to migrate")
-    from service.store.s3_blobs import S3Blobs  # only with an object store (blob_stores)
-
     source = DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
-    target = S3Blobs(object_store)
+    target = open_object_store(object_store)
     try:
         problem = await target.probe()
         if problem is not None:

@@ -6,21 +6,31 @@ open."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from service.config import Settings
+from service.config.settings import ObjectStoreSettings
 from service.store.blobs import FILES_DIRECTORY
 from service.store.directory_blobs import DirectoryBlobs
 from service.store.directory_partials import DirectoryPartials
 from service.store.protocols.blobs import BlobStore, PartialBlobs
 from service.store.small_blobs import SmallBlobs
 
+if TYPE_CHECKING:
+    from service.store.s3_blobs import S3Blobs
+
 
 def open_blob_store(settings: Settings) -> BlobStore:
     object_store = settings.object_store
     if object_store is None:
         return DirectoryBlobs(settings.data_dir / FILES_DIRECTORY)
-    # Imported only for an object store: the S3 client takes a quarter of a second to import,
-    # which every worker and command of a deployment without one would pay.
+    return open_object_store(object_store)
+
+
+def open_object_store(object_store: ObjectStoreSettings) -> S3Blobs:
+    """The object-store backend. Its module is imported only here: the S3 client takes a
+    quarter of a second to import, which every worker and command of a deployment without an
+    object store would pay."""
     from service.store.s3_blobs import S3Blobs
 
     return S3Blobs(object_store)
@@ -30,7 +40,7 @@ def open_partials(blobs: BlobStore) -> PartialBlobs:
     """Where the blob store keeps resumable uploads' bytes until they are whole."""
     if isinstance(blobs, DirectoryBlobs):
         return DirectoryPartials(blobs)
-    from service.store.s3_blobs import S3Blobs  # as in open_blob_store
+    from service.store.s3_blobs import S3Blobs  # as in open_object_store
     from service.store.s3_partials import S3Partials
 
     assert isinstance(blobs, S3Blobs), blobs
