@@ -25,6 +25,7 @@ from tests.support.browser import (
     CHROMIUM_ARGS,
     DESKTOP,
     LOCALE,
+    RECORD_VIOLATIONS,
     TIMEOUT_MS,
     Dashboard,
     Tab,
@@ -64,6 +65,7 @@ async def tab(browser: Browser, dashboard: Dashboard) -> AsyncIterator[Tab]:
     context = await browser.new_context(base_url=dashboard.base, viewport=DESKTOP, locale=LOCALE)
     context.set_default_timeout(TIMEOUT_MS)
     context.set_default_navigation_timeout(TIMEOUT_MS)
+    await context.add_init_script(RECORD_VIOLATIONS)  # read by violations(page)
     page = await context.new_page()
     opened = Tab(page, context)
     page.on("console", lambda message: opened.console.append(f"{message.type}: {message.text}"))

@@ -36,7 +36,6 @@ from service.domain.credentials import new_id
 from tests.support.api import PASSWORD
 from tests.support.browser import (
     PAGE_CSP,
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     assert_focus_is_visible,
@@ -191,7 +190,6 @@ async def test_real_actions_are_shown_newest_first_with_who_where_and_what(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await in_timezone(page)
     await sign_in(page, user)
     mine = await tab.stored_token()
@@ -415,7 +413,6 @@ async def test_the_type_filter_shows_only_that_type_and_restarts_from_the_first_
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     keys = [await create_key(dashboard, token, f"key {n}") for n in range(3)]

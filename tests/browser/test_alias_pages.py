@@ -15,7 +15,6 @@ from playwright.async_api import expect
 
 from tests.support.api import PASSWORD
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     directives,
@@ -98,7 +97,6 @@ async def test_a_protected_file_asks_for_its_password_then_shows_the_file(
         json={"file_id": file["id"], "password": "letmein1"},
     )
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     response = await page.goto(f"/a/{made['slug']}")
     assert response is not None and response.status == 401
     assert (
@@ -138,7 +136,6 @@ async def test_a_protected_folder_opens_with_its_cookie_and_leads_below(
         json={"folder_id": top["id"], "password": "sunshine"},
     )
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await page.goto(f"/a/{made['slug']}")
     await page.get_by_label("Password").fill("sunshine")
     await page.get_by_role("button", name="Open").click()
@@ -183,7 +180,6 @@ async def test_the_public_pages_read_well_in_either_scheme_at_375_px(
         dashboard, "POST", "/aliases", token, json={"file_id": file["id"], "password": "letmein1"}
     )
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await page.emulate_media(color_scheme=scheme, reduced_motion="reduce")
     background = {"light": "rgb(243, 244, 246)", "dark": "rgb(15, 23, 42)"}[scheme]
 

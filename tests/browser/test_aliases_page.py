@@ -18,7 +18,6 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     SECRET_PATTERN,
     Dashboard,
     Tab,
@@ -93,7 +92,6 @@ async def test_an_alias_of_a_file_made_used_disabled_enabled_and_deleted(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await same_time_as(page, dashboard.clock)
     await sign_in(page, user)
     token = await tab.stored_token()
@@ -258,7 +256,6 @@ async def test_an_uploader_download_holds_a_key_shown_once_that_may_only_upload(
     tab: Tab, user: str, dashboard: Dashboard, button: str, kind: str, extension: str
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     inbox = await make_folder(dashboard, token, "Inbox")

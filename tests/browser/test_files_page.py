@@ -26,7 +26,6 @@ from service.app import BLOBS, create_app
 from service.config import Settings
 from service.store.directory_blobs import DirectoryBlobs
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     TIMEOUT_MS,
     Dashboard,
     Tab,
@@ -99,7 +98,6 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     await expect(page.locator("#files-empty")).to_be_visible()
 
@@ -194,7 +192,6 @@ async def test_an_upload_cancelled_half_way_leaves_nothing_and_the_tray_clears(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     await page.set_input_files(
         "#file-picker",

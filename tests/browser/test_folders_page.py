@@ -13,7 +13,6 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     no_horizontal_scroll,
@@ -85,7 +84,6 @@ async def test_folders_open_by_address_and_breadcrumbs_and_uploads_go_into_the_o
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     token = await tab.stored_token()
     await expect(crumbs(page)).to_have_text(["All files"])
@@ -167,7 +165,6 @@ async def test_rename_and_move_files_and_folders_with_refusals_kept_in_the_dialo
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     token = await tab.stored_token()
     await create_folder(page, "Alpha")

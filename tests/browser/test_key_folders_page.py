@@ -13,7 +13,6 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     SECRET_PATTERN,
     Dashboard,
     Tab,
@@ -52,7 +51,6 @@ async def test_a_key_bound_to_chosen_folders_then_changed_and_unbound(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     projects = await make_folder(dashboard, token, "Projects")

@@ -12,7 +12,6 @@ from playwright.async_api import Locator, Page, Route, expect
 from service.clock import iso
 from tests.support.api import PASSWORD
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     SECRET_PATTERN,
     Dashboard,
     Tab,
@@ -92,7 +91,6 @@ def permission_box(page: Page, permission: str) -> Locator:
 
 async def test_roll_with_a_grace_then_with_none(tab: Tab, user: str, dashboard: Dashboard) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await tab.allow_clipboard(dashboard.base)
     await sign_in(page, user)
     token = await tab.stored_token()
@@ -242,7 +240,6 @@ async def test_edit_permissions_name_expiry_and_rate_take_effect_on_the_next_req
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     secret = await create_key(page, "sync", ["files.read", "folders.read"], 90)

@@ -11,7 +11,6 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     create_key,
@@ -83,7 +82,6 @@ async def test_an_unknown_address_shows_a_page_with_the_navigation(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
 
     # Signed out: the page, in the layout, and the way to sign in.
     response = await page.goto("/no/such/page?x=1")

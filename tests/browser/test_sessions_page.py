@@ -24,7 +24,6 @@ from playwright.async_api import Page, Route, expect
 from tests.support.api import PASSWORD
 from tests.support.browser import (
     PAGE_CSP,
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     assert_focus_is_visible,
@@ -92,7 +91,6 @@ async def test_the_list_marks_this_device_and_ending_another_refuses_its_token(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     other = await other_device(dashboard, user, HOSTILE_AGENT)
@@ -224,7 +222,6 @@ async def test_end_all_other_sessions_says_how_many(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     others = [await other_device(dashboard, user, f"device {n}") for n in range(3)]
@@ -327,7 +324,6 @@ async def test_change_password_checked_first_wrong_then_right(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await open_sessions_page(page, user)
     token = await tab.stored_token()
     other = await other_device(dashboard, user)

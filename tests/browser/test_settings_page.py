@@ -9,7 +9,6 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     no_horizontal_scroll,
@@ -52,7 +51,6 @@ async def test_change_the_settings_checked_first_then_saved_and_shown_again(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await sign_in(page, user)
     token = await tab.stored_token()
     projects = await make_folder(dashboard, token, "Projects")

@@ -15,7 +15,6 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     low_contrasts,
@@ -57,7 +56,6 @@ async def test_share_once_then_edit_every_field_of_the_link(
     tab: Tab, user: str, dashboard: Dashboard, scheme: str
 ) -> None:
     page = tab.page
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     await tab.allow_clipboard(dashboard.base)
     await page.emulate_media(color_scheme=scheme, reduced_motion="reduce")
     await page.set_viewport_size({"width": 375, "height": 740})

