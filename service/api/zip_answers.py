@@ -24,16 +24,18 @@ import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import hdrs, web
-from stream_zip import ZIP_32, ZIP_AUTO, MemberFile, stream_zip
 
 from service.api.downloads import content_disposition
 from service.api.headers import prepare_streamed
 from service.domain.archive_names import Entry
 from service.domain.blobs import Blob
 from service.domain.records import FileRecord
+
+if TYPE_CHECKING:
+    from stream_zip import MemberFile
 
 ZIP_TYPE = "application/zip"
 # Archives made at once by a worker: more wait for a thread (each waits mostly on the loop).
@@ -130,6 +132,8 @@ class _Feed:
             await blob.close()
 
     def members(self) -> Iterator[MemberFile]:
+        from stream_zip import ZIP_32, ZIP_AUTO  # imported by send_archive first
+
         for entry in self._entries:
             when = _when(entry.modified)
             if entry.file is None:
@@ -174,6 +178,10 @@ async def send_archive(
     if admit is not None:
         await admit()
     await prepare_streamed(request, response)
+    # Imported by the first archive, not at start-up: with the cipher library it loads, it is
+    # among the slowest imports, which every worker and command would pay (docs/development.md).
+    from stream_zip import stream_zip
+
     feed = _Feed(asyncio.get_running_loop(), entries, open_blob)
     zipped = iter(stream_zip(feed.members(), chunk_size=CHUNK))
 

@@ -18,17 +18,16 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
-
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from service.clock import Clock
 from service.config import OidcSettings
 from service.domain.oidc import BACKCHANNEL_EVENT
 from service.errors import ApiError, Code
+
+if TYPE_CHECKING:
+    from joserfc.jwk import KeySet
 
 log = logging.getLogger("service.auth.oidc_provider")
 
@@ -169,6 +168,11 @@ class OidcProvider:
                 return self._keys
             if now - self._keys_at < self._keys_refetch_ms:
                 return self._keys  # a key id made up, or one fetched moments ago: no new fetch
+        # joserfc is imported by the first token's check, not at start-up: it is among the
+        # slowest imports, which every worker and command would pay (docs/development.md).
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
         discovery = await self.discovery()
         try:
             document = await self._http.get_json(discovery.jwks_uri, self.settings.timeout_seconds)
@@ -239,6 +243,9 @@ class OidcProvider:
         keys = await self._key_set(kid if isinstance(kid, str) else None)
         if isinstance(kid, str) and not any(key.kid == kid for key in keys.keys):
             raise ApiError(Code.SSO_TOKEN_SIGNATURE_INVALID)
+        from joserfc import jwt  # see _key_set
+        from joserfc.errors import JoseError
+
         try:
             decoded = jwt.decode(token, keys, algorithms=[algorithm])
         except JoseError:
