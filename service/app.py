@@ -27,7 +27,7 @@ from service.api.context import (
 )
 from service.api.envelope import low_level_refusal
 from service.api.gateway import GatewayLane, LaneRoute
-from service.api.handling import as_middleware, request_handling
+from service.api.handling import request_handling
 from service.api.headers import RATE_FIELDS
 from service.api.provider_http import AiohttpProviderHttp
 from service.api.routes.aliases import add_alias_routes
@@ -134,8 +134,6 @@ def create_app(
     # No middleware: what every request goes through is the server's wrapper (REQUEST_HANDLING).
     app = web.Application(client_max_size=settings.max_body_bytes)
     app[REQUEST_HANDLING] = request_handling(metrics, rate_fields, addresses)
-    if not fast_paths():  # aiohttp's own server will serve: the handling as a middleware
-        app.middlewares.append(as_middleware(app[REQUEST_HANDLING]))
     app[LOW_LEVEL_REFUSAL] = low_level_refusal
     app[SETTINGS] = settings
     app[SECRETS_KEY_SOURCE] = secrets_key_source(settings)

@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from service.announcements import Banner, Shutdown, second_factor_notes
-from service.api._aiohttp import ListenError, run_app
+from service.api._aiohttp import ListenError, run_app, unprotected_problem
 from service.api.access_log import AccessLogger
 from service.app import create_app
 from service.config import Settings
@@ -347,7 +347,7 @@ def serve(settings: Settings, command: str = "filehost-auth") -> int:
 
 
 def _serve(settings: Settings, command: str) -> int:
-    problem = listen_problem(settings.host, settings.port)
+    problem = unprotected_problem() or listen_problem(settings.host, settings.port)
     if problem is not None:
         log.error(problem)
         return CANNOT_START

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from time import perf_counter
 
 from aiohttp import hdrs, web
-from aiohttp.typedefs import Handler, Middleware
+from aiohttp.typedefs import Handler
 
 from service.api._aiohttp import PlainRoutes, use_route
 from service.api.client_address import ClientAddresses
@@ -133,16 +133,3 @@ def record_answer(metrics: Metrics | None, method: str, status: int, trace: Requ
     """Count a request answered just now in the metrics."""
     if metrics is not None:
         metrics.answered(trace, method, status, perf_counter())
-
-
-def as_middleware(wrap: Callable[[Handler], Handler]) -> Middleware:
-    """``request_handling`` as an ordinary aiohttp middleware: how it runs when the server is
-    aiohttp's own (outside the aiohttp releases ``service.api._aiohttp`` is tested with)."""
-
-    @web.middleware
-    async def request_handling_middleware(
-        request: web.Request, handler: Handler
-    ) -> web.StreamResponse:
-        return await wrap(handler)(request)
-
-    return request_handling_middleware

@@ -1,7 +1,9 @@
 """The service as production wires it serves through ``service.api._aiohttp``'s fast paths (the
 gateway lane, the protocol handler, the router shortcut), and an ordinary aiohttp middleware or
-response hook is noticed rather than turning them off in silence; with an aiohttp outside the
-tested releases it serves through aiohttp's documented path instead, with one warning."""
+response hook is noticed rather than turning them off in silence. With an aiohttp outside the
+tested releases it serves without its speed-ups, with one warning, and keeps its protections
+(the envelope for what aiohttp's parser refuses, never quoting a credential); an aiohttp
+lacking the names those need is refused at start-up."""
 
 from __future__ import annotations
 
@@ -11,13 +13,20 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.api._aiohttp import EnvelopeAppRunner, EnvelopeServer, PlainRoutes, names
+from service.api._aiohttp import (
+    EnvelopeAppRunner,
+    EnvelopeServer,
+    PlainRoutes,
+    UnprotectedAiohttp,
+    names,
+)
 from service.api.context import GATEWAY_LANE
 from service.app import create_app
 from service.config import Settings
 from tests.support.api import PASSWORD, Api, EnvelopeTestServer
 from tests.support.files import uploaded
 from tests.support.lane import count_lane_answers
+from tests.support.raw_http import raw
 
 VERIFY = "/api/v1/auth/verify"
 
@@ -67,7 +76,7 @@ async def test_an_ordinary_middleware_is_refused_by_the_wiring_test(
     assert PlainRoutes.of(app._handle) == {}
 
 
-async def test_outside_the_tested_aiohttp_the_service_serves_through_aiohttps_own_path(
+async def test_outside_the_tested_aiohttp_the_service_serves_without_speed_ups_but_protected(
     aiohttp_client: Any,
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
@@ -98,10 +107,30 @@ async def test_outside_the_tested_aiohttp_the_service_serves_through_aiohttps_ow
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert "X-Request-ID" in response.headers
         assert response.headers["Server"] == "filehost-auth"
-    assert GATEWAY_LANE not in app
-    assert not isinstance(api.client.server.runner.server, EnvelopeServer)
+    assert GATEWAY_LANE not in app and not app.middlewares
+    assert PlainRoutes.of(app._handle) == {}  # no router shortcut
+    # The protocol handler stays: a malformed header holding a key is the envelope, which
+    # quotes nothing of it (aiohttp's own answer would).
+    assert isinstance(api.client.server.runner.server, EnvelopeServer)
+    malformed = (
+        b"GET /api/v1/files HTTP/1.1\r\nHost: x\r\nX-API-Key: " + key.encode() + b"\x01\r\n\r\n"
+    )
+    answer = await raw(api.client.port, malformed)
+    assert answer.status == 400 and answer.json()["error"]["code"] == "bad_request"
+    assert key.encode() not in answer.body + repr(answer.headers).encode()
+    assert key not in caplog.text
     warnings = [r.getMessage() for r in caplog.records if "tested releases" in r.getMessage()]
     assert len(warnings) == 1
+
+
+async def test_a_runner_on_an_aiohttp_without_the_names_the_protections_need_refuses(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # serve says so before it starts anything (tests/system/test_serve.py).
+    lacking = ["aiohttp.web_protocol._ErrInfo"]
+    monkeypatch.setattr(names, "missing_protection_names", lambda: lacking)
+    with pytest.raises(UnprotectedAiohttp, match=r"_ErrInfo.*pip install 'aiohttp>="):
+        await EnvelopeAppRunner(create_app(settings)).setup()
 
 
 def test_the_runner_used_in_production_is_the_fences(settings: Settings) -> None:

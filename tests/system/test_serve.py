@@ -274,6 +274,27 @@ def test_a_data_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path: Pa
     assert str(data_dir) in message and "FILEHOST_DATA_DIR" in message
 
 
+def test_an_aiohttp_without_the_names_the_protections_need_is_one_line_and_no_start(
+    tmp_path: Path,
+) -> None:
+    # An aiohttp release without one of them, as far as the service can tell: the name is
+    # taken away before the service is imported.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import aiohttp.web_protocol\ndel aiohttp.web_protocol._ErrInfo\n"
+    )
+    data_dir = tmp_path / "data"
+    env = service_env(None, free_port(), FILEHOST_DATA_DIR=str(data_dir))
+    result = serve_once({**env, "PYTHONPATH": str(site)})
+
+    assert result.returncode == CANNOT_START
+    message = only_line(result)["msg"]
+    assert "aiohttp.web_protocol._ErrInfo" in message
+    assert "credential" in message and "pip install 'aiohttp>=3.14.4,<3.15'" in message
+    assert not data_dir.exists()  # nothing was started for nothing
+
+
 def test_a_worker_that_cannot_bind_the_port_says_so_and_exits_for_serve_to_stop(
     redis_url: str,
 ) -> None:

@@ -46,6 +46,12 @@ def test_every_private_name_the_fence_uses_is_on_the_installed_aiohttp() -> None
     assert names.FAST_PATHS
 
 
+def test_the_names_the_protections_need_are_listed_and_installed() -> None:
+    for owner, needed in names.PROTECTION_NAMES.items():
+        assert set(needed) <= set(names.PRIVATE_NAMES[owner]), owner
+    assert names.missing_protection_names() == []
+
+
 def test_every_private_name_listed_is_used_by_the_fence() -> None:
     """The list is what the fence relies on, no more: a name no longer used leaves it."""
     source = "\n".join(

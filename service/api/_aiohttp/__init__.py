@@ -5,8 +5,9 @@ exports, never its modules.
 What it holds: the protocol handler (parser errors and read timeouts answered in the JSON
 envelope, and the gateway lane), the server and runner that use it, the fast JSON answer, the
 router shortcut, and the reader of an upload's file part. Each is a speed-up or a refusal made
-our way; outside the tested aiohttp versions (``TESTED_AIOHTTP``) the service turns them off with
-one warning and serves through aiohttp's documented path (``fast_paths``).
+our way. Outside the tested aiohttp versions (``TESTED_AIOHTTP``) the service turns the
+speed-ups off with one warning (``fast_paths``); the refusals and read deadlines stay, and an
+aiohttp without the names they need is refused at start-up (``unprotected_problem``).
 
 A leaf: it imports nothing of the rest of the service. What it needs of it (what every request
 goes through, the envelope's refusal, the gateway lane and the access log that lane writes) the
@@ -42,13 +43,22 @@ from service.api._aiohttp.runner import (
     EnvelopeAppRunner,
     EnvelopeServer,
     ListenError,
+    UnprotectedAiohttp,
     run_app,
+    unprotected_reason,
 )
 
 
 def fast_paths() -> bool:
     """Whether the installed aiohttp is one this package is tested with (``names``)."""
     return names.FAST_PATHS
+
+
+def unprotected_problem() -> str | None:
+    """Why the service cannot serve on the installed aiohttp, if it cannot: it lacks names the
+    envelope for refused requests and the read deadlines need (``names.PROTECTION_NAMES``)."""
+    missing = names.missing_protection_names()
+    return unprotected_reason(missing) if missing else None
 
 
 __all__ = [
@@ -72,9 +82,11 @@ __all__ = [
     "RawRequestMessage",
     "Reply",
     "RequestBody",
+    "UnprotectedAiohttp",
     "fast_paths",
     "header_block",
     "run_app",
     "serialise_head",
+    "unprotected_problem",
     "use_route",
 ]

@@ -1,11 +1,17 @@
 """The aiohttp releases this package is tested with, and every private aiohttp name it uses.
 
 ``FAST_PATHS`` says whether the installed aiohttp is one of them and has every name: then the
-service serves through this package; else through aiohttp's documented path (its own protocol
-handler, its router, ``web.Response``, the request handling as an ordinary middleware), with one
-warning (``warn_if_off``). ``tests/unit/test_aiohttp_fence.py`` checks every name on the
-installed aiohttp, the range against ``pyproject.toml``, and that the production wiring has the
-fast paths on.
+service serves through all of this package; else, with one warning (``warn_if_off``), without
+its speed-ups (the gateway lane, the fast answers, the router shortcut, the upload reader),
+through aiohttp's router, ``web.Response`` and multipart reader.
+
+The protections are never given up that way: the protocol handler's JSON envelope for requests
+aiohttp's parser refuses (aiohttp's own answer and log line quote the offending bytes, a
+credential among them) and its header and body read deadlines (aiohttp has none). They need the
+names of ``PROTECTION_NAMES``; an aiohttp without every one of them is refused at start-up
+(``missing_protection_names``), whatever its version. ``tests/unit/test_aiohttp_fence.py``
+checks every name on the installed aiohttp, the range against ``pyproject.toml``, and that the
+production wiring has the fast paths on.
 """
 
 from __future__ import annotations
@@ -84,6 +90,26 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
+# The names the protections need (the protocol handler without its lane, the server and runner
+# that make it): a subset of PRIVATE_NAMES.
+PROTECTION_NAMES: dict[str, tuple[str, ...]] = {
+    "aiohttp.web_protocol.RequestHandler": (
+        "_close",
+        "_force_close",
+        "_lingering_time",
+        "_loop",
+        "_messages",
+        "_request_count",
+        "_request_in_progress",
+        "_upgraded",
+        "_waiter",
+    ),
+    "aiohttp.web_protocol": ("_ErrInfo",),
+    "aiohttp.web_server.Server": ("_kwargs", "_loop"),
+    "aiohttp.web_runner.AppRunner": ("_make_server",),
+}
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
 
@@ -129,10 +155,10 @@ def private(path: str) -> Any:
         return None
 
 
-def missing_names() -> list[str]:
-    """Every name of ``PRIVATE_NAMES`` the installed aiohttp lacks, as ``owner.name``."""
+def missing_names(wanted: dict[str, tuple[str, ...]] = PRIVATE_NAMES) -> list[str]:
+    """Every name of ``wanted`` the installed aiohttp lacks, as ``owner.name``."""
     missing = []
-    for path, names in PRIVATE_NAMES.items():
+    for path, names in wanted.items():
         owner = _resolve(path)
         for name in names:
             if owner is None or not _has(owner, name):
@@ -150,6 +176,12 @@ FAST_PATHS = _fast_paths()
 _warned = False
 
 
+def missing_protection_names() -> list[str]:
+    """The names of ``PROTECTION_NAMES`` the installed aiohttp lacks: the service refuses to
+    serve on it when there is any."""
+    return missing_names(PROTECTION_NAMES)
+
+
 def warn_if_off() -> None:
     """Say once, when the service starts serving, that the fast paths are off and why."""
     global _warned
@@ -158,10 +190,9 @@ def warn_if_off() -> None:
     _warned = True
     log.warning(
         "aiohttp %s is not among the tested releases (>=%s,<%s) or lacks private names this "
-        "service relies on: serving through aiohttp's documented path, without the gateway "
-        "lane, the fast answers, router shortcut and upload reader, the JSON envelope (and the "
-        "service's own Server header) for requests aiohttp's parser refuses, or the header and "
-        "body read deadlines",
+        "service's speed-ups rely on: serving without the gateway lane, the fast answers, the "
+        "router shortcut and the upload reader (the JSON envelope for requests aiohttp's "
+        "parser refuses and the read deadlines stay)",
         aiohttp.__version__,
         *TESTED_AIOHTTP,
     )

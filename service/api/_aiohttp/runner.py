@@ -19,6 +19,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.typedefs import Handler
@@ -104,16 +105,17 @@ class EnvelopeAppRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
+        missing = names.missing_protection_names()
+        if missing:
+            raise UnprotectedAiohttp(missing)
         names.warn_if_off()
-        if not names.FAST_PATHS:  # aiohttp's own server; the application's middleware handles
-            return server
         return EnvelopeServer(
             server.request_handler,
             # The service's application brings what every request goes through, and how a
             # request refused before it is answered (the envelope).
             wrap=self.app.get(REQUEST_HANDLING),
             refusal=self.app.get(LOW_LEVEL_REFUSAL),
-            lane=self._gateway_lane(),
+            lane=self._gateway_lane() if names.FAST_PATHS else None,
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=server._loop,
@@ -135,6 +137,25 @@ class EnvelopeAppRunner(web.AppRunner):
 # upload's bytes arrived in pieces too small for the multipart reader, each one a pause and a
 # resume of the socket.
 READ_BUFFER = 512 * 1024
+
+
+class UnprotectedAiohttp(RuntimeError):
+    """The installed aiohttp lacks names the protections need (``names.PROTECTION_NAMES``): the
+    service does not serve on it."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(unprotected_reason(missing))
+
+
+def unprotected_reason(missing: list[str]) -> str:
+    """Why the service does not serve on an aiohttp lacking ``missing``, and what to do."""
+    low, high = names.TESTED_AIOHTTP
+    return (
+        f"aiohttp {aiohttp.__version__} lacks {', '.join(missing)}, which the JSON envelope for "
+        "requests aiohttp's parser refuses and the read deadlines rely on (without them "
+        "aiohttp would quote a malformed request's bytes, a credential among them); install a "
+        f"tested release: pip install 'aiohttp>={low},<{high}'"
+    )
 
 
 class ListenError(OSError):
