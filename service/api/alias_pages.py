@@ -2,8 +2,9 @@
 the one page of every link that can't be used (``UNUSABLE_PAGE``).
 
 Plain HTML made here, every value escaped (``html.escape``: names, sizes, links), no script and
-no inline style: one stylesheet of the service's own (``/static/alias.css``, the dashboard's
-colours, both schemes), sizes and times as the dashboard writes them (``page_formats``). They
+no inline style: the service's own stylesheets (``/static/base.css``, the colours of both
+schemes every page shares, and ``/static/alias.css``), sizes and times as the dashboard writes
+them (``page_formats``). They
 carry a Content-Security-Policy of their own, ``PAGE_CSP``: the dashboard's, but that the
 password form may post to its own page (``form-action 'self'``) and no script at all. Never a
 password in a page, a link or a URL: the form posts it in its body.
@@ -49,6 +50,7 @@ def page(title: str, body: str, head: str = "") -> bytes:
         '<meta name="referrer" content="no-referrer">\n'
         f"<title>{escape(title)}</title>\n"
         f"{head}"
+        '<link rel="stylesheet" href="/static/base.css">\n'
         '<link rel="stylesheet" href="/static/alias.css">\n'
         '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">\n'
         '</head>\n<body>\n<header class="topbar"><div class="bar">'

@@ -214,6 +214,7 @@ async def test_every_unusable_alias_is_the_same_404(
         assert dict(answers[0][1])["content-security-policy"].startswith("default-src 'none'")
         page = answers[0][2].decode()
         assert "<h1>This link is not available</h1>" in page and "expired" in page
+        assert '<link rel="stylesheet" href="/static/base.css">' in page
         assert '<link rel="stylesheet" href="/static/alias.css">' in page
     assert all(answer == answers[0] for answer in answers), [
         path for path, answer in zip(paths, answers, strict=True) if answer != answers[0]

@@ -56,6 +56,7 @@ async def test_pages_assets_and_api_carry_the_security_headers(dashboard: Dashbo
     served = {
         **{path: ("text/html", name) for path, name in PAGES.items()},  # every page
         **modules,
+        "/static/base.css": ("text/css", "base.css"),  # every page's colours and basics
         "/static/style.css": ("text/css", "style.css"),
         "/static/alias.css": ("text/css", "alias.css"),  # a vanity alias's public pages
         "/static/favicon.svg": ("image/svg+xml", "favicon.svg"),
