@@ -7,6 +7,7 @@ lacking the names those need is refused at start-up."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -121,6 +122,23 @@ async def test_outside_the_tested_aiohttp_the_service_serves_without_speed_ups_b
     assert key not in caplog.text
     warnings = [r.getMessage() for r in caplog.records if "tested releases" in r.getMessage()]
     assert len(warnings) == 1
+
+
+async def test_outside_the_tested_aiohttp_headers_that_do_not_all_come_get_a_408(
+    aiohttp_client: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The read deadlines stay with the speed-ups gone (aiohttp's own server has none).
+    monkeypatch.setattr(names, "FAST_PATHS", False)
+    monkeypatch.setattr(names, "_warned", True)
+    server = EnvelopeTestServer(create_app(settings))
+    await server.start_server(header_timeout=0.3)
+    client = await aiohttp_client(server)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    # The headers' end never comes.
+    answer = await raw(client.port, b"GET /api/v1/files HTTP/1.1\r\nHost: x\r\nX-API-Key: fhk_")
+    assert answer.status == 408 and answer.json()["error"]["code"] == "request_timeout"
+    assert loop.time() - started < 5  # aiohttp alone would wait for its keep-alive timeout
 
 
 async def test_a_runner_on_an_aiohttp_without_the_names_the_protections_need_refuses(
