@@ -19,6 +19,7 @@ from service.api.context import (
     GATEWAY_LANE,
     KEY_USAGE,
     LOW_LEVEL_REFUSAL,
+    NOT_FOUND_PAGE,
     POLICY,
     REMOVALS_AT_START,
     REQUEST_HANDLING,
@@ -242,5 +243,5 @@ def create_app(
     add_alias_routes(app)
     add_public_alias_routes(app)
     add_forward_auth_routes(app)
-    add_dashboard_routes(app)
+    app[NOT_FOUND_PAGE] = add_dashboard_routes(app, settings)
     return app

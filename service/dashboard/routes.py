@@ -29,8 +29,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from service.api.context import NOT_FOUND_PAGE as NOT_FOUND_HANDLER
-from service.api.context import SETTINGS
 from service.config import Settings
 
 PAGES: dict[str, str] = {
@@ -141,8 +139,11 @@ def _not_found(body: bytes) -> Callable[[web.Request], web.Response | None]:
     return page
 
 
-def add_dashboard_routes(app: web.Application) -> None:
-    settings = app[SETTINGS]
+def add_dashboard_routes(
+    app: web.Application, settings: Settings
+) -> Callable[[web.Request], web.Response | None]:
+    """Add the pages and assets to ``app``'s routes, rendered for ``settings``; the answer to a
+    request no route matched (``_not_found``), for the request handling to ask."""
     routes = [
         web.get(path, _serve(render(name, settings), "text/html")) for path, name in PAGES.items()
     ]
@@ -151,4 +152,4 @@ def add_dashboard_routes(app: web.Application) -> None:
         for name, content_type in ASSETS.items()
     ]
     app.router.add_routes(routes)
-    app[NOT_FOUND_HANDLER] = _not_found(render(NOT_FOUND_PAGE, settings))
+    return _not_found(render(NOT_FOUND_PAGE, settings))
