@@ -2,8 +2,7 @@
 // refusal read from the error envelope ({success: false, error: {code, message, details}}) into
 // an ApiError, and a session the server says is over sending the user back to sign in.
 
-import { reauthenticate } from "./reauth.js";
-import { loadSession, signedOut } from "./session.js";
+import { loadSession } from "./session.js";
 
 export const API = "/api/v1";
 
@@ -175,50 +174,6 @@ export function sessionEnded(error) {
 // A sensitive change refused until the password is confirmed again (step-up).
 export function needsReauthentication(error) {
   return error instanceof ApiError && error.status === 403 && error.code === "reauthentication_required";
-}
-
-// What a change the user declined to confirm fails with: nothing was done.
-function notConfirmed() {
-  return new ApiError(
-    403,
-    "reauthentication_cancelled",
-    "You cancelled the password check, so nothing was changed.",
-  );
-}
-
-// `call(method, path, body)` for a signed-in page: any call that finds the session gone sends
-// the user back to sign in, saying why, and never settles (the page is being replaced). A
-// change that needs a recent sign-in opens the reauthentication dialog (reauth.js) and, once
-// the password is confirmed, is sent again with the new token, which every later call uses;
-// cancelled, it fails with code "reauthentication_cancelled" and nothing changed.
-export function sessionCaller(token) {
-  let current = token;
-  async function send(method, path, body) {
-    try {
-      return await api(method, path, { token: currentToken(current), body });
-    } catch (failure) {
-      if (!needsReauthentication(failure)) {
-        throw failure;
-      }
-      const renewed = await reauthenticate(currentToken(current));
-      if (!renewed) {
-        throw notConfirmed();
-      }
-      current = renewed;
-      return api(method, path, { token: current, body });
-    }
-  }
-  return async (method, path, body) => {
-    try {
-      return await send(method, path, body);
-    } catch (failure) {
-      if (sessionEnded(failure)) {
-        signedOut(failure);
-        return new Promise(() => {});
-      }
-      throw failure;
-    }
-  };
 }
 
 // The envelope's message, and what each field was refused for when the API says.

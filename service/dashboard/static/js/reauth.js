@@ -2,7 +2,7 @@
 // ending the other sessions, second factors) answered 403 reauthentication_required, so the
 // user confirms the password (and the second factor, when the account has one) here; the new
 // session token the service gives for it replaces the stored one, and the caller repeats the
-// change (sessionCaller in api.js). Cancelling changes nothing. The dialog is built by this
+// change (sessionCaller in caller.js). Cancelling changes nothing. The dialog is built by this
 // module, once, the first time a page needs it: every signed-in page gets it without markup.
 //
 // With single sign-on on and an identity linked to the account, the dialog also offers

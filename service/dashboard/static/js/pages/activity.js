@@ -2,7 +2,8 @@
 // filtered by event type. `/activity?type=key.created` opens filtered; `?limit=N` sets the
 // page size.
 
-import { failedText, sessionCaller } from "../api.js";
+import { failedText } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { eventRow } from "../activity/events.js";
 import { byId, hide, show } from "../dom.js";
 import { folderTree } from "../folders.js";

@@ -4,7 +4,8 @@
 // limit, password, whether it works), disable or enable it, and delete it behind a
 // confirmation.
 
-import { ApiError, describe, failedText, sessionCaller } from "../api.js";
+import { ApiError, describe, failedText } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { createAliasDialog } from "../aliases/create.js";
 import { editAliasDialog } from "../aliases/edit.js";
 import { aliasRow } from "../aliases/rows.js";

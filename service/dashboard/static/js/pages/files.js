@@ -6,7 +6,8 @@
 // open folder. The address says all of what is shown (find.js), so a reload, the back button
 // and a copied link show the same.
 
-import { ApiError, describe, failedText, fetchBlob, sessionCaller, sessionEnded } from "../api.js";
+import { ApiError, describe, failedText, fetchBlob, sessionEnded } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { byId, confirmation, hide, onClick, show } from "../dom.js";
 import { bulkBar, saveArchive } from "../files/bulk.js";
 import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js";

@@ -1,7 +1,8 @@
 // The API keys page (/keys): list, create, edit, roll, disable, enable and revoke the account's
 // keys. Each part lives in keys/; this wires them together through `keys`, what they share.
 
-import { ApiError, describe, sessionCaller } from "../api.js";
+import { ApiError, describe } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { byId, confirmation, el, show } from "../dom.js";
 import { createDialog } from "../keys/create.js";
 import { editPanel } from "../keys/edit.js";

@@ -1,7 +1,7 @@
 // The page for an address the dashboard does not have (served with status 404): the same
 // frame as every page, with the navigation when signed in, and where to go from here.
 
-import { sessionCaller } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { byId, el } from "../dom.js";
 import { PAGES, signedInFrame, signedOutFrame } from "../layout.js";
 import { loadSession } from "../session.js";

@@ -4,7 +4,8 @@
 // confirmation every removal goes through. Every change needs a recent
 // sign-in: the shared API layer asks for the password again when the service says so.
 
-import { ApiError, failedText, sessionCaller } from "../api.js";
+import { ApiError, failedText } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { byId, confirmation, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { codesSection } from "../security/codes.js";

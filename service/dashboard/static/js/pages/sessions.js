@@ -2,7 +2,8 @@
 // the identity provider, with a second factor or not), to end one or all the others, and the password change. The passwords live
 // only in their fields, emptied once the change is made.
 
-import { ApiError, failedText, sessionCaller } from "../api.js";
+import { ApiError, failedText } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { deviceNode, deviceText } from "../devices.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";

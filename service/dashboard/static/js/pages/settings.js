@@ -2,7 +2,8 @@
 // checked by the service's own rules before anything is sent; only what differs from the saved
 // values is sent, and a reason the service still gives for a field is shown by that field.
 
-import { ApiError, failedText, problemText, sessionCaller } from "../api.js";
+import { ApiError, failedText, problemText } from "../api.js";
+import { sessionCaller } from "../caller.js";
 import { byId, el, hide, show } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
