@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 from service.domain.factors import Passkey
 
-# py_webauthn is imported where a ceremony uses it: importing it takes a tenth of a second,
-# which every worker and every command would otherwise pay at start for a rare request.
+# py_webauthn is imported where a ceremony uses it: it is among the slowest imports, which every
+# worker and every command would otherwise pay at start for a rare request (docs/development.md).
 if TYPE_CHECKING:
     from webauthn.helpers.structs import PublicKeyCredentialDescriptor
 

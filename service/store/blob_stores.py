@@ -28,9 +28,9 @@ def open_blob_store(settings: Settings) -> BlobStore:
 
 
 def open_object_store(object_store: ObjectStoreSettings) -> S3Blobs:
-    """The object-store backend. Its module is imported only here: the S3 client takes a
-    quarter of a second to import, which every worker and command of a deployment without an
-    object store would pay."""
+    """The object-store backend. Its module is imported only here: the S3 client is among the
+    slowest imports, which every worker and command of a deployment without an object store
+    would pay (docs/development.md)."""
     from service.store.s3_blobs import S3Blobs
 
     return S3Blobs(object_store)
