@@ -54,3 +54,11 @@ def test_the_test_lock_keeps_the_services_versions() -> None:
     """The tests run the versions the service runs with."""
     run, test = pins("run.txt"), pins("test.txt")
     assert {name: test.get(name) for name in run} == run
+
+
+def test_the_installer_is_locked_at_the_version_scripts_lock_runs() -> None:
+    """scripts/_venv.sh installs uv from requirements/uv.txt, then the locks with it."""
+    version = re.search(r"^UV_VERSION=(\S+)$", (REPO_ROOT / "scripts" / "lock").read_text(), re.M)
+    assert version is not None
+    assert pins("uv.txt") == {"uv": version.group(1)}
+    assert hashed_everywhere("uv.txt")
