@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Route, expect
 
 from tests.support.browser import (
     Dashboard,
@@ -243,6 +243,42 @@ async def test_rename_and_move_files_and_folders_with_refusals_kept_in_the_dialo
     assert await folders_in(dashboard, token, beta) == ["Alpha"]
     await screenshot(page, "folders-move-refused")
     await dialog.get_by_role("button", name="Cancel").click()
+    assert await violations(page) == []
+    assert console_beyond_refusals(tab) == []
+
+
+async def test_a_folder_made_while_its_parent_opens_goes_into_the_parent(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    """A "New folder" clicked before the folder just opened has loaded: the new folder still goes
+    where the address already says (the folder's read is held until the click)."""
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await create_folder(page, "Old")
+    held: list[Route] = []
+
+    async def hold_the_first(route: Route) -> None:
+        if held:
+            await route.continue_()
+        else:
+            held.append(route)
+
+    await page.route(re.compile(r"/api/v1/folders/fld_[^/?]+$"), hold_the_first)
+    await folder_row(page, "Old").locator("a").click()
+    await expect(page).to_have_url(re.compile(r"folder=fld_"))
+    await page.get_by_role("button", name="New folder").click()
+    assert len(held) == 1
+    await held[0].continue_()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog.get_by_role("heading")).to_have_text("New folder in Old")
+    await dialog.get_by_label("Name").fill("Inner")
+    await dialog.get_by_role("button", name="Create folder").click()
+    await expect(page.locator("#page-status")).to_have_text("Created the folder Inner.")
+    status, body = await dashboard.api("GET", "/folders", token=token)
+    assert status == 200, body
+    (old,) = body["data"]["folders"]
+    assert await folders_in(dashboard, token, old["id"]) == ["Inner"]
     assert await violations(page) == []
     assert console_beyond_refusals(tab) == []
 

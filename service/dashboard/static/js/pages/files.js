@@ -126,6 +126,8 @@ function start(session) {
   const more = byId("files-more");
   let view = readAddress(); // what the address asks to show (find.js)
   let open = null; // the open folder, {id, name, path}, or null at the top level
+  // Settles once `open` is the folder `go` was last asked for (the address names it at once).
+  let opening = Promise.resolve();
   let shown = []; // the files in view, in their order
   let nextCursor = null;
   let loads = 0; // which load is the latest: an older one that ends later is dropped
@@ -363,6 +365,29 @@ function start(session) {
     }
   }
 
+  // Makes the folder `id` (null: the top level) the open one; false when it cannot be read
+  // (then the list says why).
+  async function opened(id) {
+    if (!id) {
+      open = null;
+      return true;
+    }
+    try {
+      const folder = await call("GET", `/folders/${encodeURIComponent(id)}`);
+      open = { id: folder.id, name: folder.name, path: Array.isArray(folder.path) ? folder.path : [] };
+      return true;
+    } catch (failure) {
+      open = null;
+      showFolder();
+      emptied();
+      loading.hidden = true;
+      show(listError, failure instanceof ApiError && failure.code === "folder_not_found"
+        ? "This folder does not exist, or was deleted. Go back to all files above."
+        : failedText("Opening the folder", failure));
+      return false;
+    }
+  }
+
   // Opens the folder `id` (null: the top level); `push` adds it to the history (a click, which
   // keeps the order, type and view but not the search), else the address already names it
   // (arrival, the back button).
@@ -376,22 +401,9 @@ function start(session) {
     picked.clear();
     hide(pageError);
     hide(listError);
-    if (!id) {
-      open = null;
-    } else {
-      try {
-        const folder = await call("GET", `/folders/${encodeURIComponent(id)}`);
-        open = { id: folder.id, name: folder.name, path: Array.isArray(folder.path) ? folder.path : [] };
-      } catch (failure) {
-        open = null;
-        showFolder();
-        emptied();
-        loading.hidden = true;
-        show(listError, failure instanceof ApiError && failure.code === "folder_not_found"
-          ? "This folder does not exist, or was deleted. Go back to all files above."
-          : failedText("Opening the folder", failure));
-        return;
-      }
+    opening = opened(id);
+    if (!(await opening)) {
+      return;
     }
     showFolder();
     await refresh();
@@ -400,8 +412,11 @@ function start(session) {
     }
   }
 
-  onClick(byId("folder-create"), () => {
+  onClick(byId("folder-create"), async () => {
     hide(pageStatus);
+    // A folder asked for just after opening another goes where the address says, not where the
+    // list was a moment before.
+    await opening;
     const parent = open;
     askName({
       heading: parent ? `New folder in ${parent.name}` : "New folder",
