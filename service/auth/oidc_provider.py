@@ -194,6 +194,14 @@ class OidcProvider:
         separator = "&" if "?" in discovery.authorization_endpoint else "?"
         return discovery.authorization_endpoint + separator + urlencode(params)
 
+    async def end_session_url(self, params: Mapping[str, str]) -> str | None:
+        """Where a browser ends its session at the provider (OpenID RP-Initiated Logout 1.0),
+        or None when the provider publishes no ``end_session_endpoint``."""
+        endpoint = (await self.discovery()).end_session_endpoint
+        if endpoint is None:
+            return None
+        return endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
+
     async def redeem(self, code: str, verifier: str) -> str:
         """The ID token for an authorization code: 400 ``sso_code_rejected`` when the provider
         refuses the code (used already, expired, another client's), 503 ``sso_unavailable``

@@ -97,6 +97,17 @@ OIDC_SETTINGS: tuple[Setting, ...] = (
         "`otp`, `hwk`, `swk`, …) or `acr` says the provider checked one",
     ),
     Setting(
+        "oidc_provider_logout",
+        "FILEHOST_OIDC_PROVIDER_LOGOUT",
+        Switch(),
+        False,
+        "`on`: logging out of a session opened through the provider also ends the person's "
+        "session at the provider, where its discovery names an `end_session_endpoint` (the "
+        "dashboard goes there, then back to `FILEHOST_PUBLIC_URL/`, which must be registered at "
+        "the provider as a post-logout redirect URI); `off`: the provider's session is kept, "
+        "so its next sign-in may need no password",
+    ),
+    Setting(
         "oidc_timeout_seconds",
         "FILEHOST_OIDC_TIMEOUT_SECONDS",
         Float(0.5, 30.0),

@@ -96,6 +96,7 @@ class OidcSettings:
     allowed_domains: tuple[str, ...]
     trust_provider_mfa: bool
     timeout_seconds: float
+    provider_logout: bool = False  # a logout ends the provider's session too
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +183,7 @@ class Settings:
     oidc_signup: bool = _DEFAULTS["oidc_signup"]
     oidc_allowed_domains: tuple[str, ...] = _DEFAULTS["oidc_allowed_domains"]
     oidc_trust_provider_mfa: bool = _DEFAULTS["oidc_trust_provider_mfa"]
+    oidc_provider_logout: bool = _DEFAULTS["oidc_provider_logout"]
     oidc_timeout_seconds: float = _DEFAULTS["oidc_timeout_seconds"]
     password_login: bool = _DEFAULTS["password_login"]
 
@@ -252,6 +254,7 @@ class Settings:
             allowed_domains=self.oidc_allowed_domains,
             trust_provider_mfa=self.oidc_trust_provider_mfa,
             timeout_seconds=self.oidc_timeout_seconds,
+            provider_logout=self.oidc_provider_logout,
         )
 
     @property

@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 
+from service.api.context import POLICY
 from service.config.readers import secret_keys
 from tests.support.api import PASSWORD
 from tests.support.browser import (
@@ -342,6 +344,45 @@ async def test_identities_are_linked_and_unlinked_and_step_up_goes_through_the_p
     assert await violations(page) == []
     # The refusals the page handled: the last way in (409), the step-ups asked for (403).
     assert [line for line in said if not re.search(r"status of (403|409) ", line)] == []
+
+
+async def test_with_provider_logout_on_log_out_ends_the_providers_session_too(
+    tab: Tab, dashboard: Dashboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FILEHOST_OIDC_PROVIDER_LOGOUT=on: Log out of a session opened through the provider goes
+    by the provider's logout page and back to the login page; the next "Sign in with TestID"
+    asks at the provider again. A password session's logout stays the service's own."""
+    sso = dashboard.app[POLICY].sso
+    monkeypatch.setattr(sso, "settings", replace(sso.settings, provider_logout=True))
+    page = tab.page
+    await page.goto("/")
+    await through_provider(page, "frank")  # signed up by the provider: no password, no factor
+    await page.wait_for_url("**/keys")
+    await expect(page.locator("#account-email")).to_have_text("frank@example.com")
+
+    token = await tab.stored_token()
+    said = console_of(page, dashboard.base)
+    await page.get_by_role("button", name="Log out").click()
+    await expect(page.get_by_role("heading", name=re.compile("sign-out"))).to_be_visible()
+    assert page.url.startswith(sso.settings.issuer), page.url
+    await page.get_by_role("button", name="Yes, sign me out").click()
+    await page.wait_for_url(f"{dashboard.base}/")
+    await expect(page.locator("#notice")).to_have_text("You have logged out.")
+    assert "filehost.session" not in await tab.session_storage()
+    status, body = await dashboard.api("GET", "/auth/session", token=token)
+    assert status == 401, body
+
+    await page.get_by_role("button", name=LABEL).click()
+    await expect(page.locator('input[name="login"]')).to_be_visible()  # asked again
+
+    email = await dashboard.create_user()
+    status, body = await dashboard.api(
+        "POST", "/auth/login", json={"email": email, "password": PASSWORD}
+    )
+    assert status == 200, body
+    status, body = await dashboard.api("POST", "/auth/logout", token=body["data"]["token"])
+    assert status == 200 and set(body["data"]) == {"logged_out_at"}, body
+    assert said == []
 
 
 async def test_a_provider_that_is_down_is_said_and_the_password_still_signs_in_and_can_be_off(

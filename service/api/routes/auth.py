@@ -110,10 +110,14 @@ async def reauthenticate_webauthn_options(request: web.Request) -> web.Response:
 async def logout(request: web.Request) -> web.Response:
     # Ending a credential is never refused for its rate: a busy session can always log out.
     principal = await authenticate(request, session_only=True, counted=False)
-    logged_out_at = await request.app[POLICY].sessions.logout(
-        principal, await acting(request, principal)
-    )
-    return ok({"logged_out_at": iso(logged_out_at)})
+    policy = request.app[POLICY]
+    # Asked first: the session's record says how it was opened, and is gone once it has ended.
+    provider_logout_url = await policy.sso.provider_logout_url(principal)
+    logged_out_at = await policy.sessions.logout(principal, await acting(request, principal))
+    answer = {"logged_out_at": iso(logged_out_at)}
+    if provider_logout_url is not None:
+        answer["provider_logout_url"] = provider_logout_url
+    return ok(answer)
 
 
 async def current_session(request: web.Request) -> web.Response:

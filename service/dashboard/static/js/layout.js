@@ -72,8 +72,9 @@ export function signedInFrame(current, session, { call, logoutFailed = logoutFai
   logout.addEventListener("click", async () => {
     logout.disabled = true;
     hide(pageError);
+    let answer;
     try {
-      await call("POST", "/auth/logout");
+      answer = await call("POST", "/auth/logout");
     } catch (failure) {
       show(pageError, logoutFailed(failure));
       logout.disabled = false;
@@ -82,6 +83,9 @@ export function signedInFrame(current, session, { call, logoutFailed = logoutFai
     if (beforeLeave) {
       beforeLeave();
     }
-    toLogin({ kind: "info", text: "You have logged out." });
+    // Where the service says so (FILEHOST_OIDC_PROVIDER_LOGOUT), a session opened through the
+    // OpenID provider ends there too, on the way back to the login page.
+    const provider = answer && typeof answer.provider_logout_url === "string" ? answer.provider_logout_url : null;
+    toLogin({ kind: "info", text: "You have logged out." }, provider);
   });
 }

@@ -25,13 +25,14 @@ function clearSession() {
   sessionStorage.removeItem(SESSION_KEY);
 }
 
-// Leave for the login page, which shows `notice` once.
-export function toLogin(notice) {
+// Leave for the login page, which shows `notice` once; by way of `through` when given (the
+// OpenID provider's logout, which sends the browser back to the login page).
+export function toLogin(notice, through) {
   clearSession();
   if (notice) {
     sessionStorage.setItem(NOTICE_KEY, JSON.stringify(notice));
   }
-  window.location.replace("/");
+  window.location.replace(through || "/");
 }
 
 export function takeNotice() {

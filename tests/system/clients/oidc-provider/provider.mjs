@@ -25,6 +25,7 @@ const USERS = {
   carol: { email: "carol@other.org", email_verified: true, name: "Carol" },
   dave: { email: "dave@example.com", email_verified: true, name: "Dave" },
   erin: { email: "erin@example.com", email_verified: true, name: "Erin" },
+  frank: { email: "frank@example.com", email_verified: true, name: "Frank" },
 };
 
 async function newKey() {
@@ -49,6 +50,8 @@ function makeProvider() {
         grant_types: ["authorization_code"],
         token_endpoint_auth_method: "client_secret_basic",
         backchannel_logout_uri: backchannelUri,
+        // RP-initiated logout sends the browser back to the dashboard's login page.
+        post_logout_redirect_uris: [new URL("/", redirectUri).href],
         backchannel_logout_session_required: true,
         require_auth_time: true,
       },
