@@ -2,7 +2,7 @@
 // refusal read from the error envelope ({success: false, error: {code, message, details}}) into
 // an ApiError, and a session the server says is over sending the user back to sign in.
 
-import { loadSession } from "./session.js";
+import { loadSession, signedOut } from "./session.js";
 
 export const API = "/api/v1";
 
@@ -169,6 +169,16 @@ export function sendFile(path, token, file, progress, signal, fields = {}) {
 
 export function sessionEnded(error) {
   return error instanceof ApiError && error.status === 401 && SESSION_ENDED.has(error.code);
+}
+
+// For a call made on the session's behalf: a failure saying the session is over signs the page
+// out and answers a promise that never settles (the page is leaving); any other is thrown on.
+export function endedOrThrown(failure) {
+  if (sessionEnded(failure)) {
+    signedOut(failure);
+    return new Promise(() => {});
+  }
+  throw failure;
 }
 
 // A sensitive change refused until the password is confirmed again (step-up).

@@ -2,9 +2,8 @@
 // around it: sent back to sign in when the session is gone, and a step-up (reauth.js) when a
 // change needs a recent sign-in. Apart from api.js, which reauth.js itself calls.
 
-import { ApiError, api, currentToken, needsReauthentication, sessionEnded } from "./api.js";
+import { ApiError, api, currentToken, endedOrThrown, needsReauthentication } from "./api.js";
 import { reauthenticate } from "./reauth.js";
-import { signedOut } from "./session.js";
 
 // What a change the user declined to confirm fails with: nothing was done.
 function notConfirmed() {
@@ -41,11 +40,7 @@ export function sessionCaller(token) {
     try {
       return await send(method, path, body);
     } catch (failure) {
-      if (sessionEnded(failure)) {
-        signedOut(failure);
-        return new Promise(() => {});
-      }
-      throw failure;
+      return endedOrThrown(failure);
     }
   };
 }

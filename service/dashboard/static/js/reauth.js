@@ -13,10 +13,10 @@
 // api.js imports this module and this one imports api.js: only functions cross, called after
 // both have loaded, so the cycle is harmless.
 
-import { ApiError, api, describe, retryHint, sessionEnded } from "./api.js";
+import { ApiError, api, describe, endedOrThrown, retryHint, sessionEnded } from "./api.js";
 import { el, hide, show } from "./dom.js";
 import { factorFields } from "./factor.js";
-import { loadSession, saveSession, signedOut } from "./session.js";
+import { loadSession, saveSession } from "./session.js";
 import { actionText, providerName, providerWindow, signInMethods, ssoErrorText } from "./sso.js";
 import { promptFailedText, usePasskey } from "./webauthn.js";
 
@@ -266,11 +266,7 @@ export function reauthenticate(token) {
         const [methods, ways] = await Promise.all([methodsOf(token), waysOf(token)]);
         return await ask(token, methods, ways);
       } catch (failure) {
-        if (sessionEnded(failure)) {
-          signedOut(failure);
-          return new Promise(() => {});
-        }
-        throw failure;
+        return endedOrThrown(failure);
       } finally {
         asking = null;
       }
