@@ -296,18 +296,14 @@ class SingleSignOn:
             principal, via, origin, trusted
         )
 
-    async def provider_logout_url(self, principal: Principal) -> str | None:
-        """For a logout of ``principal``'s session (asked before it ends): where the browser
-        ends the person's session at the provider too, when ``provider_logout`` is on, the
-        session was opened through this provider and the provider names an
+    async def provider_logout_url(self, via: SignInVia | None) -> str | None:
+        """For a logout of a session opened ``via`` so (None: with the password): where the
+        browser ends the person's session at the provider too, when ``provider_logout`` is on,
+        the session was opened through this provider and the provider names an
         ``end_session_endpoint``. None otherwise, and when the provider cannot be read: the
         logout itself never waits on it."""
         if self.settings is None or self._provider is None or not self.settings.provider_logout:
             return None
-        if principal.token_digest is None:
-            return None
-        standing = await self._session_store.standing(principal.token_digest)
-        via = None if standing is None else standing.via
         if via is None or via.method != "oidc" or via.provider != self.settings.issuer:
             return None
         params = {

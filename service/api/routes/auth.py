@@ -111,9 +111,11 @@ async def logout(request: web.Request) -> web.Response:
     # Ending a credential is never refused for its rate: a busy session can always log out.
     principal = await authenticate(request, session_only=True, counted=False)
     policy = request.app[POLICY]
-    # Asked first: the session's record says how it was opened, and is gone once it has ended.
-    provider_logout_url = await policy.sso.provider_logout_url(principal)
-    logged_out_at = await policy.sessions.logout(principal, await acting(request, principal))
+    # The session's record, read once before it ends: the audit trail's origin, and how the
+    # session was opened (through the provider or not).
+    origin, standing = await acting_standing(request, principal)
+    provider_logout_url = await policy.sso.provider_logout_url(standing.via)
+    logged_out_at = await policy.sessions.logout(principal, origin)
     answer = {"logged_out_at": iso(logged_out_at)}
     if provider_logout_url is not None:
         answer["provider_logout_url"] = provider_logout_url
