@@ -4,6 +4,7 @@ commands install the same versions on every machine until someone runs scripts/l
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import tomllib
 
@@ -11,6 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from service.api._aiohttp import names
 from tests.support.paths import REPO_ROOT
 
 PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
@@ -62,3 +64,28 @@ def test_the_installer_is_locked_at_the_version_scripts_lock_runs() -> None:
     assert version is not None
     assert pins("uv.txt") == {"uv": version.group(1)}
     assert hashed_everywhere("uv.txt")
+
+
+def test_the_oldest_aiohttp_lock_differs_from_the_test_lock_only_where_that_aiohttp_needs() -> None:
+    """scripts/test runs the aiohttp fence's tests on the oldest aiohttp pyproject.toml allows."""
+    aiohttp = next(
+        Requirement(line) for line in PROJECT["dependencies"] if line.startswith("aiohttp")
+    )
+    lowest = min(
+        (spec.version for spec in aiohttp.specifier if spec.operator == ">="), default=None
+    )
+    oldest, test = pins("test-oldest-aiohttp.txt"), pins("test.txt")
+    assert oldest["aiohttp"] == lowest == names.TESTED_AIOHTTP[0]
+    assert test["aiohttp"] != lowest, "test.txt should lock the newest aiohttp, not the oldest"
+    assert oldest.keys() == test.keys()
+    changed = {name for name in test if oldest[name] != test[name]}
+    assert changed <= {"aiohttp", *aiohttp_dependencies()}, f"{changed}: run scripts/lock"
+    assert hashed_everywhere("test-oldest-aiohttp.txt")
+
+
+def aiohttp_dependencies() -> set[str]:
+    """What aiohttp itself requires, as the installed release's metadata names it."""
+    return {
+        canonicalize_name(Requirement(line).name)
+        for line in importlib.metadata.requires("aiohttp") or []
+    }
