@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import gc
 import logging
 import multiprocessing
@@ -47,6 +48,7 @@ from service.config.generated_key import with_generated_key
 from service.domain.blobs import StorageUnavailable
 from service.observability.log_lines import configure_logging
 from service.observability.metrics import WorkerMetricsDir
+from service.stop_deadline import StopDeadline, most_a_stop_takes
 from service.store.blob_stores import open_object_store
 from service.store.embedded import EmbeddedRedis, EmbeddedStoreError, die_with_parent
 
@@ -55,10 +57,6 @@ log = logging.getLogger("service")
 # The signals that stop the service. A worker blocks them while it starts, until it can stop
 # gracefully, so that an early one waits instead of killing it half-way; see ``_stop_once``.
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
-# How long the parent still waits for a worker once aiohttp's shutdown is over (it waits up to twice
-# the grace period: for a request, then for it to take its cancellation) before killing it: a
-# worker closes its Redis connections and drains its background writes after its last request.
-_KILL_MARGIN_SECONDS = 10.0
 # How often serve looks at the embedded store it keeps running.
 _WATCH_SECONDS = 0.5
 # serve's exit status when it cannot start (see the module's docstring); 2 is a bad setting.
@@ -204,9 +202,10 @@ def describe_store(url: str) -> str:
 _SHUTDOWN = web.AppKey("shutdown", Shutdown)
 
 
-async def _stop_once(app: web.Application) -> None:
+async def _stop_once(app: web.Application, deadline: StopDeadline, grace: float | None) -> None:
     """Only the first stop signal counts, then the stop signals are let in; it is noted as the
-    shutdown's cause (``_SHUTDOWN``).
+    shutdown's cause (``_SHUTDOWN``), arms ``deadline`` and, with ``grace`` (serve itself, one
+    worker: the line serve's parent would log), is logged.
 
     aiohttp stops on SIGINT/SIGTERM by raising GracefulExit from a signal handler; a second signal
     while it stops raises it again, abandons the shutdown half-way and cuts the requests in flight.
@@ -220,8 +219,12 @@ async def _stop_once(app: web.Application) -> None:
         nonlocal stopping
         if not stopping:
             stopping = True
+            cause = signal.Signals(signum).name
             if shutdown is not None:
-                shutdown.begin(signal.Signals(signum).name)
+                shutdown.begin(cause)
+            if grace is not None:
+                log.info("%s: stopping; requests in flight get %gs to finish", cause, grace)
+            deadline.arm(cause)
             raise web.GracefulExit()
 
     for signum in STOP_SIGNALS:
@@ -279,7 +282,11 @@ def run_worker(
         pass
     app = create_app(settings)
     shutdown = app[_SHUTDOWN] = Shutdown()
-    app.on_startup.append(_stop_once)
+    grace = settings.shutdown_grace_seconds
+    deadline = StopDeadline(grace, spawned=parent is not None)
+    app.on_startup.append(
+        functools.partial(_stop_once, deadline=deadline, grace=grace if parent is None else None)
+    )
     if keeper is not None:
         _keep_store_running(keeper, app)
     app.on_startup.append(_settle_heap)  # last: after every other start-up step
@@ -309,6 +316,7 @@ def run_worker(
     finally:
         for signum in STOP_SIGNALS:  # stopped: a late signal must not interrupt the exit
             signal.signal(signum, signal.SIG_IGN)
+        deadline.disarm()
     if parent is None:  # serve itself (one worker): its line; with several, serve says it
         shutdown.log_stopped()
     return 0
@@ -436,8 +444,9 @@ def _run_workers(
     A worker that dies while serving is started again after a back-off, and the embedded store
     (``keeper``) too; one that cannot bind the address stops them all (``CANNOT_START``).
     SIGTERM and SIGINT are forwarded to each worker as SIGTERM, and the parent returns only
-    after every worker exited: one still running twice ``shutdown_grace_seconds`` plus a margin
-    after the signal is killed. The first worker logs ``banner`` once it listens."""
+    after every worker exited: one still running ``most_a_stop_takes`` after the signal is
+    killed (it has logged its stacks just before). The first worker logs ``banner`` once it
+    listens."""
     context = multiprocessing.get_context("spawn")
     workers: list[SpawnProcess] = []
     started_at = [time.monotonic()] * settings.workers
@@ -452,7 +461,7 @@ def _run_workers(
         if deadline is None:
             shutdown.begin(why or signal.Signals(signum).name)
             grace = settings.shutdown_grace_seconds
-            deadline = time.monotonic() + 2 * grace + _KILL_MARGIN_SECONDS
+            deadline = time.monotonic() + most_a_stop_takes(grace)
             log.info(
                 "%s: stopping %d workers; requests in flight get %gs to finish",
                 why or signal.Signals(signum).name,

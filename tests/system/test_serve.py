@@ -197,7 +197,9 @@ async def test_banner_names_the_public_url_and_hides_the_redis_password_and_the_
     )
     assert secret not in server.stdout() + server.stderr()
     assert "operator" not in server.stdout() + server.stderr()
-    # The last line says what stopped it and how long draining took.
+    # A line says when it began to stop, and the last what stopped it and how long draining took.
+    lines = [orjson.loads(line)["msg"] for line in server.stderr().splitlines()]
+    assert "SIGTERM: stopping; requests in flight get 10s to finish" in lines, lines
     last = orjson.loads(server.stderr().splitlines()[-1])
     assert (last["cause"], last["level"]) == ("SIGTERM", "INFO")
     assert 0 <= last["drain_seconds"] < 10

@@ -17,9 +17,12 @@ import hashlib
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 import redis as redis_sync
 
@@ -27,14 +30,17 @@ from service.domain.credentials import generate_session_token
 from service.store.keys import RedisKeys
 from tests.support.api import bearer
 from tests.support.clients import Outcome, Recorder
+from tests.support.paths import REPO_ROOT
 from tests.support.processes import (
     PASSWORD,
+    START_BOUND,
     Server,
     create_user,
     env_for,
     line_mentions,
     processes_mentioning,
     started,
+    wait_listening,
 )
 from tests.support.redis import aof_redis, client_count, free_port, stopped_at_exit
 
@@ -297,3 +303,79 @@ async def test_a_stuck_worker_is_killed_and_serve_still_exits(tmp_path: Path) ->
     assert not leftover, "the stuck worker outlived serve"
     assert line_mentions(log, stuck, "did not stop in time")
     assert line_mentions(log, healthy, "exited with 0")
+
+
+# serve with one worker whose stop never ends: a step of the app's cleanup that waits forever.
+STOP_HANGS = """
+import asyncio
+import sys
+
+import service.server
+from service.cli import AS_MODULE, main
+
+make_app = service.server.create_app
+
+
+def app_whose_cleanup_hangs(settings):
+    app = make_app(settings)
+
+    async def cleanup_that_never_ends(_app):
+        await asyncio.Event().wait()
+
+    app.on_cleanup.append(cleanup_that_never_ends)
+    return app
+
+
+service.server.create_app = app_whose_cleanup_hangs
+sys.exit(main(prog=AS_MODULE))
+"""
+
+
+async def test_a_stop_that_hangs_logs_where_and_ends_at_the_deadline(tmp_path: Path) -> None:
+    """With one worker nothing else would end serve: once a stop has taken twice the grace period
+    and the margin serve gives its workers, it logs the stacks of its threads and tasks, naming
+    what it waits for, and exits 1."""
+    port = free_port()
+    launcher = tmp_path / "serve_whose_stop_hangs.py"
+    launcher.write_text(STOP_HANGS)
+
+    def log() -> str:
+        return (tmp_path / "serve.err").read_text(errors="replace")
+
+    with stopped_at_exit(aof_redis(tmp_path / "redis")) as redis:
+        env = env_for(redis.url, port, FILEHOST_SHUTDOWN_GRACE_SECONDS="0.1")
+        with open(tmp_path / "serve.err", "wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, str(launcher), "serve"],
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
+        try:
+            wait_listening(process, port, "serve", log, START_BOUND)
+            t_signal = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(process.wait, 30)
+            took = time.monotonic() - t_signal
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    entries = [orjson.loads(line) for line in log().splitlines()]
+    print(f"a stop that hangs: serve exited with {code} after {took:.1f}s")
+    assert code == 1, log()
+    assert 10.0 <= took < 20.0, took  # twice the grace period (0.1 s) plus the 10 s margin
+    messages = [entry["msg"] for entry in entries]
+    assert "SIGTERM: stopping; requests in flight get 0.1s to finish" in messages, messages
+    stuck = entries[-1]
+    assert stuck["level"] == "ERROR", stuck
+    assert stuck["msg"].startswith("did not stop within 10.2s of SIGTERM: exiting"), stuck
+    assert "MainThread" in stuck["stacks"], stuck
+    assert any(
+        "cleanup_that_never_ends" in stack and "await asyncio.Event().wait()" in stack
+        for stack in stuck["tasks"].values()
+    ), stuck["tasks"]
+    assert not any(message.startswith("stopped (") for message in messages), messages
