@@ -283,6 +283,46 @@ async def test_a_folder_made_while_its_parent_opens_goes_into_the_parent(
     assert console_beyond_refusals(tab) == []
 
 
+async def test_files_chosen_while_a_folder_opens_go_into_that_folder(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    """Files chosen before the folder just opened has loaded go where the address already says,
+    not into the folder the page showed a moment before (the folder's read is held meanwhile)."""
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await create_folder(page, "Old")
+    held: list[Route] = []
+
+    async def hold_the_first(route: Route) -> None:
+        if held:
+            await route.continue_()
+        else:
+            held.append(route)
+
+    await page.route(re.compile(r"/api/v1/folders/fld_[^/?]+$"), hold_the_first)
+    await folder_row(page, "Old").locator("a").click()
+    await expect(page).to_have_url(re.compile(r"folder=fld_"))
+    await page.set_input_files(
+        "#file-picker", files=[{"name": "early.txt", "mimeType": "text/plain", "buffer": b"hi"}]
+    )
+    assert len(held) == 1
+    await held[0].continue_()
+    await expect(page.locator("#upload-folder")).to_have_text("Old")
+    await expect(file_row(page, "early.txt")).to_have_count(1)
+    status, body = await dashboard.api("GET", "/folders", token=token)
+    assert status == 200, body
+    (old,) = body["data"]["folders"]
+    assert await files_in(dashboard, token, old["id"]) == ["early.txt"]
+    status, body = await dashboard.api("GET", "/files", token=token)
+    assert status == 200, body
+    assert [file["name"] for file in body["data"]["files"]] == ["early.txt"]  # one copy only
+    status, body = await dashboard.api("GET", "/files?folder_id=root", token=token)
+    assert (status, body["data"]["files"]) == (200, []), body
+    assert await violations(page) == []
+    assert console_beyond_refusals(tab) == []
+
+
 async def test_deleting_a_folder_names_what_goes_with_it(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:

@@ -61,10 +61,10 @@ function progressText(file, sent, samples) {
 }
 
 // `changed()` runs after each upload that ended in a way that may have changed the list (went
-// up, or was cancelled), to show the list as it now is. `where()` is the folder open when the
-// file was chosen, {id (null: the top level), name}: the file goes there (a file continuing an
-// unfinished upload goes where that upload was going). `account`: whose unfinished uploads
-// this browser keeps.
+// up, or was cancelled), to show the list as it now is. `where()` answers the folder the files
+// chosen now go into, {id (null: the top level), name}: the one being opened, once it is (a file
+// continuing an unfinished upload goes where that upload was going). `account`: whose
+// unfinished uploads this browser keeps.
 export function uploads(token, account, pageStatus, changed, where) {
   const picker = byId("file-picker");
   const dropZone = byId("drop-zone");
@@ -81,9 +81,9 @@ export function uploads(token, account, pageStatus, changed, where) {
     waiting.hidden = !waitingList.querySelector("li");
   }
 
-  function upload(file, before = null) {
-    const known = file.size > RESUMABLE_FROM ? resumable(account, file, where().id) : null;
-    const into = known ? { id: known.folderId, name: known.folderName } : where();
+  function upload(file, here, before = null) {
+    const known = file.size > RESUMABLE_FROM ? resumable(account, file, here.id) : null;
+    const into = known ? { id: known.folderId, name: known.folderName } : here;
     if (known) {
       const line = waitingList.querySelector(`li[data-key="${CSS.escape(known.key)}"]`);
       if (line) {
@@ -163,7 +163,7 @@ export function uploads(token, account, pageStatus, changed, where) {
           const resume = el("button", { text: "Resume", className: "secondary", attrs: { type: "button" } }, [
             el("span", { text: ` upload of ${file.name}`, className: "visually-hidden" }),
           ]);
-          resume.addEventListener("click", () => upload(file, item));
+          resume.addEventListener("click", () => upload(file, into, item));
           item.insertBefore(resume, status);
           return;
         }
@@ -172,10 +172,14 @@ export function uploads(token, account, pageStatus, changed, where) {
     );
   }
 
-  function uploadAll(fileList) {
+  async function uploadAll(fileList) {
     hide(pageStatus);
-    for (const file of Array.from(fileList || [])) {
-      upload(file);
+    const files = Array.from(fileList || []);
+    if (files.length) {
+      const here = await where();
+      for (const file of files) {
+        upload(file, here);
+      }
     }
   }
 

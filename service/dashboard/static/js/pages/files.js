@@ -460,7 +460,11 @@ function start(session) {
 
   uploads(token, session.email, pageStatus, () => {
     refresh();
-  }, () => (open ? { id: open.id, name: open.name } : { id: null, name: "the top level" }));
+  }, async () => {
+    // Files chosen just after opening a folder go where the address says, as a new folder does.
+    await opening;
+    return open ? { id: open.id, name: open.name } : { id: null, name: "the top level" };
+  });
   setControls(view);
   go(view.folder, false).then(previewFromAddress);
 }
