@@ -266,14 +266,21 @@ class PipelinedRedis:
             return await self._connect_now()
 
     async def _connect_now(self) -> _Protocol:
-        # wait_for rather than asyncio.timeout: the gateway lane drives its requests without a
-        # task (service.api._aiohttp), and asyncio.timeout needs one.
+        # In a task of its own: the gateway lane drives its requests without a task
+        # (service.api._aiohttp), and asyncio's timeouts need one (wait_for too, from Python
+        # 3.12). A connection is made once per worker and after a failure, so the task costs the
+        # hot path nothing.
+        return await asyncio.ensure_future(self._open_within_timeout())
+
+    async def _open_within_timeout(self) -> _Protocol:
         try:
-            protocol = await asyncio.wait_for(self._open(), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                protocol = await self._open()
         except (OSError, TimeoutError, RedisError) as error:
             raise RedisConnectionError(f"cannot connect to Redis: {type(error).__name__}") from None
         try:
-            await asyncio.wait_for(self._handshake(protocol), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                await self._handshake(protocol)
         except BaseException as error:
             protocol.close()  # not yet ours to keep: a refused AUTH must not leak a socket
             if isinstance(error, TimeoutError):

@@ -288,15 +288,20 @@ async def test_permissions_given_twice_do_not_make_a_key_with_the_last_list(api:
     assert (await listing.json())["data"]["keys"] == []
 
 
-async def test_a_name_given_twice_deeper_than_the_stdlib_parser_goes_is_still_refused(
-    api: Api,
-) -> None:
+async def test_a_name_given_twice_a_thousand_levels_deep_is_still_refused(api: Api) -> None:
+    """orjson takes 1,000 levels; Python 3.11's json recurses out before them, and then the
+    refusal names the whole body, where a newer one goes that deep and names the field."""
     token = await api.user_with_session(EMAIL)
-    nested = "[" * 1000 + '{"a": 1, "a": 2}' + "]" * 1000  # orjson takes it; json recurses out
+    nested = "[" * 1000 + '{"a": 1, "a": 2}' + "]" * 1000
     body = f'{{"name": "ci", "permissions": ["files.read"], "x": {nested}}}'
     response = await api.client.post(KEYS, data=body, headers={**JSON_TYPE, **bearer(token)})
     error = await refused(response, 400, "validation_failed", token)
-    assert error["details"] == {"body": "gives a name more than once"}
+    try:
+        json.loads(nested)
+    except RecursionError:
+        assert error["details"] == {"body": "gives a name more than once"}
+    else:
+        assert error["details"] == {"x": "holds an object that gives a name more than once"}
 
 
 @pytest.mark.parametrize(
