@@ -83,6 +83,7 @@ NOT_ON_A_CLUSTER = {
             "tests/store/test_pipelined.py::test_a_script_unknown_to_the_server_is_sent_once_by_"
             "source",
             "tests/store/test_pipelined.py::test_it_works_on_uvloop_which_the_server_runs",
+            "tests/store/test_pipelined.py::test_it_connects_for_a_caller_without_a_task",
             "tests/store/test_redis_client.py::test_a_write_to_a_socket_closed_under_the_client_is_"
             "a_connection_error",
         ),

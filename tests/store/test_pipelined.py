@@ -11,6 +11,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, ScriptCall
+from tests.support.lane import driven_without_a_task
 from tests.support.redis import RedisServer, free_port
 
 
@@ -167,6 +168,21 @@ async def test_nothing_listening_is_a_connection_error() -> None:
     with pytest.raises(RedisConnectionError):
         await client.execute("PING")
     await client.aclose()
+
+
+async def test_it_connects_for_a_caller_without_a_task(redis_url, redis_client) -> None:
+    """The gateway lane's requests run without a task (service.api._aiohttp): a worker's first
+    one opens the connection, as does the first after it dropped (asyncio's timeouts need a
+    task, wait_for's too from Python 3.12)."""
+    redis_client.hset("h", mapping={"u": "x"})
+    client = PipelinedRedis(redis_url, 1.0)
+    try:
+        assert await driven_without_a_task(client.execute("HMGET", "h", "u")) == ["x"]
+        client._protocol.close()  # type: ignore[union-attr]  # as if the server had dropped it
+        await asyncio.sleep(0.05)
+        assert await driven_without_a_task(client.execute("HMGET", "h", "u")) == ["x"]
+    finally:
+        await client.aclose()
 
 
 def test_it_works_on_uvloop_which_the_server_runs(redis_url, redis_client) -> None:

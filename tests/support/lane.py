@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -91,3 +92,30 @@ def comparable(answer: bytes) -> bytes:
     return _GENERATED_ID.sub("X-Request-ID: generated\r\n", answer.decode("latin-1")).encode(
         "latin-1"
     )
+
+
+async def driven_without_a_task(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """What ``coroutine`` returns, driven as the gateway lane drives a request: from the event
+    loop's callbacks, with no task current, resumed by the futures it awaits."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Any] = loop.create_future()
+
+    def advance(_: object = None) -> None:
+        try:
+            awaited = coroutine.send(None)
+        except StopIteration as done:
+            outcome.set_result(done.value)
+        except BaseException as error:  # handed to the caller as it is
+            outcome.set_exception(error)
+        else:
+            if getattr(awaited, "_asyncio_future_blocking", None):
+                awaited._asyncio_future_blocking = False
+                awaited.add_done_callback(advance)
+            elif awaited is None:
+                loop.call_soon(advance)
+            else:
+                coroutine.close()
+                outcome.set_exception(TypeError(f"cannot wait for {awaited!r} without a task"))
+
+    loop.call_soon(advance)
+    return await outcome
