@@ -80,6 +80,24 @@ async def files_in(dashboard: Dashboard, token: str, folder: str) -> list[str]:
     return sorted(file["name"] for file in body["data"]["files"])
 
 
+async def open_with_its_read_held(page: Page, name: str) -> list[Route]:
+    """Click the folder ``name`` open, holding the page's read of it (``GET /folders/{id}``):
+    the address names the folder, the page still shows the one before. The held request is
+    the one item of the list, to be continued."""
+    held: list[Route] = []
+
+    async def hold_the_first(route: Route) -> None:
+        if held:
+            await route.continue_()
+        else:
+            held.append(route)
+
+    await page.route(re.compile(r"/api/v1/folders/fld_[^/?]+$"), hold_the_first)
+    await folder_row(page, name).locator("a").click()
+    await expect(page).to_have_url(re.compile(r"folder=fld_"))
+    return held
+
+
 async def test_folders_open_by_address_and_breadcrumbs_and_uploads_go_into_the_open_one(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
@@ -256,17 +274,7 @@ async def test_a_folder_made_while_its_parent_opens_goes_into_the_parent(
     await open_files_page(page, user)
     token = await tab.stored_token()
     await create_folder(page, "Old")
-    held: list[Route] = []
-
-    async def hold_the_first(route: Route) -> None:
-        if held:
-            await route.continue_()
-        else:
-            held.append(route)
-
-    await page.route(re.compile(r"/api/v1/folders/fld_[^/?]+$"), hold_the_first)
-    await folder_row(page, "Old").locator("a").click()
-    await expect(page).to_have_url(re.compile(r"folder=fld_"))
+    held = await open_with_its_read_held(page, "Old")
     await page.get_by_role("button", name="New folder").click()
     assert len(held) == 1
     await held[0].continue_()
@@ -292,17 +300,7 @@ async def test_files_chosen_while_a_folder_opens_go_into_that_folder(
     await open_files_page(page, user)
     token = await tab.stored_token()
     await create_folder(page, "Old")
-    held: list[Route] = []
-
-    async def hold_the_first(route: Route) -> None:
-        if held:
-            await route.continue_()
-        else:
-            held.append(route)
-
-    await page.route(re.compile(r"/api/v1/folders/fld_[^/?]+$"), hold_the_first)
-    await folder_row(page, "Old").locator("a").click()
-    await expect(page).to_have_url(re.compile(r"folder=fld_"))
+    held = await open_with_its_read_held(page, "Old")
     await page.set_input_files(
         "#file-picker", files=[{"name": "early.txt", "mimeType": "text/plain", "buffer": b"hi"}]
     )
