@@ -197,6 +197,7 @@ async def test_banner_names_the_public_url_and_hides_the_redis_password_and_the_
     )
     assert secret not in server.stdout() + server.stderr()
     assert "operator" not in server.stdout() + server.stderr()
+    assert "pure-Python HTTP parser" not in server.stderr()  # aiohttp's C parser is in use
     # A line says when it began to stop, and the last what stopped it and how long draining took.
     lines = [orjson.loads(line)["msg"] for line in server.stderr().splitlines()]
     assert "SIGTERM: stopping; requests in flight get 10s to finish" in lines, lines
@@ -274,6 +275,29 @@ def test_a_data_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path: Pa
     assert result.returncode == CANNOT_START
     message = only_line(result)["msg"]
     assert str(data_dir) in message and "FILEHOST_DATA_DIR" in message
+
+
+def test_aiohttp_on_its_python_parser_is_one_warning_at_start(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """``AIOHTTP_NO_EXTENSIONS`` puts aiohttp on its pure-Python HTTP parser, which answers what
+    its C parser refuses, as the warning says (an HTTP/9.9 request here)."""
+    port = free_port()
+    env = service_env(redis_url, port, AIOHTTP_NO_EXTENSIONS="1")
+    with running(env, port, tmp_path) as server:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(b"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n")
+            head = client.recv(64)
+        assert server.stop() == 0
+    assert head.startswith(b"HTTP/9.9 200"), head
+    warnings = [
+        entry["msg"]
+        for entry in map(orjson.loads, server.stderr().splitlines())
+        if entry["level"] == "WARNING"
+    ]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("aiohttp is running without its C extensions")
+    assert "unset AIOHTTP_NO_EXTENSIONS" in warnings[0]
 
 
 def test_an_aiohttp_without_the_names_the_protections_need_is_one_line_and_no_start(

@@ -59,6 +59,7 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
         "_waiter",
     ),
     "aiohttp.web_protocol": ("_ErrInfo",),
+    "aiohttp.http_parser": ("HttpRequestParserPy",),
     "aiohttp.http_parser.HttpRequestParser": ("feed_data", "message_consumed"),
     "aiohttp.web_response.StreamResponse": (
         "_chunked",

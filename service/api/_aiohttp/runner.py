@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,30 @@ from aiohttp.web_protocol import RequestHandler
 
 from service.api._aiohttp import names
 from service.api._aiohttp.protocol import EnvelopeRequestHandler, Lane
+
+log = logging.getLogger("service.api")
+_warned_parser = False
+
+
+def warn_if_lenient_parser() -> None:
+    """Say once, when the service starts serving, that aiohttp runs on its pure-Python HTTP
+    parser (``AIOHTTP_NO_EXTENSIONS`` set, or no compiled parser for this platform): that one
+    takes requests aiohttp's C parser (llhttp) refuses, so refusals this service documents (a
+    request of HTTP/9.9, a TLS handshake on the plain port) do not all hold."""
+    global _warned_parser
+    python_parser = names.private("aiohttp.http_parser.HttpRequestParserPy")
+    installed = names.private("aiohttp.http_parser.HttpRequestParser")
+    if _warned_parser or python_parser is None or installed is not python_parser:
+        return
+    _warned_parser = True
+    log.warning(
+        "aiohttp is running without its C extensions (AIOHTTP_NO_EXTENSIONS is set, or they are "
+        "not built for this platform): its pure-Python HTTP parser accepts some malformed "
+        "requests that its C parser refuses (an HTTP/9.9 request is answered, a TLS handshake "
+        "on the plain port waits for the header deadline); unset AIOHTTP_NO_EXTENSIONS, or "
+        "install aiohttp's compiled wheel"
+    )
+
 
 # The envelope answer to a request refused before the application saw it: a status the HTTP
 # parser refused it with, or an ``HTTPException`` aiohttp raised ahead of the routing.
@@ -109,6 +134,7 @@ class EnvelopeAppRunner(web.AppRunner):
         if missing:
             raise UnprotectedAiohttp(missing)
         names.warn_if_off()
+        warn_if_lenient_parser()
         return EnvelopeServer(
             server.request_handler,
             # The service's application brings what every request goes through, and how a
