@@ -78,6 +78,11 @@ def unavailable() -> ApiError:
     return ApiError(Code.SSO_UNAVAILABLE)
 
 
+def _with_query(endpoint: str, params: Mapping[str, str]) -> str:
+    """``endpoint`` with ``params`` added to its query (a provider's endpoint may have one)."""
+    return endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
+
+
 def _segment(part: str) -> dict[str, Any]:
     try:
         value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
@@ -190,9 +195,7 @@ class OidcProvider:
     # -- the authorization request and the token endpoint -------------------------------------
 
     async def authorization_url(self, params: Mapping[str, str]) -> str:
-        discovery = await self.discovery()
-        separator = "&" if "?" in discovery.authorization_endpoint else "?"
-        return discovery.authorization_endpoint + separator + urlencode(params)
+        return _with_query((await self.discovery()).authorization_endpoint, params)
 
     async def end_session_url(self, params: Mapping[str, str]) -> str | None:
         """Where a browser ends its session at the provider (OpenID RP-Initiated Logout 1.0),
@@ -200,7 +203,7 @@ class OidcProvider:
         endpoint = (await self.discovery()).end_session_endpoint
         if endpoint is None:
             return None
-        return endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
+        return _with_query(endpoint, params)
 
     async def redeem(self, code: str, verifier: str) -> str:
         """The ID token for an authorization code: 400 ``sso_code_rejected`` when the provider
