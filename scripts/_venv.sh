@@ -1,8 +1,9 @@
 # Sourced by scripts/run and scripts/test: make .venv hold the project and exactly the versions
 # locked in requirements/ (run.txt for the service, test.txt for the tests too), checked against
 # their hashes. A second argument names another virtual environment to make the same way
-# (scripts/test's with the oldest aiohttp allowed, from test-oldest-aiohttp.txt). Re-installs only when a lock or pyproject.toml changed since the last install,
-# so repeat runs are quick. Needs nothing but python3 (3.11+) with venv; the rest comes from PyPI.
+# (scripts/test's with the oldest aiohttp allowed, from test-oldest-aiohttp.txt). Re-installs
+# only when a lock or pyproject.toml changed since the last install, so repeat runs are quick.
+# Needs nothing but python3 (3.11+) with venv; the rest comes from PyPI.
 # scripts/lock writes the locks again from pyproject.toml.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
