@@ -9,9 +9,6 @@
 // "Confirm with <provider>": the provider asks the user to sign in again (prompt=login) in a
 // window of its own, and the one-time code it comes back with is traded, with this session's
 // token, for the new token. An account without a password is offered that alone.
-//
-// api.js imports this module and this one imports api.js: only functions cross, called after
-// both have loaded, so the cycle is harmless.
 
 import { ApiError, api, describe, endedOrThrown, retryHint, sessionEnded } from "./api.js";
 import { el, hide, show } from "./dom.js";
