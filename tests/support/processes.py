@@ -122,15 +122,24 @@ def serve_once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
 
 
 class Server:
-    """One ``serve`` process; ``stop()`` returns its exit code."""
+    """One ``serve`` process; ``stop()`` returns its exit code. ``launcher``: a Python script
+    run instead of ``python -m service`` (one that changes the service before serving)."""
 
-    def __init__(self, env: dict[str, str], port: int, log_dir: Path, *args: str) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        port: int,
+        log_dir: Path,
+        *args: str,
+        launcher: Path | None = None,
+    ) -> None:
         self.port = port
         self.stdout_path = log_dir / f"serve-{port}.out"
         self.stderr_path = log_dir / f"serve-{port}.err"
+        command = [str(launcher)] if launcher is not None else ["-m", "service"]
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve", *args],
+                [sys.executable, *command, "serve", *args],
                 cwd=REPO_ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,

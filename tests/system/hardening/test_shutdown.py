@@ -17,8 +17,6 @@ import hashlib
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,17 +28,14 @@ from service.domain.credentials import generate_session_token
 from service.store.keys import RedisKeys
 from tests.support.api import bearer
 from tests.support.clients import Outcome, Recorder
-from tests.support.paths import REPO_ROOT
 from tests.support.processes import (
     PASSWORD,
-    START_BOUND,
     Server,
     create_user,
     env_for,
     line_mentions,
     processes_mentioning,
     started,
-    wait_listening,
 )
 from tests.support.redis import aof_redis, client_count, free_port, stopped_at_exit
 
@@ -338,35 +333,23 @@ async def test_a_stop_that_hangs_logs_where_and_ends_at_the_deadline(tmp_path: P
     port = free_port()
     launcher = tmp_path / "serve_whose_stop_hangs.py"
     launcher.write_text(STOP_HANGS)
-
-    def log() -> str:
-        return (tmp_path / "serve.err").read_text(errors="replace")
-
     with stopped_at_exit(aof_redis(tmp_path / "redis")) as redis:
         env = env_for(redis.url, port, FILEHOST_SHUTDOWN_GRACE_SECONDS="0.1")
-        with open(tmp_path / "serve.err", "wb") as err:
-            process = subprocess.Popen(
-                [sys.executable, str(launcher), "serve"],
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-            )
+        server = Server(env, port, tmp_path, launcher=launcher)
         try:
-            wait_listening(process, port, "serve", log, START_BOUND)
+            server.wait_ready()
             t_signal = time.monotonic()
-            process.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(process.wait, 30)
+            server.process.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(server.process.wait, 30)
             took = time.monotonic() - t_signal
         finally:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    entries = [orjson.loads(line) for line in log().splitlines()]
+                os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait()
+    log = server.stderr()
+    entries = [orjson.loads(line) for line in log.splitlines()]
     print(f"a stop that hangs: serve exited with {code} after {took:.1f}s")
-    assert code == 1, log()
+    assert code == 1, log
     assert 10.0 <= took < 20.0, took  # twice the grace period (0.1 s) plus the 10 s margin
     messages = [entry["msg"] for entry in entries]
     assert "SIGTERM: stopping; requests in flight get 0.1s to finish" in messages, messages
