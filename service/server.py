@@ -32,6 +32,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import SpawnProcess
 from typing import Any
@@ -255,6 +256,17 @@ async def _settle_heap(app: web.Application) -> None:
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD, older, oldest)
 
 
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """What makes a worker's event loop: uvloop's, where it is installed (a dependency on
+    Linux). Handed to the runner rather than installed as asyncio's policy, which Python 3.12+
+    deprecates (uvloop warns) and later releases remove."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
 def run_worker(
     settings: Settings,
     parent: int | None = None,
@@ -274,12 +286,6 @@ def run_worker(
     if parent is not None:
         die_with_parent(parent)
     configure_logging(settings.log_level)
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        pass
     app = create_app(settings)
     shutdown = app[_SHUTDOWN] = Shutdown()
     grace = settings.shutdown_grace_seconds
@@ -309,6 +315,7 @@ def run_worker(
             header_timeout=settings.header_timeout_seconds,
             body_timeout=settings.body_timeout_seconds,
             on_listening=listening,
+            loop_factory=event_loop_factory(),
         )
     except ListenError as error:
         log.error(_bind_problem(_where(settings.host, settings.port), error))

@@ -64,9 +64,16 @@ def lookup_app(redis_url: str, entry: str) -> web.Application:
 
 def worker(kind: str, port: int, redis_url: str | None, entry: str | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    uvloop.install()
     app = bare_app() if kind == "bare" else lookup_app(redis_url or "", entry or "")
-    web.run_app(app, host="127.0.0.1", port=port, reuse_port=True, access_log=None, print=None)
+    web.run_app(
+        app,
+        host="127.0.0.1",
+        port=port,
+        reuse_port=True,
+        access_log=None,
+        print=None,
+        loop=uvloop.new_event_loop(),  # as the service's workers: no policy installed
+    )
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from service.api._aiohttp import (
     PlainRoutes,
     UnprotectedAiohttp,
     names,
+    run_app,
 )
 from service.api.context import GATEWAY_LANE
 from service.app import create_app
@@ -156,6 +158,38 @@ def test_the_runner_used_in_production_is_the_fences(settings: Settings) -> None
 
     assert server.run_app.__module__ == "service.api._aiohttp.runner"
     assert issubclass(EnvelopeAppRunner, web.AppRunner)
+
+
+def test_a_worker_runs_on_uvloop_without_installing_it_as_the_policy() -> None:
+    # Python 3.12+ deprecates asyncio's event-loop policies (uvloop.install() warns there), and
+    # later releases remove them: the runner is handed uvloop's loop factory instead.
+    import uvloop
+
+    from service.server import event_loop_factory
+
+    loops = []
+
+    async def started(app: web.Application) -> None:
+        loops.append(type(asyncio.get_running_loop()))
+        raise web.GracefulExit()  # as SIGTERM would, once started
+
+    app = web.Application()
+    app.on_startup.append(started)
+    policy = asyncio.get_event_loop_policy()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            run_app(
+                app,
+                host="127.0.0.1",
+                port=0,
+                handle_signals=False,
+                loop_factory=event_loop_factory(),
+            )
+    finally:
+        asyncio.set_event_loop(None)
+    assert loops == [uvloop.Loop]
+    assert asyncio.get_event_loop_policy() is policy
 
 
 async def test_outside_the_tested_aiohttp_a_large_upload_is_taken_whole(

@@ -222,10 +222,11 @@ def run_app(
     body_timeout: float = 30.0,
     print: Any = None,  # accepted as web.run_app takes it; nothing is printed either way
     on_listening: Callable[[list[Any]], None] | None = None,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
 ) -> None:
     """Serve ``app`` until SIGINT/SIGTERM, as ``web.run_app`` does, through an
-    ``EnvelopeAppRunner``. ``on_listening`` is given the bound addresses once the port is
-    bound; ``ListenError`` when it cannot be."""
+    ``EnvelopeAppRunner``, on a loop ``loop_factory`` makes. ``on_listening`` is given the bound
+    addresses once the port is bound; ``ListenError`` when it cannot be."""
     runner = EnvelopeAppRunner(
         app,
         access_log_class=access_log_class,
@@ -236,7 +237,7 @@ def run_app(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
     )
-    loop = asyncio.new_event_loop()
+    loop = loop_factory()
     asyncio.set_event_loop(loop)
     main = loop.create_task(_serve(runner, host, port, reuse_port, on_listening))
     try:
