@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.api.routes.forward_auth import ROUTE_PERMISSIONS, derive_permission
+from service.api.routes.forward_auth import READING_POSTS, ROUTE_PERMISSIONS, derive_permission
 from service.domain.credentials import generate_api_key, generate_session_token
 from tests.support.api import SPEC_PERMISSIONS, Api, assert_error, bearer
 from tests.support.redis import RedisServer
@@ -112,6 +112,13 @@ DERIVED = [
     ("GET", "/api/v1/files/.profile", "files.read"),
     ("GET", "/api/v1/files/", "files.read"),
     ("POST", "/api/v1/files", "files.write"),
+    # A selection's archive only reads, its ids in the body; nothing else below files does.
+    ("POST", "/api/v1/files/archive", "files.read"),
+    ("POST", "/api/v1/files/%61rchive?ids=fil_1", "files.read"),
+    ("POST", "/api/v1/files/archive/", "files.write"),
+    ("POST", "/api/v1/files/Archive", "files.write"),
+    ("POST", "/api/v1/files/bulk", "files.write"),
+    ("POST", "/api/v1/files/archive/fil_1", "files.write"),
     ("PUT", "/api/v1/files/f_1", "files.write"),
     ("PATCH", "/api/v1/files/f_1", "files.write"),
     ("DELETE", "/api/v1/files/f_1", "files.write"),
@@ -139,6 +146,7 @@ def test_the_table_maps_every_resource_to_its_read_and_write_permission() -> Non
         "uploaders": ("keys.read", "keys.write"),  # an uploader is a key, made by a session
         "uploads": ("files.write", "files.write"),  # asked where it is by whoever writes it
     }
+    assert READING_POSTS == {"files/archive": "files.read"}  # the one POST that only reads
     assert derive_permission("HEAD", "/api/v1/uploads/upl_1") == ("files.write", False)
     assert derive_permission("PATCH", "/api/v1/uploads/upl_1") == ("files.write", False)
     assert derive_permission("GET", "/api/v1/keys") == ("keys.read", True)

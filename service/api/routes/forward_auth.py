@@ -75,6 +75,10 @@ ROUTE_PERMISSIONS: dict[str, tuple[str, str]] = {
     # A resumable upload is asked about (HEAD) as it is written: by whoever may upload.
     "uploads": ("files.write", "files.write"),
 }
+# Below a resource, a POST that only reads: a selection's ZIP archive takes its ids in the body
+# (as GET takes them in the query) and needs what GET needs. Matched exactly: any other spelling
+# gets the table's stricter answer.
+READING_POSTS: dict[str, str] = {"files/archive": "files.read"}
 READ_METHODS = ("GET", "HEAD")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # The key endpoints take only a session, whatever a key's permissions (the spec's rule 1).
@@ -160,7 +164,10 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
             # the API's root, or its prefix spelled otherwise
             raise ApiError(Code.NO_PERMISSION_MAPPING)
         return None
-    resource = path[_RESOURCE_START:].partition("/")[0]
+    below = path[_RESOURCE_START:]
+    if method == "POST" and below in READING_POSTS:
+        return READING_POSTS[below], False
+    resource = below.partition("/")[0]
     derived = _DERIVED.get((method, resource))
     if derived is not None:
         return derived
