@@ -8,7 +8,7 @@ import base64
 import binascii
 import re
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.api.credentials import single_header
 from service.auth.uploads import CHECKSUMS, UploadMeta
@@ -79,8 +79,12 @@ def upload_offset(request: web.Request) -> int:
 
 def check_patch_type(request: web.Request) -> None:
     """415 for upload bytes sent as neither ``application/offset+octet-stream`` (tus's) nor
-    ``application/octet-stream`` (what a client generated from the API document sends)."""
-    if request.content_type not in (OFFSET_OCTET_STREAM, OCTET_STREAM):
+    ``application/octet-stream`` (what a client generated from the API document sends), or
+    without a ``Content-Type`` (which aiohttp would read as the second)."""
+    if hdrs.CONTENT_TYPE not in request.headers or request.content_type not in (
+        OFFSET_OCTET_STREAM,
+        OCTET_STREAM,
+    ):
         raise ApiError(
             Code.UNSUPPORTED_MEDIA_TYPE,
             f"Send an upload's bytes as {OFFSET_OCTET_STREAM}.",

@@ -38,7 +38,7 @@ from service.clock import Clock
 from service.config import UploadSettings
 from service.domain import audit_events as audit
 from service.domain import sha256_state
-from service.domain.blobs import BlobMissing, Partial, Source, Written
+from service.domain.blobs import BlobMissing, Partial, Source, StorageFull, Written
 from service.domain.credentials import is_valid_id, new_id
 from service.domain.principal import Principal
 from service.domain.records import UNSET, FileRecord, Unset
@@ -179,12 +179,19 @@ class ResumableUploads:
 
     async def get(self, principal: Principal, upload_id: str) -> UploadRecord:
         """The principal's account's upload; 404 ``upload_not_found`` for any other id (another
-        account's, an expired or terminated one)."""
+        account's, an expired or terminated one) and for one a key bound to folders could not
+        have made (``_may_continue``): for such a key an upload outside its folders is an
+        unknown one, whatever it is asked."""
         if not is_valid_id(upload_id, "upl"):
             raise _not_found()
         record = await self._store.get(principal.user_id, upload_id, self._clock.now_ms())
         if record is None:
             raise _not_found()
+        if principal.bound:
+            try:
+                await self._may_continue(principal, record)
+            except ApiError:
+                raise _not_found() from None
         return record
 
     async def terminate(self, principal: Principal, upload_id: str) -> None:
@@ -214,16 +221,12 @@ class ResumableUploads:
         its file when this finished it. ``length``: the upload's length, when it was deferred
         and this request tells it."""
         record = await self.get(principal, upload_id)
-        await self._may_continue(principal, record)
         if record.done is not None:
-            return await self._finished(principal, record, offset)
+            return await self._finished(principal, record, offset, source, body_length)
         record = self._with_length(record, length)
         if body_length is not None and record.length is not None:
             if offset + body_length > record.length:
-                raise ApiError(
-                    Code.VALIDATION_FAILED,
-                    details={"Content-Length": "goes past the upload's Upload-Length"},
-                )
+                raise _past_the_length("Content-Length")
         elif body_length is not None and offset + body_length > self.settings.max_bytes:
             raise ApiError(Code.PAYLOAD_TOO_LARGE, details={"max_bytes": self.settings.max_bytes})
         token = secrets.token_hex(12)
@@ -238,7 +241,7 @@ class ResumableUploads:
         if status == BUSY:
             raise ApiError(Code.UPLOAD_IN_PROGRESS)
         if status == FINISHED:
-            return await self._finished(principal, record, offset)
+            return await self._finished(principal, record, offset, source, body_length)
         try:
             return await self._write(
                 principal, record, token, source, checksum, make_alias, origin, actor
@@ -274,7 +277,7 @@ class ResumableUploads:
             if not await self._store.commit(
                 user_id, upload_id, token, offset, state, lease, length, sha
             ):
-                raise ApiError(Code.UPLOAD_IN_PROGRESS)
+                raise await self._lease_lost(user_id, upload_id)
             committed = offset
 
         renewing = asyncio.create_task(self._renew(user_id, upload_id, token))
@@ -292,6 +295,7 @@ class ResumableUploads:
             if chunk.digest() != checksum[1]:
                 if before is not None:
                     self._keep_digest(upload_id, before)
+                await self._partials.abandon(_partial(record), state)
                 raise ApiError(Code.UPLOAD_CHECKSUM_MISMATCH)
             await commit(offset, state)
         if digest is not None:
@@ -300,6 +304,14 @@ class ResumableUploads:
         if length is None or offset < length:
             return Appended(record)
         return await self._finish(principal, record, token, make_alias, origin, actor)
+
+    async def _lease_lost(self, user_id: str, upload_id: str) -> ApiError:
+        """Why a commit found the upload's lease no longer this request's: the upload ended
+        meanwhile (terminated, or expired) is an unknown one; otherwise another ``PATCH`` took
+        the lease (this one outlived it)."""
+        if await self._store.get(user_id, upload_id, self._clock.now_ms()) is None:
+            return _not_found()
+        return ApiError(Code.UPLOAD_IN_PROGRESS)
 
     async def _renew(self, user_id: str, upload_id: str, token: str) -> None:
         """Keep the lease while a slow body still comes (the request's body timeout bounds
@@ -337,6 +349,9 @@ class ResumableUploads:
             raise ApiError(
                 Code.UPLOAD_NOT_FOUND, "The upload's bytes are gone: start it again."
             ) from None
+        except StorageFull:  # what was committed stays: the upload goes on once there is room
+            log.error("no room left for uploads' bytes: they are refused (507) until there is")
+            raise ApiError(Code.STORAGE_FULL) from None
 
     async def _finish(
         self,
@@ -387,12 +402,23 @@ class ResumableUploads:
         self._digests.pop(record.id, None)
         return Appended(replace(record, done=done), file, alias)
 
-    async def _finished(self, principal: Principal, record: UploadRecord, offset: int) -> Appended:
+    async def _finished(
+        self,
+        principal: Principal,
+        record: UploadRecord,
+        offset: int,
+        source: Source,
+        body_length: int | None,
+    ) -> Appended:
         """A PATCH to an upload already finished: the last one retried (at the end, with
-        nothing more) is answered with its file; any other offset is 409."""
+        nothing more) is answered with its file; any other offset is 409, and bytes past the
+        end are 400 as for any upload."""
         assert record.done is not None
         if offset != record.offset:
             raise ApiError(Code.UPLOAD_OFFSET_MISMATCH, details={"offset": record.offset})
+        if body_length:
+            raise _past_the_length("Content-Length")
+        await _AtMost(source, 0).fill(bytearray(1), 0, 1)  # a body without a length: empty?
         file = await self.file_of(principal, record)
         return Appended(record, file, record.done.get("alias"))
 
@@ -515,9 +541,16 @@ class _Running:
         return save() if save is not None else None
 
 
+def _past_the_length(what: str) -> ApiError:
+    return ApiError(Code.VALIDATION_FAILED, details={what: "goes past the upload's Upload-Length"})
+
+
 class _AtMost:
-    """A PATCH's body, refused (400) past the upload's length: the bytes up to it are kept, the
-    first one past it fails the request."""
+    """A PATCH's body, refused (400) past the upload's length. The read that reaches the length
+    first makes sure the body ends there: a body that goes on fails the request before its
+    last bytes are handed on, so they are never stored, the upload's offset stays short of its
+    length, and a client resumes it from there (a ``HEAD`` that said the upload was all in
+    would tell a tus client it was done, with no file made)."""
 
     def __init__(self, source: Source, room: int) -> None:
         self._source = source
@@ -525,15 +558,17 @@ class _AtMost:
 
     async def fill(self, buffer: Any, start: int, end: int) -> int:
         if self._room <= 0:
-            if await self._source.fill(bytearray(1), 0, 1):
-                raise ApiError(
-                    Code.VALIDATION_FAILED,
-                    details={"body": "goes past the upload's Upload-Length"},
-                )
+            await self._ends()
             return 0
         count = await self._source.fill(buffer, start, min(end, start + self._room))
         self._room -= count
+        if count and self._room == 0:
+            await self._ends()
         return count
+
+    async def _ends(self) -> None:
+        if await self._source.fill(bytearray(1), 0, 1):
+            raise _past_the_length("body")
 
 
 def _partial(record: UploadRecord) -> Partial:

@@ -84,6 +84,9 @@ class DirectoryPartials:
         except FileNotFoundError:
             raise BlobMissing(upload_id) from None
 
+    async def abandon(self, partial: Partial, state: dict[str, Any]) -> None:
+        """Nothing to do: the bytes past ``partial``'s offset are cut off by the next append."""
+
     async def finish(self, partial: Partial) -> None:
         path = self.path(partial.upload_id)
         target = self._blobs.root / checked(partial.blob_id)
@@ -93,6 +96,8 @@ class DirectoryPartials:
             if not path.exists() and target.exists():  # placed by an earlier finish
                 if os.path.getsize(target) == partial.offset:
                     return
+            if partial.offset == 0 and not path.exists():  # empty: no append ever made it
+                os.close(self._open(partial.upload_id, 0)[0])
             if os.path.getsize(path) != partial.offset:
                 raise OSError(f"the upload's bytes are not {partial.offset} long")
             rename_durably(path, target)

@@ -73,6 +73,17 @@ class S3Partials:
             buffer[:filled] = await self._read_tail(partial.upload_id, state["gen"], filled)
         in_flight: deque[tuple[asyncio.Task[dict[str, Any]], int]] = deque()
         failure: BaseException | None = None
+        # A multipart upload this append began, until a commit names it: one never committed
+        # is aborted on the way out, so a refused or failed request leaves none behind.
+        began: str | None = None
+        keep: Commit | None = None
+        if commit is not None:
+
+            async def keep(offset: int, kept: dict[str, Any]) -> None:
+                nonlocal began
+                await commit(offset, kept)
+                began = None
+
         try:
             while True:
                 count, ended, failure = await fill_keeping(source, buffer, filled)
@@ -81,7 +92,7 @@ class S3Partials:
                 if failure is not None or ended:
                     break  # what is left is the tail
                 if state["upload"] is None:
-                    state["upload"] = await blobs.create_upload(key)
+                    state["upload"] = began = await blobs.create_upload(key)
                 number = len(state["parts"]) + len(in_flight) + 1
                 task = asyncio.create_task(
                     blobs.upload_part(key, state["upload"], number, buffer[:filled])
@@ -89,29 +100,41 @@ class S3Partials:
                 in_flight.append((task, filled))
                 buffer, filled = bytearray(PART_BYTES), 0
                 while len(in_flight) >= PARTS_IN_FLIGHT:
-                    await self._sent(in_flight, state, partial, commit)
+                    await self._sent(in_flight, state, keep)
             while in_flight:
-                await self._sent(in_flight, state, partial, commit)
+                await self._sent(in_flight, state, keep)
             await asyncio.shield(self._keep_tail(partial.upload_id, buffer, filled, state))
+            offset = _parts_bytes(state) + state["tail"]
+            if keep is not None:
+                await asyncio.shield(keep(offset, state))
+                if was is not None and (state["gen"] != was or not state["tail"]):
+                    await self._drop_tail(partial.upload_id, was)  # no longer the state's
         except BaseException:
             for task, _ in in_flight:
                 task.cancel()
             await asyncio.gather(*(task for task, _ in in_flight), return_exceptions=True)
+            await self._abort_uncommitted(key, began)
             raise
-        offset = _parts_bytes(state) + state["tail"]
-        if commit is not None:
-            await asyncio.shield(commit(offset, state))
-            if was is not None and (state["gen"] != was or not state["tail"]):
-                await self._drop_tail(partial.upload_id, was)  # no longer the state's
         if failure is not None:
+            await self._abort_uncommitted(key, began)
             raise failure
         return offset, state
+
+    async def _abort_uncommitted(self, key: str, began: str | None) -> None:
+        if began is not None:
+            await asyncio.shield(self._blobs.abort(key, began))
+
+    async def abandon(self, partial: Partial, state: dict[str, Any]) -> None:
+        began = state.get("upload")
+        if began is not None and began != partial.state.get("upload"):
+            await self._abort_uncommitted(self._blobs.key(partial.blob_id), began)
+        if state.get("tail") and state.get("gen") != partial.state.get("gen", 0):
+            await self._drop_tail(partial.upload_id, state["gen"])
 
     async def _sent(
         self,
         in_flight: deque[tuple[asyncio.Task[dict[str, Any]], int]],
         state: dict[str, Any],
-        partial: Partial,
         commit: Commit | None,
     ) -> None:
         """The oldest part on its way, sent: into the state, and committed (the tail the

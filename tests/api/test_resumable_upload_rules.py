@@ -7,30 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from service.api.context import POLICY
-from service.app import BLOBS
-from service.store.directory_blobs import DirectoryBlobs
-from service.store.s3_blobs import S3Blobs
-from service.store.s3_partials import UPLOADS
 from tests.support.aliases import alias
 from tests.support.api import Api, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
 from tests.support.openapi import validator
-from tests.support.tus import TUS, create, created, offset_of, send
-
-
-async def nothing_left(api: Api) -> None:
-    """No bytes of an upload outside the files: no partial file, tail object or open multipart
-    upload."""
-    blobs = api.app[BLOBS]
-    assert await blobs.leftovers() == []
-    if isinstance(blobs, DirectoryBlobs):
-        partials = blobs.root.parent / "uploads"
-        assert not partials.exists() or list(partials.iterdir()) == []
-    else:
-        assert isinstance(blobs, S3Blobs)
-        listed = await blobs.call("list_objects_v2", Prefix=blobs.base_prefix + UPLOADS)
-        assert listed.get("Contents", []) == []
+from tests.support.tus import TUS, create, created, nothing_left, offset_of, send
 
 
 async def error_of(response: Any) -> dict[str, Any]:

@@ -22,8 +22,10 @@ from tests.support.tus import (
     OCTETS,
     TUS,
     UPLOADS_URL,
+    content_of,
     create,
     created,
+    files_of,
     offset_of,
     send,
 )
@@ -35,17 +37,6 @@ def pattern(size: int) -> bytes:
     """Bytes that differ at every offset a piece could start at."""
     block = hashlib.sha256(b"seed").digest() * 2048
     return (block * (size // len(block) + 1))[:size]
-
-
-async def content_of(api: Api, token: str, file_id: str) -> bytes:
-    response = await api.client.get(f"/api/v1/files/{file_id}/content", headers=bearer(token))
-    assert response.status == 200
-    return await response.read()
-
-
-async def files_of(api: Api, token: str) -> list[dict[str, Any]]:
-    response = await api.client.get("/api/v1/files", headers=bearer(token))
-    return list((await response.json())["data"]["files"])
 
 
 async def test_options_tells_the_protocol_without_a_credential(api: Api) -> None:

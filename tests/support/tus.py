@@ -5,7 +5,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from tests.support.api import Api, path_of
+from service.app import BLOBS
+from service.store.directory_blobs import DirectoryBlobs
+from service.store.s3_blobs import S3Blobs
+from service.store.s3_partials import UPLOADS
+from tests.support.api import Api, bearer, path_of
 
 UPLOADS_URL = "/api/v1/uploads"
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -54,3 +58,28 @@ async def offset_of(api: Api, url: str, auth: dict[str, str]) -> int:
     response = await api.client.head(url, headers={**TUS, **auth})
     assert response.status == 200, response.status
     return int(response.headers["Upload-Offset"])
+
+
+async def content_of(api: Api, token: str, file_id: str) -> bytes:
+    response = await api.client.get(f"/api/v1/files/{file_id}/content", headers=bearer(token))
+    assert response.status == 200
+    return await response.read()
+
+
+async def files_of(api: Api, token: str) -> list[dict[str, Any]]:
+    response = await api.client.get("/api/v1/files", headers=bearer(token))
+    return list((await response.json())["data"]["files"])
+
+
+async def nothing_left(api: Api) -> None:
+    """No bytes of an upload outside the files: no partial file, tail object or open multipart
+    upload."""
+    blobs = api.app[BLOBS]
+    assert await blobs.leftovers() == []
+    if isinstance(blobs, DirectoryBlobs):
+        partials = blobs.root.parent / "uploads"
+        assert not partials.exists() or list(partials.iterdir()) == []
+    else:
+        assert isinstance(blobs, S3Blobs)
+        listed = await blobs.call("list_objects_v2", Prefix=blobs.base_prefix + UPLOADS)
+        assert listed.get("Contents", []) == []

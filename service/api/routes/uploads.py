@@ -6,8 +6,8 @@ any instance; and ``GET`` of one upload as JSON, for a client that is not a tus 
 The HTTP layer only: reads the tus headers (``service.api.upload_requests``), checks the
 credential (``files.write`` for every request but ``OPTIONS``, which tells the protocol without
 one; an upload-only key may upload so), and shapes the answer; the uploads themselves are
-``service.auth.uploads``'. Every answer of the tus methods carries ``Tus-Resumable``, refusals
-included; a refusal keeps the error envelope (a ``HEAD``'s without its body).
+``service.auth.uploads``'. Every answer carries ``Tus-Resumable``, refusals included; a refusal
+keeps the error envelope (a ``HEAD``'s without its body).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from service.domain.audit_events import Origin
 from service.domain.principal import Principal
 from service.domain.records import FileRecord
 from service.domain.uploads import UploadRecord
-from service.errors import ApiError
+from service.errors import ApiError, Code
 from service.observability.trace import current_trace
 
 UPLOADS_PATH = f"{PREFIX}/uploads"
@@ -61,16 +61,20 @@ def _tus(handler: Handler) -> Handler:
         except web.HTTPException:
             raise
         except Exception as error:
-            trace = current_trace.get()
-            assert trace is not None  # set by request_handling, around every handler
-            failure = refusal(error, trace, request.method, request.path)
-            response = error_response(failure)
+            response = _refused(request, error)
         response.headers.update(TUS_HEADERS)
         if response.status == 460:  # tus's own status, which HTTP names no phrase for
             response.set_status(460, "Checksum Mismatch")
         return response
 
     return answer
+
+
+def _refused(request: web.Request, error: Exception) -> web.Response:
+    """The envelope's answer to ``error``, logged as ``request_handling`` would."""
+    trace = current_trace.get()
+    assert trace is not None  # set by request_handling, around every handler
+    return error_response(refusal(error, trace, request.method, request.path))
 
 
 def _expires(record: UploadRecord) -> str:
@@ -114,7 +118,13 @@ async def options(request: web.Request) -> web.StreamResponse:
 
 async def create(request: web.Request) -> web.StreamResponse:
     """A new upload (201, its URL in ``Location``), with its first bytes when the request
-    carries them (creation-with-upload)."""
+    carries them (creation-with-upload). An upload of no bytes is finished at once, its file
+    in the answer as a last ``PATCH``'s would be: tus clients send no ``PATCH`` for it.
+
+    Its first bytes refused as malformed (400: more than ``Upload-Length``, say) end the upload
+    made for them, so nothing half-made is left; any other failure (a checksum, the store
+    unavailable, the client gone) leaves it for the client to go on from its offset, and the
+    refusal names it in ``Location``."""
     principal = await _uploader(request)
     length = upload_length(request)
     meta = upload_metadata(request)
@@ -123,19 +133,24 @@ async def create(request: web.Request) -> web.StreamResponse:
     has_body = request.body_exists
     if has_body:
         check_patch_type(request)
-    record = await request.app[POLICY].uploads.create(principal, length, meta)
+    uploads = request.app[POLICY].uploads
+    record = await uploads.create(principal, length, meta)
     location: dict[str, str] = {
         hdrs.LOCATION: f"{public_origin(request)}{UPLOADS_PATH}/{record.id}"
     }
-    if not has_body:
+    if not has_body and length != 0:
         answer = ok(_upload_view(record), status=201)
         answer.headers.update({**location, "Upload-Expires": _expires(record)})
         return answer
     try:
         appended = await _append(request, principal, record.id, 0, None)
-    except ApiError as refused:  # the upload was made: the client may go on from its offset
-        refused.headers = {**refused.headers, **location}
-        raise
+    except Exception as failure:
+        if isinstance(failure, ApiError) and failure.status == 400:
+            await uploads.terminate(principal, record.id)
+            raise
+        refused = _refused(request, failure)  # the upload stays, to go on from its offset
+        refused.headers.update(location)
+        return refused
     answer = ok(_finished_view(appended, public_origin(request)), status=201)
     answer.headers.update(location)
     _progress_headers(answer, appended, public_origin(request))
@@ -143,17 +158,13 @@ async def create(request: web.Request) -> web.StreamResponse:
 
 
 async def head(request: web.Request) -> web.StreamResponse:
-    """How far the upload got (``Upload-Offset``), and its length."""
+    """How far the upload got (``Upload-Offset``), and its length (never cached: every answer
+    says ``Cache-Control: no-store``)."""
     principal = await _uploader(request)
-    uploads = request.app[POLICY].uploads
-    record = await uploads.get(principal, request.match_info["upload_id"])
+    record = (await _settled(request, principal)).upload
     response = Answer(status=200)
     response.headers.update(
-        {
-            "Upload-Offset": str(record.offset),
-            "Upload-Expires": _expires(record),
-            hdrs.CACHE_CONTROL: "no-store",
-        }
+        {"Upload-Offset": str(record.offset), "Upload-Expires": _expires(record)}
     )
     if record.length is None:
         response.headers["Upload-Defer-Length"] = "1"
@@ -188,13 +199,28 @@ async def get_upload(request: web.Request) -> web.StreamResponse:
     """The upload as JSON: its offset, length and expiry, and once finished its file."""
     principal = await authenticate(request)
     require_for_upload(principal, "files.write")
-    uploads = request.app[POLICY].uploads
-    record = await uploads.get(principal, request.match_info["upload_id"])
-    file = await uploads.file_of(principal, record)
-    return ok(_finished_view(Appended(record, file, _alias_of(record)), public_origin(request)))
+    return ok(_finished_view(await _settled(request, principal), public_origin(request)))
 
 
 # -- what the handlers share ---------------------------------------------------------------------
+
+
+async def _settled(request: web.Request, principal: Principal) -> Appended:
+    """The upload asked about, with its file once finished. One whose bytes are all in but
+    whose file was never made (the last ``PATCH`` failed after storing them) is finished
+    first, as an empty ``PATCH`` at its end would finish it: a tus client that asks how far it
+    got and hears "all of it" sends nothing more."""
+    uploads = request.app[POLICY].uploads
+    record = await uploads.get(principal, request.match_info["upload_id"])
+    if record.done is None and record.offset == record.length:
+        try:
+            return await _append(request, principal, record.id, record.offset, None)
+        except ApiError as refused:
+            if refused.code != Code.UPLOAD_IN_PROGRESS:
+                raise
+            # a PATCH finishing it now: the upload as it stands
+    file = await uploads.file_of(principal, record)
+    return Appended(record, file, _alias_of(record))
 
 
 async def _append(
@@ -292,6 +318,6 @@ def add_upload_routes(app: web.Application) -> None:
             web.head(one, _tus(head)),
             web.patch(one, _tus(patch)),
             web.delete(one, _tus(terminate)),
-            web.get(one, get_upload, allow_head=False),
+            web.get(one, _tus(get_upload), allow_head=False),
         ]
     )

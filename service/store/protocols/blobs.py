@@ -96,6 +96,12 @@ class PartialBlobs(Protocol):
         append from there."""
         ...
 
+    async def abandon(self, partial: Partial, state: dict[str, Any]) -> None:
+        """Drop what an append after ``partial`` stored and never committed (its bytes refused
+        by a checksum), given the state it returned: nothing of it may outlive the request
+        elsewhere than in the bytes the next append from ``partial`` replaces."""
+        ...
+
     async def finish(self, partial: Partial) -> None:
         """Make the partial blob, now whole, the blob ``partial.blob_id``."""
         ...
