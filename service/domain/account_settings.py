@@ -11,25 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from service.domain.aliases import MAX_EXPIRES_SECONDS, MAX_VIEWS, MIN_EXPIRES_SECONDS
 from service.domain.credentials import is_valid_id
 
 # A key's lifetime when ``POST /keys`` names none and the account has no default, and the
-# longest one a key may be given: the default setting is bounded by it too, since a default may
-# not make a key an explicit value could not.
+# longest one a key may be given. Each default is bounded as the request field it stands in for
+# (``expires_days`` here; an alias's ``expires_in_seconds`` and ``max_views`` in
+# ``service.domain.aliases``): a default may not make what an explicit value could not.
 KEY_EXPIRES_DAYS_DEFAULT = 90
 KEY_EXPIRES_DAYS_MAX = 3650
-MIN_ALIAS_SECONDS = 60
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _whole_number(low: int, high: int | None) -> Callable[[Any], bool]:
-    def check(value: Any) -> bool:
-        return _is_int(value) and value >= low and (high is None or value <= high)
-
-    return check
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,33 +33,30 @@ class AccountSetting:
     rule: str  # what a value must be, as a validation error says it
     accepts: Callable[[Any], bool]  # a value other than null (null is accepted where nullable)
     nullable: bool = True
+    bounds: tuple[int, int] | None = None  # a whole number's lowest and highest, both included
+
+
+def _whole_number(name: str, low: int, high: int) -> AccountSetting:
+    """A setting that is a whole number from ``low`` to ``high``, or null (its default)."""
+    return AccountSetting(
+        name,
+        None,
+        f"must be a whole number from {low} to {high}, or null",
+        lambda value: _is_int(value) and low <= value <= high,
+        bounds=(low, high),
+    )
 
 
 ACCOUNT_SETTINGS: tuple[AccountSetting, ...] = (
-    AccountSetting(
-        "default_key_expires_days",
-        None,
-        f"must be a whole number from 1 to {KEY_EXPIRES_DAYS_MAX}, or null",
-        _whole_number(1, KEY_EXPIRES_DAYS_MAX),
-    ),
+    _whole_number("default_key_expires_days", 1, KEY_EXPIRES_DAYS_MAX),
     AccountSetting(
         "default_folder_id",
         None,
         "must be the id of one of the account's folders, or null",
         lambda value: isinstance(value, str) and is_valid_id(value, "fld"),
     ),
-    AccountSetting(
-        "default_alias_expires_in_seconds",
-        None,
-        f"must be a whole number of at least {MIN_ALIAS_SECONDS}, or null",
-        _whole_number(MIN_ALIAS_SECONDS, None),
-    ),
-    AccountSetting(
-        "default_alias_max_views",
-        None,
-        "must be a whole number of at least 1, or null",
-        _whole_number(1, None),
-    ),
+    _whole_number("default_alias_expires_in_seconds", MIN_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS),
+    _whole_number("default_alias_max_views", 1, MAX_VIEWS),
     AccountSetting(
         "public_aliases_enabled",
         True,
@@ -77,9 +68,6 @@ ACCOUNT_SETTINGS: tuple[AccountSetting, ...] = (
 BY_NAME = {setting.name: setting for setting in ACCOUNT_SETTINGS}
 NAMES = tuple(BY_NAME)
 DEFAULTS: dict[str, Any] = {setting.name: setting.default for setting in ACCOUNT_SETTINGS}
-# Whole numbers past this are refused whatever the setting: they are stored as text and read
-# back as Python ints, but a client in another language may not hold them.
-_LARGEST = 2**53
 
 
 def problems_of(changes: dict[str, Any]) -> dict[str, str]:
@@ -93,7 +81,7 @@ def problems_of(changes: dict[str, Any]) -> dict[str, str]:
         elif value is None:
             if not setting.nullable:
                 problems[name] = setting.rule
-        elif not setting.accepts(value) or (_is_int(value) and value > _LARGEST):
+        elif not setting.accepts(value):
             problems[name] = setting.rule
     return problems
 
@@ -108,7 +96,10 @@ def encode(name: str, value: Any) -> str | None:
 
 
 def decode(stored: dict[str, str]) -> dict[str, Any]:
-    """Every setting's value from what is stored (``None`` from the store: ``ValueError``)."""
+    """Every setting's value from what is stored (``None`` from the store: ``ValueError``).
+
+    A whole number outside its setting's bounds (stored before the bounds were what they are
+    now) reads as the nearer bound: what is shown is what applies, and a ``PATCH`` accepts it."""
     values = dict(DEFAULTS)
     for name, raw in stored.items():
         setting = BY_NAME.get(name)
@@ -123,9 +114,10 @@ def decode(stored: dict[str, str]) -> dict[str, Any]:
                 raise ValueError(name)
             values[name] = raw
         else:
-            if not raw.isascii() or not raw.isdigit():
+            if not raw.isascii() or not raw.isdigit() or setting.bounds is None:
                 raise ValueError(name)
-            values[name] = int(raw)
+            low, high = setting.bounds
+            values[name] = min(max(int(raw), low), high)
     return values
 
 

@@ -1,7 +1,9 @@
 """The account's settings (``GET``/``PATCH /settings``): every setting with its default, a change
-all or nothing with each bad value named, what the settings change (a new key's lifetime, an
-upload's folder), a deleted default folder resetting its setting, who may read and change them,
-and the change recorded in the audit trail with what changed."""
+all or nothing with each bad value named, each default bounded as the field it stands in for
+(a value stored before that bound reading as the bound), what the settings change (a new key's
+lifetime, an upload's folder, a new alias's lifetime), a deleted default folder resetting its
+setting, who may read and change them, and the change recorded in the audit trail with what
+changed."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 import redis as redis_sync
 
+from tests.support.aliases import alias, create_alias, listed
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import FakeClock, parse_iso
 from tests.support.files import uploaded
@@ -18,6 +21,7 @@ from tests.support.folders import SETTINGS, folder, patch, settings_of
 from tests.support.keys import audit_events
 from tests.support.openapi import validator
 
+TEN_YEARS = 3650 * 86_400  # seconds: the longest an alias may live
 DEFAULTS = {
     "default_key_expires_days": None,
     "default_folder_id": None,
@@ -82,6 +86,8 @@ async def test_any_subset_changes_and_the_answer_holds_every_setting(
         ({"default_key_expires_days": 30.0}, {"default_key_expires_days"}),
         ({"default_key_expires_days": True}, {"default_key_expires_days"}),
         ({"default_alias_expires_in_seconds": 59}, {"default_alias_expires_in_seconds"}),
+        ({"default_alias_expires_in_seconds": 315_360_001}, {"default_alias_expires_in_seconds"}),
+        ({"default_alias_expires_in_seconds": 10**12}, {"default_alias_expires_in_seconds"}),
         ({"default_alias_max_views": 0}, {"default_alias_max_views"}),
         ({"default_alias_max_views": 2**60}, {"default_alias_max_views"}),
         ({"public_aliases_enabled": None}, {"public_aliases_enabled"}),
@@ -128,6 +134,57 @@ async def test_the_default_key_lifetime_applies_when_post_keys_names_none(
     assert (parse_iso(defaulted["expires_at"]) - parse_iso(defaulted["created_at"])).days == 7
     named = await api.create_key(token, expires_days=30)
     assert (parse_iso(named["expires_at"]) - parse_iso(named["created_at"])).days == 30
+
+
+async def test_the_default_alias_lifetime_is_bounded_as_an_aliases_own_lifetime_is(
+    api: Api,
+) -> None:
+    token = await api.user_with_session()
+    file = await uploaded(api, b"x", token=token)
+    await change(api, token, {"default_alias_expires_in_seconds": TEN_YEARS})
+    made = await alias(api, {"file_id": file["id"]}, token=token)
+    assert (parse_iso(made["expires_at"]) - parse_iso(made["created_at"])).days == 3650
+    beyond = await patch(api, SETTINGS, {"default_alias_expires_in_seconds": TEN_YEARS + 1}, token)
+    error = await assert_error(beyond, 400, "validation_failed")
+    assert error["details"] == {
+        "default_alias_expires_in_seconds": "must be a whole number from 60 to 315360000, or null"
+    }
+    # The same bound as the field the setting stands in for.
+    explicit = await create_alias(
+        api, {"file_id": file["id"], "expires_in_seconds": TEN_YEARS + 1}, token=token
+    )
+    error = await assert_error(explicit, 400, "validation_failed")
+    assert set(error["details"]) == {"expires_in_seconds"}
+
+
+@pytest.mark.parametrize(
+    ("name", "stored", "read"),
+    [
+        ("default_key_expires_days", "100000", 3650),
+        ("default_alias_expires_in_seconds", "1000000000000", TEN_YEARS),
+        ("default_alias_max_views", str(2**60), 2**53),
+    ],
+)
+async def test_a_setting_stored_past_its_bound_reads_as_the_bound(
+    api: Api, redis_client: redis_sync.Redis, name: str, stored: str, read: int
+) -> None:
+    user = await api.create_user("alice@example.com")
+    token = await api.login("alice@example.com")
+    redis_client.hset(f"fh:{{{user.id}}}:settings", name, stored)
+    assert await settings_of(api, token) == {**DEFAULTS, name: read}
+
+
+async def test_a_default_alias_lifetime_stored_past_its_bound_makes_aliases_of_ten_years(
+    api: Api, redis_client: redis_sync.Redis
+) -> None:
+    user = await api.create_user("alice@example.com")
+    token = await api.login("alice@example.com")
+    file = await uploaded(api, b"x", token=token)
+    settings = f"fh:{{{user.id}}}:settings"
+    redis_client.hset(settings, "default_alias_expires_in_seconds", "1000000000000")
+    made = await alias(api, {"file_id": file["id"]}, token=token)
+    assert (parse_iso(made["expires_at"]) - parse_iso(made["created_at"])).days == 3650
+    assert await listed(api, token=token) == [made]
 
 
 async def test_the_default_folder_receives_uploads_until_it_is_deleted(api: Api) -> None:

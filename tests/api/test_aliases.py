@@ -19,6 +19,7 @@ from service.config import Settings
 from tests.support.aliases import (
     ALIASES,
     alias,
+    alias_kept_before_the_bound,
     alias_keys,
     alias_part,
     create_alias,
@@ -241,6 +242,26 @@ async def test_the_accounts_defaults_apply_when_left_out_and_null_overrides_them
     clock.advance(seconds=3600)
     await assert_error(await public(api, f"/a/{defaulted['slug']}"), 404, "alias_not_found")
     assert (await public(api, f"/a/{explicit['slug']}")).status == 200
+
+
+async def test_an_alias_kept_with_an_expiry_past_year_9999_reads_lists_and_shows_in_the_trail(
+    api: Api,
+) -> None:
+    user = await api.create_user("alice@example.com")
+    token = await api.login("alice@example.com")
+    file = await uploaded(api, b"x", token=token)
+    alias_id = await alias_kept_before_the_bound(api, user.id, file["id"], 10**12)
+    response = await api.client.get(f"{ALIASES}/{alias_id}", headers=bearer(token))
+    assert response.status == 200, await response.text()
+    answer = await response.json()
+    validator("/components/schemas/AliasEnvelope").validate(answer)
+    # The last second RFC 3339 writes, for an expiry some 31,700 years away.
+    assert answer["data"]["expires_at"] == "9999-12-31T23:59:59Z"
+    assert await listed(api, token=token) == [answer["data"]]
+    assert await listed(api, file["id"], token=token) == [answer["data"]]
+    for kind in ("", "alias.created"):
+        (created,) = [e for e in await events_of(api, token, kind) if e["type"] == "alias.created"]
+        assert created["changes"]["expires_at"] == "9999-12-31T23:59:59Z"
 
 
 async def test_a_change_sets_each_field_and_a_new_slug_frees_the_old(api: Api) -> None:

@@ -7,6 +7,9 @@ from typing import Any
 
 import redis as redis_sync
 
+from service.api.context import POLICY
+from service.domain.permissions import PERMISSIONS, to_mask
+from service.domain.principal import CredentialType, Principal
 from tests.support.api import Api
 from tests.support.folders import credential
 from tests.support.openapi import validator
@@ -66,3 +69,14 @@ async def public(api: Api, path: str, **headers: str) -> Any:
 def alias_keys(redis_client: redis_sync.Redis) -> set[str]:
     """Every alias entry in the store."""
     return set(redis_client.keys("fh:alias:*"))
+
+
+async def alias_kept_before_the_bound(api: Api, user_id: str, file_id: str, seconds: int) -> str:
+    """The id of a new alias of ``file_id`` living ``seconds``, made through the policy past the
+    bound the API keeps (as an account's default lifetime once could): the alias and its
+    ``alias.created`` event as an account may still hold them."""
+    owner = Principal(user_id, CredentialType.SESSION, to_mask(PERMISSIONS), 0)
+    made = await api.app[POLICY].aliases.create(
+        owner, "file", file_id, "file_id", expires_in_seconds=seconds
+    )
+    return str(made.id)
