@@ -31,6 +31,7 @@ from tests.support.proxies import (
     SERVER_NAME,
     Certificates,
     Product,
+    Proxy,
     make_certificates,
     running_product,
     running_product_proxy,
@@ -185,6 +186,9 @@ async def test_metrics_probes_and_the_gateway_check_are_not_exposed_at_the_edge(
     for path in ("/metrics", "/healthz", "/readyz", "/api/v1/auth/verify"):
         status, body, _ = await call(http, product, "GET", path)
         assert (status, code_of(body)) == (404, "route_not_found"), path
+    # nginx's pages for its own errors answer only its errors.
+    status, body, _ = await call(http, product, "GET", "/.nginx-error/bad_request")
+    assert (status, code_of(body)) == (404, "route_not_found")
     # ... while the service answers them on its own address, inside the network.
     async with http.get(f"http://127.0.0.1:{product.server.port}/metrics") as response:
         assert response.status == 200
@@ -326,6 +330,45 @@ async def test_an_unreachable_service_is_a_json_502(
 
     assert (status, code_of(body)) == (502, "service_unavailable")
     assert headers["Retry-After"] == "1"
+
+
+async def exchange(proxy: Proxy, certificates: Certificates, request: bytes) -> bytes:
+    """Send ``request`` as these bytes, which no HTTP client would send; all of the answer."""
+    port = int(proxy.base.rsplit(":", 1)[1])
+    context = certificates.client_context()
+    context.set_alpn_protocols(["http/1.1"])
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=context, server_hostname=SERVER_NAME
+    )
+    try:
+        writer.write(request)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414, "uri_too_long"),
+        (b"GARBAGE LINE\r\n\r\n", 400, "bad_request"),
+        (b"GET /api/v1/files HTTP/1.1\r\n\r\n", 400, "bad_request"),  # no Host
+        (b"GET /api/v1/files HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "bad_request"),
+    ],
+    ids=["a-9000-character-path", "a-request-line-not-http", "no-host", "two-hosts"],
+)
+async def test_nginx_answers_a_request_it_cannot_read_in_the_envelope(
+    tmp_path: Path, certificates: Certificates, request_bytes: bytes, status: int, code: str
+) -> None:
+    # The request line or headers are refused before any proxying: no service is needed.
+    with running_product_proxy("nginx", tmp_path / "nginx", free_port(), certificates) as proxy:
+        answer = await exchange(proxy, certificates, request_bytes)
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), answer[:300]
+    assert b"\r\ncontent-type: application/json\r\n" in head.lower() + b"\r\n", head
+    assert code_of(orjson.loads(body)) == code
 
 
 @pytest.fixture(params=[kind for kind in KINDS if kind != "traefik"])
