@@ -1,4 +1,5 @@
-# The service image. Workers default to the container's cores (see FILEHOST_WORKERS).
+# The service image. One worker unless FILEHOST_WORKERS says otherwise: `auto` (as the compose
+# files set) is one per core of the container's CPU set, which a CPU quota alone does not narrow.
 FROM python:3.11-slim
 WORKDIR /app
 # The locked versions first (requirements/run.txt, checked against their hashes), in a layer of
