@@ -66,6 +66,14 @@ def error_response(error: ApiError) -> Answer:
     return response
 
 
+def undecodable_body() -> ApiError:
+    """The refusal of a body aiohttp could not read as its headers say (a Content-Encoding that
+    doesn't decode, a broken chunked encoding: ``web.RequestPayloadError``), wherever it was
+    being read: the client's doing, never a 500. aiohttp closes the connection after the
+    answer, since what is left of the body can't be told from a next request."""
+    return ApiError(Code.BAD_REQUEST, "The request body could not be decoded.")
+
+
 def _from_http_exception(exc: web.HTTPException) -> ApiError:
     if isinstance(exc, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(exc.allowed_methods))
@@ -87,6 +95,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, web.HTTPException):
         return _from_http_exception(exc)
+    if isinstance(exc, web.RequestPayloadError):
+        return undecodable_body()
     if isinstance(exc, RedisError):
         return ApiError(Code.STORE_UNAVAILABLE)
     if isinstance(exc, StorageUnavailable):
@@ -126,6 +136,8 @@ def refusal(exc: Exception, trace: RequestTrace, method: str, path: str) -> ApiE
     if isinstance(exc, ConnectionResetError):  # the client went away while its body was read
         log.info("client went away during %s %s", method, loggable_path(path))
         return ApiError(Code.CLIENT_CLOSED_REQUEST)
+    if isinstance(exc, web.RequestPayloadError):  # the client's doing: logged as answered
+        return undecodable_body()
     if isinstance(exc, RedisError):
         note_store_error(trace, exc)
         log.error(

@@ -95,6 +95,13 @@ def request_handling(
             finally:
                 if login:
                     logins.dec()  # type: ignore[union-attr]  # login: logins is not None
+            if response.status >= 400 and (failed := request.content.exception()) is not None:
+                # A body that could not be read (one that doesn't decode, say): nothing after it
+                # on the connection can be read as a request. Closed after the answer, which
+                # says so, so that a client sends nothing more on it.
+                if isinstance(failed, web.RequestPayloadError):
+                    log.info("a request body could not be read: %s", type(failed).__name__)
+                response.force_close()
             if route is None:  # a plain route's is on the trace already
                 _route(request, trace)
             if not response.prepared:

@@ -32,7 +32,7 @@ from service.api._aiohttp.answer import (
     header_block,
     serialise_head,
 )
-from service.api._aiohttp.multipart import PartBody
+from service.api._aiohttp.multipart import BodyCutOff, PartBody
 from service.api._aiohttp.protocol import Lane
 from service.api._aiohttp.request_body import BodyGoesOn, RequestBody
 from service.api._aiohttp.routing import PlainRoute, PlainRoutes, use_route
@@ -69,6 +69,7 @@ __all__ = [
     "REQUEST_HANDLING",
     "SERVER_NAME",
     "Answer",
+    "BodyCutOff",
     "BodyGoesOn",
     "EnvelopeAppRunner",
     "EnvelopeServer",

@@ -14,17 +14,33 @@ its own ``Content-Length``, or an aiohttp outside the tested releases, is read w
 from __future__ import annotations
 
 import ctypes
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import BodyPartReader
+from aiohttp import BadContentDispositionHeader, BadContentDispositionParam, BodyPartReader
 
 from service.api._aiohttp import names
 from service.api._aiohttp.request_body import RequestBody
 
 
+def ignore_disposition_warnings() -> None:
+    """Never show aiohttp's warnings of a ``Content-Disposition`` it can't parse: their message
+    is the client's header, which is not for the log (a warning becomes a log line), and is the
+    client's doing. Done once, as this module is imported."""
+    warnings.filterwarnings("ignore", category=BadContentDispositionHeader)
+    warnings.filterwarnings("ignore", category=BadContentDispositionParam)
+
+
+ignore_disposition_warnings()
+
+
+class BodyCutOff(ValueError):
+    """The request's body ended inside a part: before its delimiter."""
+
+
 class PartBody:
-    """The body of ``part`` as a source of bytes (``fill``), from ``body``. ``ValueError`` when
+    """The body of ``part`` as a source of bytes (``fill``), from ``body``. ``BodyCutOff`` when
     the request's body ends before the part's delimiter."""
 
     def __init__(self, part: BodyPartReader, body: RequestBody) -> None:
@@ -66,7 +82,7 @@ class PartBody:
                 raise ValueError("no room left to read the part into")
             count = await self._body.fill(buffer, stop, end)
             if not count:
-                raise ValueError("the body ended inside a part")
+                raise BodyCutOff("the body ended inside a part")
             stop += count
             found = find(buffer, delimiter, searched, stop)
             if found >= 0:

@@ -24,13 +24,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from aiohttp import BodyPartReader, hdrs, web
 from multidict import CIMultiDictProxy
 
 from service.api._aiohttp import (
     Answer,
+    BodyCutOff,
     BodyGoesOn,
     HttpProcessingError,
     PartBody,
@@ -257,11 +260,16 @@ async def _store_upload(
 
     async def rest_of_the_body() -> str | Unset | None:
         # What breaks off after the file, or a part without a name, is the file's own bytes
-        # read as a boundary (a client with a fixed boundary): said so, not "malformed".
+        # read as a boundary (a client with a fixed boundary): said so, not "malformed". But a
+        # boundary the body ends after, with no part behind it, is a body cut off.
         try:
             while (more := await reader.next()) is not None:
                 if isinstance(more, BodyPartReader) and not more.name:
-                    raise ApiError(Code.VALIDATION_FAILED, details={"body": _HOLDS_BOUNDARY})
+                    cut = not more.headers and request.content.at_eof()
+                    raise ApiError(
+                        Code.VALIDATION_FAILED,
+                        details={"body": _CUT_OFF if cut else _HOLDS_BOUNDARY},
+                    )
                 if not isinstance(more, BodyPartReader) or more.name not in _FIELDS:
                     raise _unknown_field(more)
                 await _read_field(more, fields)
@@ -282,7 +290,7 @@ async def _store_upload(
         record = await files.upload(
             principal,
             _AtMost(PartBody(part, body), limit),
-            readable(part.filename),
+            _file_name(part),
             part.headers.get(hdrs.CONTENT_TYPE),
             rest_of_the_body,
             origin,
@@ -292,6 +300,8 @@ async def _store_upload(
         return _too_large(limit), 0
     except BodyGoesOn:
         raise ApiError(Code.VALIDATION_FAILED, details={"body": _GOES_ON}) from None
+    except BodyCutOff:
+        raise ApiError(Code.VALIDATION_FAILED, details={"body": _CUT_OFF}) from None
     except _MALFORMED:
         raise _malformed() from None
     view = file_view(record, public_origin(request))
@@ -344,10 +354,31 @@ _HOLDS_BOUNDARY = (
     "breaks off after the file: the file holds the boundary (a line starting with -- and the "
     "boundary); send it with a boundary that does not occur in it"
 )
+_CUT_OFF = "ends before its closing boundary: it was cut off; send the whole body"
 _NO_BOUNDARY = (
     "has no boundary: the Content-Type must name the one the body uses (multipart/form-data; "
     "boundary=...); let the HTTP library set the header rather than setting it by hand"
 )
+
+
+# An RFC 5987 ``filename*`` in UTF-8 (or no charset named): its percent-encoded bytes.
+_UTF8_EXTENDED = re.compile(r"(?:utf-8)?'[^']*'([A-Za-z0-9!#$&+.^_`|~%-]*)", re.IGNORECASE)
+
+
+def _file_name(part: BodyPartReader) -> str | None:
+    """The file part's name as aiohttp reads it, readable (``readable``). Except a ``filename*``
+    in UTF-8 whose bytes are not all UTF-8, which aiohttp drops: kept with each byte that is not
+    as U+FFFD, as a plain ``filename``'s are, unless a plain one stands beside it."""
+    name = part.filename
+    if name is not None:
+        return readable(name)
+    for item in part.headers.get(hdrs.CONTENT_DISPOSITION, "").split(";"):
+        key, equals, value = item.partition("=")
+        if equals and key.strip().lower() == "filename*":
+            encoded = _UTF8_EXTENDED.fullmatch(value.strip())
+            if encoded is not None:
+                return unquote_to_bytes(encoded[1]).decode("utf-8", "replace")
+    return None
 
 
 def _malformed() -> ApiError:
