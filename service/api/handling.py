@@ -6,6 +6,7 @@ gateway's own requests without aiohttp's request objects, goes through the same 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from time import perf_counter
@@ -25,6 +26,7 @@ from service.observability.trace import (
     UNMATCHED_ROUTE,
     RequestTrace,
     current_trace,
+    loggable_path,
     request_id_from,
 )
 
@@ -92,6 +94,16 @@ def request_handling(
             except Exception as exc:
                 response = error_response(refusal(exc, trace, method, request.path))
                 count_refused_key(request.app, trace)
+            except asyncio.CancelledError:
+                # aiohttp cancels a handler only when the server stops with the request still
+                # running past the grace period: no answer, so no access line; this is its trace.
+                log.warning(
+                    "cut off by the stop after %.1f s: %s %s",
+                    perf_counter() - trace.started,
+                    method,
+                    loggable_path(request.path),
+                )
+                raise
             finally:
                 if login:
                     logins.dec()  # type: ignore[union-attr]  # login: logins is not None

@@ -222,6 +222,12 @@ async def test_shutdown_cuts_requests_that_outlast_the_grace_period(
     assert [(o.status, o.error) for o in seen["logins"]] == [(None, "ServerDisconnectedError")] * 2
     assert all(o.end - o.start < 1.0 for o in seen["logins"]), "waited past the grace period"
     assert seen["code"] == 0, server.stderr()
+    # No answer, so no access line: each cut request's trace is one warning.
+    entries = [orjson.loads(line) for line in server.stderr().splitlines()]
+    cut = [entry for entry in entries if entry["msg"].startswith("cut off by the stop")]
+    assert [entry["level"] for entry in cut] == ["WARNING"] * 2, server.stderr()
+    assert all(entry["msg"].endswith("POST /api/v1/auth/login") for entry in cut)
+    assert len({entry["request_id"] for entry in cut}) == 2
 
 
 async def test_embedded_store_is_stopped_cleanly_with_in_flight_writes_on_disk(
