@@ -17,6 +17,7 @@ from aiohttp import web
 
 from service.auth.bulk_files import ACTIONS, MAX_BULK_IDS
 from service.domain.file_search import DEFAULT_SORT, MAX_QUERY_LENGTH, SORTS, TYPES, FileQuery
+from service.domain.folders import TOP
 from service.errors import ApiError, Code
 
 # The longest string taken as an id (a file id is 26 characters): anything longer is not one,
@@ -94,14 +95,16 @@ def parse_bulk(body: dict[str, Any]) -> tuple[str, list[str], str | None]:
     folder = body.get("folder_id")
     if action == "move":
         if "folder_id" not in body:
-            problems["folder_id"] = "is required to move: a folder id, or null for the top level"
+            problems["folder_id"] = (
+                "is required to move: a folder id, or null (or root) for the top level"
+            )
         elif folder is not None and not isinstance(folder, str):
-            problems["folder_id"] = "must be a folder id, or null for the top level"
+            problems["folder_id"] = "must be a folder id, or null (or root) for the top level"
     elif "folder_id" in body and action == "delete":
         problems["folder_id"] = "is only for move"
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
-    return str(action), ids, folder
+    return str(action), ids, None if folder == TOP else folder
 
 
 def parse_archive(body: dict[str, Any]) -> list[str]:

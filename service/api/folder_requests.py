@@ -17,7 +17,7 @@ from service.domain.folders import NAME_RULE, TOP, given_name
 from service.domain.records import UNSET, Unset
 from service.errors import ApiError, Code
 
-_PLACE_RULE = "must be a folder id, or null for the top level"
+_PLACE_RULE = f"must be a folder id, or null (or {TOP}) for the top level"
 
 
 def _refuse_unknown(body: dict[str, Any], known: tuple[str, ...], problems: dict[str, Any]) -> None:
@@ -33,7 +33,7 @@ def _place(body: dict[str, Any], field: str, problems: dict[str, Any]) -> str | 
     if value is not None and not isinstance(value, str):
         problems[field] = _PLACE_RULE
         return UNSET
-    return value
+    return None if value == TOP else value  # as in a query or an upload's form
 
 
 def _name(body: dict[str, Any], problems: dict[str, Any], *, required: bool) -> str | None:

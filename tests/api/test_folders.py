@@ -395,3 +395,29 @@ async def test_a_folders_files_are_listed_with_files_read(api: Api) -> None:
     made = await folder(api, "docs", token=token)
     inside = await uploaded(api, b"in", token=token, folder_id=made["id"])
     assert await folder_files(api, token, made["id"]) == [inside]
+
+
+async def test_root_names_the_top_level_in_a_body_as_in_a_query(api: Api) -> None:
+    # A client that lists the top level with folder_id=root writes "root" back when it moves.
+    token = await api.user_with_session()
+    outer = await folder(api, "outer", token=token)
+    made = await api.client.post(
+        FOLDERS, json={"name": "made", "parent_id": "root"}, headers=bearer(token)
+    )
+    assert made.status == 201, await made.text()
+    assert (await made.json())["data"]["parent_id"] is None
+    inner = await folder(api, "inner", outer["id"], token=token)
+    moved = await patch(api, f"{FOLDERS}/{inner['id']}", {"parent_id": "root"}, token)
+    assert (await moved.json())["data"]["parent_id"] is None
+    first = await uploaded(api, b"1", token=token, folder_id=outer["id"])
+    second = await uploaded(api, b"2", token=token, folder_id=outer["id"])
+    edited = await patch(api, f"/api/v1/files/{first['id']}", {"folder_id": "root"}, token)
+    assert (await edited.json())["data"]["folder_id"] is None
+    bulk = await api.client.post(
+        "/api/v1/files/bulk",
+        json={"action": "move", "ids": [second["id"]], "folder_id": "root"},
+        headers=bearer(token),
+    )
+    assert bulk.status == 200, await bulk.text()
+    top = await api.client.get("/api/v1/files?folder_id=root", headers=bearer(token))
+    assert {f["id"] for f in (await top.json())["data"]["files"]} == {first["id"], second["id"]}
