@@ -24,7 +24,8 @@ from service.domain.files import INLINE_TYPES, OCTET_STREAM
 from service.domain.records import FileRecord
 from service.errors import ApiError, Code
 
-_RANGE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
+# The unit is case-insensitive (RFC 9110 14.1).
+_RANGE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$", re.IGNORECASE)
 # Past any file's size: a range position with more digits than this is read as this.
 _FAR_PAST_THE_END = 10**18
 

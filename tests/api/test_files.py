@@ -559,6 +559,8 @@ async def test_range_requests(api: Api) -> None:
         ("bytes=10-" + "9" * 5000, 10, size - 1),
         ("bytes=-" + "9" * 5000, 0, size - 1),
         ("bytes=0000000000000000000000000010-19", 10, 19),
+        ("BYTES=0-99", 0, 99),  # a unit's name is case-insensitive (RFC 9110 14.1)
+        ("Bytes=5-5", 5, 5),
     ):
         response = await ranged(header)
         assert response.status == 206, header
