@@ -22,7 +22,10 @@ TUS_HEADERS = {"Tus-Resumable": TUS_VERSION}
 OFFSET_OCTET_STREAM = "application/offset+octet-stream"
 OCTET_STREAM = "application/octet-stream"
 
-_DIGITS = re.compile(r"[0-9]{1,19}")
+_DIGITS = re.compile(r"[0-9]+")
+# Past any length or offset the service takes: a count with more digits is read as this (too
+# large, or another offset) rather than converted.
+_PAST_ANY = 10**19
 # A metadata key: printable ASCII without spaces or commas.
 _KEY = re.compile(r"[!-+\--~]{1,64}")
 # The metadata keys the service reads (tus clients name a file's name and type either way);
@@ -50,7 +53,8 @@ def _count(request: web.Request, header: str) -> int | None:
         return None
     if len(values) > 1 or not _DIGITS.fullmatch(values[0].strip()):
         raise _invalid(header, "must be one non-negative integer")
-    return int(values[0].strip())
+    digits = values[0].strip().lstrip("0") or "0"
+    return int(digits) if len(digits) < 20 else _PAST_ANY
 
 
 def upload_length(request: web.Request) -> int | None:

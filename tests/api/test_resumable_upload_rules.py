@@ -12,7 +12,7 @@ from tests.support.api import Api, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
 from tests.support.openapi import validator
-from tests.support.tus import TUS, create, created, nothing_left, offset_of, send
+from tests.support.tus import TUS, UPLOADS_URL, create, created, nothing_left, offset_of, send
 
 
 async def error_of(response: Any) -> dict[str, Any]:
@@ -94,6 +94,11 @@ async def test_too_large_an_upload_is_refused_before_a_byte(make_api: Any) -> No
     response = await create(api, bearer(token), 1001)
     assert response.status == 413
     assert (await error_of(response))["details"] == {"max_bytes": 1000}
+    for huge in ("9" * 19, "9" * 25, "0" * 30 + "1001"):  # too large, however many digits
+        response = await api.client.post(
+            UPLOADS_URL, headers={**TUS, **bearer(token), "Upload-Length": huge}
+        )
+        assert response.status == 413, huge
     deferred = await created(api, bearer(token), None)
     told = await send(api, deferred, bearer(token), 0, b"", Upload_Length="1001")
     assert told.status == 413
