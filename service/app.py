@@ -51,7 +51,7 @@ from service.api.routes.uploads import add_upload_routes
 from service.auth.authenticator import Authenticator
 from service.auth.key_usage import KeyUsage
 from service.auth.passwords import PasswordHasher
-from service.auth.policy import Policy, make_policy
+from service.auth.policy import Policy, make_policy, upgrade_records
 from service.auth.rate_limits import RateLimitFields
 from service.background import BackgroundWrites
 from service.clock import Clock, SystemClock
@@ -85,8 +85,7 @@ async def _finish_what_was_cut_short(policy: Policy, stores: Stores) -> None:
     await policy.removals.finish_all()
     await policy.aliases.finish_all()
     await stores.alias_views.forget_stored_cookie_secret()
-    users = await policy.users.list_users()
-    await policy.api_keys.upgrade_uploader_keys([user.id for user in users])
+    await upgrade_records(policy)
 
 
 async def _sweep_every_hour(policy: Policy, blobs: BlobStore) -> None:

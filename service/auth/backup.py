@@ -31,14 +31,18 @@ wait for steps 1 and 2 only, bounded by ``max_pause_ms`` (the snapshot is refuse
 longer). Records that already named missing bytes before the backup (``missing_bytes``) are kept
 as they were, and said so.
 
-**Restoring** refuses a target that holds anything (a key under the prefix in Redis, a blob in
-the blob store), writes the bytes first (checked against the backup's SHA-256) and the
-records after, so an interrupted restore never leaves a record without its bytes; a marker in
-Redis lets a restore cut short be run again with the same backup. The store comes back as it
-was at the backup's instant, but for its sessions: they are left out (everyone signs in again),
-unless asked to keep them. Keys keep their own deadlines, so a key revoked after the backup is
-live again: the command line lists the keys with their last use and revokes those created or used
-since a given time (``service.cli.keys``).
+**Restoring** refuses a target that holds anything (a key under the prefix in Redis, a blob in the
+blob store), writes the bytes first (checked against the backup's SHA-256) and the records after,
+so an interrupted restore never leaves a record without its bytes; a marker in Redis lets a restore
+cut short be run again with the same backup. Marks of upgrades done (``RedisKeys.upgrade_marks``)
+are no data: every start writes them, so a deployment started empty holds them; the check passes
+over them and the restore removes them before the records, which hold the backup's own, so a backup
+made before an upgrade is upgraded (the command line runs the upgrades once the records are in: a
+``serve`` already running ran them over none). The store comes back as it was at the backup's
+instant, but for its sessions: they are left out (everyone signs in again), unless asked to keep
+them. Keys keep their own deadlines, so a key revoked after the backup is live again: the command
+line lists the keys with their last use and revokes those created or used since a given time
+(``service.cli.keys``).
 
 **The backup** is a directory, mode 0700, of files mode 0600: ``records.jsonl`` (one key a line:
 its name, absolute expiry and ``DUMP`` payload, base64), ``files/<id>`` (the bytes) and
@@ -354,6 +358,9 @@ class Backups:
         if not resumed:
             await self._refuse_unless_empty()
         await self._store.begin_restore(manifest["id"])
+        # Also when resumed: a serve started since the cut would have marked upgrades done over
+        # the records then restored.
+        await self._store.forget_upgrades()
         size = 0
         for entry in manifest["files"]:  # the bytes first: no record ever names missing bytes
             if resumed and await self._intact(entry):

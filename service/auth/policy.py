@@ -224,3 +224,11 @@ def make_policy(
         identities=identities,
         sso=sso,
     )
+
+
+async def upgrade_records(policy: Policy) -> None:
+    """The upgrades of records an earlier release wrote, each done once per deployment (marked
+    done in the store): ``serve`` runs them as it starts, and ``restore`` once its records are
+    in, since a ``serve`` already running ran them over none."""
+    users = await policy.users.list_users()
+    await policy.api_keys.upgrade_uploader_keys([user.id for user in users])

@@ -73,7 +73,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     prog = prog or _invoked_as()
-    args = command_parser(prog).parse_args(argv)
+    args = command_parser(prog).parse_command(argv)
     try:
         settings = _settings(args)
     except ConfigError as error:

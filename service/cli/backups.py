@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from service.auth.backup import Backups
+from service.auth.policy import upgrade_records
 from service.cli.prompts import counted
 from service.cli.store import opened
 from service.clock import SystemClock, iso
@@ -41,6 +42,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 )
         else:
             done = await backups.restore(args.source, keep_sessions=args.keep_sessions)
+            await upgrade_records(accounts)
             expired = f"; {done.expired} past their deadline left out" if done.expired else ""
             resumed = " (finishing a restore cut short)" if done.resumed else ""
             taken = iso(done.taken_at)

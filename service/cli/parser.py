@@ -6,9 +6,10 @@ import argparse
 import logging
 import sys
 import textwrap
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from service.auth.backup import DEFAULT_MAX_PAUSE_MS
 from service.observability.log_lines import write_line
@@ -19,7 +20,21 @@ AS_MODULE = "python -m service"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, except that ``serve``'s usage errors are a JSON line like all it writes."""
+    """argparse, except that ``serve``'s usage errors are a JSON line like all it writes, and that
+    an argument a command does not know is that command's error (argparse makes it the top
+    parser's, in plain text, even for ``serve``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Each command's own parser by name (``command_parser`` fills it), for its usage errors.
+        self.commands: Mapping[str, argparse.ArgumentParser] = {}
+
+    def parse_command(self, argv: Sequence[str] | None) -> argparse.Namespace:
+        args, unknown = self.parse_known_args(argv)
+        if unknown:
+            owner = self.commands.get(args.command, self)
+            owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return args
 
     def error(self, message: str) -> NoReturn:
         if self.prog.endswith(" serve"):
@@ -42,7 +57,7 @@ def _examples(prog: str, *lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line.format(prog=prog)}" for line in lines)
 
 
-def command_parser(prog: str) -> argparse.ArgumentParser:
+def command_parser(prog: str) -> _Parser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = _Parser(
         prog=prog,
@@ -69,6 +84,7 @@ def command_parser(prog: str) -> argparse.ArgumentParser:
         ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = commands.choices
 
     serve = commands.add_parser(
         "serve",

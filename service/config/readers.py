@@ -12,9 +12,11 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_NUMBER = re.compile(r"[0-9]+")  # ASCII digits: str.isdigit takes "²", which int() refuses
 
 
 class ConfigError(ValueError):
@@ -138,19 +140,66 @@ class Executable:
 
 @dataclass(frozen=True)
 class RedisUrl:
+    """A Redis server's URL, checked as redis-py would read it, so that a mistake is a start-up
+    line and not a failure at the first connection: a port 1–65535, a database that is a whole
+    number (redis-py quietly takes database 0 for any other), no option but ``db=`` (the hot
+    connection reads no other), a socket's path. Whether it must name a host depends on the
+    topology (``load_settings``). Never echoes the URL, which may carry a password."""
+
     kind: str = "URL"
 
     def parse(self, name: str, raw: str, env: Mapping[str, str]) -> str:
-        scheme = urlsplit(raw).scheme
-        if scheme not in ("redis", "rediss", "unix"):
-            # Never echo the URL: it may carry a password.
+        try:
+            parts = urlsplit(raw)
+        except ValueError:  # an unclosed "[" of an IPv6 address
             raise ConfigError(
-                f"{name} must start with redis://, rediss:// or unix://, got scheme {scheme!r}"
+                f"{name} is not a URL: an IPv6 address goes in brackets, redis://[::1]:6379/0"
+            ) from None
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(
+                f"{name} must start with redis://, rediss:// or unix://, got scheme "
+                f"{parts.scheme!r}"
             )
+        if parts.fragment or "#" in raw:
+            raise ConfigError(f"{name} must not hold a #: write it as %23 in a password")
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ConfigError(
+                f"{name} must give its port as a number 1–65535 (write /, ? or # in a "
+                "password as %2F, %3F or %23)"
+            )
+        options = parse_qs(parts.query, keep_blank_values=True)
+        if set(options) - {"db"}:
+            raise ConfigError(
+                f"{name} takes no option after ? but db= (FILEHOST_REDIS_TIMEOUT_SECONDS sets "
+                "the timeouts; write ? in a password as %3F)"
+            )
+        path = parts.path
+        if parts.scheme == "unix":
+            if not path:
+                raise ConfigError(f"{name} must name the socket: unix:///path/to/redis.sock")
+            path = ""
+        elif not re.fullmatch(r"/?|/[0-9]+/?", path):
+            raise ConfigError(f"{name} must end with the database's number, like /0")
+        given = options.get("db")
+        if given and (path.strip("/") or len(given) > 1 or not _NUMBER.fullmatch(given[0])):
+            raise ConfigError(f"{name} must give the database once, as a number (/0 or ?db=0)")
         return raw
 
     def bounds(self) -> str:
-        return "scheme `redis://`, `rediss://` or `unix://`"
+        return "scheme `redis://`, `rediss://` or `unix://`; port 1–65535; database a number"
+
+
+def redis_database(url: str) -> int:
+    """The database a URL that ``RedisUrl`` accepted names: its ``db=``, else its path's."""
+    parts = urlsplit(url)
+    given = parse_qs(parts.query).get("db")
+    if given:
+        return int(given[0])
+    return 0 if parts.scheme == "unix" else int(parts.path.strip("/") or 0)
 
 
 def _check_http_url(name: str, raw: str) -> None:
@@ -227,19 +276,45 @@ class Addresses:
     kind: str = "list of `host:port`"
 
     def parse(self, name: str, raw: str, env: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
-        addresses = []
-        for item in raw.replace(",", " ").split():
+        return tuple(self._address(name, item) for item in raw.replace(",", " ").split())
+
+    def _address(self, name: str, item: str) -> tuple[str, int]:
+        """``host``, ``host:port``, ``[IPv6]`` or ``[IPv6]:port``. An IPv6 address without
+        brackets is refused: whether its last group is a port would be a guess."""
+        refused = ConfigError(f"{name} must list host:port addresses, got {item!r}")
+        port: str | None
+        if item.startswith("["):
+            host, bracket, rest = item[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")) or not _is_ipv6(host):
+                raise refused
+            port = rest[1:] if rest else None
+        else:
             host, colon, port = item.rpartition(":")
             if not colon:
-                host, port = item, str(self.default_port)
-            host = host.removeprefix("[").removesuffix("]")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ConfigError(f"{name} must list host:port addresses, got {item!r}")
-            addresses.append((host, int(port)))
-        return tuple(addresses)
+                host, port = item, None
+            elif ":" in host:
+                raise ConfigError(
+                    f"{name} must write an IPv6 address in brackets, like "
+                    f"[::1]:{self.default_port}, got {item!r}"
+                )
+        port = str(self.default_port) if port is None else port
+        if not host or not _NUMBER.fullmatch(port) or not 0 < int(port) < 65536:
+            raise refused
+        return host, int(port)
 
     def bounds(self) -> str:
-        return f"port 1–65535, {self.default_port} when left out"
+        return (
+            f"port 1–65535, {self.default_port} when left out; an IPv6 address in brackets "
+            f"(`[::1]:{self.default_port}`)"
+        )
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def available_cores() -> int:

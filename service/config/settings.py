@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from service.config.readers import ConfigError, Network, Secret, SecretKeys
+from service.config.readers import ConfigError, Network, Secret, SecretKeys, redis_database
 from service.config.table import SENTINEL_REPLICA_WAIT_MS, SETTINGS
 
 _DEFAULTS = {setting.field: setting.default for setting in SETTINGS}
@@ -291,6 +291,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if settings.redis_mode == "sentinel" and settings.redis_url is None:
         # No password, db 0: the sentinels say where the master is.
         host, port = settings.sentinels[0]
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address
         settings = replace(settings, redis_url=f"redis://{host}:{port}/0")
     return settings
 
@@ -357,6 +358,9 @@ def _check_topology(settings: Settings, replica_wait_set: bool) -> None:
         raise ConfigError("FILEHOST_REPLICA_WAIT_MS is for single and sentinel modes, not cluster")
     url = settings.redis_url
     scheme = urlsplit(url).scheme if url else None
+    if scheme in ("redis", "rediss") and mode != "sentinel" and not urlsplit(url).hostname:
+        # The sentinels name the master; elsewhere redis-py would quietly take localhost.
+        raise ConfigError(f"REDIS_URL must name the server's host: {scheme}://HOST:PORT/DB")
     if mode == "sentinel":
         if not settings.sentinels or settings.sentinel_master is None:
             raise ConfigError(
@@ -372,5 +376,5 @@ def _check_topology(settings: Settings, replica_wait_set: bool) -> None:
             raise ConfigError(
                 "FILEHOST_REDIS_MODE=cluster needs REDIS_URL=redis://HOST:PORT naming a node"
             )
-        if urlsplit(url).path.strip("/") not in ("", "0"):
+        if redis_database(url) != 0:
             raise ConfigError("FILEHOST_REDIS_MODE=cluster needs database 0 in REDIS_URL")

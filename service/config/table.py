@@ -36,13 +36,15 @@ SETTINGS: tuple[Setting, ...] = (
         RedisUrl(),
         None,
         "The Redis server holding all state: `redis://[user:pass@]host:port/db`, `rediss://…` "
-        "(TLS) or `unix:///path.sock`. Unset, `serve` starts and owns an embedded store in "
-        "`FILEHOST_DATA_DIR` ([operating.md](operating.md#the-embedded-store)). With Sentinel "
-        "only its credentials, database and TLS count (unset: no password, database 0); with "
-        "Cluster it names a seed node",
+        "(TLS) or `unix:///path.sock?db=N`, an IPv6 host in brackets (`redis://[::1]:6379/0`), "
+        "and `/`, `?`, `#` or `@` in a password percent-encoded (`%2F`, `%3F`, `%23`, `%40`). "
+        "Unset, `serve` starts and owns an embedded store in `FILEHOST_DATA_DIR` "
+        "([operating.md](operating.md#the-embedded-store)). With Sentinel only its credentials, "
+        "database and TLS count, and its host may be left out (`redis://:pass@/2`; unset: no "
+        "password, database 0); with Cluster it names a seed node",
         "unset: the embedded store",
-        "; required (and not `unix://`) in cluster mode, with database 0; not `unix://` in "
-        "sentinel mode",
+        "; no option after `?` but `db=`; a host, except in sentinel mode; required (and not "
+        "`unix://`) in cluster mode, with database 0; not `unix://` in sentinel mode",
     ),
     Setting(
         "redis_mode",

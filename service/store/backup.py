@@ -151,16 +151,21 @@ class BackupStore:
         return read
 
     async def held(self, limit: int = 1) -> list[str]:
-        """Up to ``limit`` keys under the prefix but the transient ones: none in an empty
-        store."""
+        """Up to ``limit`` keys under the prefix but the transient ones and the upgrade marks:
+        none in an empty store, nor in one a ``serve`` only started on."""
         held: list[str] = []
+        passed_over = set(self.keys.upgrade_marks)
         for node in await self._masters():
             cursor = 0
             while len(held) < limit:
                 cursor, found = await self._on(
                     node, "SCAN", cursor, "MATCH", self._pattern, "COUNT", _SCAN_COUNT
                 )
-                held += [name for name in found if not self.keys.is_transient(name)]
+                held += [
+                    name
+                    for name in found
+                    if not self.keys.is_transient(name) and name not in passed_over
+                ]
                 if int(cursor) == 0:
                     break
         return held[:limit]
@@ -179,6 +184,13 @@ class BackupStore:
 
     async def begin_restore(self, backup_id: str) -> None:
         await self._redis.set(self.keys.restore_marker, backup_id)
+
+    async def forget_upgrades(self) -> None:
+        """Remove the upgrade marks (``RedisKeys.upgrade_marks``) before a restore writes the
+        backup's records: a start over no data wrote them, and the backup holds its own, so an
+        upgrade a backup made before it needs is not taken for done."""
+        for mark in self.keys.upgrade_marks:  # one by one: a cluster's slots differ
+            await self._redis.delete(mark)
 
     async def end_restore(self) -> None:
         await self._redis.delete(self.keys.restore_marker)

@@ -193,7 +193,8 @@ key                                    type    holds
 ``P:upgraded:uploader-keys``            string  present once the keys uploader configurations
                                                made before keys carried the upload-only mark
                                                were found (by their ``key.created`` event) and
-                                               marked: a start-up step, done once
+                                               marked: a start-up step, done once; an upgrade
+                                               mark (``upgrade_marks``), no data of its own
 ``P:replicated``                        string  the marker a write that must reach a replica
                                                writes before ``WAIT`` (FILEHOST_REPLICA_WAIT_MS);
                                                lives a minute
@@ -209,6 +210,9 @@ key                                    type    holds
 
 A backup (``service.store.backup``) copies every key under ``P:`` except the transient ones
 (``is_transient``): rate buckets, the replication marker, a backup's and a restore's markers.
+A restore takes a store that holds only upgrade marks for empty (every ``serve`` start writes
+them, over no data), and removes them before writing the backup's records, which hold the
+backup's own: a backup made before an upgrade still gets it.
 
 The ``{U}`` hash tag keeps every key of one account in one Redis Cluster slot, so the scripts that
 change several of them together stay valid on a cluster; the folder scripts, which walk parents
@@ -287,6 +291,13 @@ class RedisKeys:
             self.restore_marker,
             self.backup_marker,
         )
+
+    @property
+    def upgrade_marks(self) -> tuple[str, ...]:
+        """The keys that say a one-time upgrade of the records was done: no data of their own,
+        and written by every start, so a store a ``serve`` started on (over no data) holds
+        them."""
+        return (self.uploader_keys_marked,)
 
     def is_signed_in_state(self, name: str) -> bool:
         """Whether the key ``name`` holds a signed-in state (a session's entry, the mark of a

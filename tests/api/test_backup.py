@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from service.api.context import POLICY, SETTINGS
+from service.api.context import POLICY, REMOVALS_AT_START, SETTINGS
 from service.app import BLOBS, STORE
 from service.auth.backup import FILES, BackupError, Backups
 from service.clock import SystemClock
@@ -175,6 +175,28 @@ async def test_a_restore_refuses_a_store_or_a_data_directory_that_holds_anything
     with pytest.raises(BackupError, match=r"not empty: 1 file\(s\) in"):
         await backups(live, tmp_path / "target").restore(tmp_path / "backup")
     assert await live.app[STORE].backup.held() == []
+
+
+@pytest.mark.parametrize("upgraded", [True, False], ids=["upgraded", "from before an upgrade"])
+async def test_a_restore_goes_into_a_deployment_only_started_and_keeps_the_backups_upgrades(
+    live: Api, tmp_path: Path, redis_server: Any, redis_client: Any, upgraded: bool
+) -> None:
+    """A start marks its upgrades done, over no data too: that is no data to the restore, and the
+    restored store holds the backup's marks, so a backup made before an upgrade still needs it
+    (the command line then runs it, ``tests/system/test_backup.py``)."""
+    mark = live.app[STORE].keys.uploader_keys_marked
+    await live.app[REMOVALS_AT_START]  # the start's upgrades, done
+    await live.user_with_session("alice@example.com")
+    if not upgraded:
+        redis_client.delete(mark)
+    await backups(live, tmp_path / "live").back_up(tmp_path / "backup")
+    redis_server.flush()
+    redis_client.set(mark, "1")  # what a start over no data leaves
+
+    await backups(live, tmp_path / "target").restore(tmp_path / "backup")
+
+    assert redis_client.exists(mark) == upgraded
+    assert await live.login("alice@example.com")
 
 
 async def test_a_restore_cut_short_is_finished_by_running_it_again(

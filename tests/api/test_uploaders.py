@@ -20,12 +20,12 @@ import pytest
 import redis as redis_sync
 
 from service.api.context import REMOVALS_AT_START
-from service.domain import credentials
 from tests.support.aliases import ALIASES, alias, alias_part
 from tests.support.api import Api, assert_error, bearer
 from tests.support.clock import parse_iso
 from tests.support.files import uploaded
 from tests.support.folders import folder
+from tests.support.keys import as_an_earlier_release_made_it
 from tests.support.openapi import validator
 
 UPLOADERS = "/api/v1/uploaders"
@@ -210,13 +210,7 @@ async def test_keys_uploaders_made_before_the_mark_are_made_upload_only_at_the_n
     token = await api.login("alice@example.com")
     made = (await uploader(api, token, kind="curl", name="old laptop"))["key"]
     ordinary = await api.create_key(token, permissions=["files.read", "files.write"])
-    # As an earlier release wrote it: no mark in its metadata or its entry, no upgrade done.
-    listing = f"fh:{{{user.id}}}:keys"
-    meta = json.loads(redis_client.hget(listing, made["id"]))
-    del meta["up"]
-    redis_client.hset(listing, made["id"], json.dumps(meta))
-    redis_client.hset(f"fh:key:{credentials.digest(made['secret_key'])}", "p", meta["p"])
-    redis_client.delete("fh:upgraded:uploader-keys")
+    as_an_earlier_release_made_it(redis_client, user.id, made)
     key = {"X-API-Key": made["secret_key"]}
     first = await uploaded(api, b"one", key=made["secret_key"])
     response = await api.client.delete(f"{FILES}/{first['id']}", headers=key)

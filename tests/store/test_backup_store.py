@@ -182,6 +182,24 @@ async def test_an_empty_store_holds_nothing_but_transient_keys(
     ]
 
 
+async def test_a_store_that_holds_only_upgrade_marks_holds_nothing_and_a_restore_forgets_them(
+    stores: Stores, redis_client: Any
+) -> None:
+    """What every start writes, over no data too: the upgrades it made are marked done."""
+    redis_client.set(stores.keys.uploader_keys_marked, "1")
+    assert await stores.backup.held() == []
+
+    assert await stores.users.add(ALICE, "alice@example.com", "$2b$04$hash", 1)
+    assert sorted(await stores.backup.held(limit=5)) == [
+        stores.keys.users_by_email,
+        stores.keys.user(ALICE),
+    ]
+
+    await stores.backup.forget_upgrades()
+    assert redis_client.exists(stores.keys.uploader_keys_marked) == 0
+    assert redis_client.exists(stores.keys.user(ALICE)) == 1
+
+
 async def test_a_record_past_its_deadline_is_not_restored(
     stores: Stores, redis_client: Any
 ) -> None:

@@ -4,8 +4,10 @@ events they leave, and the fields each answer carries."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
+from service.domain import credentials
 from tests.support.api import Api, bearer
 
 KEYS = "/api/v1/keys"
@@ -91,3 +93,14 @@ async def audit_events(api: Api, token: str, kind: str | None = None) -> list[di
     response = await api.client.get(EVENTS, params=params, headers=bearer(token))
     assert response.status == 200, await response.text()
     return (await response.json())["data"]["events"]
+
+
+def as_an_earlier_release_made_it(redis_client: Any, user_id: str, key: dict[str, Any]) -> None:
+    """An uploader configuration's key as a release before the upload-only mark wrote it, in a
+    deployment not upgraded yet: no mark in its metadata or its entry, no upgrade noted."""
+    listing = f"fh:{{{user_id}}}:keys"
+    meta = json.loads(redis_client.hget(listing, key["id"]))
+    del meta["up"]
+    redis_client.hset(listing, key["id"], json.dumps(meta))
+    redis_client.hset(f"fh:key:{credentials.digest(key['secret_key'])}", "p", meta["p"])
+    redis_client.delete("fh:upgraded:uploader-keys")

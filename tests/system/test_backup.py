@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import stat
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ import pytest
 
 from tests.support.clients import fresh_session, login, request
 from tests.support.files import multipart
+from tests.support.keys import as_an_earlier_release_made_it
 from tests.support.processes import PASSWORD, create_user, run_cli_async, running, service_env
 from tests.support.redis import RedisServer, aof_redis, free_port, stopped_at_exit
 
@@ -450,6 +453,62 @@ async def test_after_a_restore_everyone_signs_in_again_and_keys_since_a_time_are
             assert revoked["target"]["key_id"] == made["new"]["id"]
             assert revoked["actor"] == {"type": "cli"}
         assert server.stop() == 0
+
+
+async def test_the_documented_restore_into_a_started_empty_deployment_works_and_upgrades(
+    redis_url: str, redis_server: RedisServer, redis_client: Any, tmp_path: Path
+) -> None:
+    """operating.md's compose restore, as plain processes: an empty deployment started, the
+    backup streamed into its data directory with tar and restored while it serves. Its start
+    marked an upgrade done over no data: that is no data to the restore, and the backup, made
+    before that upgrade, still gets it without a restart."""
+    port = free_port()
+    env = service_env(redis_url, port, FILEHOST_DATA_DIR=str(tmp_path / "live"))
+    create_user(env, USERS[0])
+    with running(env, port, tmp_path) as server:
+        async with fresh_session() as http:
+            token = await login(http, server, USERS[0])
+            status, body = await request(
+                http,
+                "POST",
+                f"{server.base}/uploaders",
+                json={"kind": "curl", "name": "old laptop"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert status == 201, body
+            made = body["data"]["key"]
+        user_id = redis_client.hget("fh:users:by-email", USERS[0])
+        as_an_earlier_release_made_it(redis_client, user_id, made)
+        status, said = await run_cli_async("backup", "--to", str(tmp_path / "b" / "1"), env=env)
+        assert status == 0, said
+    with tarfile.open(tmp_path / "filehost-1.tar", "w") as tar:
+        tar.add(tmp_path / "b" / "1", arcname="1")
+
+    redis_server.flush()  # a new host: an empty Redis, an empty data directory
+    data_dir = tmp_path / "new"
+    target = {**env, "FILEHOST_DATA_DIR": str(data_dir)}
+    with running(target, port, tmp_path) as server:
+        assert redis_client.keys("fh:*") == ["fh:upgraded:uploader-keys"]  # what its start did
+        (data_dir / "restore").mkdir()
+        with tarfile.open(tmp_path / "filehost-1.tar") as tar:
+            tar.extractall(data_dir / "restore", filter="data")
+        restore = str(data_dir / "restore" / "1")
+        status, said = await run_cli_async("restore", "--from", restore, env=target)
+        assert status == 0, said
+        shutil.rmtree(data_dir / "restore")
+
+        async with fresh_session() as http:
+            key = {"X-API-Key": made["secret_key"]}
+            body, headers = multipart(b"after the restore", filename="a.bin")
+            status, sent = await request(
+                http, "POST", f"{server.base}/files", data=body, headers={**headers, **key}
+            )
+            assert status == 201, sent
+            url = f"{server.base}/files/{sent['data']['id']}"
+            status, refused = await request(http, "DELETE", url, headers=key)
+            assert status == 403, refused  # the key is upload-only without a restart
+            assert refused["error"]["details"]["upload_only"]
+        assert redis_client.exists("fh:upgraded:uploader-keys")
 
 
 @pytest.mark.parametrize("target", ["redis", "data directory"])

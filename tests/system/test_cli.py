@@ -330,6 +330,7 @@ async def test_a_deletion_cut_short_is_finished_by_running_it_again(
         ("backup", "--to", "somewhere", "--max-pause-ms", "0"),
         ("backup", "--to", "somewhere", "--max-pause-ms", "soon"),
         ("restore",),
+        ("users", "list", "extra"),
         (),
     ],
 )
@@ -366,6 +367,24 @@ def test_redis_url_password_is_not_echoed_on_a_bad_scheme() -> None:
 
     assert result.returncode == 2
     assert "REDIS_URL" in result.stderr
+    assert "Hunter2-Secret" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:Hunter2-Secret@127.0.0.1:notaport/0",
+        "redis://:Hunter2-Secret@127.0.0.1:99999/0",
+        "redis://:Hunter2-Secret@[::1",
+        "redis://:Hunter2-Secret@127.0.0.1:6379/abc",  # was database 0, quietly
+    ],
+)
+def test_a_malformed_redis_url_is_a_configuration_error_that_never_echoes_it(url: str) -> None:
+    result = run_cli("users", "list", env=cli_env(url))
+
+    assert result.returncode == 2
+    assert result.stderr.startswith("configuration error: REDIS_URL "), result.stderr
+    assert len(result.stderr.splitlines()) == 1
     assert "Hunter2-Secret" not in result.stderr + result.stdout
 
 

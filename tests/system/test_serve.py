@@ -160,6 +160,22 @@ async def test_embedded_restart(tmp_path: Path, embedded_socket: Path) -> None:
         ({}, ("--workers", "0"), "--workers"),
         ({}, ("--workers", "2", "--port", "0"), "port"),
         ({}, ("--port", "eighty"), "--port"),
+        ({}, ("--bogus",), "bad usage: unrecognized arguments: --bogus"),
+        ({}, ("extra",), "bad usage: unrecognized arguments: extra"),
+        ({"REDIS_URL": "redis://:pw@127.0.0.1:notaport/0"}, (), "REDIS_URL"),
+        ({"REDIS_URL": "redis://127.0.0.1:99999/0"}, (), "REDIS_URL"),
+        ({"REDIS_URL": "redis://[::1"}, (), "REDIS_URL"),
+        ({"REDIS_URL": "redis://"}, (), "REDIS_URL"),
+        ({"REDIS_URL": "redis://127.0.0.1:6379/abc"}, (), "REDIS_URL"),
+        (
+            {
+                "FILEHOST_REDIS_MODE": "sentinel",
+                "FILEHOST_SENTINEL_MASTER": "m",
+                "FILEHOST_SENTINELS": "::1",
+            },
+            (),
+            "FILEHOST_SENTINELS",
+        ),
     ],
 )
 def test_serve_with_a_bad_setting_exits_2(
@@ -173,6 +189,23 @@ def test_serve_with_a_bad_setting_exits_2(
     [refusal] = [orjson.loads(line) for line in result.stderr.splitlines()]
     assert refusal["level"] == "ERROR" and named in refusal["msg"]
     assert result.stdout == ""
+
+
+def test_serve_in_sentinel_mode_with_an_ipv6_sentinel_starts_and_names_it(tmp_path: Path) -> None:
+    port, sentinel = free_port(), free_port()
+    env = service_env(
+        None,
+        port,
+        FILEHOST_DATA_DIR=str(tmp_path / "data"),
+        FILEHOST_REDIS_MODE="sentinel",
+        FILEHOST_SENTINEL_MASTER="filehost",
+        FILEHOST_SENTINELS=f"[::1]:{sentinel}",  # none there: requests are 503 until one is
+    )
+
+    with running(env, port, tmp_path) as server:
+        assert server.stop() == 0
+
+    assert server.banner()["store"] == f"the master filehost of the sentinels at [::1]:{sentinel}"
 
 
 async def test_banner_names_the_public_url_and_hides_the_redis_password_and_the_stop_says_why(

@@ -256,6 +256,47 @@ def test_redis_url_password_never_appears_in_the_error() -> None:
     assert secret not in repr(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis://:Pw-Secret-1@127.0.0.1:notaport/0", "port as a number 1–65535"),
+        ("redis://:Pw-Secret-1@127.0.0.1:99999/0", "port as a number 1–65535"),
+        ("redis://:Pw-Secret-1@127.0.0.1:0/0", "port as a number 1–65535"),
+        ("redis://:Pw/Secret-1@127.0.0.1/0", "as %2F"),
+        ("redis://:Pw#Secret-1@127.0.0.1/0", "%23"),
+        ("redis://:Pw-Secret-1@[::1", "IPv6 address goes in brackets"),
+        ("redis://:Pw-Secret-1@127.0.0.1:6379/abc", "database's number"),
+        ("redis://:Pw-Secret-1@127.0.0.1:6379/0/1", "database's number"),
+        ("redis://:Pw-Secret-1@127.0.0.1/1?db=2", "database once"),
+        ("redis://:Pw-Secret-1@127.0.0.1?db=two", "database once"),
+        ("redis://:Pw-Secret-1@127.0.0.1/0?socket_timeout=60", "no option"),
+        ("redis://:Pw-Secret-1@/0", "host"),
+        ("redis://", "host"),
+        ("unix://", "socket"),
+    ],
+)
+def test_a_malformed_redis_url_is_refused_saying_why_without_echoing_it(url: str, why: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"REDIS_URL": url})
+
+    message = str(caught.value)
+    assert message.startswith("REDIS_URL ") and why in message
+    assert "Secret-1" not in message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://[::1]:6379/2",
+        "redis://:p%2Fw%23@cache.internal:6380/15/",
+        "redis://cache.internal?db=3",
+        "unix:///run/redis.sock?db=2",
+    ],
+)
+def test_a_well_formed_redis_url_is_kept_as_written(url: str) -> None:
+    assert load_settings({"REDIS_URL": url}).redis_url == url
+
+
 def test_embedded_server_may_be_a_command_on_path(tmp_path: Path) -> None:
     server = tmp_path / "my-valkey"
     server.write_text("#!/bin/sh\n")

@@ -49,6 +49,32 @@ def test_sentinel_mode_takes_credentials_from_redis_url() -> None:
     assert settings.replica_wait_ms == 0
 
 
+@pytest.mark.parametrize("sentinels", ["[::1]:26380", "[::1]:26380 10.0.0.1"])
+def test_an_ipv6_sentinel_in_brackets_is_read_and_named_in_brackets(sentinels: str) -> None:
+    settings = load_settings(
+        {
+            "FILEHOST_REDIS_MODE": "sentinel",
+            "FILEHOST_SENTINELS": sentinels,
+            "FILEHOST_SENTINEL_MASTER": "m",
+        }
+    )
+    assert settings.sentinels[0] == ("::1", 26380)
+    assert settings.redis_url == "redis://[::1]:26380/0"
+
+
+def test_sentinel_mode_may_leave_the_host_out_of_redis_url() -> None:
+    settings = load_settings(
+        {
+            "FILEHOST_REDIS_MODE": "sentinel",
+            "FILEHOST_SENTINELS": "[::1]",
+            "FILEHOST_SENTINEL_MASTER": "m",
+            "REDIS_URL": "redis://:pw@/2",
+        }
+    )
+    assert settings.sentinels == (("::1", 26379),)
+    assert settings.redis_url == "redis://:pw@/2"
+
+
 def test_cluster_mode_takes_seed_nodes() -> None:
     settings = load_settings(
         {
@@ -85,8 +111,28 @@ def test_cluster_mode_takes_seed_nodes() -> None:
             },
             "REDIS_URL",
         ),
+        *(
+            (
+                {
+                    "FILEHOST_REDIS_MODE": "sentinel",
+                    "FILEHOST_SENTINELS": sentinels,
+                    "FILEHOST_SENTINEL_MASTER": "m",
+                },
+                named,
+            )
+            for sentinels, named in (
+                ("::1", "IPv6 address in brackets"),  # host ":", port 1 until now
+                ("10.0.0.1 fe80::1:26379", "IPv6 address in brackets"),
+                ("[::1", "FILEHOST_SENTINELS must list host:port"),
+                ("[::1]26379", "FILEHOST_SENTINELS must list host:port"),
+                ("[sentinel-a]:26379", "FILEHOST_SENTINELS must list host:port"),
+                ("a:²", "FILEHOST_SENTINELS must list host:port"),
+            )
+        ),
         ({"FILEHOST_REDIS_MODE": "cluster"}, "REDIS_URL"),
         ({"FILEHOST_REDIS_MODE": "cluster", "REDIS_URL": "redis://a:1/3"}, "database 0"),
+        ({"FILEHOST_REDIS_MODE": "cluster", "REDIS_URL": "redis://a:1?db=3"}, "database 0"),
+        ({"REDIS_URL": "redis://:pw@/2"}, "REDIS_URL must name the server's host"),
         ({"FILEHOST_CLUSTER_SEEDS": "a:1", "REDIS_URL": "redis://a:1"}, "FILEHOST_REDIS_MODE"),
         (
             {
