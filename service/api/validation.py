@@ -75,7 +75,13 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         raise ApiError(Code.BAD_REQUEST, "The request body could not be decoded.") from None
     try:
         value = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as error:
+        if str(error).startswith("number is infinity"):  # valid JSON, past what a double holds
+            raise ApiError(
+                Code.MALFORMED_JSON,
+                "The request body holds a number too large to read.",
+                details={"body": "holds a number beyond ±1.7976931348623157e308"},
+            ) from None
         raise ApiError(Code.MALFORMED_JSON) from None
     if not isinstance(value, dict):
         raise ApiError(Code.BODY_NOT_OBJECT)

@@ -184,6 +184,20 @@ async def test_json_nested_past_the_parsers_depth_limit_is_malformed_json(
     await refused(response, 400, "malformed_json", token)
 
 
+@pytest.mark.parametrize("number", [b"1e999", b"-1e400", b"1" + b"0" * 400])
+async def test_a_number_past_a_double_is_said_to_be_too_large(
+    make_envelope_api: Any, number: bytes
+) -> None:
+    # Valid JSON (RFC 8259 lets a reader limit numbers' range): "not valid JSON" would mislead.
+    api = await make_envelope_api()
+    token = await api.user_with_session(EMAIL)
+    body = b'{"name": "ci", "permissions": ["files.read"], "expires_days": ' + number + b"}"
+    response = await api.client.post(KEYS, data=body, headers={**JSON_TYPE, **bearer(token)})
+    error = await refused(response, 400, "malformed_json", token)
+    assert error["message"] == "The request body holds a number too large to read."
+    assert error["details"] == {"body": "holds a number beyond ±1.7976931348623157e308"}
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
