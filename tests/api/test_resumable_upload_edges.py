@@ -17,11 +17,11 @@ import pytest
 from service.api.context import POLICY
 from service.domain.blobs import StorageUnavailable
 from tests.support.api import Api, assert_error, bearer, path_of
-from tests.support.folders import folder
 from tests.support.tus import (
     OCTETS,
     TUS,
     UPLOADS_URL,
+    bound_inside,
     content_of,
     created,
     files_of,
@@ -198,13 +198,8 @@ async def test_a_patch_whose_upload_was_terminated_under_it_is_404(api: Api) -> 
 
 async def test_a_bound_key_finds_no_upload_outside_its_folders(api: Api) -> None:
     token = await api.user_with_session()
-    inside = await folder(api, "inside", token=token)
-    outside = await folder(api, "outside", token=token)
-    bound = await api.create_key(
-        token, permissions=["files.read", "files.write"], folder_ids=[inside["id"]]
-    )
-    key = {"X-API-Key": bound["secret_key"]}
-    url = await created(api, bearer(token), 6, folder_id=outside["id"])
+    key, _, outside = await bound_inside(api, token)
+    url = await created(api, bearer(token), 6, folder_id=outside)
     assert (await send(api, url, bearer(token), 0, b"abc")).status == 204
     head = await api.client.head(url, headers={**TUS, **key})
     assert head.status == 404 and head.headers["Tus-Resumable"] == "1.0.0"

@@ -10,9 +10,17 @@ from service.api.context import POLICY
 from tests.support.aliases import alias
 from tests.support.api import Api, bearer
 from tests.support.files import uploaded
-from tests.support.folders import folder
 from tests.support.openapi import validator
-from tests.support.tus import TUS, UPLOADS_URL, create, created, nothing_left, offset_of, send
+from tests.support.tus import (
+    TUS,
+    UPLOADS_URL,
+    bound_inside,
+    create,
+    created,
+    nothing_left,
+    offset_of,
+    send,
+)
 
 
 async def error_of(response: Any) -> dict[str, Any]:
@@ -44,25 +52,20 @@ async def test_the_folder_is_checked_at_creation_and_for_a_bound_key_at_every_pa
     api: Api,
 ) -> None:
     token = await api.user_with_session()
-    inside = await folder(api, "inside", token=token)
-    outside = await folder(api, "outside", token=token)
-    bound = await api.create_key(
-        token, permissions=["files.read", "files.write"], folder_ids=[inside["id"]]
-    )
-    key = {"X-API-Key": bound["secret_key"]}
-    refused = await create(api, key, 3, folder_id=outside["id"])
+    key, inside, outside = await bound_inside(api, token)
+    refused = await create(api, key, 3, folder_id=outside)
     assert (await error_of(refused))["code"] == "folder_not_found"
     unknown = await create(api, bearer(token), 3, folder_id="fld_" + "A" * 22)
     assert (await error_of(unknown))["code"] == "folder_not_found"
     # Made by the session outside the key's folders: the key cannot continue it.
-    url = await created(api, bearer(token), 6, folder_id=outside["id"])
+    url = await created(api, bearer(token), 6, folder_id=outside)
     assert (await send(api, url, key, 0, b"abc")).status == 404
     assert (await send(api, url, bearer(token), 0, b"abc")).status == 204
-    mine = await created(api, key, 2, folder_id=inside["id"], filename="in.txt")
+    mine = await created(api, key, 2, folder_id=inside, filename="in.txt")
     done = await send(api, mine, key, 0, b"ok")
     file_id = done.headers["Filehost-File-Id"]
     made = await api.client.get(f"/api/v1/files/{file_id}", headers=key)
-    assert (await made.json())["data"]["folder_id"] == inside["id"]
+    assert (await made.json())["data"]["folder_id"] == inside
     top = await created(api, bearer(token), 1, folder_id="root")
     last = await send(api, top, bearer(token), 0, b"x")
     made = await api.client.get(

@@ -10,6 +10,7 @@ from service.store.directory_blobs import DirectoryBlobs
 from service.store.s3_blobs import S3Blobs
 from service.store.s3_partials import UPLOADS
 from tests.support.api import Api, bearer, path_of
+from tests.support.folders import folder
 
 UPLOADS_URL = "/api/v1/uploads"
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -83,3 +84,14 @@ async def nothing_left(api: Api) -> None:
         assert isinstance(blobs, S3Blobs)
         listed = await blobs.call("list_objects_v2", Prefix=blobs.base_prefix + UPLOADS)
         assert listed.get("Contents", []) == []
+
+
+async def bound_inside(api: Api, token: str) -> tuple[dict[str, str], str, str]:
+    """A key that may read and write files, bound to a new folder ``inside``, beside a new
+    folder ``outside``: the key's headers and the two folders' ids."""
+    inside = await folder(api, "inside", token=token)
+    outside = await folder(api, "outside", token=token)
+    bound = await api.create_key(
+        token, permissions=["files.read", "files.write"], folder_ids=[inside["id"]]
+    )
+    return {"X-API-Key": bound["secret_key"]}, inside["id"], outside["id"]
