@@ -540,6 +540,17 @@ SPELLED_OTHERWISE = [
     ("get", "/api/v1/files"),
     ("GET", "/API/v1/reports"),
     ("GET", "/api/v1"),
+    # The prefix's own segments read as a lenient upstream reads them, and NTFS streams.
+    ("DELETE", "/api/v1./files/fil_x"),
+    ("DELETE", "/api./v1/files/fil_x"),
+    ("DELETE", "/api/v1.../files/fil_x"),
+    ("DELETE", "/api/v1%2E/files/fil_x"),
+    ("DELETE", "/api/v1%20/files/fil_x"),
+    ("DELETE", "/api/v1. ./keys/key_x"),
+    ("DELETE", "/api:$DATA/v1/files/fil_x"),
+    ("DELETE", "/api/v1/files:$DATA/fil_x"),
+    ("GET", "/api/v1/files::$INDEX_ALLOCATION"),
+    ("GET", "/api/v1."),
 ]
 
 

@@ -85,7 +85,7 @@ WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 SESSION_ONLY_RESOURCES = frozenset({"keys", "uploaders"})
 
 _RESOURCE_START = len(PREFIX) + 1
-_PREFIX_FOLDED = PREFIX.lower() + "/"
+_PREFIX_SEGMENTS = tuple(PREFIX.strip("/").split("/"))
 # (method, resource) -> (permission, session only), precomputed from the table above.
 _DERIVED: dict[tuple[str, str], tuple[str, bool]] = {
     (method, resource): (permissions[index], resource in SESSION_ONLY_RESOURCES)
@@ -159,8 +159,8 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
     if not path.startswith("/") or _NOT_PLAIN.search(path):
         raise ApiError(Code.NO_PERMISSION_MAPPING)
     if not path.startswith(PREFIX) or path[_RESOURCE_START - 1 : _RESOURCE_START] != "/":
-        folded = path.lower()
-        if folded == PREFIX or folded.startswith(_PREFIX_FOLDED):
+        segments = path.split("/")[1 : len(_PREFIX_SEGMENTS) + 1]
+        if tuple(_folded(segment) for segment in segments) == _PREFIX_SEGMENTS:
             # the API's root, or its prefix spelled otherwise
             raise ApiError(Code.NO_PERMISSION_MAPPING)
         return None
@@ -177,10 +177,10 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
     return None
 
 
-def _folded(resource: str) -> str:
-    """A resource name as a lenient upstream might read it: any case, trailing dots and spaces
-    dropped (as Windows does)."""
-    return resource.lower().rstrip(". ")
+def _folded(segment: str) -> str:
+    """A path segment (the prefix's, a resource's name) as a lenient upstream might read it: any
+    case, an NTFS stream (``:$DATA``) and trailing dots and spaces dropped (as Windows does)."""
+    return segment.lower().partition(":")[0].rstrip(". ")
 
 
 def _requirement(headers: CIMultiDictProxy[str]) -> tuple[str | None, str | None, bool]:
