@@ -355,13 +355,15 @@ async def test_change_password_checked_first_wrong_then_right(
     await expect(error).to_contain_text(f"it has {PASSWORD_MIN - 1} characters")
     assert not [url for url in tab.request_urls if url.endswith("/api/v1/auth/password")]
 
-    # A wrong current password: the API's 401 message, and both fields as typed, to correct.
+    # A wrong current password: said as what it is (the API's 401 names an email this form
+    # does not have), and both fields as typed, to correct.
     await current.fill("not my password")
     await new.fill(NEW_PASSWORD)
     await submit.click()
     await expect(error).to_have_text(
-        "Changing the password failed: The email or password is incorrect. Try again."
+        "Changing the password failed: the current password is wrong. Nothing was changed."
     )
+    await expect(current).to_have_attribute("aria-invalid", "true")
     await expect(current).to_have_value("not my password")
     await expect(new).to_have_value(NEW_PASSWORD)
     await expect(current).to_be_focused()

@@ -75,12 +75,19 @@ async def test_change_the_settings_checked_first_then_saved_and_shown_again(
         lambda request: patches.append(request.url) if request.method == "PATCH" else None,
     )
     await page.get_by_label("Default key lifetime, in days").fill("0")
+    await page.get_by_label("Amount").fill("3651")  # days: the service's bound is ten years
     await page.get_by_label("Default alias view limit").fill("many")
     await page.get_by_role("button", name="Save settings").click()
     await expect(page.locator("#settings-error")).to_have_text(
-        "Nothing was saved: 2 settings need correcting."
+        "Nothing was saved: 3 settings need correcting."
     )
     await expect(page.locator("#setting-key-expiry-problem")).to_contain_text("from 1 to 3650")
+    await expect(page.locator("#setting-alias-expiry-problem")).to_have_text(
+        "A whole number, from 1 minute to 3650 days in all, or empty."
+    )
+    await expect(page.locator("#setting-alias-expiry-hint")).to_contain_text(
+        "from 1 minute to ten years"
+    )
     await expect(page.locator("#setting-alias-views-problem")).to_contain_text("at least 1")
     await expect(page.get_by_label("Default key lifetime, in days")).to_be_focused()
     await expect(page.get_by_label("Default key lifetime, in days")).to_have_attribute(

@@ -224,9 +224,10 @@ export function problemText(why) {
 }
 
 // "Try again in 30 s." when the server said how long to wait; nothing more after a network
-// failure, whose message says to try again already.
+// failure, whose message says to try again already, nor after a 404: what is not there will
+// not be there on a second try.
 export function retryHint(failure) {
-  if (failure instanceof ApiError && failure.code === "reauthentication_cancelled") {
+  if (failure instanceof ApiError && (failure.code === "reauthentication_cancelled" || failure.status === 404)) {
     return "";
   }
   if (failure instanceof ApiError && failure.retryAfter) {

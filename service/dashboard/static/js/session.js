@@ -4,6 +4,9 @@
 
 const SESSION_KEY = "filehost.session";
 const NOTICE_KEY = "filehost.notice";
+// The dashboard address a page was asked at without a session (a copied link opened in a new
+// tab), to go on to once signed in.
+const RETURN_KEY = "filehost.return";
 
 export function loadSession() {
   try {
@@ -46,16 +49,45 @@ export function takeNotice() {
   }
 }
 
+function rememberAddress() {
+  sessionStorage.setItem(RETURN_KEY, window.location.pathname + window.location.search);
+}
+
+// Where to go once signed in: the address remembered (used once) when it is one of `pages` (the
+// signed-in pages' paths) on this origin, else `fallback`. Never anywhere else: what is
+// remembered is checked, not trusted, so a stored "//elsewhere.example/keys" leads nowhere.
+export function takeReturnAddress(pages, fallback) {
+  const remembered = sessionStorage.getItem(RETURN_KEY);
+  sessionStorage.removeItem(RETURN_KEY);
+  if (!remembered || !remembered.startsWith("/")) {
+    return fallback;
+  }
+  let address;
+  try {
+    address = new URL(remembered, window.location.origin);
+  } catch {
+    return fallback;
+  }
+  if (address.origin !== window.location.origin || !pages.includes(address.pathname)) {
+    return fallback;
+  }
+  return address.pathname + address.search;
+}
+
 // The session a signed-in page works with; without one, off to sign in, told `why`, and null.
+// The address asked for is where signing in leads back to.
 export function requireSession(why) {
   const session = loadSession();
   if (!session) {
+    rememberAddress();
     toLogin({ kind: "info", text: why });
   }
   return session;
 }
 
-// The server says the session is over: sign in again, told the server's reason.
+// The server says the session is over: sign in again, told the server's reason. Not back here:
+// an ended session may have been ended on purpose (the password changed, every other session
+// ended), and whoever signs in next starts from the keys page.
 export function signedOut(failure) {
   toLogin({ kind: "error", text: `You have been signed out. ${failure.message}` });
 }

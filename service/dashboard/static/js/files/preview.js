@@ -41,8 +41,9 @@ function mediaElement(kind, file, url) {
 
 // `files()`: the files in view, in order; `download(file, button)`: the page's download;
 // `focusFor(file)`: what to give the focus to when the preview closes (the file's link);
-// `showing(file)` and `closed(file)`: the page's address follows the file shown.
-export function previewer(token, { files, download, focusFor, showing, closed }) {
+// `showing(file)` and `closed(file)`: the page's address follows the file shown; `gone(file)`:
+// the service says the file no longer exists (deleted meanwhile), so it leaves the list.
+export function previewer(token, { files, download, focusFor, showing, closed, gone }) {
   const dialog = byId("preview-dialog");
   const title = byId("preview-title");
   const meta = byId("preview-meta");
@@ -137,6 +138,12 @@ export function previewer(token, { files, download, focusFor, showing, closed })
         return;
       }
       body.replaceChildren();
+      if (failure instanceof ApiError && failure.code === "file_not_found") {
+        show(note, `Loading the preview failed: ${file.name} no longer exists (deleted meanwhile), ` +
+          "so it has left the list.");
+        gone(file);
+        return;
+      }
       show(note, `Loading the preview failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
     }
   }

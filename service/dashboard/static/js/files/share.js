@@ -3,7 +3,7 @@
 // The dialog is made here, so the files page holds only the button that opens it. A link made
 // here is plain too (the account's expiry, no view limit), so the next Share finds it.
 
-import { failedText } from "../api.js";
+import { ApiError, failedText } from "../api.js";
 import { el, hide, show, whenClosed } from "../dom.js";
 
 // Whether an alias is a link anyone may open as it is, now.
@@ -38,8 +38,9 @@ function shareDialog() {
   return { dialog, title, said, link, linkBox, copied, error, make, copy };
 }
 
-// `share(file, button)`: looks the file's aliases up, then shows the dialog.
-export function shareAction(call, pageError) {
+// `share(file, button)`: looks the file's aliases up, then shows the dialog. A file deleted
+// meanwhile (the service's 404 when making its link) closes the dialog for `gone(file)`.
+export function shareAction(call, pageError, gone) {
   let parts = null;
   let opener = null;
   let current = null; // the file the dialog is about
@@ -89,6 +90,11 @@ export function shareAction(call, pageError) {
         const made = await call("POST", "/aliases", { file_id: current.id, max_views: null });
         showLink(made, true);
       } catch (failure) {
+        if (failure instanceof ApiError && failure.code === "file_not_found") {
+          parts.dialog.close();
+          gone(current);
+          return;
+        }
         show(parts.error, failedText(`Making a link to ${current.name}`, failure));
       } finally {
         parts.make.disabled = false;

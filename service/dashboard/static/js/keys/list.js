@@ -42,8 +42,15 @@ function allowedNode(key) {
   return el(
     "ul",
     { className: "ip-list", attrs: { "aria-label": "Allowed from" } },
-    allowed.map((network) => el("li", {}, [el("code", { text: network })])),
+    allowed.map((network) => el("li", {}, [el("code", {}, breakableAfterColons(network))])),
   );
+}
+
+// An IPv6 network may break after a colon, and only there, when its column is too narrow for
+// it whole (else one long address widens the whole table past its card).
+function breakableAfterColons(network) {
+  const parts = network.split(":");
+  return parts.flatMap((part, index) => (index < parts.length - 1 ? [`${part}:`, el("wbr")] : [part]));
 }
 
 // The secret's prefix, and how long the secret it replaced still works after a roll.

@@ -31,9 +31,21 @@ function logoutFailed(failure) {
   return `Logging out failed: ${why} You are still signed in here. Try again.`;
 }
 
+// A file deleted meanwhile (in another tab, by a script): the service's 404 for it.
+function fileGone(failure) {
+  return failure instanceof ApiError && failure.code === "file_not_found";
+}
+
+// What is said of an action on a file or folder that no longer exists, which then leaves the
+// list: "Renaming report.pdf failed: it no longer exists (deleted meanwhile), …".
+function goneText(what, item) {
+  return `${what} ${item.name} failed: it no longer exists (deleted meanwhile), so it has left the list.`;
+}
+
 // The bytes come by fetch (the token goes in a header) and leave as a Blob, through a link
-// made for the purpose. A refusal is said in `said` (the page's alert, or the preview's note).
-async function download(token, file, button, said) {
+// made for the purpose. A refusal is said in `said` (the page's alert, or the preview's note);
+// a file deleted meanwhile is also `gone(file)`, which takes it off the list.
+async function download(token, file, button, said, gone) {
   const focused = document.activeElement === button;
   button.disabled = true;
   hide(said);
@@ -42,6 +54,11 @@ async function download(token, file, button, said) {
   } catch (failure) {
     if (sessionEnded(failure)) {
       signedOut(failure);
+      return;
+    }
+    if (fileGone(failure)) {
+      show(said, goneText("Downloading", file));
+      gone(file);
       return;
     }
     show(said, `Downloading ${file.name} failed: ${failure instanceof ApiError ? describe(failure) : "try again."}`);
@@ -54,7 +71,8 @@ async function download(token, file, button, said) {
   }
 }
 
-function deleteDialog(call, pageStatus, afterwards) {
+// `afterwards(said)` says what came of it and shows the list as it now is.
+function deleteDialog(call, afterwards) {
   const dialog = byId("delete-dialog");
   const name = byId("delete-name");
   const asked = confirmation({
@@ -67,17 +85,17 @@ function deleteDialog(call, pageStatus, afterwards) {
   async function remove(file, report) {
     try {
       await call("DELETE", `/files/${encodeURIComponent(file.id)}`);
-      dialog.close("deleted");
-      show(pageStatus, `Deleted ${file.name}.`);
     } catch (failure) {
-      if (!(failure instanceof ApiError && failure.code === "file_not_found")) {
+      if (!fileGone(failure)) {
         report(failure instanceof ApiError ? describe(failure) : "Deleting failed.");
         return;
       }
       dialog.close("gone");
-      show(pageStatus, failure.message);
+      await afterwards(`${file.name} was deleted already (elsewhere, meanwhile).`);
+      return;
     }
-    await afterwards();
+    dialog.close("deleted");
+    await afterwards(`Deleted ${file.name}.`);
   }
 
   return (file) => {
@@ -147,27 +165,50 @@ function start(session) {
     noMatch.hidden = !nothing || !filtered;
   }
 
-  // After a change: say what was done (and what the service refused), show the folder as it
-  // now is, the focus on its list.
+  // After a change: say what was done (and what the service refused) in place of what an
+  // earlier action said (an old failure beside a new success reads as the new one's), show the
+  // folder as it now is, the focus on its list.
   async function changed(result) {
     const { said, failed } = typeof result === "string" ? { said: result, failed: "" } : result || {};
     if (said) {
       show(pageStatus, said);
+    } else {
+      hide(pageStatus);
     }
     if (failed) {
       show(pageError, failed);
+    } else {
+      hide(pageError);
     }
     await refresh();
     listTitle.focus();
   }
 
+  // A file the service says no longer exists leaves the list, read again as it now is; what an
+  // earlier action said no longer stands beside the failure said of it.
+  function gone() {
+    hide(pageStatus);
+    refresh();
+  }
+
+  // `change()` made to `item`, or, when the service answers that it no longer exists (`code`:
+  // deleted meanwhile), what to say instead: the dialog then closes and the list is read again
+  // without it.
+  async function unlessGone(item, what, code, change) {
+    try {
+      return await change();
+    } catch (failure) {
+      if (failure instanceof ApiError && failure.code === code) {
+        return { failed: goneText(what, item) };
+      }
+      throw failure;
+    }
+  }
+
   const askName = nameDialog(changed);
   const askMove = moveDialog(changed);
   const askFolderDelete = folderDeleteDialog(call, changed, (text) => show(pageError, text));
-  const openDelete = deleteDialog(call, pageStatus, async () => {
-    await refresh();
-    listTitle.focus();
-  });
+  const openDelete = deleteDialog(call, changed);
 
   async function moveWith(what, moving, current, save, already) {
     hide(pageError);
@@ -191,10 +232,11 @@ function start(session) {
         heading: `Rename the folder ${folder.name}`,
         action: "Rename folder",
         value: folder.name,
-        save: async (name) => {
-          await call("PATCH", `/folders/${encodeURIComponent(folder.id)}`, { name });
-          return `Renamed the folder ${folder.name} to ${name}.`;
-        },
+        save: (name) =>
+          unlessGone(folder, "Renaming the folder", "folder_not_found", async () => {
+            await call("PATCH", `/folders/${encodeURIComponent(folder.id)}`, { name });
+            return `Renamed the folder ${folder.name} to ${name}.`;
+          }),
       }),
     move: (folder) =>
       moveWith(folder.name, folder.id, folder.parent_id, async (target) => {
@@ -205,30 +247,35 @@ function start(session) {
   };
 
   const fileActions = {
-    download: (file, button) => download(token, file, button, pageError),
-    share: shareAction(call, pageError),
+    download: (file, button) => download(token, file, button, pageError, gone),
+    share: shareAction(call, pageError, (file) => changed({ failed: goneText("Sharing", file) })),
     rename: (file) =>
       askName({
         heading: `Rename ${file.name}`,
         action: "Rename file",
         value: file.name,
-        save: async (name) => {
-          await call("PATCH", `/files/${encodeURIComponent(file.id)}`, { name });
-          return `Renamed ${file.name} to ${name}.`;
-        },
+        save: (name) =>
+          unlessGone(file, "Renaming", "file_not_found", async () => {
+            await call("PATCH", `/files/${encodeURIComponent(file.id)}`, { name });
+            return `Renamed ${file.name} to ${name}.`;
+          }),
       }),
     move: (file) =>
-      moveWith(file.name, null, file.folder_id, async (target) => {
-        await call("PATCH", `/files/${encodeURIComponent(file.id)}`, { folder_id: target || null });
-        return `Moved ${file.name}.`;
-      }),
+      moveWith(file.name, null, file.folder_id, (target) =>
+        unlessGone(file, "Moving", "file_not_found", async () => {
+          await call("PATCH", `/files/${encodeURIComponent(file.id)}`, { folder_id: target || null });
+          return `Moved ${file.name}.`;
+        }),
+      ),
     remove: (file) => openDelete(file),
   };
 
   const preview = previewer(token, {
     files: () => shown,
-    download: (file, button) => download(token, file, button, byId("preview-error")),
-    focusFor: (file) => document.querySelector(`a[data-preview="${CSS.escape(file.id)}"]`),
+    download: (file, button) => download(token, file, button, byId("preview-error"), gone),
+    gone,
+    // The list's title when the file has left the list meanwhile.
+    focusFor: (file) => document.querySelector(`a[data-preview="${CSS.escape(file.id)}"]`) || listTitle,
     showing: (file) => {
       view = { ...view, preview: file.id };
       address(false);

@@ -1,8 +1,9 @@
 // The login page (/): sign in with email and password, or through the operator's identity
 // provider (single sign-on, when the service offers it), and, for an account with a second
 // factor, a second step (a code from the authenticator app, a recovery code or a passkey),
-// then on to the API keys. The password lives only in its field, emptied as soon as it is
-// sent; the second step's mfa_token only in this module, forgotten when the step ends.
+// then on to the page asked for before signing in, or the API keys. The password lives only
+// in its field, emptied as soon as it is sent; the second step's mfa_token only in this
+// module, forgotten when the step ends.
 //
 // Back from the provider, the page is opened with a one-time login code in its fragment
 // (/#oidc_code=…): it is wiped from the address bar first, then traded once at
@@ -11,8 +12,8 @@
 import { ApiError, api, describe, retryHint } from "../api.js";
 import { byId, hide, show } from "../dom.js";
 import { factorFields } from "../factor.js";
-import { signedOutFrame } from "../layout.js";
-import { loadSession, saveSession, takeNotice } from "../session.js";
+import { PAGES, signedOutFrame } from "../layout.js";
+import { loadSession, saveSession, takeNotice, takeReturnAddress } from "../session.js";
 import { actionText, goToProvider, handBack, providerName, signInMethods, ssoErrorText, takeFragment } from "../sso.js";
 import { promptFailedText, usePasskey } from "../webauthn.js";
 
@@ -26,10 +27,11 @@ function showNotice(notice) {
   }
 }
 
-// The session a login opened: kept for this tab, then the keys page.
+// The session a login opened: kept for this tab, then the page asked for before signing in (a
+// copied link: its folder, order, preview), else the keys page.
 function signedIn(data) {
   saveSession({ token: data.token, email: data.user.email });
-  window.location.assign("/keys");
+  window.location.assign(takeReturnAddress(PAGES.map((page) => page.href), "/keys"));
 }
 
 // What a refused answer at the second step says.

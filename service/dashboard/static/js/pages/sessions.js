@@ -163,8 +163,14 @@ function passwordForm(call, afterwards) {
       show(status, `Your password was changed. Other sessions were ended: ${count}.`);
       await afterwards();
     } catch (failure) {
-      show(error, failedText("Changing the password", failure));
-      current.focus();
+      // The service's words are the login's ("The email or password is incorrect"), but this
+      // form has no email: only the current password can be wrong.
+      if (failure instanceof ApiError && failure.code === "invalid_credentials") {
+        refuse("Changing the password failed: the current password is wrong. Nothing was changed.", current);
+      } else {
+        show(error, failedText("Changing the password", failure));
+        current.focus();
+      }
       current.select();
     } finally {
       submit.disabled = false;

@@ -11,6 +11,8 @@ import { requireSession } from "../session.js";
 
 const MAX_KEY_DAYS = 3650;
 const MIN_ALIAS_SECONDS = 60;
+// The service's longest default alias lifetime: ten years.
+const MAX_ALIAS_SECONDS = 3650 * 86400;
 // Whole numbers past this are refused by the service whatever the setting.
 const LARGEST = 2 ** 53;
 const UNITS = [
@@ -107,8 +109,8 @@ function read(fields) {
   values.default_folder_id = fields.folder.value || null;
   const amount = typedNumber(fields.aliasAmount.value);
   const seconds = amount === null || amount === undefined ? amount : amount * Number(fields.aliasUnit.value);
-  if (seconds === undefined || (seconds !== null && (seconds < MIN_ALIAS_SECONDS || seconds > LARGEST))) {
-    problems.default_alias_expires_in_seconds = "A whole number, at least 1 minute in all, or empty.";
+  if (seconds === undefined || (seconds !== null && (seconds < MIN_ALIAS_SECONDS || seconds > MAX_ALIAS_SECONDS))) {
+    problems.default_alias_expires_in_seconds = "A whole number, from 1 minute to 3650 days in all, or empty.";
   } else {
     values.default_alias_expires_in_seconds = seconds;
   }

@@ -3,9 +3,13 @@
 
 import { ApiError, failedText } from "../api.js";
 import { byId, el, hide, show } from "../dom.js";
+import { length } from "../keys/rules.js";
 import { cell, rowButton } from "../table.js";
 import { when } from "../time.js";
 import { createPasskey, passkeysSupported, promptFailedText } from "../webauthn.js";
+
+// The service's bound on a passkey's name, in characters as it counts them (code points).
+const MAX_PASSKEY_NAME = 100;
 
 function passkeyRow(item, remove) {
   const button = rowButton("Remove", "danger", ` passkey ${item.name}`);
@@ -59,8 +63,14 @@ export function passkeysSection({ call, ask, done }) {
     hide(error);
     name.removeAttribute("aria-invalid");
     const chosen = name.value.trim();
+    let problem = null;
     if (!chosen) {
-      show(error, "Name the passkey first, so you can tell it apart later.");
+      problem = "Name the passkey first, so you can tell it apart later.";
+    } else if (length(chosen) > MAX_PASSKEY_NAME) {
+      problem = `The name must be at most ${MAX_PASSKEY_NAME} characters.`;
+    }
+    if (problem) {
+      show(error, problem);
       name.setAttribute("aria-invalid", "true");
       name.focus();
       return;
