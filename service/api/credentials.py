@@ -149,7 +149,8 @@ async def acting_recently(request: web.Request, principal: Principal) -> Origin:
     authenticated within ``FILEHOST_REAUTH_SECONDS`` (``Sessions.require_recent``). What calls it
     is the list of sensitive operations: creating and rolling keys (``POST /uploaders``
     included), changing the password or a second factor, ending every other session (and a
-    key edit that widens it, through ``ApiKeys.edit_key``)."""
+    key edit that widens it, through ``ApiKeys.edit_key``; ending another session by id,
+    through ``Sessions.end_session``)."""
     origin, standing = await acting_standing(request, principal)
     request.app[POLICY].sessions.require_recent(standing)
     return origin

@@ -27,7 +27,9 @@ key's does, or one more where the operation reads nothing of its own (``listing`
 - ``inside``: which of a batch of files and folders (the targets of a page of aliases) they
   hold, in one read;
 - ``whole_account``: what belongs to the account as a whole (its settings), refused to them;
-  ``reaches_something``: whether a bound key reaches anything at all;
+- ``bound_folders``: a bound key's folders as its binding lists them now, for forward-auth to
+  pass on, read with the check of what the request names (as ``file`` or ``folder`` checks
+  it), or else of whether the key reaches anything at all;
 - ``alias_target``: what an alias is made of, inside them;
 - ``alias`` / ``aliases``: an alias, and a page of the account's, whose target is inside them
   (an alias outside answers 404 ``alias_not_found``, and a page leaves it out).
@@ -91,17 +93,27 @@ class Reach:
                 details={"bound_to_folders": True},
             )
 
-    async def reaches_something(self, principal: Principal) -> None:
-        """403 ``insufficient_permission`` for a key bound to folders none of which is live
-        (one read; forward-auth asks it where a request names nothing of the account's);
-        nothing for any other principal."""
-        if principal.bound:
-            status, chosen = await self._bindings.place(
-                principal.user_id,
-                principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
-                None,
-            )
-            _reaches_something(_NOTHING if chosen is None else status)
+    async def bound_folders(
+        self, principal: Principal, target: tuple[str, str] | None = None
+    ) -> list[str]:
+        """A bound key's folders as its binding lists them now, after checking in the same read
+        that ``target`` (``("file", id)`` or ``("folder", id)``) is inside them, 404
+        ``file_not_found`` / ``folder_not_found`` as ``file`` and ``folder`` answer; without a
+        target, that one of them is live (else 403, as for a key whose folders were all
+        deleted). No read, and no folders, for any other principal."""
+        if not principal.bound:
+            return []
+        status, folder_ids = await self._bindings.folders_after_check(
+            principal.user_id,
+            principal.key_id,  # type: ignore[arg-type]  # a bound principal is a key
+            target,
+        )
+        _reaches_something(status)
+        if status == _INSIDE or target is None:
+            return folder_ids
+        if target[0] == "file":
+            raise ApiError(Code.FILE_NOT_FOUND)
+        raise _no_folder(None)
 
     async def file(self, principal: Principal, file_id: str) -> FileRecord:
         """The principal's file (one read, on the hot connection); 404 for any other id."""

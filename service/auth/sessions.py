@@ -4,7 +4,7 @@ and ending one or every other. Each ending is recorded in the audit trail just b
 carried out (a failed record fails the request with nothing done).
 
 A sensitive operation (creating or rolling a key, widening one, changing the password or a second
-factor, ending every other session) needs the acting session to have authenticated within
+factor, ending another session or every other) needs the acting session to have authenticated within
 ``FILEHOST_REAUTH_SECONDS``: its login, or its last ``POST /auth/reauthenticate``; otherwise
 403 ``reauthentication_required``. Only such operations read when that was: a request's
 credential check (the gateway's included) reads nothing more than before."""
@@ -82,14 +82,23 @@ class Sessions:
         return await self._store.list(user_id, self._clock.now_ms())
 
     async def end_session(
-        self, user_id: str, session_id: str, origin: audit.Origin = audit.NO_ORIGIN
+        self,
+        principal: Principal,
+        standing: SessionStanding,
+        session_id: str,
+        origin: audit.Origin = audit.NO_ORIGIN,
     ) -> int:
-        """End one of the account's live sessions (the caller's own included); 404 for an
-        unknown id, one of another shape, an ended or expired session, another account's.
-        Recorded first as ``session.ended``."""
+        """End one of the account's live sessions; 404 for an unknown id, one of another shape,
+        an ended or expired session, another account's. The caller's own (``standing``, its
+        session's) ends as a logout does, whenever; another needs the step-up
+        (``require_recent``), as ending every other does: else a stale or stolen session ends
+        them all, one by one, from the list. Recorded first as ``session.ended``."""
+        user_id = principal.user_id
         if credentials.is_valid_id(session_id, "ses"):
             for record in await self.list_sessions(user_id):
                 if record.id == session_id:
+                    if record.token_digest != principal.token_digest:
+                        self.require_recent(standing)
                     now = self._clock.now_ms()
                     await self._trail.record(
                         user_id,

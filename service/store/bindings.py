@@ -270,6 +270,44 @@ return found
 """
 )
 
+# The key's folders as its binding lists them, after one check: with ARGV[2] 'file' or 'folder',
+# that ARGV[3] is a file or folder inside them, else that one of them is live (-1 when none is):
+# {status, folder, folder, ...}. KEYS: files, folders, keys. ARGV: key id, kind ('' none), id.
+_FOLDERS_AFTER_CHECK = (
+    BINDINGS_LUA
+    + """
+local bound, listed = bound_folders(KEYS[3], ARGV[1])
+if not bound then
+  return {-1}
+end
+local status = 1
+if ARGV[2] == 'file' then
+  local member = redis.call('HGET', KEYS[1], ARGV[3])
+  local folder = member and file_folder(member)
+  if not folder or not view(KEYS[2], bound, folder) then
+    status = 0
+  end
+elseif ARGV[2] == 'folder' then
+  if not view(KEYS[2], bound, ARGV[3]) then
+    status = 0
+  end
+else
+  status = -1
+  for _, f in ipairs(listed) do
+    if lineage(KEYS[2], f) then
+      status = 1
+      break
+    end
+  end
+end
+local found = {status}
+for _, f in ipairs(listed) do
+  found[#found + 1] = f
+end
+return found
+"""
+)
+
 # Members of the account's order one page of a bound key's files examines at least.
 SCAN_BOUND = 1000
 
@@ -308,6 +346,7 @@ class BindingsStore:
         self._tops = _Script(redis, hot, _TOPS, 2, 1)
         self._files_page = _Script(redis, hot, _FILES_PAGE, 3, 5)
         self._targets = redis.register_script(_TARGETS)  # never on the gateway's path
+        self._folders_after_check = _Script(redis, hot, _FOLDERS_AFTER_CHECK, 3, 3)
 
     async def file(self, user_id: str, key_id: str, file_id: str) -> tuple[int, str | None]:
         """(status, the file's member as stored when inside). One round trip."""
@@ -403,3 +442,21 @@ class BindingsStore:
             args=args,
         )
         return int(found[0]), [bool(inside) for inside in found[1:]]
+
+    async def folders_after_check(
+        self, user_id: str, key_id: str, target: tuple[str, str] | None
+    ) -> tuple[int, list[str]]:
+        """(status, the key's folders as its binding lists them), after checking that
+        ``target`` (``(kind, id)``, kind ``file`` or ``folder``) lies inside them, or without a
+        target that one of them is live (else status -1). One round trip; the folders are
+        returned whatever the status."""
+        kind, target_id = target if target is not None else ("", "")
+        found = await self._folders_after_check(
+            keys=[
+                self.keys.account_files(user_id),
+                self.keys.account_folders(user_id),
+                self.keys.account_keys(user_id),
+            ],
+            args=[key_id, kind, target_id],
+        )
+        return int(found[0]), list(found[1:])

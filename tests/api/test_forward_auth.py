@@ -80,6 +80,7 @@ async def test_a_key_with_the_permission_gets_exactly_the_identity_headers(
     assert response.headers["X-Auth-Key-Id"] == key["id"]
     assert response.headers["X-Auth-Credential"] == "api_key"
     assert response.headers["X-Auth-Permissions"] == "files.read,folders.read"  # spec order
+    assert "X-Auth-Folder-Ids" not in response.headers  # a key bound to folders only
     assert "X-Auth-Error" not in response.headers
     assert len(response.headers["X-Request-ID"]) == 32
     assert response.headers["Cache-Control"] == "no-store"
@@ -97,6 +98,7 @@ async def test_a_session_gets_every_permission_and_no_key_id(account: Account) -
     assert response.headers["X-Auth-Credential"] == "session"
     assert response.headers["X-Auth-Permissions"] == ",".join(SPEC_PERMISSIONS)
     assert "X-Auth-Key-Id" not in response.headers
+    assert "X-Auth-Folder-Ids" not in response.headers
     assert_no_echo(response, body, account.token)
 
 

@@ -21,6 +21,7 @@ from service.api.access_log import AccessLogger
 from service.api.context import AUTHENTICATOR, SETTINGS
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
+from tests.support.aliases import alias
 from tests.support.api import Api, EnvelopeTestServer, bearer
 from tests.support.files import uploaded
 from tests.support.folders import folder
@@ -79,6 +80,7 @@ async def credentials(both: tuple[Api, Api], clock: Any) -> dict[str, str]:
     )
     deleted = await api.client.delete(f"/api/v1/folders/{gone['id']}", headers=bearer(token))
     assert deleted.status == 200
+    inside_alias = await alias(api, {"file_id": inside_file["id"]}, token=token)
     return {
         "token": token,
         "reader": reader["secret_key"],
@@ -92,6 +94,8 @@ async def credentials(both: tuple[Api, Api], clock: Any) -> dict[str, str]:
         "inside_file": inside_file["id"],
         "outside_file": outside_file["id"],
         "outside_folder": outside["id"],
+        "inside_folder": inside["id"],
+        "inside_alias": inside_alias["id"],
     }
 
 
@@ -219,6 +223,26 @@ CASES = {
             "X-Original-URI": "/api/v1/aliases/als_0a1B2c3D4e5F6g7H8i9J0k",
         },
     ),
+    "verify, bound key, an alias inside": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/aliases/{inside_alias}",
+        },
+    ),
+    "verify, bound key, a collection": (
+        VERIFY,
+        {"X-API-Key": "{bound}", "X-Original-Method": "POST", "X-Original-URI": "/api/v1/files"},
+    ),
+    "verify, bound key, the listed folder spelled as an array": (
+        VERIFY,
+        {
+            "X-API-Key": "{bound}",
+            "X-Original-Method": "GET",
+            "X-Original-URI": "/api/v1/files?folder_id%5B%5D={inside_folder}",
+        },
+    ),
     "verify, bound key, a permission named": (
         VERIFY,
         {"Authorization": "Bearer {bound}", "X-Required-Permission": "files.read"},
@@ -262,6 +286,32 @@ async def test_the_lane_answers_as_aiohttps_handling_does(
     for ours, theirs in zip(via_lane, via_aiohttp, strict=True):
         assert comparable(ours) == comparable(theirs)
     assert b"fhk_" not in b"".join(via_lane) and b"fhs_" not in b"".join(via_lane)
+
+
+async def test_the_lane_names_a_bound_keys_folders_and_no_others(
+    both: tuple[Api, Api], credentials: dict[str, str], lane_answers: list[str]
+) -> None:
+    port = both[0].client.server.port
+    uris = [
+        "/api/v1/files",  # what verify leaves to the upstream: a collection
+        "/api/v1/files/{inside_file}",
+        "/api/v1/aliases/{inside_alias}",  # read through redis-py, in a task
+    ]
+    bound = {"X-API-Key": credentials["bound"]}
+    for credential in (bound, {"Authorization": f"Bearer {credentials['token']}"}):
+        for uri in uris:
+            headers = {
+                **credential,
+                "X-Original-Method": "GET",
+                "X-Original-URI": uri.format(**credentials),
+                "X-Required-Permission": "files.read",
+            }
+            [answer] = await exchange(port, [raw_get(VERIFY, headers)])
+            head = answer.partition(b"\r\n\r\n")[0]
+            assert head.startswith(b"HTTP/1.1 200 OK"), (uri, answer)
+            named = re.findall(rb"\r\nX-Auth-Folder-Ids: ([^\r]*)", head)
+            assert named == ([credentials["inside_folder"].encode()] if credential is bound else [])
+    assert lane_answers == [VERIFY] * 6
 
 
 def _made_by_the_service(thing: object) -> bool:

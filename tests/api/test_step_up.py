@@ -1,5 +1,6 @@
 """Step-up: sensitive operations need the session to have authenticated within
-``FILEHOST_REAUTH_SECONDS`` (403 ``reauthentication_required``, nothing done), and
+``FILEHOST_REAUTH_SECONDS`` (403 ``reauthentication_required``, nothing done; ending another
+session by id is one, ending the caller's own is not), and
 ``POST /auth/reauthenticate`` answers a new token replacing the caller's; a reauthentication
 racing a logout leaves no session."""
 
@@ -120,6 +121,50 @@ async def test_narrowing_revoking_reading_and_logging_out_need_no_step_up(
         method, path.replace("{key}", key["id"]), json=body, headers=bearer(token)
     )
     assert response.status == 200, await response.text()
+
+
+async def session_ids(api: Api, token: str) -> tuple[str, list[str]]:
+    """The caller's session id and the others', from the list."""
+    response = await api.client.get("/api/v1/auth/sessions", headers=bearer(token))
+    listed = (await response.json())["data"]["sessions"]
+    [mine] = [view["id"] for view in listed if view["current"]]
+    return mine, [view["id"] for view in listed if not view["current"]]
+
+
+async def test_ending_another_session_by_id_from_a_stale_session_needs_a_step_up(
+    mfa_api: Api, clock: FakeClock
+) -> None:
+    """Else a stale (or stolen) session ends every other one by one, the list naming them."""
+    token = await mfa_api.user_with_session(EMAIL)
+    other = await mfa_api.login(EMAIL)
+    _, [others] = await session_ids(mfa_api, token)
+    clock.advance(seconds=STALE)
+    url = f"/api/v1/auth/sessions/{others}"
+    error = await assert_error(
+        await mfa_api.client.delete(url, headers=bearer(token)), 403, "reauthentication_required"
+    )
+    assert error["details"]["max_age_seconds"] == 600
+    assert (await mfa_api.client.get("/api/v1/auth/session", headers=bearer(other))).status == 200
+    events = await mfa_api.client.get("/api/v1/audit-events", headers=bearer(token))
+    kinds = [event["type"] for event in (await events.json())["data"]["events"]]
+    assert "session.ended" not in kinds
+    fresh = await reauthenticated(mfa_api, token)
+    response = await mfa_api.client.delete(url, headers=bearer(fresh))
+    assert response.status == 200, await response.text()
+    assert (await mfa_api.client.get("/api/v1/auth/session", headers=bearer(other))).status == 401
+
+
+async def test_a_stale_session_ends_itself_by_id_without_a_step_up(
+    mfa_api: Api, clock: FakeClock
+) -> None:
+    token = await mfa_api.user_with_session(EMAIL)
+    await mfa_api.login(EMAIL)
+    mine, _ = await session_ids(mfa_api, token)
+    clock.advance(seconds=STALE)
+    response = await mfa_api.client.delete(f"/api/v1/auth/sessions/{mine}", headers=bearer(token))
+    assert response.status == 200, await response.text()
+    response = await mfa_api.client.get("/api/v1/auth/session", headers=bearer(token))
+    await assert_error(response, 401, "invalid_session")
 
 
 async def test_reauthenticating_answers_a_new_token_and_the_old_one_is_refused(

@@ -1,9 +1,9 @@
 """Uploader configurations, ``POST /api/v1/uploaders``: a ShareX custom uploader whose exact
 request (built from its own fields) uploads and whose URL template gives a link that downloads
 the same bytes; a curl script, run with ``sh`` against this real TCP server, doing the same;
-the key made for them may only upload, bound to the folder asked for, aliasing with
-``aliases.write`` only when asked; a session only, counted toward the key limit and audited;
-a wrong body refused by field."""
+the key made for them may only upload (not even ask whose it is), bound to the folder asked
+for, aliasing with ``aliases.write`` only when asked; a session only, counted toward the key
+limit and audited; a wrong body refused by field."""
 
 from __future__ import annotations
 
@@ -198,6 +198,21 @@ async def test_an_uploaders_key_may_upload_and_alias_its_upload_and_nothing_else
         "/api/v1/auth/verify", headers={"X-API-Key": key, "X-Required-Permission": "files.write"}
     )
     await assert_error(verify, 403, "insufficient_permission")
+
+
+async def test_an_uploaders_key_is_not_told_whose_account_it_is(api: Api) -> None:
+    """Its configuration travels, and no uploader asks who it is: a leaked one names no email,
+    whether sent as a key or as a Bearer token; an ordinary key is still answered."""
+    token = await api.user_with_session("alice@example.com")
+    made = (await uploader(api, token, kind="curl", name="shell"))["key"]
+    for headers in ({"X-API-Key": made["secret_key"]}, bearer(made["secret_key"])):
+        response = await api.client.get("/api/v1/auth/session", headers=headers)
+        error = await assert_error(response, 403, "insufficient_permission")
+        assert error["details"] == {"upload_only": True}
+        assert "alice" not in await response.text()
+    ordinary = (await api.create_key(token, permissions=["files.write"]))["secret_key"]
+    response = await api.client.get("/api/v1/auth/session", headers={"X-API-Key": ordinary})
+    assert (await response.json())["data"]["user"]["email"] == "alice@example.com"
 
 
 async def test_keys_uploaders_made_before_the_mark_are_made_upload_only_at_the_next_start(

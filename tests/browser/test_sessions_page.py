@@ -550,6 +550,34 @@ async def test_a_confirmation_closed_and_opened_again_at_once_still_ends_the_ses
     assert status == 401
 
 
+async def test_ending_another_session_after_a_while_asks_for_the_password_first(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    """Ending another session needs a recent sign-in, as ending all does: past
+    ``FILEHOST_REAUTH_SECONDS`` the reauthentication dialog asks, then the ending is made."""
+    page = tab.page
+    await sign_in(page, user)
+    other = await other_device(dashboard, user)
+    await page.goto(f"{dashboard.base}/sessions")
+    await expect(page.locator("#sessions-body tr")).to_have_count(2)
+    dashboard.clock.advance(hours=1)
+    await page.get_by_role("button", name="End session on curl/8.5.0").click()
+    await page.get_by_role("dialog").get_by_role("button", name="End session").click()
+    reauth = page.get_by_role("dialog", name="Confirm it's you")
+    await reauth.get_by_label("Your password").fill(PASSWORD)
+    await reauth.get_by_role("button", name="Confirm").click()
+    await expect(page.locator("#page-status")).to_have_text("Ended the session on curl/8.5.0.")
+    await expect(page.locator("#sessions-body tr")).to_have_count(1)
+    status, _ = await dashboard.api("GET", "/auth/session", token=other)
+    assert status == 401
+    status, _ = await dashboard.api("GET", "/auth/session", token=await tab.stored_token())
+    assert status == 200
+    # The one error is the browser's note of the ending refused for the old sign-in.
+    assert [line for line in tab.console if line.startswith(("error", "pageerror"))] == [
+        "error: Failed to load resource: the server responded with a status of 403 (Forbidden)"
+    ]
+
+
 async def test_a_phone_width_screen_never_scrolls_sideways(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:

@@ -19,9 +19,16 @@ import aiohttp
 import orjson
 import pytest
 
+from service.domain import aliases, credentials, recovery_codes, totp
 from service.domain.credentials import generate_api_key, generate_session_token
 from service.observability.log_lines import ACCESS_FIELDS, JsonFormatter
-from service.observability.trace import RequestTrace, current_trace, loggable_path, new_request_id
+from service.observability.trace import (
+    MASK,
+    RequestTrace,
+    current_trace,
+    loggable_path,
+    new_request_id,
+)
 from tests.support.clients import fresh_session, login
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import create_user, running, service_env, wait_for_workers
@@ -327,6 +334,37 @@ def test_credential_shaped_pieces_of_a_path_are_masked() -> None:
     assert loggable_path("/api/v1/files/q3 report.pdf") == "/api/v1/files/q3 report.pdf"
     assert loggable_path("/a" * 500 + key) == "/a" * 500 + "[masked]"  # masked, then cut
     assert len(loggable_path("/a" * 600)) == 1024
+
+
+def test_recovery_codes_and_authenticator_secrets_in_a_path_are_masked() -> None:
+    """As the service shows them: a recovery code with its hyphens (or spaces), an authenticator
+    app's secret whole or grouped as the dashboard groups it; never the service's own ids and
+    slugs, nor an ordinary name."""
+    code, secret = recovery_codes.generate()[0], totp.new_secret()
+    grouped = " ".join(secret[i : i + 4] for i in range(0, len(secret), 4))
+    for pasted in (code, code.replace("-", " "), secret, grouped, f"x{secret}"):
+        assert MASK in loggable_path(f"/a/{pasted}/x")
+        assert loggable_path(f"/a/{pasted}/x").replace(MASK, "") in ("/a//x", "/a/x/x")
+    assert "4LGA" not in loggable_path("/a/4LGA-RLEP-EVG5-RWCF")
+    assert loggable_path("/a/ITTDI5A4ENVPGI7G4AMY5APEVFAVVB4N") == "/a/[masked]"
+
+    now = 1_700_000_000_000
+    for _ in range(200):
+        for path in (
+            f"/api/v1/files/{credentials.new_id('fil')}",
+            f"/api/v1/auth/sessions/{credentials.new_id('ses')}",
+            f"/api/v1/aliases/{aliases.new_alias_id(now)}",
+            f"/a/{aliases.generate_slug()}/{credentials.new_id('fil')}",
+        ):
+            assert loggable_path(path) == path
+    for path in (
+        "/api/v1/files/fil_ABCDEFGHIJKLMNOPQRSTUV",  # an id of upper case only: too short
+        "/a/road-trip-with-mom2",  # lower case: a slug, as a code is never shown
+        "/a/ABCD-EFGH-IJKL",  # three groups: no code
+        "/api/v1/files/Q3 PLAN 2024.pdf",
+        "/api/v1/auth/mfa/recovery-codes",
+    ):
+        assert loggable_path(path) == path
 
 
 def test_request_ids_are_version_4_uuids_and_never_repeat_in_a_forked_worker() -> None:

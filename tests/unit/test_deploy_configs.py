@@ -15,7 +15,13 @@ import yaml
 from tests.support.paths import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
-IDENTITY = ["X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions"]
+IDENTITY = [
+    "X-Auth-User-Id",
+    "X-Auth-Key-Id",
+    "X-Auth-Credential",
+    "X-Auth-Permissions",
+    "X-Auth-Folder-Ids",
+]
 CLEARED = {
     "Forwarded",
     "X-HTTP-Method-Override",

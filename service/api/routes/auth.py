@@ -1,6 +1,7 @@
 """``/api/v1/auth``: log in (a session token for an email and password, and for an account with
 a second factor a second step answering it), reauthenticate a session for a sensitive operation
-(a new token replacing the caller's), log out, and who the caller is."""
+(a new token replacing the caller's), log out, and who the caller is (to any credential but an
+uploader's upload-only key)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from service.auth.reauthentication import Reauthenticated
 from service.clock import iso
 from service.domain.permissions import to_names
 from service.domain.principal import CredentialType
+from service.errors import ApiError, Code
 
 
 async def login(request: web.Request) -> web.Response:
@@ -124,6 +126,14 @@ async def logout(request: web.Request) -> web.Response:
 
 async def current_session(request: web.Request) -> web.Response:
     principal = await authenticate(request)
+    if principal.upload_only:
+        # An uploader's key travels in ShareX and curl configurations, and neither asks who it
+        # is: refused here as everywhere but an upload, so a leaked one names no account.
+        raise ApiError(
+            Code.INSUFFICIENT_PERMISSION,
+            "This API key may only upload: it may not ask whose it is.",
+            details={"upload_only": True},
+        )
     user = await request.app[POLICY].users.get_user(principal.user_id)
     credential: dict[str, Any] = {"type": principal.credential.value}
     answer: dict[str, Any] = {

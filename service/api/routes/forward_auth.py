@@ -12,8 +12,12 @@ request needs, in one of two ways:
 When both are given, the credential must hold both permissions. Answers:
 
 - 200, empty body, with ``X-Auth-User-Id``, ``X-Auth-Credential`` (``api_key`` or ``session``),
-  ``X-Auth-Key-Id`` (API keys only) and ``X-Auth-Permissions`` (comma-separated names in the
-  spec's order; a session holds all ten) for the gateway to pass upstream.
+  ``X-Auth-Key-Id`` (API keys only), ``X-Auth-Permissions`` (comma-separated names in the
+  spec's order; a session holds all ten) and, for a key bound to folders only,
+  ``X-Auth-Folder-Ids`` (its folders, comma-separated, as its binding lists them now) for the
+  gateway to pass upstream. verify checks only the object an original request names and the
+  folder it lists (``service.api.verify_binding``): what a collection, a body or an upload
+  touches is the upstream's to hold to those folders.
 - 401 (with ``WWW-Authenticate``) for a missing, malformed, unknown, revoked or expired
   credential, and also for two credentials or a repeated credential header (400 in the rest of
   the API, but nginx turns any status other than 2xx/401/403 into a 500, and these are the
@@ -98,6 +102,7 @@ _USER_ID = istr("X-Auth-User-Id")
 _CREDENTIAL = istr("X-Auth-Credential")
 _KEY_ID = istr("X-Auth-Key-Id")
 _PERMISSIONS = istr("X-Auth-Permissions")
+_FOLDER_IDS = istr("X-Auth-Folder-Ids")
 _CREDENTIAL_NAMES = {kind: kind.value for kind in CredentialType}
 _PERMISSION_NAMES: dict[int, str] = {}  # mask -> header value; at most 1024 entries
 
@@ -243,8 +248,11 @@ async def verify_reply(
             require(principal, named)
         if derived is not None and derived != named:
             require(principal, derived)
+        folder_ids = None
         if principal.permissions & BOUND_TO_FOLDERS:  # a key bound to folders: what it names
-            await check_bound_key(app, principal, (named, derived), _original_request(headers))
+            folder_ids = await check_bound_key(
+                app, principal, (named, derived), _original_request(headers)
+            )
     except (ApiError, RedisError) as caught:  # anything else is the envelope's 500, as anywhere
         # Made by a function of its own: a local of this frame would hold the error that holds
         # the frame (its traceback), a cycle per refusal for the garbage collector.
@@ -256,7 +264,10 @@ async def verify_reply(
     )
     if principal.key_id is not None:
         identity += ((_KEY_ID, principal.key_id),)
-    return Reply(200, None, (*identity, (_PERMISSIONS, _permission_names(principal.permissions))))
+    answer = (*identity, (_PERMISSIONS, _permission_names(principal.permissions)))
+    if folder_ids is not None:
+        answer += ((_FOLDER_IDS, ",".join(folder_ids)),)
+    return Reply(200, None, answer)
 
 
 def add_forward_auth_routes(app: web.Application) -> None:

@@ -8,7 +8,9 @@ address and User-Agent at login; ``current`` marks the caller's own.
 
 Ending a session deletes its entry, as logout does, so its token is refused from the next request
 on, on every worker and instance. Ending is never refused for the caller's rate (``counted``
-False), like logout and key revocation.
+False), like logout and key revocation. Ending another session, one or every other, is a
+sensitive operation (403 ``reauthentication_required`` from a stale session); ending the
+caller's own by its id never is.
 
 ``POST /auth/password`` checks the current password as a login does (throttled, bcrypt off the
 event loop), then stores the new one's hash and ends every other session of the account; the
@@ -23,7 +25,7 @@ from aiohttp import web
 
 from service.api.client_address import client_address
 from service.api.context import POLICY, PREFIX, SETTINGS
-from service.api.credentials import acting, acting_recently, authenticate
+from service.api.credentials import acting_recently, acting_standing, authenticate
 from service.api.validation import parse_change_password, read_json_object
 from service.api.views import ok
 from service.clock import iso
@@ -58,8 +60,9 @@ async def list_sessions(request: web.Request) -> web.Response:
 async def end_session(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True, counted=False)
     session_id = request.match_info["session_id"]
+    origin, standing = await acting_standing(request, principal)
     ended_at = await request.app[POLICY].sessions.end_session(
-        principal.user_id, session_id, await acting(request, principal)
+        principal, standing, session_id, origin
     )
     return ok({"id": session_id, "ended_at": iso(ended_at)})
 

@@ -151,6 +151,10 @@ class BindingsStore(Protocol):
         self, user_id: str, key_id: str, targets: list[tuple[str, str]]
     ) -> tuple[int, list[bool]]: ...
 
+    async def folders_after_check(
+        self, user_id: str, key_id: str, target: tuple[str, str] | None
+    ) -> tuple[int, list[str]]: ...
+
 
 class AliasEntries(Protocol):
     async def claim(self, slug: str, fields: Mapping[str, str | int]) -> bool: ...

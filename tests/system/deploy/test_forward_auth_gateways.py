@@ -28,6 +28,7 @@ from service.app import create_app
 from service.config import Settings
 from tests.support.api import PASSWORD, Api, serve_app
 from tests.support.clock import FakeClock
+from tests.support.folders import folder
 from tests.support.proxies import (
     DEPLOY,
     KINDS,
@@ -39,7 +40,13 @@ from tests.support.proxies import (
 from tests.support.redis import RedisServer, free_port
 
 NGINX_TEMPLATES = (DEPLOY / "nginx" / "forward-auth.conf", DEPLOY / "nginx" / "filehost.conf")
-ECHOED = ("X-Auth-User-Id", "X-Auth-Key-Id", "X-Auth-Credential", "X-Auth-Permissions")
+ECHOED = (
+    "X-Auth-User-Id",
+    "X-Auth-Key-Id",
+    "X-Auth-Credential",
+    "X-Auth-Permissions",
+    "X-Auth-Folder-Ids",
+)
 # Headers some frameworks read as the method or the path instead of the request line's.
 OVERRIDES = (
     "X-HTTP-Method-Override",
@@ -173,6 +180,7 @@ async def test_allowed_refused_and_revoked_through_the_gateway(gateway: Gateway)
         "X-Auth-Key-Id": key["id"],
         "X-Auth-Credential": "api_key",
         "X-Auth-Permissions": "files.read",
+        "X-Auth-Folder-Ids": None,
         "method": "GET",
         "path": "/api/v1/files?page=2",
         "credential_headers": [],
@@ -189,6 +197,7 @@ async def test_allowed_refused_and_revoked_through_the_gateway(gateway: Gateway)
     assert body["upstream"]["X-Auth-Credential"] == "session"
     assert body["upstream"]["X-Auth-Key-Id"] is None
     assert body["upstream"]["X-Auth-Permissions"].split(",")[0:2] == ["files.read", "files.write"]
+    assert body["upstream"]["X-Auth-Folder-Ids"] is None
     reached = len(gateway.upstream.seen)
     assert reached == 2
 
@@ -224,7 +233,7 @@ async def test_allowed_refused_and_revoked_through_the_gateway(gateway: Gateway)
 
 
 async def test_a_client_cannot_choose_what_is_checked_or_who_it_is(gateway: Gateway) -> None:
-    user_id, _token, key = await user_and_key(gateway, ["files.read"])
+    user_id, token, key = await user_and_key(gateway, ["files.read"])
     forged = {
         "X-API-Key": key["secret_key"],
         "X-Required-Permission": "files.read",
@@ -234,6 +243,7 @@ async def test_a_client_cannot_choose_what_is_checked_or_who_it_is(gateway: Gate
         "X-Forwarded-Uri": "/api/v1/files",
         "X-Auth-User-Id": "usr_someone_else",
         "X-Auth-Permissions": "files.write",
+        "X-Auth-Folder-Ids": "fld_someone_elses",
     }
 
     status, body, _ = await gateway.call("POST", "/api/v1/files", forged)
@@ -247,7 +257,27 @@ async def test_a_client_cannot_choose_what_is_checked_or_who_it_is(gateway: Gate
     assert status == 200, body
     assert body["upstream"]["X-Auth-User-Id"] == user_id
     assert body["upstream"]["X-Auth-Permissions"] == "files.read"
+    assert body["upstream"]["X-Auth-Folder-Ids"] is None  # a key of the whole account
     assert body["upstream"]["credential_headers"] == []
+
+    # A key bound to folders: the upstream is told its folders, whatever the client sent.
+    folders = [(await folder(gateway.api, name, token=token))["id"] for name in ("A", "B")]
+    bound = await gateway.api.create_key(
+        token, name="bound", permissions=["files.read"], folder_ids=folders
+    )
+    status, body, _ = await gateway.call(
+        "GET", "/api/v1/files", {**forged, "X-API-Key": bound["secret_key"]}
+    )
+    assert status == 200, body
+    assert body["upstream"]["X-Auth-Key-Id"] == bound["id"]
+    assert body["upstream"]["X-Auth-Folder-Ids"] == ",".join(folders)
+    assert len(gateway.upstream.headers[-1].getall("X-Auth-Folder-Ids")) == 1
+    # ... and a listing spelled as other frameworks read it is refused before the upstream.
+    status, body, _ = await gateway.call(
+        "GET", "/api/v1/files?folder_id[]=fld_someone_elses", {"X-API-Key": bound["secret_key"]}
+    )
+    assert (status, refusal(body)) == (403, "insufficient_permission")
+    assert len(gateway.upstream.seen) == 2
 
     status, body, _ = await gateway.call(
         "GET", "/api/v1/auth/verify", {"X-API-Key": key["secret_key"]}

@@ -1,9 +1,10 @@
 // The reauthentication dialog: a sensitive change (creating or rolling a key, the password,
-// ending the other sessions, second factors) answered 403 reauthentication_required, so the
-// user confirms the password (and the second factor, when the account has one) here; the new
-// session token the service gives for it replaces the stored one, and the caller repeats the
-// change (sessionCaller in caller.js). Cancelling changes nothing. The dialog is built by this
-// module, once, the first time a page needs it: every signed-in page gets it without markup.
+// ending another session or all the others, second factors) answered 403
+// reauthentication_required, so the user confirms the password (and the second factor, when
+// the account has one) here; the new session token the service gives for it replaces the
+// stored one, and the caller repeats the change (sessionCaller in caller.js). Cancelling
+// changes nothing. The dialog is built by this module, once, the first time a page needs it:
+// every signed-in page gets it without markup.
 //
 // With single sign-on on and an identity linked to the account, the dialog also offers
 // "Confirm with <provider>": the provider asks the user to sign in again (prompt=login) in a
