@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import inspect
 import logging
 import os
 import sys
@@ -86,12 +87,37 @@ def _task_stacks(loop: asyncio.AbstractEventLoop) -> dict[str, str]:
     for task in asyncio.all_tasks(loop):
         lines: list[str] = []
         awaited: Any = task.get_coro()
+        frame = None
         while awaited is not None:
-            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            last, frame = frame, _frame_of(awaited)
+            if frame is None and last is not None:  # an async generator's step, perhaps
+                generator = _generator_stepped_in(last)
+                if generator is not None:
+                    awaited, frame = generator, generator.ag_frame
             if frame is None:  # a future, or what the chain ends in
                 lines.append(f"  awaiting {awaited!r}\n")
                 break
             lines.extend(traceback.format_stack(frame))
-            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+            awaited = (
+                getattr(awaited, "cr_await", None)
+                or getattr(awaited, "ag_await", None)
+                or getattr(awaited, "gi_yieldfrom", None)
+            )
         stacks[task.get_name()] = "".join(lines)
     return stacks
+
+
+def _frame_of(awaited: Any) -> Any:
+    return (
+        getattr(awaited, "cr_frame", None)
+        or getattr(awaited, "ag_frame", None)
+        or getattr(awaited, "gi_frame", None)
+    )
+
+
+def _generator_stepped_in(frame: Any) -> Any:
+    """The async generator ``frame`` awaits a step of (a cleanup context's ``__aexit__``, whose
+    ``anext(self.gen)`` awaits an ``asend`` that does not name its generator); None for any
+    other frame."""
+    generator = getattr(frame.f_locals.get("self"), "gen", None)
+    return generator if inspect.isasyncgen(generator) else None

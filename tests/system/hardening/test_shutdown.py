@@ -306,7 +306,9 @@ async def test_a_stuck_worker_is_killed_and_serve_still_exits(tmp_path: Path) ->
     assert line_mentions(log, healthy, "exited with 0")
 
 
-# serve with one worker whose stop never ends: a step of the app's cleanup that waits forever.
+# serve with one worker whose stop never ends: a step of the app's cleanup that waits forever,
+# after the yield of a cleanup context (as the service's own are: an await inside an async
+# generator, which a task's chain of awaits does not name by itself).
 STOP_HANGS = """
 import asyncio
 import sys
@@ -321,9 +323,10 @@ def app_whose_cleanup_hangs(settings):
     app = make_app(settings)
 
     async def cleanup_that_never_ends(_app):
+        yield
         await asyncio.Event().wait()
 
-    app.on_cleanup.append(cleanup_that_never_ends)
+    app.cleanup_ctx.append(cleanup_that_never_ends)
     return app
 
 
