@@ -142,8 +142,7 @@ def test_ci_runs_the_suite_and_then_the_api_suite_on_a_cluster() -> None:
     not a test that nests pytest; CI runs scripts/test, so it runs both."""
     assert "exec scripts/test -p no:cacheprovider" in (ROOT / ".ci" / "run").read_text()
     script = (ROOT / "scripts" / "test").read_text()
-    assert "tests/api tests/store --redis cluster --blobs s3" in script
-    assert "tests/system/test_schemathesis.py --redis cluster --blobs s3" in script
+    assert "tests/api tests/store tests/system/test_schemathesis.py --redis cluster" in script
 
 
 def test_support_modules_are_found_where_the_rule_says() -> None:
