@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import aiohttp
 import pytest
 from playwright.async_api import Page, expect
 
@@ -27,16 +26,6 @@ def file_row(page: Page, name: str) -> Any:
     )
 
 
-async def upload(dashboard: Dashboard, token: str, name: str) -> Any:
-    form = aiohttp.FormData()
-    form.add_field("file", b"hello", filename=name, content_type="text/plain")
-    async with dashboard.http.post(
-        f"{dashboard.base}/api/v1/files", data=form, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        assert response.status == 201, await response.text()
-        return (await response.json())["data"]
-
-
 async def delete_elsewhere(dashboard: Dashboard, token: str, file: dict[str, Any]) -> None:
     status, body = await dashboard.api("DELETE", f"/files/{file['id']}", token=token)
     assert status == 200, body
@@ -49,7 +38,7 @@ async def test_a_file_deleted_elsewhere_leaves_the_list_and_a_later_success_clea
     await open_files_page(page, user)
     token = await tab.stored_token()
     files = {
-        name: await upload(dashboard, token, name)
+        name: await dashboard.upload(token, name)
         for name in ("page.html", "notes.txt", "plan.txt", "todo.txt", "forest.txt")
     }
     await page.reload()
@@ -112,7 +101,7 @@ async def test_names_are_counted_in_characters_as_the_service_counts_them(
     page = tab.page
     await open_files_page(page, user)
     token = await tab.stored_token()
-    await upload(dashboard, token, "report.txt")
+    await dashboard.upload(token, "report.txt")
     await page.reload()
     name_input = page.locator("#name-input")
 

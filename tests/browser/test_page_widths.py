@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
 import pytest
 from playwright.async_api import Page, expect
 
@@ -25,6 +24,7 @@ LONG_FOLDER = "y" * 255
 LONG_KEY = "k" * 100
 # An unknown User-Agent is shown as it came, cut to 60 characters: one unbroken word.
 LONG_AGENT = "Z" * 300
+CSV = b"a,b\n1,2\n"
 ADDRESSES = ["2001:db8:85a3:1234:5678:8a2e:370:7334/128", "203.0.113.0/24", "198.51.100.7/32"]
 
 # How far the page and its widest card reach past the window, and the words of ordinary length
@@ -74,18 +74,6 @@ async def api(dashboard: Dashboard, method: str, path: str, token: str, body: An
     return answer["data"]
 
 
-async def upload(dashboard: Dashboard, token: str, name: str, **fields: str) -> Any:
-    form = aiohttp.FormData()
-    for field, value in fields.items():
-        form.add_field(field, value)
-    form.add_field("file", b"a,b\n1,2\n", filename=name, content_type="text/csv")
-    async with dashboard.http.post(
-        f"{dashboard.base}/api/v1/files", data=form, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        assert response.status == 201, await response.text()
-        return (await response.json())["data"]
-
-
 async def test_the_keys_table_fits_its_card_at_every_width(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
@@ -129,9 +117,9 @@ async def test_the_longest_names_wrap_inside_every_page(
     inner = await api(
         dashboard, "POST", "/folders", token, {"name": "Photos", "parent_id": folder["id"]}
     )
-    data = await upload(dashboard, token, "data.csv")
+    data = await dashboard.upload(token, "data.csv", CSV, "text/csv")
     await api(dashboard, "PATCH", f"/files/{data['id']}", token, {"name": LONG_FILE})
-    await upload(dashboard, token, "report.csv", folder_id=inner["id"])
+    await dashboard.upload(token, "report.csv", CSV, "text/csv", folder_id=inner["id"])
     await api(dashboard, "POST", "/aliases", token, {"file_id": data["id"]})
     await api(dashboard, "POST", "/aliases", token, {"folder_id": inner["id"]})
     await api(dashboard, "POST", "/keys", token, {"name": LONG_KEY, "permissions": ["files.read"]})

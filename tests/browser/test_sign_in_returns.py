@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-import aiohttp
 import pytest
 from playwright.async_api import Page, expect
 
@@ -32,14 +31,7 @@ async def test_a_copied_link_leads_back_to_its_folder_order_and_preview_after_si
     status, body = await dashboard.api("POST", "/folders", token=token, json={"name": "Projects"})
     assert status == 201, body
     folder = body["data"]["id"]
-    form = aiohttp.FormData()
-    form.add_field("folder_id", folder)
-    form.add_field("file", b"hello", filename="notes.txt", content_type="text/plain")
-    async with dashboard.http.post(
-        f"{dashboard.base}/api/v1/files", data=form, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        assert response.status == 201, await response.text()
-        file = (await response.json())["data"]["id"]
+    file = (await dashboard.upload(token, "notes.txt", folder_id=folder))["id"]
 
     # A new tab: the link sends it to sign in, and signing in brings it back.
     link = f"/files?folder={folder}&sort=name&preview={file}"

@@ -98,6 +98,26 @@ class Dashboard:
         ) as response:
             return response.status, await response.json()
 
+    async def upload(
+        self,
+        token: str,
+        name: str,
+        data: bytes = b"hello",
+        content_type: str = "text/plain",
+        **fields: str,
+    ) -> dict[str, Any]:
+        """Upload a file as a script would (``POST /files``, ``fields`` before the file): the
+        file's view."""
+        form = aiohttp.FormData()
+        for field_name, value in fields.items():
+            form.add_field(field_name, value)
+        form.add_field("file", data, filename=name, content_type=content_type)
+        async with self.http.post(
+            f"{self.base}/api/v1/files", data=form, headers={"Authorization": f"Bearer {token}"}
+        ) as response:
+            assert response.status == 201, await response.text()
+            return dict((await response.json())["data"])
+
 
 @asynccontextmanager
 async def serving(
