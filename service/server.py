@@ -194,17 +194,13 @@ def _keep_store_running(keeper: StoreKeeper, app: web.Application) -> None:
 def describe_store(settings: Settings) -> str:
     """Where the store is, without credentials: ``REDIS_URL``'s server (a cluster's seed node),
     or with Sentinel the sentinels asked for the master (``REDIS_URL`` names no server then)."""
-
-    def address(host: str, port: int) -> str:
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
     if settings.redis_mode == "sentinel":
-        asked = ", ".join(address(host, port) for host, port in settings.sentinels)
+        asked = ", ".join(_where(host, port) for host, port in settings.sentinels)
         return f"the master {settings.sentinel_master} of the sentinels at {asked}"
     parts = urlsplit(settings.redis_url or "")
     if parts.scheme == "unix":
         return f"the store at unix socket {parts.path}"
-    return f"the store at {parts.scheme}://{address(parts.hostname or '', parts.port or 6379)}"
+    return f"the store at {parts.scheme}://{_where(parts.hostname or '', parts.port or 6379)}"
 
 
 # When and why this worker began to stop (``_stop_once``), for its line at shutdown.
