@@ -71,8 +71,8 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         body = await request.read()  # aiohttp stops reading past client_max_size
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(Code.PAYLOAD_TOO_LARGE, details={"max_bytes": limit}) from None
-    except web.RequestPayloadError:  # e.g. a Content-Encoding stream that does not decode
-        raise ApiError(Code.BAD_REQUEST, "The request body could not be decoded.") from None
+    # A body that does not decode (web.RequestPayloadError) is the envelope's 400 bad_request,
+    # wherever a body is read (envelope.undecodable_body).
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as error:
