@@ -39,6 +39,7 @@ class KeyUsage:
         self._owners: dict[str, str] = {}
         self._addresses: dict[str, str | None] = {}
         self._flusher: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def used(self, user_id: str, key_id: str, address: str | None) -> None:
         """One request with the key, from ``address``: on the request path, so dictionary
@@ -64,6 +65,7 @@ class KeyUsage:
 
     async def stop(self) -> None:
         """Stop flushing every second, then flush what is left (the worker is stopping)."""
+        self._stopping = True
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -72,7 +74,10 @@ class KeyUsage:
         await self.flush()
 
     async def _flush_every_second(self) -> None:
-        while True:
+        # Ends on ``_stopping`` too, not only on its cancellation: one that lands while the store
+        # is written may be lost inside the Redis client (a stop waited on this loop for 30 s,
+        # the flusher back in its sleep), and ``stop`` awaits the loop's end.
+        while not self._stopping:
             await asyncio.sleep(self._flush_seconds)
             await self.flush()
 

@@ -4,6 +4,8 @@ kept for the next; the owner's read of 30 days, and another account's key not fo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping
 
 import pytest
@@ -100,3 +102,34 @@ async def test_the_owner_reads_thirty_days_and_no_one_else_does() -> None:
         with pytest.raises(ApiError) as refused:
             await usage.usage(user_id, key_id)
         assert refused.value.code == "key_not_found"
+
+
+class LosesCancellation(MemoryKeyUsage):
+    """A store whose client swallows a cancellation that lands while it writes, as a Redis
+    client's timeout may: the write ends as if nothing had happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = asyncio.Event()
+
+    async def add(self, counts: Mapping[str, Iterable[KeyUseCount]], now: int) -> None:
+        self.writing.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.2)
+        await super().add(counts, now)
+
+
+async def test_a_stop_ends_the_flushing_even_if_the_store_loses_its_cancellation() -> None:
+    store = LosesCancellation()
+    usage = KeyUsage(store, FakeClock(), 0.01)  # type: ignore[arg-type]
+    usage.start()
+    usage.used("usr_alice", ALICE_KEY, None)
+    await asyncio.wait_for(store.writing.wait(), 5)
+    stopping = asyncio.ensure_future(usage.stop())
+    # Waited on, not cancelled (the stop itself would take its cancellation for the flusher's).
+    done, _ = await asyncio.wait({stopping}, timeout=5)
+    flusher = usage._flusher
+    if flusher is not None:  # the loop never ended: end it, to fail with the assertion below
+        flusher.cancel()
+        await asyncio.gather(stopping, return_exceptions=True)
+    assert stopping in done, "stop waited on a flushing loop that never ends"
