@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.api.context import POLICY
+from service.api.context import AUTHENTICATOR, POLICY
 from tests.support.aliases import alias
 from tests.support.api import Api, bearer
 from tests.support.files import uploaded
@@ -137,6 +137,9 @@ async def test_an_expired_upload_is_gone_and_the_sweep_leaves_nothing(api: Api, 
     await send(api, kept, auth, 0, b"ab")
     clock.advance(hours=23)
     assert (await send(api, kept, auth, 2, b"c")).status == 204
+    # That use renewed the session's idle deadline in the background; it must land before the
+    # clock moves past the old one.
+    await api.app[AUTHENTICATOR]._background.drain()
     clock.advance(hours=2)  # a day since the first was made: it expired
     head = await api.client.head(url, headers={**TUS, **auth})
     assert head.status == 404
