@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -88,14 +89,17 @@ async def _finish_what_was_cut_short(policy: Policy, stores: Stores) -> None:
     await upgrade_records(policy)
 
 
-async def _sweep_every_hour(policy: Policy, blobs: BlobStore) -> None:
+async def _sweep_every_hour(policy: Policy, blobs: BlobStore, stopping: asyncio.Event) -> None:
     """What crashed uploads left in the blob store (a temporary file, an incomplete multipart
     upload), removed once it is an hour old, and the bytes of resumable uploads that expired
     unfinished: a minute or two after the start (a moment apart on each worker and instance,
     none of them slowed while it starts), then every hour. A store that can't be reached is
     tried again at the next hour."""
-    await asyncio.sleep(SWEEP_SECONDS / 60 * (1 + random.random()))  # noqa: S311 - a jitter
-    while True:
+    # Ends on ``stopping`` too, not only on its cancellation: one that lands while a store is
+    # written may be lost inside its client, and the stop awaits this loop's end.
+    pause = SWEEP_SECONDS / 60 * (1 + random.random())  # noqa: S311 - a jitter
+    while not await _stopped_within(stopping, pause):
+        pause = SWEEP_SECONDS
         try:
             swept = await blobs.sweep(keep=await policy.uploads.live_file_ids())
             expired = await policy.uploads.sweep()
@@ -109,7 +113,12 @@ async def _sweep_every_hour(policy: Policy, blobs: BlobStore) -> None:
                     swept,
                     expired,
                 )
-        await asyncio.sleep(SWEEP_SECONDS)
+
+
+async def _stopped_within(stopping: asyncio.Event, seconds: float) -> bool:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), seconds)
+    return stopping.is_set()
 
 
 def create_app(
@@ -189,9 +198,11 @@ def create_app(
         # next start, beside serving.
         removals = asyncio.create_task(_finish_what_was_cut_short(app[POLICY], store))
         app[REMOVALS_AT_START] = removals
-        sweeping = asyncio.create_task(_sweep_every_hour(app[POLICY], app[BLOBS]))
+        stopping = asyncio.Event()
+        sweeping = asyncio.create_task(_sweep_every_hour(app[POLICY], app[BLOBS], stopping))
         yield
         LINES.stop_flushing()
+        stopping.set()
         removals.cancel()  # whatever is left is finished at the next start
         sweeping.cancel()
         await asyncio.gather(removals, sweeping, return_exceptions=True)
