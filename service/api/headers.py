@@ -24,8 +24,13 @@ PAGE_CSP = (
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
     "require-trusted-types-for 'script'; trusted-types 'none'"
 )
-# Everything else (JSON, scripts, stylesheets) is never meant to be rendered as a document.
-RESOURCE_CSP = "default-src 'none'; frame-ancestors 'none'"
+# Everything else (JSON, scripts, stylesheets, files' bytes) is never HTML of ours: a document
+# made of it is the browser's own view of an image, a sound, a video or text, which styles
+# itself inline and plays a sound or video from its own address. Those two are allowed, nothing
+# more; any other file's type is served as an attachment (service.domain.files).
+RESOURCE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; media-src 'self'; frame-ancestors 'none'"
+)
 
 
 # Responses may carry secrets or tokens: never cached, never sniffed, never framed, never leaking

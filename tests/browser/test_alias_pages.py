@@ -23,6 +23,7 @@ from tests.support.browser import (
     screenshot,
     violations,
 )
+from tests.support.images import image_bytes, wav
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -116,6 +117,34 @@ async def test_a_protected_file_asks_for_its_password_then_shows_the_file(
     await expect(page.locator("body")).to_have_text("hello from a shared link")
     assert "letmein1" not in page.url
     assert _unexpected(tab.console) == []
+
+
+async def test_a_shared_image_and_sound_opened_from_the_link_show_as_the_browser_shows_them(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    # The browser's own view of an image centres it with inline style, and that of a sound or
+    # video plays it from the document's own address: the files' policy allows both.
+    token = await _owner(dashboard, user)
+    image = await _upload(
+        dashboard, token, image_bytes("PNG", (200, 120)), "red.png", content_type="image/png"
+    )
+    # Past the size a worker keeps in memory (64 KiB), so streamed, and asked for in ranges.
+    sound = await _upload(dashboard, token, wav(10), "tone.wav", content_type="audio/wav")
+    page = tab.page
+    await page.set_viewport_size({"width": 800, "height": 600})
+    for file, opened in ((image, 2), (sound, 1)):
+        made = await _call(dashboard, "POST", "/aliases", token, json={"file_id": file["id"]})
+        for _ in range(opened):  # an image again, as a worker serves a small file once known
+            response = await page.goto(f"/a/{made['slug']}")
+            assert response is not None and response.status == 200
+            if file is image:
+                box = await page.locator("img").bounding_box()
+                assert box == {"x": 300, "y": 240, "width": 200, "height": 120}
+            else:
+                played = page.locator("video")
+                await expect(played).to_have_js_property("readyState", 4)
+                assert await played.evaluate("(sound) => sound.duration") == 10
+    assert tab.console == []
 
 
 async def test_a_protected_folder_opens_with_its_cookie_and_leads_below(

@@ -27,7 +27,13 @@ from tests.support.browser import (
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-RESOURCE_CSP = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
+# What the browser's own view of an image, a sound or a video needs, nothing more.
+RESOURCE_CSP = {
+    "default-src": ["'none'"],
+    "style-src": ["'unsafe-inline'"],
+    "media-src": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
 
 
 def assert_common_headers(headers: object, csp: dict[str, list[str]]) -> None:

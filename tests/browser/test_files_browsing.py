@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-import wave
 import zipfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -34,6 +33,7 @@ from tests.support.browser import (
     serving,
     violations,
 )
+from tests.support.images import wav
 from tests.support.redis import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -58,16 +58,6 @@ async def dashboard(redis_server: RedisServer) -> AsyncIterator[Dashboard]:
 def png(width: int, height: int, colour: str) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), colour).save(out, "PNG")
-    return out.getvalue()
-
-
-def wav(seconds: float) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as sound:
-        sound.setnchannels(1)
-        sound.setsampwidth(1)
-        sound.setframerate(8000)
-        sound.writeframes(b"\x80" * int(8000 * seconds))
     return out.getvalue()
 
 

@@ -1,10 +1,12 @@
 """Images for the thumbnails' tests, made with Pillow: a real image of each raster type, one with
-an EXIF orientation, and a decompression bomb (a small PNG whose header declares a huge image)."""
+an EXIF orientation, and a decompression bomb (a small PNG whose header declares a huge image);
+and a sound, made with the standard library."""
 
 from __future__ import annotations
 
 import io
 import struct
+import wave
 import zlib
 
 from PIL import Image
@@ -65,3 +67,14 @@ def opened(data: bytes) -> Image.Image:
     image = Image.open(io.BytesIO(data))
     image.load()
     return image
+
+
+def wav(seconds: float) -> bytes:
+    """A WAV of ``seconds`` of silence (8 kHz, 8 bits, one channel: 8,000 bytes a second)."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as sound:
+        sound.setnchannels(1)
+        sound.setsampwidth(1)
+        sound.setframerate(8000)
+        sound.writeframes(b"\x80" * int(8000 * seconds))
+    return out.getvalue()
