@@ -1,6 +1,6 @@
 """What a vanity alias's link gives whoever holds it, without a credential (``GET /a/{slug}``):
 whether the alias may be used now, its views counted, its password checked (throttled per alias
-and per client address, like logins), the short-lived cookie a folder's password grants, the
+and per client address, like logins), the short-lived cookie its password grants, the
 public side's rate per client address, and what the alias reaches (``service.auth.reach``).
 
 Every alias that may not be used (unknown, expired, disabled, deleted, used up, switched off by
@@ -38,7 +38,7 @@ from service.domain.stored_forms import file_record
 from service.errors import ApiError, Code
 from service.store.protocols import AliasViews, CounterStore, FilesStore
 
-# The cookie a folder alias's password grants, for its path only, and how long it lasts.
+# The cookie an alias's password grants, for its path only, and how long it lasts.
 COOKIE_NAME = "fh_alias"
 COOKIE_SECONDS = 30 * 60
 _SLUG_SHAPE = re.compile(r"[A-Za-z0-9_-]{3,64}")
@@ -66,7 +66,7 @@ class AccessSettings:
 class Opened:
     """An alias a request may use: whose it is, what it is of, whether this request's view is
     counted, the password's hash it was checked against (for a count made later), and the
-    cookie to give (a folder's password just accepted)."""
+    cookie to give (its password just accepted)."""
 
     slug_key: str
     user_id: str

@@ -382,8 +382,13 @@ async def test_a_browser_gets_the_form_and_its_right_password_the_file(api: Api)
     assert '<form method="post" action="/a/form">' in body and 'name="password"' in body
     wrong = await api.client.post("/a/form", data={"password": "nope"})
     assert wrong.status == 401 and "not right" in await wrong.text()
-    right = await api.client.post("/a/form", data={"password": "letmein"})
-    assert (right.status, await right.read()) == (200, b"for browsers")
+    # Right: the cookie and the file from a GET, which the browser may reload.
+    right = await api.client.post("/a/form", data={"password": "letmein"}, allow_redirects=False)
+    assert (right.status, right.headers["Location"]) == (303, "/a/form")
+    cookie = right.headers["Set-Cookie"]
+    assert "Path=/a/form" in cookie and "HttpOnly" in cookie and "letmein" not in cookie
+    shown = await public(api, "/a/form", Cookie=cookie.split(";", 1)[0], Accept="text/html")
+    assert (shown.status, await shown.read()) == (200, b"for browsers")
     await assert_error(
         await api.client.post("/a/form", json={"password": "letmein"}),
         415,

@@ -380,8 +380,8 @@ async def _known_file(
 
 
 async def post_password(request: web.Request) -> web.StreamResponse:
-    """``POST /a/{slug}``: the password form's answer: a file's bytes; for a folder, the cookie
-    that opens it (for its path only, ``COOKIE_SECONDS``) and a redirect to its listing."""
+    """``POST /a/{slug}``: the password form's answer: the cookie that opens the alias (for its
+    path only, ``COOKIE_SECONDS``) and a redirect to it, the file or the folder's listing."""
     if request.content_type not in _FORMS:
         raise ApiError(
             Code.UNSUPPORTED_MEDIA_TYPE,
@@ -399,10 +399,10 @@ async def post_password(request: web.Request) -> web.StreamResponse:
         opened = await _open(request, count=False, password=password, grant_cookie=True)
         if isinstance(opened, web.Response):
             return opened
-        if opened.target_id.startswith("fil_"):
-            return await _answer(request, opened, None, False)
     except ApiError as refused:
         return _refused(request, refused)
+    # A file's too, not its bytes: the browser then shows it from a GET, which it may reload,
+    # and its own view of a sound or video asks the address again (in ranges) with the cookie.
     response = web.Response(status=303, headers={hdrs.LOCATION: request.path})
     if opened.cookie is not None:
         _give_cookie(request, response, opened.cookie)

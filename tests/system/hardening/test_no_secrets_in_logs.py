@@ -287,9 +287,11 @@ async def _alias_flow(rec: Recorder, send, secrets: dict[str, str], redis, token
             assert outcome.status == status, (kind, outcome.status)
         for kind, password, status in [
             ("alias form wrong", WRONG_ALIAS_PASSWORD, 401),
-            ("alias form right", ALIAS_PASSWORD, 200),
+            ("alias form right", ALIAS_PASSWORD, 303),  # to the file, with the cookie
         ]:
-            outcome = await public.send(kind, "POST", "/a/secretive", data={"password": password})
+            outcome = await public.send(
+                kind, "POST", "/a/secretive", data={"password": password}, allow_redirects=False
+            )
             assert outcome.status == status, (kind, outcome.status)
         query = await public.send(
             "alias in query", "GET", f"/a/secretive?password={ALIAS_PASSWORD}"
