@@ -305,8 +305,6 @@ async def _answer(
             response = await _listing(request, opened, lineage, views)
     finally:
         await views.settle()
-    if opened.cookie is not None:
-        _give_cookie(request, response, opened.cookie)
     return response
 
 
