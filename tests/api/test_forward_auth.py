@@ -272,6 +272,7 @@ READ_DIFFERENTLY = {
     "dot-dot-space": "/api/v1/files/..%20/settings",
     "tab": "/api/v1/files/%09",
     "delete-char": "/api/v1/files/%7f",
+    "encoded-question-mark": "/api/v1/files%3F/fil_x",
 }
 
 
@@ -542,6 +543,7 @@ SPELLED_OTHERWISE = [
     ("get", "/api/v1/files"),
     ("GET", "/API/v1/reports"),
     ("GET", "/api/v1"),
+    ("GET", "/api/v1/"),
     # The prefix's own segments read as a lenient upstream reads them, and NTFS streams.
     ("DELETE", "/api/v1./files/fil_x"),
     ("DELETE", "/api./v1/files/fil_x"),

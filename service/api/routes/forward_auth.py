@@ -137,8 +137,9 @@ def _original_request(headers: CIMultiDictProxy[str]) -> tuple[str, str] | None:
 # Anything in a (percent-decoded) path that an upstream might read differently from this module:
 # a control character, a backslash, ``;`` (path parameters: Tomcat/Spring drop ``..;``), ``#``,
 # a ``%`` left after decoding (``%25``, so a second decoding; a malformed or ``%u`` escape),
-# ``//``, and a segment of only dots and spaces (``.``, ``..``, and ``... `` that Windows trims).
-_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f\\;#%]|//|/[. ]*\.[. ]*(?=/|$)")
+# a ``?`` (``%3F``: an upstream that decodes before it splits reads a query there), ``//``,
+# and a segment of only dots and spaces (``.``, ``..``, and ``... `` that Windows trims).
+_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f\\;#%?]|//|/[. ]*\.[. ]*(?=/|$)")
 
 
 def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
@@ -170,6 +171,8 @@ def derive_permission(method: str, uri: str) -> tuple[str, bool] | None:
             raise ApiError(Code.NO_PERMISSION_MAPPING)
         return None
     below = path[_RESOURCE_START:]
+    if not below:  # the API's root, with its trailing slash
+        raise ApiError(Code.NO_PERMISSION_MAPPING)
     if method == "POST" and below in READING_POSTS:
         return READING_POSTS[below], False
     resource = below.partition("/")[0]
