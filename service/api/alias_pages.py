@@ -72,9 +72,14 @@ UNUSABLE_PAGE = page(
 )
 
 
-def password_page(action: str, problem: str | None = None) -> bytes:
-    """The form that asks for a link's password and posts it to ``action`` (its own page)."""
+def password_page(action: str, problem: str | None = None, below: str | None = None) -> bytes:
+    """The form that asks for a link's password and posts it to ``action`` (the link's own
+    address), with ``below``, what was asked for under it (an item's id, ``archive``), to go
+    on to once the password is right."""
     alert = f'<p class="problem" role="alert">{escape(problem)}</p>\n' if problem else ""
+    then = (
+        f'<input name="below" value="{escape(below)}" type="hidden">\n' if below is not None else ""
+    )
     return page(
         "Password required",
         '<section class="card narrow">\n'
@@ -84,6 +89,7 @@ def password_page(action: str, problem: str | None = None) -> bytes:
         f'<form method="post" action="{escape(action)}">\n'
         # What a password manager files the password under: the link (never sent on).
         f'<input name="link" autocomplete="username" value="{escape(action)}" readonly hidden>\n'
+        f"{then}"
         '<label for="password">Password</label>\n'
         '<input id="password" name="password" type="password" required '
         'autocomplete="current-password" maxlength="1024">\n'

@@ -462,6 +462,42 @@ async def test_a_folders_password_gives_a_cookie_for_its_path_that_a_new_passwor
     )
 
 
+async def test_a_deep_link_into_a_protected_folder_asks_once_then_goes_on_to_what_it_named(
+    api: Api,
+) -> None:
+    token = await api.user_with_session()
+    top = await folder(api, "private", token=token)
+    inside = await uploaded(api, b"inside", token=token, folder_id=top["id"])
+    await alias(
+        api, {"folder_id": top["id"], "slug": "private", "password": "pass1234"}, token=token
+    )
+    for below in (inside["id"], "archive"):
+        api.client.session.cookie_jar.clear()  # a browser that has not given the password yet
+        form = await public(api, f"/a/private/{below}", Accept="text/html")
+        assert form.status == 401
+        body = await form.text()
+        # The form posts to the link itself (no form is taken below it), naming what was asked.
+        assert '<form method="post" action="/a/private">' in body
+        assert f'<input name="below" value="{below}" type="hidden">' in body
+        wrong = await api.client.post(
+            "/a/private", data={"password": "nope", "below": below}, allow_redirects=False
+        )
+        assert wrong.status == 401 and f'name="below" value="{below}"' in await wrong.text()
+        right = await api.client.post(
+            "/a/private", data={"password": "pass1234", "below": below}, allow_redirects=False
+        )
+        assert (right.status, right.headers["Location"]) == (303, f"/a/private/{below}")
+    cookie = right.headers["Set-Cookie"].split(";", 1)[0]
+    shown = await public(api, f"/a/private/{inside['id']}", Cookie=cookie)
+    assert (shown.status, await shown.read()) == (200, b"inside")
+    # Anything else named goes back to the link: the redirect never leaves it.
+    for elsewhere in ("../other", "//evil.example", "https://evil.example/", "fil_a/../b", ""):
+        right = await api.client.post(
+            "/a/private", data={"password": "pass1234", "below": elsewhere}, allow_redirects=False
+        )
+        assert (right.status, right.headers["Location"]) == (303, "/a/private"), elsewhere
+
+
 async def test_the_cookie_key_comes_from_the_secrets_key_and_is_never_stored(
     make_api: Any, tmp_path: Path, redis_client: Any
 ) -> None:

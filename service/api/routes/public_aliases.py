@@ -79,6 +79,10 @@ _FORM_CODES = {
 _CONDITIONS = (hdrs.IF_NONE_MATCH, hdrs.RANGE, hdrs.IF_RANGE)
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 THUMBNAIL = "thumbnail"
+ARCHIVE = "archive"
+# What a password form may go on to below its link once the password is right: an item, the
+# archive. Nothing else, so its redirect never leaves the link.
+_BELOW = re.compile(rf"(?:fil|fld)_[A-Za-z0-9_-]{{1,64}}|{ARCHIVE}")
 _QUALITY = re.compile(r"\bq\s*=\s*([01](?:\.\d{0,3})?)\s*(?:;|$)", re.IGNORECASE)
 
 
@@ -168,10 +172,10 @@ async def _open(
     count: bool,
     password: str | None = None,
     grant_cookie: bool = False,
-    form_action: str | None = None,
+    below: str | None = None,
 ) -> Opened | web.Response:
     """The alias the request names, or, for a browser that must give its password, the form
-    (posting to ``form_action``, else to the request's own path)."""
+    (posting to the link's own address, then going on to ``below`` it)."""
     access = request.app[POLICY].alias_access
     given = password if password is not None else single_header(request.headers, ALIAS_PASSWORD)
     trace = current_trace.get()
@@ -187,7 +191,8 @@ async def _open(
     except ApiError as refused:
         if refused.code not in _FORM_CODES or not (_browser(request) or password is not None):
             raise
-        page = password_page(form_action or request.path, _FORM_CODES[refused.code])
+        action = f"{PUBLIC_PREFIX}/{request.match_info['slug']}"
+        page = password_page(action, _FORM_CODES[refused.code], below)
         response = _html(page, refused.status)
         response.headers.update(refused.headers)
         return response
@@ -218,7 +223,7 @@ async def _serve(request: web.Request, item_id: str | None) -> web.StreamRespons
     # An unfurler's view is counted (by ``_Views``) only once it is known to have no free pass.
     count = not head and not unfurler and not any(name in request.headers for name in _CONDITIONS)
     try:
-        opened = await _open(request, count=count)
+        opened = await _open(request, count=count, below=item_id)
         if isinstance(opened, web.Response):
             return opened
         free = unfurler and opened.password_hash is None and not opened.limited
@@ -311,11 +316,11 @@ async def _answer(
 async def open_archive(request: web.Request) -> web.StreamResponse:
     """``GET /a/{slug}/archive``: a folder alias's whole subtree as one ZIP archive, one view.
     A browser asked for the password gets the form of ``/a/{slug}``, whose cookie opens this
-    too; a file alias's archive is the 404 of any alias that may not be used."""
-    base = f"{PUBLIC_PREFIX}/{request.match_info['slug']}"
+    too, and comes back here; a file alias's archive is the 404 of any alias that may not be
+    used."""
     policy = request.app[POLICY]
     try:
-        opened = await _open(request, count=True, form_action=base)
+        opened = await _open(request, count=True, below=ARCHIVE)
         if isinstance(opened, web.Response):
             return opened
         views = _Views(policy.alias_access, opened, False)
@@ -379,7 +384,8 @@ async def _known_file(
 
 async def post_password(request: web.Request) -> web.StreamResponse:
     """``POST /a/{slug}``: the password form's answer: the cookie that opens the alias (for its
-    path only, ``COOKIE_SECONDS``) and a redirect to it, the file or the folder's listing."""
+    path only, ``COOKIE_SECONDS``) and a redirect to it, or to what the form was asked for below
+    it (``below``: an item, the archive)."""
     if request.content_type not in _FORMS:
         raise ApiError(
             Code.UNSUPPORTED_MEDIA_TYPE,
@@ -393,15 +399,21 @@ async def post_password(request: web.Request) -> web.StreamResponse:
     password = form.get("password")
     if not isinstance(password, str) or len(password) > 1024:
         password = ""
+    below = form.get("below")
+    if not isinstance(below, str) or not _BELOW.fullmatch(below):
+        below = None
     try:
-        opened = await _open(request, count=False, password=password, grant_cookie=True)
+        opened = await _open(
+            request, count=False, password=password, grant_cookie=True, below=below
+        )
         if isinstance(opened, web.Response):
             return opened
     except ApiError as refused:
         return _refused(request, refused)
     # A file's too, not its bytes: the browser then shows it from a GET, which it may reload,
     # and its own view of a sound or video asks the address again (in ranges) with the cookie.
-    response = web.Response(status=303, headers={hdrs.LOCATION: request.path})
+    location = request.path if below is None else f"{request.path}/{below}"
+    response = web.Response(status=303, headers={hdrs.LOCATION: location})
     if opened.cookie is not None:
         _give_cookie(request, response, opened.cookie)
     return response
@@ -484,7 +496,7 @@ def add_public_alias_routes(app: web.Application) -> None:
             web.post(f"{PUBLIC_PREFIX}/{{slug}}", post_password),
             # Before the items': ``thumbnail`` and ``archive`` are no item's id.
             web.get(f"{PUBLIC_PREFIX}/{{slug}}/{THUMBNAIL}", alias_thumbnail),
-            web.get(f"{PUBLIC_PREFIX}/{{slug}}/archive", open_archive, allow_head=False),
+            web.get(f"{PUBLIC_PREFIX}/{{slug}}/{ARCHIVE}", open_archive, allow_head=False),
             web.get(f"{PUBLIC_PREFIX}/{{slug}}/{{item_id}}", open_item),
         ]
     )
