@@ -128,12 +128,13 @@ async def send_file(
     206, risky types as ``application/octet-stream`` and ``attachment``; for HEAD, the same
     headers without the bytes. ``admission`` refusing a 200 or 206 is 404 ``alias_not_found``.
     When the blob store redirects downloads (``FILEHOST_S3_DOWNLOADS=redirect``) and
-    ``may_redirect``, a 302 to the store's short-lived URL instead, counted as ``admission``'s
-    view like a 200."""
+    ``may_redirect``, a 302 to the store's short-lived URL instead (for GET), counted as
+    ``admission``'s view like a 200."""
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return web.Response(status=304, headers={hdrs.ETAG: etag})
-    if may_redirect:
+    # Never HEAD: a store's presigned URL is signed for GET alone.
+    if may_redirect and request.method != hdrs.METH_HEAD:
         content_type, headers = file_headers(record, etag)
         disposition = dict(headers)[hdrs.CONTENT_DISPOSITION]
         url = await files.download_url(record, disposition, content_type)

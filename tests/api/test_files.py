@@ -30,6 +30,7 @@ from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer, path_of
 from tests.support.blobs import is_directory, stored_names
 from tests.support.files import auth, multipart, upload, uploaded
+from tests.support.images import image_bytes
 from tests.support.memory import PeakRss
 from tests.support.openapi import validator
 
@@ -600,6 +601,47 @@ async def test_etag_and_if_none_match(api: Api) -> None:
         assert await response.read() == b""
     response = await content(api, created["id"], {"If-None-Match": '"other"'}, token=token)
     assert response.status == 200 and await response.read() == b"cache me"
+
+
+async def test_head_answers_a_downloads_headers_without_its_bytes(api: Api) -> None:
+    """As download tools ask before they download: the size, the ETag, ranges."""
+    token = await api.user_with_session()
+    reader, writer = await keys_for(api, token)
+    small = await uploaded(api, b"cache me", token=token)
+    # Past what a worker keeps in memory: streamed from the file storage.
+    large_data = os.urandom(MIB + 3)
+    large = await uploaded(api, large_data, token=token)
+    for made, size in ((small, 8), (large, len(large_data))):
+        path = f"{FILES_URL}/{made['id']}/content"
+        get = await api.client.get(path, headers=auth(key=reader))
+        head = await api.client.head(path, headers=auth(key=reader))
+        assert (head.status, await head.read()) == (200, b"")
+        for name in ("Content-Length", "Content-Type", "ETag", "Accept-Ranges"):
+            assert head.headers[name] == get.headers[name], name
+        assert head.headers["Content-Length"] == str(size)
+        ranged = await api.client.head(path, headers={**auth(key=reader), "Range": "bytes=2-5"})
+        assert (ranged.status, ranged.headers["Content-Range"]) == (206, f"bytes 2-5/{size}")
+        assert await ranged.read() == b""
+        for refused, status in (
+            (await api.client.head(path, headers=auth(key=writer)), 403),
+            (await api.client.head(path), 401),
+        ):
+            assert (refused.status, await refused.read()) == (status, b"")
+    image = await uploaded(
+        api, image_bytes("PNG", (400, 300)), token=token, filename="a.png", content_type="image/png"
+    )
+    thumbnail = f"{FILES_URL}/{image['id']}/thumbnail"
+    got = await api.client.get(thumbnail, headers=auth(key=reader))
+    head = await api.client.head(thumbnail, headers=auth(key=reader))
+    assert (head.status, head.headers["Content-Type"], await head.read()) == (
+        200,
+        "image/webp",
+        b"",
+    )
+    assert head.headers["Content-Length"] == str(len(await got.read()))
+    # The API's other routes take GET alone.
+    listed = await api.client.head(FILES_URL, headers=auth(key=reader))
+    assert (listed.status, listed.headers["Allow"]) == (405, "GET, POST")
 
 
 async def test_an_empty_file(api: Api) -> None:

@@ -57,6 +57,17 @@ async def test_a_download_is_a_302_to_a_presigned_url_answered_as_the_service_wo
     assert (await api.client.get(content, headers=headers, allow_redirects=False)).status == 304
     # A credential is still needed to be sent there.
     assert (await api.client.get(content, allow_redirects=False)).status == 401
+    # HEAD is answered by the service: the store's URL is signed for GET alone.
+    head = await api.client.head(content, headers=bearer(token), allow_redirects=False)
+    assert (head.status, head.headers["Content-Length"], await head.read()) == (
+        200,
+        str(len(data)),
+        b"",
+    )
+    assert head.headers["ETag"] == etag
+    await alias(api, {"file_id": made["id"], "slug": "open-page"}, token=token)
+    head = await api.client.head("/a/open-page", allow_redirects=False)
+    assert (head.status, head.headers["Content-Length"]) == (200, str(len(data)))
 
 
 async def test_a_signature_that_was_tampered_with_is_refused_by_the_store(api: Api) -> None:

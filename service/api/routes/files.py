@@ -517,8 +517,9 @@ def add_file_routes(app: web.Application) -> None:
             web.post(FILES_PATH, upload_file),
             web.post(f"{FILES_PATH}/bulk", bulk_files),
             web.get(f"{PREFIX}/files/{{file_id}}", get_file, allow_head=False),
-            web.get(f"{PREFIX}/files/{{file_id}}/content", download_file, allow_head=False),
-            web.get(f"{PREFIX}/files/{{file_id}}/thumbnail", file_thumbnail, allow_head=False),
+            # And HEAD, which download tools ask first (the size, the ETag, ranges).
+            web.get(f"{PREFIX}/files/{{file_id}}/content", download_file),
+            web.get(f"{PREFIX}/files/{{file_id}}/thumbnail", file_thumbnail),
             web.patch(f"{PREFIX}/files/{{file_id}}", edit_file),
             web.delete(f"{PREFIX}/files/{{file_id}}", delete_file),
         ]
