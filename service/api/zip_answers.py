@@ -174,7 +174,6 @@ async def send_archive(
     response = web.StreamResponse(status=200)
     response.headers[hdrs.CONTENT_TYPE] = ZIP_TYPE
     response.headers[hdrs.CONTENT_DISPOSITION] = content_disposition("attachment", f"{name}.zip")
-    response.headers[hdrs.CACHE_CONTROL] = "private, no-store"
     if admit is not None:
         await admit()
     await prepare_streamed(request, response)

@@ -47,6 +47,7 @@ async def archive(api: Api, url: str, headers: dict[str, str]) -> zipfile.ZipFil
     response = await api.client.get(url, headers=headers)
     assert response.status == 200, await response.text()
     assert response.headers["Content-Type"] == "application/zip"
+    assert response.headers.getall("Cache-Control") == ["no-store"]  # once, as every answer's
     opened = zipfile.ZipFile(io.BytesIO(await response.read()))
     assert opened.testzip() is None  # every entry's CRC holds
     return opened
