@@ -367,7 +367,9 @@ def require_for_upload(principal: Principal, permission: str) -> None:
 
 
 def _lacks(principal: Principal, permission: str) -> ApiError:
-    if principal.upload_only and principal.may_upload(permission):
+    # An upload-only key is told so whatever it asked: naming the permission alone would
+    # suggest adding it to the key, which changes nothing for such a key.
+    if principal.upload_only:
         message = f"This API key may only upload: it may not use {permission} for this."
         return ApiError(
             Code.INSUFFICIENT_PERMISSION,

@@ -172,6 +172,10 @@ async def test_an_uploaders_key_may_upload_and_alias_its_upload_and_nothing_else
         await refused("PATCH", f"{ALIASES}/{alias_id}", {"password": None, "max_views": None})
         await refused("DELETE", f"{ALIASES}/{alias_id}")
     await refused("POST", ALIASES, {"file_id": private["id"]})
+    # What it holds no permission for is refused as upload-only too, not as a permission to add.
+    await refused("GET", FILES)
+    await refused("GET", f"{FILES}/{mine['id']}/content")
+    await refused("GET", "/api/v1/folders")
     # Nothing changed: the file is there, its alias still asks for its password.
     response = await api.client.get(f"{FILES}/{private['id']}", headers=bearer(token))
     assert (await response.json())["data"]["name"] == private["name"]
