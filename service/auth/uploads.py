@@ -65,6 +65,8 @@ LEASE_MS = 5 * 60_000
 CHECKSUMS = ("sha1", "sha256")
 # The most uploads whose running SHA-256 a worker keeps.
 _DIGESTS_KEPT = 1000
+# A count of uploads in progress no account reaches (a Lua number holds it exactly).
+_NO_BOUND = 2**53
 
 # Made once the file is recorded: the alias a request asked for, or None.
 MakeAlias = Callable[[FileRecord], Awaitable[dict[str, Any] | None]]
@@ -162,9 +164,10 @@ class ResumableUploads:
             state={},
         )
         counted = limits.max_bytes if length is None else length
-        added = await self._store.add(
-            record, now, counted, limits.max_in_progress, limits.max_bytes_in_progress
-        )
+        # An empty upload is finished by its creation (the route's next step), so it never
+        # takes a place among the uploads in progress: it is refused by none of their bounds.
+        most = limits.max_in_progress if length != 0 else _NO_BOUND
+        added = await self._store.add(record, now, counted, most, limits.max_bytes_in_progress)
         if added == ADDED:
             return record
         if added in (TOO_MANY, TOO_MANY_BYTES):

@@ -121,6 +121,9 @@ async def test_an_account_has_a_bounded_number_of_uploads_in_progress(make_api: 
     error = await error_of(third)
     assert error["code"] == "upload_limit_reached"
     assert error["details"] == {"max_uploads": 2, "max_bytes": 100}
+    # An empty one is finished by its creation: it never takes a place, so is never refused.
+    empty = await create(api, auth, 0)
+    assert (empty.status, empty.headers["Upload-Offset"]) == (201, "0")
     # A finished upload no longer counts; nor does one terminated.
     assert (await send(api, first, auth, 0, b"0123456789")).status == 204
     big = await create(api, auth, 91)
