@@ -470,7 +470,7 @@ class Code(StrEnum):
         409,
         code="upload_limit_reached",
         message="This account has the maximum of uploads in progress, or of the bytes they "
-        "hold. Finish or terminate one first.",
+        "hold. Finish or terminate one first: GET /api/v1/uploads lists them.",
     )
     ARCHIVE_TOO_LARGE = _Row(
         409,

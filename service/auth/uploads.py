@@ -197,6 +197,23 @@ class ResumableUploads:
                 raise _not_found() from None
         return record
 
+    async def in_progress(self, principal: Principal) -> list[UploadRecord]:
+        """The account's unfinished uploads the principal may continue (an uploader's key: those
+        it made), those that expire first first: what holds the account's places."""
+        records = await self._store.in_progress(principal.user_id, self._clock.now_ms())
+        kept = []
+        for record in sorted(records, key=lambda record: (record.expires_at, record.id)):
+            if record.done is not None:
+                continue
+            if principal.upload_only and record.made_by != principal.key_id:
+                continue
+            try:
+                await self._may_continue(principal, record)
+            except ApiError:
+                continue
+            kept.append(record)
+        return kept
+
     async def terminate(self, principal: Principal, upload_id: str) -> None:
         """End an upload and remove its bytes (tus termination); a finished one's file stays."""
         record = await self.get(principal, upload_id)

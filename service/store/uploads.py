@@ -317,6 +317,25 @@ class UploadStore:
             upload_id for upload_id, value in listed.items() if int(value.split(":", 1)[0]) <= now
         ]
 
+    async def in_progress(self, user_id: str, now: int) -> list[UploadRecord]:
+        """The account's uploads that have not expired, finished ones among them (each stays
+        until its expiry), in no order."""
+        listed = await self._redis.hgetall(self.keys.account_uploads(user_id))
+        live = [
+            upload_id for upload_id, value in listed.items() if int(value.split(":", 1)[0]) > now
+        ]
+        if not live:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for upload_id in live:
+                pipe.hgetall(self.keys.account_upload(user_id, upload_id))
+            found = await pipe.execute()
+        return [
+            _record(user_id, upload_id, fields)
+            for upload_id, fields in zip(live, found, strict=True)
+            if fields and int(fields["expires"]) > now
+        ]
+
     async def live_file_ids(self, user_id: str, now: int) -> set[str]:
         """The file ids of the account's uploads in progress."""
         listed = await self._redis.hgetall(self.keys.account_uploads(user_id))

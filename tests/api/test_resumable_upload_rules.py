@@ -189,3 +189,54 @@ async def test_an_alias_that_cannot_be_made_at_the_end_leaves_the_file(make_api:
     view = (await (await api.client.get(url, headers=auth)).json())["data"]
     assert view["file"]["size"] == 3
     assert "alias" not in view["file"] and view["alias_error"] == "alias_limit_reached"
+
+
+async def test_the_uploads_in_progress_are_listed_for_whoever_may_continue_them(
+    make_api: Any, clock: Any
+) -> None:
+    """What to resume, or to terminate when the account has no place left: an upload whose
+    client lost its address holds a place until it expires, and nothing else finds it."""
+    api = await make_api(max_uploads_in_progress=3)
+    token = await api.user_with_session()
+    session = bearer(token)
+    key, inside, outside = await bound_inside(api, token)
+    response = await api.client.post(
+        "/api/v1/uploaders", json={"kind": "curl", "name": "shots"}, headers=session
+    )
+    uploader = {"X-API-Key": (await response.json())["data"]["key"]["secret_key"]}
+    first = await created(api, session, 10, filename="first.bin", folder_id=outside)
+    clock.advance(seconds=1)
+    second = await created(api, key, 10, filename="second.bin", folder_id=inside)
+    clock.advance(seconds=1)
+    third = await created(api, uploader, 4)
+    await send(api, second, key, 0, b"01234")
+    refused = await create(api, session, 10)
+    assert (await error_of(refused))["code"] == "upload_limit_reached"
+
+    async def listed(headers: dict[str, str]) -> list[dict[str, Any]]:
+        response = await api.client.get(UPLOADS_URL, headers=headers)
+        assert response.status == 200, await response.text()
+        answer = await response.json()
+        validator("/components/schemas/UploadListEnvelope").validate(answer)
+        return list(answer["data"]["uploads"])
+
+    everything = await listed(session)  # those that expire first first
+    assert [upload["url"] for upload in everything] == [first, second, third]
+    assert [(u["name"], u["offset"], u["length"]) for u in everything] == [
+        ("first.bin", 0, 10),
+        ("second.bin", 5, 10),
+        (None, 0, 4),
+    ]
+    assert everything[1] == (await (await api.client.get(second, headers=session)).json())["data"]
+    # A bound key sees those it could continue: into its folders, or into none (it would put
+    # the file in its own); an uploader's key, those it made.
+    assert [upload["url"] for upload in await listed(key)] == [second, third]
+    assert [upload["url"] for upload in await listed(uploader)] == [third]
+    # Terminated or finished, an upload leaves the list and its place.
+    assert (await api.client.delete(first, headers={**TUS, **session})).status == 204
+    assert (await send(api, third, uploader, 0, b"done")).status == 204
+    assert [upload["url"] for upload in await listed(session)] == [second]
+    assert (await create(api, session, 10)).status == 201
+    reader = await api.create_key(token, permissions=["files.read"])
+    response = await api.client.get(UPLOADS_URL, headers={"X-API-Key": reader["secret_key"]})
+    assert response.status == 403

@@ -84,6 +84,7 @@ def _expires(record: UploadRecord) -> str:
 def _upload_view(record: UploadRecord) -> dict[str, Any]:
     return {
         "id": record.id,
+        "name": record.meta.get("name"),
         "offset": record.offset,
         "length": record.length,
         "expires_at": iso(record.expires_at),
@@ -193,6 +194,15 @@ async def terminate(request: web.Request) -> web.StreamResponse:
     principal = await _uploader(request)
     await request.app[POLICY].uploads.terminate(principal, request.match_info["upload_id"])
     return Answer(status=204)
+
+
+async def list_uploads(request: web.Request) -> web.StreamResponse:
+    """The uploads in progress the credential may continue, those that expire first first:
+    what to resume, or to terminate when the account has no place left for another."""
+    principal = await authenticate(request)
+    require_for_upload(principal, "files.write")
+    in_progress = await request.app[POLICY].uploads.in_progress(principal)
+    return ok({"uploads": [_upload_view(record) for record in in_progress]})
 
 
 async def get_upload(request: web.Request) -> web.StreamResponse:
@@ -314,6 +324,7 @@ def add_upload_routes(app: web.Application) -> None:
         [
             web.options(UPLOADS_PATH, _tus(options)),
             web.post(UPLOADS_PATH, _tus(create)),
+            web.get(UPLOADS_PATH, _tus(list_uploads), allow_head=False),
             web.options(one, _tus(options)),
             web.head(one, _tus(head)),
             web.patch(one, _tus(patch)),
