@@ -104,6 +104,16 @@ class _Feed:
         self._stopped = False
         # Blobs open and their readers, touched only on the loop.
         self._open: dict[int, tuple[Blob, AsyncIterator[bytes]]] = {}
+        # The first file's entry and its blob, opened before the headers (``open_first``).
+        self._first: tuple[int, tuple[int, Blob] | None] | None = None
+
+    async def open_first(self) -> None:
+        """Open the first file's blob before the answer's headers go out: a file storage that
+        can't be reached is then answered (503), not an archive cut short at its first byte."""
+        for index, entry in enumerate(self._entries):
+            if entry.file is not None:
+                self._first = index, await self._opened(entry.file)
+                return
 
     def _ask(self, asked: Coroutine[Any, Any, T]) -> T:
         """Run ``asked`` on the loop and wait for its answer (from the archive's thread)."""
@@ -134,12 +144,16 @@ class _Feed:
     def members(self) -> Iterator[MemberFile]:
         from stream_zip import ZIP_32, ZIP_AUTO  # imported by send_archive first
 
-        for entry in self._entries:
+        for index, entry in enumerate(self._entries):
             when = _when(entry.modified)
             if entry.file is None:
                 yield entry.path, when, _FOLDER_MODE, ZIP_32, ()
                 continue
-            opened = self._ask(self._opened(entry.file))
+            first = self._first
+            if first is not None and first[0] == index:
+                opened = first[1]
+            else:
+                opened = self._ask(self._opened(entry.file))
             if opened is None:  # deleted since the entries were made: left out
                 continue
             handle, blob = opened
@@ -174,14 +188,19 @@ async def send_archive(
     response = web.StreamResponse(status=200)
     response.headers[hdrs.CONTENT_TYPE] = ZIP_TYPE
     response.headers[hdrs.CONTENT_DISPOSITION] = content_disposition("attachment", f"{name}.zip")
-    if admit is not None:
-        await admit()
-    await prepare_streamed(request, response)
+    feed = _Feed(asyncio.get_running_loop(), entries, open_blob)
+    try:
+        await feed.open_first()
+        if admit is not None:
+            await admit()
+        await prepare_streamed(request, response)
+    except BaseException:
+        await feed.close_all()
+        raise
     # Imported by the first archive, not at start-up: with the cipher library it loads, it is
     # among the slowest imports, which every worker and command would pay (docs/development.md).
     from stream_zip import stream_zip
 
-    feed = _Feed(asyncio.get_running_loop(), entries, open_blob)
     zipped = iter(stream_zip(feed.members(), chunk_size=CHUNK))
 
     def next_chunk() -> bytes | None:

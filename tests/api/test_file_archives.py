@@ -328,3 +328,12 @@ async def test_a_file_gone_before_its_turn_is_left_out_and_a_failure_cuts_the_ar
     with pytest.raises(aiohttp.ClientPayloadError):
         await response.read()  # cut short: never mistaken for a whole archive
     assert (await api.client.get(FILES_URL, headers=bearer(token))).status == 200
+
+    # Unreachable from the first file on: answered, before any header went out.
+    async def down(self: Archives, record: FileRecord) -> Blob | None:
+        raise StorageUnavailable("the object store is unreachable")
+
+    monkeypatch.setattr(Archives, "open", down)
+    response = await api.client.get(url, headers=bearer(token))
+    await assert_error(response, 503, "storage_unavailable")
+    assert response.headers["Retry-After"]
