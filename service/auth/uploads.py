@@ -108,6 +108,7 @@ class Appended:
     upload: UploadRecord
     file: FileRecord | None = None
     alias: dict[str, Any] | None = None
+    made_now: bool = False  # the file was made by this request
 
 
 def _not_found() -> ApiError:
@@ -420,7 +421,7 @@ class ResumableUploads:
         done = {"file_id": file.id, "alias": alias}
         await self._store.finish(principal.user_id, record.id, token, done)
         self._digests.pop(record.id, None)
-        return Appended(replace(record, done=done), file, alias)
+        return Appended(replace(record, done=done), file, alias, made_now=True)
 
     async def _finished(
         self,

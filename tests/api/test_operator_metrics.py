@@ -20,6 +20,7 @@ from tests.support.api import PASSWORD, Api, bearer
 from tests.support.files import upload, uploaded
 from tests.support.keys import sha256_hex
 from tests.support.metrics import samples, value
+from tests.support.tus import create, created, send
 
 LOGIN = "/api/v1/auth/login"
 
@@ -85,6 +86,20 @@ async def test_uploads_are_counted_by_outcome_with_the_bytes_stored(
         "validation_failed": 1,
     }
     assert value(text, "filehost_upload_bytes_total") == 30
+
+
+async def test_a_resumable_upload_is_counted_once_when_its_file_is_made(api: Api) -> None:
+    token = await api.user_with_session()
+    auth = bearer(token)
+    url = await created(api, auth, 10)
+    assert (await send(api, url, auth, 0, b"0123")).status == 204
+    assert (await send(api, url, auth, 4, b"456789")).status == 204  # its file made
+    assert (await send(api, url, auth, 10, b"")).status == 204  # the last one, retried
+    assert (await create(api, auth, 0)).status == 201  # empty: made by its creation
+
+    text = await scrape(api)
+    assert value(text, "filehost_uploads_total", outcome="stored") == 2
+    assert value(text, "filehost_upload_bytes_total") == 10
 
 
 async def test_downloads_are_counted_in_bytes_sent_by_the_way_they_came(

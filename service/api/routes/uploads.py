@@ -20,7 +20,7 @@ from aiohttp import hdrs, web
 
 from service.api._aiohttp import Answer, RequestBody
 from service.api.alias_requests import public_origin
-from service.api.context import POLICY, PREFIX
+from service.api.context import METRICS, POLICY, PREFIX
 from service.api.credentials import acting_with, authenticate
 from service.api.envelope import error_response, refusal
 from service.api.routes.files import FILES_PATH, check_upload_alias
@@ -244,7 +244,7 @@ async def _append(
     uploads = request.app[POLICY].uploads
     body = RequestBody(request, rest_limit=0)
     try:
-        return await uploads.append(
+        appended = await uploads.append(
             principal,
             upload_id,
             offset,
@@ -258,6 +258,10 @@ async def _append(
         )
     finally:
         await body.close()
+    metrics = request.app.get(METRICS)
+    if metrics is not None and appended.made_now and appended.file is not None:
+        metrics.upload("stored", appended.file.size)  # once per file, as POST /files counts
+    return appended
 
 
 def _alias_maker(
