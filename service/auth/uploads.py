@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -58,9 +59,10 @@ from service.store.protocols.blobs import BlobStore, PartialBlobs
 
 log = logging.getLogger("service.auth.uploads")
 
-# How long a PATCH holds an upload's lease without committing before another may take it (a
-# worker that died mid-request).
-LEASE_MS = 5 * 60_000
+# How long a PATCH holds an upload's lease without committing or renewing it (a fifth of it
+# apart, while its body comes) before another may take it: how long an upload waits when the
+# worker writing it died mid-request.
+LEASE_MS = 30_000
 # Checksum algorithms a PATCH's Upload-Checksum may name.
 CHECKSUMS = ("sha1", "sha256")
 # The most uploads whose running SHA-256 a worker keeps.
@@ -259,8 +261,9 @@ class ResumableUploads:
             raise _not_found()
         if status == ELSEWHERE:
             raise ApiError(Code.UPLOAD_OFFSET_MISMATCH, details={"offset": found})
-        if status == BUSY:
-            raise ApiError(Code.UPLOAD_IN_PROGRESS)
+        if status == BUSY:  # Retry-After: when the writer's lease ends, if it says no more
+            wait = max(1, math.ceil((found - now) / 1000))
+            raise ApiError(Code.UPLOAD_IN_PROGRESS, headers={"Retry-After": str(wait)})
         if status == FINISHED:
             return await self._finished(principal, record, offset, source, body_length)
         try:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from service.domain.uploads import ELSEWHERE, FINISHED, UploadRecord
+from service.domain.uploads import BUSY, ELSEWHERE, FINISHED, UploadRecord
 from service.store.keys import RedisKeys
 
 # Adds an upload when the account's live uploads stay within the bounds: 1 added, -1 too many,
@@ -60,7 +60,8 @@ return 1
 """
 
 # Takes the writer's lease at an offset: {1, fields...} taken; {0} no such live upload; {2,
-# offset} the upload is at another offset; {3} another writer holds it; {4, done} finished.
+# offset} the upload is at another offset; {3, until} another writer holds it until then (ms);
+# {4, done} finished.
 # KEYS: upload. ARGV: offset, token, lease until, now.
 _CLAIM = """
 local upload = redis.call('HGETALL', KEYS[1])
@@ -82,7 +83,7 @@ if fields['offset'] ~= ARGV[1] then
   return {2, fields['offset']}
 end
 if fields['writer'] and tonumber(fields['lease']) > now then
-  return {3}
+  return {3, fields['lease']}
 end
 redis.call('HSET', KEYS[1], 'writer', ARGV[2], 'lease', ARGV[3])
 return {1}
@@ -232,13 +233,14 @@ class UploadStore:
         self, user_id: str, upload_id: str, offset: int, token: str, lease_until: int, now: int
     ) -> tuple[int, Any]:
         """Take the writer's lease at ``offset``: (``TAKEN``, None), (``GONE``, None),
-        (``ELSEWHERE``, its offset), (``BUSY``, None) or (``FINISHED``, its done record)."""
+        (``ELSEWHERE``, its offset), (``BUSY``, when its lease ends, ms) or (``FINISHED``, its
+        done record)."""
         reply = await self._claim(
             keys=[self.keys.account_upload(user_id, upload_id)],
             args=[offset, token, lease_until, now],
         )
         status = int(reply[0])
-        if status == ELSEWHERE:
+        if status in (ELSEWHERE, BUSY):
             return status, int(reply[1])
         if status == FINISHED:
             return status, orjson.loads(reply[1])

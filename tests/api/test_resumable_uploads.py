@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from service.app import BLOBS
+from service.app import BLOBS, STORE
+from service.auth.uploads import LEASE_MS
 from service.domain import sha256_state
+from service.domain.uploads import TAKEN
 from tests.support.api import Api, bearer, path_of
 from tests.support.openapi import validator
 from tests.support.tus import (
@@ -338,6 +340,7 @@ async def test_a_body_cut_off_keeps_what_arrived_and_a_writer_holds_the_upload(
     busy = await send(api, url, auth, 0, data)
     assert busy.status == 409
     assert (await busy.json())["error"]["code"] == "upload_in_progress"
+    assert 1 <= int(busy.headers["Retry-After"]) <= LEASE_MS // 1000
     writer.close()  # the connection drops mid-body
 
     async def kept() -> bool:
@@ -350,3 +353,27 @@ async def test_a_body_cut_off_keeps_what_arrived_and_a_writer_holds_the_upload(
     (listed,) = await files_of(api, token)
     assert listed["sha256"] == hashlib.sha256(data).hexdigest()
     del reader
+
+
+async def test_an_upload_whose_writer_died_is_free_again_once_its_lease_runs_out(
+    api: Api, clock: Any
+) -> None:
+    """A worker killed mid-PATCH never releases its lease: the next PATCH is told when to come
+    back, and may write then."""
+    token = await api.user_with_session()
+    auth = bearer(token)
+    url = await created(api, auth, 4)
+    user_id = (await (await api.client.get("/api/v1/auth/session", headers=auth)).json())["data"][
+        "user"
+    ]["id"]
+    now = clock.now_ms()
+    claimed = await api.app[STORE].uploads.claim(
+        user_id, url.rsplit("/", 1)[1], 0, "a-dead-writer", now + LEASE_MS, now
+    )
+    assert claimed == (TAKEN, None)
+    busy = await send(api, url, auth, 0, b"data")
+    assert (busy.status, busy.headers["Retry-After"]) == (409, str(LEASE_MS // 1000))
+    clock.advance(seconds=LEASE_MS // 1000 - 1)
+    assert (await send(api, url, auth, 0, b"data")).headers["Retry-After"] == "1"
+    clock.advance(seconds=1)
+    assert (await send(api, url, auth, 0, b"data")).status == 204
