@@ -408,6 +408,14 @@ def _serve(settings: Settings, command: str) -> int:
         keeper = StoreKeeper(embedded)
         settings = dataclasses.replace(settings, redis_url=embedded.url)
         store = f"the embedded store in {embedded.data_dir}"
+        if settings.object_store is not None:
+            # Another instance on this bucket would lose its uploads in progress to this one's
+            # sweep, which knows only its own.
+            log.warning(
+                "the files are in the object store, the records in this instance's embedded "
+                "store: no other instance may use the same bucket and FILEHOST_S3_PREFIX; "
+                "several instances share one Redis (REDIS_URL, docs/scaling.md)"
+            )
     else:
         store = describe_store(settings)
     banner = Banner(

@@ -225,3 +225,17 @@ def test_a_bad_configuration_is_one_line_at_start_naming_the_setting(
     [line] = [orjson.loads(line) for line in result.stderr.splitlines()]
     assert line["level"] == "ERROR" and named in line["msg"], line
     assert "not-the-secret" not in result.stderr
+
+
+def test_an_instance_on_its_own_store_with_a_bucket_is_told_to_be_its_only_one(
+    seaweedfs: SeaweedFS, tmp_path: Path
+) -> None:
+    """Its sweep knows only its own uploads in progress: another instance on the bucket would
+    lose its unfinished ones to it."""
+    port = free_port()
+    env = env_for(None, port, **seaweedfs.env("alone/"), FILEHOST_DATA_DIR=str(tmp_path / "data"))
+    with running(env, port, tmp_path) as server:
+        lines = [orjson.loads(line) for line in server.stderr().splitlines()]
+    [warned] = [line for line in lines if line["level"] == "WARNING"]
+    assert "no other instance may use the same bucket and FILEHOST_S3_PREFIX" in warned["msg"]
+    assert "REDIS_URL" in warned["msg"]
