@@ -228,6 +228,23 @@ async def test_a_raw_control_character_in_a_parts_headers_is_refused(
     assert await file_names(api, token) == []
 
 
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        (b'filename="say %22hi%22.txt"', 'say "hi".txt'),  # as browsers and curl send it
+        (b'filename="line%0Abreak.txt"', "line%0Abreak.txt"),  # a name holds no line break
+        (b"filename*=UTF-8''100%2522.txt", "100%22.txt"),  # exact: decoded once, as sent
+    ],
+)
+async def test_a_quote_a_client_sent_escaped_in_a_file_name_is_read_back(
+    api: Api, token: str, sent: bytes, kept: str
+) -> None:
+    response = await post_form(api, token, form(DISPOSITION + sent))
+
+    assert response.status == 201, await response.text()
+    assert (await response.json())["data"]["name"] == kept
+
+
 async def test_a_nul_in_a_file_name_ends_no_parameter(api: Api, token: str) -> None:
     # A parser that stopped at the NUL would not see that the part names itself twice.
     head = b'Content-Disposition: form-data; filename="a\x00"; name="alias"; name="file"'

@@ -366,13 +366,19 @@ _UTF8_EXTENDED = re.compile(r"(?:utf-8)?'[^']*'([A-Za-z0-9!#$&+.^_`|~%-]*)", re.
 
 
 def _file_name(part: BodyPartReader) -> str | None:
-    """The file part's name as aiohttp reads it, readable (``readable``). Except a ``filename*``
+    """The file part's name as aiohttp reads it, readable (``readable``), a plain name's quote
+    sent as ``%22`` read back as one. Except a ``filename*``
     in UTF-8 whose bytes are not all UTF-8, which aiohttp drops: kept with each byte that is not
     as U+FFFD, as a plain ``filename``'s are, unless a plain one stands beside it."""
     name = part.filename
+    disposition = part.headers.get(hdrs.CONTENT_DISPOSITION, "")
+    if name is not None and "filename*" in disposition.lower():
+        return readable(name)  # exact as percent-encoded: decoded once by aiohttp
     if name is not None:
-        return readable(name)
-    for item in part.headers.get(hdrs.CONTENT_DISPOSITION, "").split(";"):
+        # Browsers and curl send a plain name's quote so (HTML's form encoding): read back, as
+        # no client writes a name's own "%22" for anything else.
+        return readable(name.replace("%22", '"'))
+    for item in disposition.split(";"):
         key, equals, value = item.partition("=")
         if equals and key.strip().lower() == "filename*":
             encoded = _UTF8_EXTENDED.fullmatch(value.strip())
