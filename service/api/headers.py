@@ -100,7 +100,7 @@ def standard_headers(
     if type(response) is Answer:
         response.block = RESOURCE_HEADERS
     else:
-        html = headers.get(hdrs.CONTENT_TYPE, "").startswith("text/html")
+        html = headers.get(hdrs.CONTENT_TYPE, "").lower().startswith("text/html")
         # No handler sets any of these (but a page's own CSP), so they are added without looking
         # for earlier values.
         if html and _CSP in headers:
