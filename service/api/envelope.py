@@ -16,6 +16,7 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.api._aiohttp import Answer
+from service.api.headers import RESOURCE_HEADERS
 from service.domain.blobs import StorageUnavailable
 from service.errors import ApiError, Code, CorruptRecord
 from service.observability.trace import RequestTrace, loggable_path
@@ -171,8 +172,7 @@ def low_level_refusal(cause: int | web.HTTPException) -> web.Response:
         response.force_close()
     else:
         response = error_response(as_api_error(cause))
-    # on_response_prepare does not run for these (no route was matched), so the two headers
-    # every response carries are set here.
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Content-Type-Options"] = "nosniff"
+    # The request handling that adds every answer's headers does not run for these (no route
+    # was matched), so they are given here: the security headers, the policy among them.
+    response.block = RESOURCE_HEADERS
     return response

@@ -97,6 +97,9 @@ async def refused(response: Any, status: int, code: str, *secrets: str) -> dict[
     assert response.content_type == "application/json"
     assert response.headers.get("Cache-Control") == "no-store"
     assert response.headers.get("X-Content-Type-Options") == "nosniff"
+    assert response.headers.get("X-Frame-Options") == "DENY"
+    assert response.headers.get("Referrer-Policy") == "no-referrer"
+    assert response.headers.get("Content-Security-Policy", "").startswith("default-src 'none'")
     error = assert_envelope_body(json.loads(text), code)
     everything = text + "\n".join(f"{name}: {value}" for name, value in response.headers.items())
     for secret in secrets:
@@ -112,6 +115,9 @@ def raw_refused(response: RawResponse, status: int, code: str, *secrets: bytes) 
     assert response.header("Content-Type") == "application/json"
     assert response.header("Cache-Control") == "no-store"
     assert response.header("X-Content-Type-Options") == "nosniff"
+    assert response.header("X-Frame-Options") == "DENY"
+    assert response.header("Referrer-Policy") == "no-referrer"
+    assert (response.header("Content-Security-Policy") or "").startswith("default-src 'none'")
     error = assert_envelope_body(response.json(), code)
     everything = response.body + repr(response.headers).encode()
     for secret in secrets:
