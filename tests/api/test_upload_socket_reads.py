@@ -242,6 +242,43 @@ async def test_a_large_upload_that_waits_for_100_continue_is_read_from_the_socke
     assert len(socket_bodies) == 1
 
 
+@pytest.mark.parametrize(
+    ("credential", "declared", "status", "code"),
+    [
+        ("token", 2 * MIB, 413, "payload_too_large"),
+        ("none", MIB // 2, 401, "credential_missing"),
+        ("reader", MIB // 2, 403, "insufficient_permission"),
+    ],
+)
+async def test_an_upload_refused_by_its_headers_is_told_so_before_it_sends_its_body(
+    make_api: Any, tmp_path: Path, credential: str, declared: int, status: int, code: str
+) -> None:
+    """With ``Expect: 100-continue``, a refusal that needs no body comes instead of the 100:
+    the client never sends the body."""
+    api = await make_api(data_dir=tmp_path, max_upload_bytes=MIB)
+    token = await api.user_with_session()
+    reader_key = (await api.create_key(token, permissions=["files.read"]))["secret_key"]
+    auth = {
+        "token": f"Authorization: Bearer {token}\r\n",
+        "none": "",
+        "reader": f"X-API-Key: {reader_key}\r\n",
+    }[credential]
+    head = (
+        f"POST {FILES_URL} HTTP/1.1\r\nHost: localhost\r\n{auth}Expect: 100-continue\r\n"
+        f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {declared}\r\n\r\n"
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.client.server.port)
+    try:
+        writer.write(head.encode())
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert answer.startswith(f"HTTP/1.1 {status}".encode()), answer
+        length = int(answer.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        assert orjson.loads(await reader.readexactly(length))["error"]["code"] == code
+    finally:
+        writer.close()
+    assert (await (await api.files(token=token)).json())["data"]["files"] == []
+
+
 async def test_a_body_refused_just_past_the_limit_is_read_to_its_end_before_the_413(
     make_api: Any, tmp_path: Path, socket_bodies: list[SocketBody]
 ) -> None:

@@ -28,7 +28,7 @@ import re
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from aiohttp import BodyPartReader, hdrs, web
+from aiohttp import BodyPartReader, HttpVersion11, hdrs, web
 from multidict import CIMultiDictProxy
 
 from service.api._aiohttp import (
@@ -199,11 +199,34 @@ def _upload_outcome(failed: BaseException) -> str:
     return as_api_error(failed).code if isinstance(failed, Exception) else Code.INTERNAL_ERROR
 
 
-async def _upload(request: web.Request, principal: Principal) -> tuple[web.StreamResponse, int]:
-    """The upload's answer (201, or the 413 it answers rather than raises) and the bytes it
-    stored."""
-    settings = request.app[SETTINGS]
-    limit = settings.max_upload_bytes
+async def expect_upload(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue`` on ``POST /files`` (curl asks it for a body over 1 MiB): the
+    refusals that need no body (the credential, the form's type, a declared length past the
+    limit) are answered before the client sends it, not after; else ``100 Continue``. The
+    credential is checked again, and counted, by the upload itself."""
+    if request.headers.get(hdrs.EXPECT, "").lower() != "100-continue":
+        raise web.HTTPExpectationFailed()
+    if request.version >= HttpVersion11:
+        require_for_upload(await authenticate(request, counted=False), "files.write")
+        metrics = request.app.get(METRICS)
+        try:
+            refused = _refused_before_the_body(request)
+        except ApiError as failed:
+            if metrics is not None:
+                metrics.upload(failed.code)
+            raise
+        if refused is not None:
+            if metrics is not None:
+                metrics.upload(Code.PAYLOAD_TOO_LARGE)
+            return refused
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    return None
+
+
+def _refused_before_the_body(request: web.Request) -> web.Response | None:
+    """The answer to an upload refused by its headers alone: 413 for a declared length past the
+    limit (answered rather than raised, so its connection closes); raises for the form's type."""
+    limit = request.app[SETTINGS].max_upload_bytes
     if request.content_type != "multipart/form-data":
         raise ApiError(
             Code.UNSUPPORTED_MEDIA_TYPE,
@@ -213,7 +236,17 @@ async def _upload(request: web.Request, principal: Principal) -> tuple[web.Strea
         # A client that sets the Content-Type itself often drops the boundary its library made.
         raise ApiError(Code.VALIDATION_FAILED, details={"body": _NO_BOUNDARY})
     if request.content_length is not None and request.content_length > limit + FRAMING_ALLOWANCE:
-        return _too_large(limit), 0
+        return _too_large(limit)
+    return None
+
+
+async def _upload(request: web.Request, principal: Principal) -> tuple[web.StreamResponse, int]:
+    """The upload's answer (201, or the 413 it answers rather than raises) and the bytes it
+    stored."""
+    limit = request.app[SETTINGS].max_upload_bytes
+    refused = _refused_before_the_body(request)
+    if refused is not None:
+        return refused, 0
     files = request.app[POLICY].files
     await files.check_room(principal)
     origin, actor = await acting_with(request, principal)
@@ -520,7 +553,7 @@ def add_file_routes(app: web.Application) -> None:
     app.router.add_routes(
         [
             web.get(FILES_PATH, list_files, allow_head=False),
-            web.post(FILES_PATH, upload_file),
+            web.post(FILES_PATH, upload_file, expect_handler=expect_upload),
             web.post(f"{FILES_PATH}/bulk", bulk_files),
             web.get(f"{PREFIX}/files/{{file_id}}", get_file, allow_head=False),
             # And HEAD, which download tools ask first (the size, the ETag, ranges).
