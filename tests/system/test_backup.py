@@ -488,7 +488,12 @@ async def test_the_documented_restore_into_a_started_empty_deployment_works_and_
     data_dir = tmp_path / "new"
     target = {**env, "FILEHOST_DATA_DIR": str(data_dir)}
     with running(target, port, tmp_path) as server:
-        assert redis_client.keys("fh:*") == ["fh:upgraded:uploader-keys"]  # what its start did
+        # What its start did, in a task of its own beside serving: it may land after ready.
+        for _ in range(200):
+            if redis_client.keys("fh:*"):
+                break
+            await asyncio.sleep(0.05)
+        assert redis_client.keys("fh:*") == ["fh:upgraded:uploader-keys"]
         (data_dir / "restore").mkdir()
         with tarfile.open(tmp_path / "filehost-1.tar") as tar:
             tar.extractall(data_dir / "restore", filter="data")
