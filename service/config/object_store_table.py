@@ -33,6 +33,17 @@ OBJECT_STORE_SETTINGS: tuple[Setting, ...] = (
         "unset: AWS S3 in `FILEHOST_S3_REGION`",
     ),
     Setting(
+        "s3_public_endpoint",
+        "FILEHOST_S3_PUBLIC_ENDPOINT",
+        S3Endpoint(),
+        None,
+        "With `FILEHOST_S3_DOWNLOADS=redirect`, the object store's address as clients reach it "
+        "(`https://files-store.example.com`), which its presigned URLs are made and signed for: "
+        "the store must answer there under its own name, as a proxy in front of it passing the "
+        "`Host` header on",
+        "unset: `FILEHOST_S3_ENDPOINT`",
+    ),
+    Setting(
         "s3_bucket",
         "FILEHOST_S3_BUCKET",
         Text(

@@ -46,11 +46,13 @@ class MfaSettings:
 @dataclass(frozen=True, slots=True)
 class ObjectStoreSettings:
     """The object store the files' bytes go to with ``FILEHOST_BLOB_STORE=s3``: its address
-    (None: AWS), bucket, signing region, key prefix (empty, or ending with ``/``), whether the
-    bucket is named in the path, downloads proxied or redirected, the longest wait on it, and
-    the credentials (None each: the AWS SDK's own chain)."""
+    (None: AWS) and the one clients reach it at, bucket, signing region, key prefix (empty, or
+    ending with ``/``), whether the bucket is named in the path, downloads proxied or
+    redirected, the longest wait on it, and the credentials (None each: the AWS SDK's own
+    chain)."""
 
     endpoint: str | None
+    public_endpoint: str | None  # the address clients reach it at, when not ``endpoint``
     bucket: str
     region: str
     prefix: str
@@ -116,6 +118,7 @@ class Settings:
     embedded_server: str | None = _DEFAULTS["embedded_server"]
     blob_store: str = _DEFAULTS["blob_store"]
     s3_endpoint: str | None = _DEFAULTS["s3_endpoint"]
+    s3_public_endpoint: str | None = _DEFAULTS["s3_public_endpoint"]
     s3_bucket: str | None = _DEFAULTS["s3_bucket"]
     s3_region: str = _DEFAULTS["s3_region"]
     s3_prefix: str = _DEFAULTS["s3_prefix"]
@@ -225,6 +228,7 @@ class Settings:
         addressing = self.s3_addressing or ("path" if self.s3_endpoint else "virtual")
         return ObjectStoreSettings(
             endpoint=self.s3_endpoint,
+            public_endpoint=self.s3_public_endpoint,
             bucket=self.s3_bucket,
             region=self.s3_region,
             prefix=prefix,

@@ -24,7 +24,8 @@ can't be reached, answers too slowly, refuses the credentials or lost its bucket
 ``storage_unavailable``. Nothing here holds a broken connection: the next request tries again.
 
 **Downloads** read the object once for a whole file; a range is a ranged ``GET``.
-``download_url`` gives a short-lived SigV4 URL for redirect downloads.
+``download_url`` gives a short-lived SigV4 URL for redirect downloads, signed for the address
+clients reach the store at (``FILEHOST_S3_PUBLIC_ENDPOINT``, when it is not the service's own).
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ class S3Blobs:
         self._prefix = settings.prefix + FILES
         self.timeout = self._timeout = settings.timeout_seconds
         self._client: Any = None
+        self._signer: Any = None
         self._opening = asyncio.Lock()
         self._exit = AsyncExitStack()
         self._worker_parts = asyncio.Semaphore(WORKER_PARTS_IN_FLIGHT)
@@ -162,48 +164,61 @@ class S3Blobs:
         if self._client is None:
             async with self._opening:
                 if self._client is None:
-                    settings = self._settings
-                    config = Config(
-                        signature_version="s3v4",
-                        s3={
-                            "addressing_style": "path" if settings.path_addressing else "virtual",
-                            # The bytes are hashed once already (their SHA-256 is the file's);
-                            # the transport (TLS in production) guards them on the way.
-                            "payload_signing_enabled": False,
-                        },
-                        # botocore 1.36 and newer checksum every upload unless told otherwise,
-                        # which several S3-compatible servers refuse.
-                        request_checksum_calculation="when_required",
-                        response_checksum_validation="when_required",
-                        connect_timeout=self._timeout,
-                        read_timeout=self._timeout,
-                        retries={"mode": "standard", "max_attempts": 3},
-                        max_pool_connections=64,
-                    )
-                    credentials: dict[str, Any] = {}
-                    if settings.access_key_id is not None:
-                        credentials = {
-                            "aws_access_key_id": str(settings.access_key_id),
-                            "aws_secret_access_key": str(settings.secret_access_key),
-                            "aws_session_token": (
-                                None
-                                if settings.session_token is None
-                                else str(settings.session_token)
-                            ),
-                        }
-                    self._client = await self._exit.enter_async_context(
-                        _session().create_client(
-                            "s3",
-                            endpoint_url=settings.endpoint,
-                            region_name=settings.region,
-                            config=config,
-                            **credentials,
-                        )
-                    )
+                    self._client = await self._made_client(self._settings.endpoint)
         return self._client
 
+    async def _open_signer(self) -> Any:
+        """The client that signs redirect downloads' URLs: for the address clients reach the
+        store at (``public_endpoint``), which SigV4 signs into the URL, else the one client."""
+        public = self._settings.public_endpoint
+        if public is None:
+            return await self._open_client()
+        if self._signer is None:
+            async with self._opening:
+                if self._signer is None:
+                    self._signer = await self._made_client(public)
+        return self._signer
+
+    async def _made_client(self, endpoint: str | None) -> Any:
+        settings = self._settings
+        config = Config(
+            signature_version="s3v4",
+            s3={
+                "addressing_style": "path" if settings.path_addressing else "virtual",
+                # The bytes are hashed once already (their SHA-256 is the file's); the transport
+                # (TLS in production) guards them on the way.
+                "payload_signing_enabled": False,
+            },
+            # botocore 1.36 and newer checksum every upload unless told otherwise, which
+            # several S3-compatible servers refuse.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            connect_timeout=self._timeout,
+            read_timeout=self._timeout,
+            retries={"mode": "standard", "max_attempts": 3},
+            max_pool_connections=64,
+        )
+        credentials: dict[str, Any] = {}
+        if settings.access_key_id is not None:
+            credentials = {
+                "aws_access_key_id": str(settings.access_key_id),
+                "aws_secret_access_key": str(settings.secret_access_key),
+                "aws_session_token": (
+                    None if settings.session_token is None else str(settings.session_token)
+                ),
+            }
+        return await self._exit.enter_async_context(
+            _session().create_client(
+                "s3",
+                endpoint_url=endpoint,
+                region_name=settings.region,
+                config=config,
+                **credentials,
+            )
+        )
+
     async def close(self) -> None:
-        self._client = None
+        self._client = self._signer = None
         await self._exit.aclose()
 
     async def call(self, operation: str, **arguments: Any) -> Any:
@@ -335,9 +350,9 @@ class S3Blobs:
         ``Content-Type``; None (the service streams it) otherwise."""
         if not self._settings.redirect_downloads:
             return None
-        client = await self._open_client()
+        signer = await self._open_signer()
         return str(
-            await client.generate_presigned_url(
+            await signer.generate_presigned_url(
                 "get_object",
                 Params={
                     "Bucket": self.bucket,

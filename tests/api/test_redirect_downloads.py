@@ -103,3 +103,28 @@ async def test_only_links_without_a_password_or_a_view_limit_are_redirected(api:
     assert (await public(api, "/a/twice")).status == 404
     response = await api.client.get(f"/api/v1/aliases/{limited['id']}", headers=bearer(token))
     assert (await response.json())["data"]["views"] == 2
+
+
+async def test_the_urls_are_made_for_the_address_clients_reach_the_store_at(
+    make_api: Any, tmp_path: Path, seaweedfs: SeaweedFS
+) -> None:
+    """The service reaches the store at one address (a private one, say) and clients at
+    another: SigV4 signs the host into the URL, so it is made for the clients' address."""
+    public = seaweedfs.endpoint.replace("127.0.0.1", "localhost")
+    api = await make_api(
+        data_dir=tmp_path,
+        **seaweedfs.settings(),
+        s3_downloads="redirect",
+        s3_public_endpoint=public,
+    )
+    token = await api.user_with_session()
+    made = await uploaded(api, b"reached from outside", token=token)
+    response = await api.client.get(
+        f"/api/v1/files/{made['id']}/content", headers=bearer(token), allow_redirects=False
+    )
+    location = response.headers["Location"]
+    assert response.status == 302 and location.startswith(public + "/"), location
+    assert (await follow(location))[:2] == (200, b"reached from outside")
+    # Signed for that address: the same URL at the service's own address is refused.
+    private = location.replace(public, seaweedfs.endpoint, 1)
+    assert (await follow(private))[0] == 403
