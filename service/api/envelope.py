@@ -55,9 +55,23 @@ def error_body(error: ApiError) -> bytes:
     return orjson.dumps(
         {
             "success": False,
-            "error": {"code": error.code, "message": error.message, "details": error.details},
+            "error": {"code": error.code, "message": _said(error), "details": error.details},
         }
     )
+
+
+def _said(error: ApiError) -> str:
+    """The refusal's message; for fields refused with the row's words, the fields and what is
+    wrong with each too: many a client shows the message alone (a ShareX error, a script's)."""
+    details = error.details
+    if error.code is not Code.VALIDATION_FAILED or error.message != error.code.message:
+        return error.message
+    if not isinstance(details, dict):
+        return error.message
+    problems = [
+        f"{field} {problem}" for field, problem in details.items() if isinstance(problem, str)
+    ]
+    return f"Some fields are invalid: {'; '.join(problems)}." if problems else error.message
 
 
 def error_response(error: ApiError) -> Answer:

@@ -56,6 +56,10 @@ async def revoke(api: Api, token: str, key_id: str) -> Any:
 async def validation_details(api: Api, token: str, body: Any) -> dict[str, Any]:
     error = await assert_error(await post_key(api, token, body), 400, "validation_failed")
     assert isinstance(error.get("details"), dict), error
+    # The message says it all too, for a client that shows the message alone.
+    for field, problem in error["details"].items():
+        if isinstance(problem, str):
+            assert f"{field} {problem}" in error["message"], error
     return error["details"]
 
 
