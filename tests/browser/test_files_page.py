@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -339,3 +340,47 @@ async def test_a_phone_width_screen_never_scrolls_sideways(tab: Tab, user: str) 
     await expect(file_row(page, long_name)).to_be_visible()
     await no_horizontal_scroll(page)
     await screenshot(page, "phone-files")
+
+
+async def test_leaving_the_page_while_a_file_goes_up_asks_first(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    asked: list[str] = []
+
+    async def stay(dialog: Any) -> None:
+        asked.append(dialog.type)
+        await dialog.dismiss()  # "stay on the page"
+
+    page.on("dialog", stay)
+    cdp = await tab.context.new_cdp_session(page)
+    await cdp.send("Network.enable")
+    await cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 1 << 16},
+    )
+    name = "going up.bin"
+    await page.set_input_files(
+        "#file-picker",
+        files=[
+            {"name": name, "mimeType": "application/octet-stream", "buffer": os.urandom(600 << 10)}
+        ],
+    )
+    item = upload_item(page, name)
+    await expect(item).to_have_class(re.compile("is-active"))
+    nav = page.get_by_role("navigation", name="Pages")
+    await nav.get_by_role("link", name="Aliases").click()
+    await until(lambda: asked == ["beforeunload"], "leaving was not asked about")
+    assert page.url.endswith("/files")  # stayed, the upload still on its way
+    await expect(item).to_have_class(re.compile("is-active"))
+    await cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+    )
+    await cdp.detach()
+    await expect(item).to_have_class(re.compile("is-done"))
+    # Nothing going up: the page is left without a question.
+    await nav.get_by_role("link", name="Aliases").click()
+    await expect(page).to_have_url(re.compile(r"/aliases$"))
+    assert asked == ["beforeunload"]

@@ -5,6 +5,10 @@ deleted meanwhile) shown by its field. No CSP violation and nothing on the conso
 
 from __future__ import annotations
 
+import asyncio
+import re
+from typing import Any
+
 import pytest
 from playwright.async_api import Page, expect
 
@@ -166,3 +170,32 @@ async def test_the_services_refusal_is_shown_by_its_setting(
     await expect(problem).to_contain_text("one of the account's folders")
     await expect(page.get_by_label("Default folder for uploads")).to_be_focused()
     assert (await settings_of(dashboard, token))["default_folder_id"] is None
+
+
+async def test_leaving_with_changes_not_saved_asks_first(tab: Tab, user: str) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    await open_settings_page(page)
+    asked: list[str] = []
+
+    async def stay(dialog: Any) -> None:
+        asked.append(dialog.type)
+        await dialog.dismiss()  # "stay on the page"
+
+    page.on("dialog", stay)
+    nav = page.get_by_role("navigation", name="Pages")
+    await page.get_by_label("Default alias view limit").fill("7")
+    await nav.get_by_role("link", name="Files").click()
+    for _ in range(100):  # the dialog comes while the click's navigation is asked about
+        if asked:
+            break
+        await asyncio.sleep(0.05)
+    assert asked == ["beforeunload"]
+    assert page.url.endswith("/settings")
+    await expect(page.get_by_label("Default alias view limit")).to_have_value("7")  # kept
+    await page.get_by_role("button", name="Save settings").click()
+    await expect(page.locator("#settings-status")).to_contain_text("Saved")
+    # Saved: the page is left without a question.
+    await nav.get_by_role("link", name="Files").click()
+    await expect(page).to_have_url(re.compile(r"/files$"))
+    assert asked == ["beforeunload"]

@@ -81,6 +81,15 @@ export function uploads(token, account, pageStatus, changed, where) {
     waiting.hidden = !waitingList.querySelector("li");
   }
 
+  // Leaving the page stops what is still going up (a small file is lost, a large one waits to
+  // be continued): the browser asks first.
+  window.addEventListener("beforeunload", (event) => {
+    if (list.querySelector("li.is-active")) {
+      event.preventDefault();
+      event.returnValue = "";
+    }
+  });
+
   function upload(file, here, before = null) {
     const known = file.size > RESUMABLE_FROM ? resumable(account, file, here.id) : null;
     const into = known ? { id: known.folderId, name: known.folderName } : here;

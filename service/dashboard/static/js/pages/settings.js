@@ -189,6 +189,19 @@ function start(session) {
     }
   }
 
+  // Changes not saved yet: leaving the page asks first.
+  window.addEventListener("beforeunload", (event) => {
+    if (!saved || fields.form.hidden) {
+      return;
+    }
+    const { values, problems } = read(fields);
+    const changed = Object.entries(values).some(([name, value]) => value !== (saved[name] ?? null));
+    if (changed || Object.keys(problems).length) {
+      event.preventDefault();
+      event.returnValue = "";
+    }
+  });
+
   byId("settings-reset").addEventListener("click", () => {
     clearProblems(fields);
     if (saved) {
@@ -231,7 +244,8 @@ function start(session) {
           const text = problemText(why);
           reasons[name] = text ? `${text.charAt(0).toUpperCase()}${text.slice(1)}.` : failure.message;
         }
-        markProblems(fields, reasons, `Nothing was saved: ${failure.message}`);
+        const refused = Object.keys(reasons).length;
+        markProblems(fields, reasons, `Nothing was saved: ${refused === 1 ? "one setting needs" : `${refused} settings need`} correcting.`);
       } else {
         show(fields.error, failedText("Saving the settings", failure));
         fields.error.scrollIntoView({ block: "nearest" });
