@@ -538,3 +538,45 @@ async def test_hundreds_of_files_chosen_moved_deleted_and_downloaded_as_a_zip(
     assert status == 200 and body["data"]["files"] == []
     assert await violations(page) == []
     assert console_problems(tab) == []
+
+
+async def test_a_change_deep_in_a_long_list_keeps_the_place_it_was_made_at(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await put_files(
+        dashboard,
+        token,
+        [(f"log-{index:03}.txt", "text/plain", b"x") for index in range(160)],
+    )
+    await page.reload()
+    rows = page.locator("#files-body tr")
+    await expect(rows).to_have_count(100)
+    await page.get_by_role("button", name="Show more files").click()
+    await expect(rows).to_have_count(160)
+    dialog = page.get_by_role("dialog")
+
+    async def name_of(index: int) -> str:
+        return await rows.nth(index).locator("td.file-name").inner_text()
+
+    deep = await name_of(150)
+    row = file_row(page, deep)
+    await row.scroll_into_view_if_needed()
+    before = await page.evaluate("() => window.scrollY")
+    assert before > 2000
+    await row.get_by_role("button", name="Rename").click()
+    await dialog.get_by_label("Name").fill("renamed.txt")
+    await dialog.get_by_role("button", name="Rename file").click()
+    await expect(file_row(page, "renamed.txt")).to_be_in_viewport()
+    await expect(rows).to_have_count(160)  # as far down as it was read
+    assert abs(await page.evaluate("() => window.scrollY") - before) < 200
+
+    doomed, after = await name_of(149), await name_of(151)
+    await file_row(page, doomed).get_by_role("button", name=re.compile("^Delete")).click()
+    await dialog.get_by_role("button", name="Delete file").click()
+    await expect(file_row(page, doomed)).to_have_count(0)
+    await expect(rows).to_have_count(159)
+    await expect(file_row(page, after)).to_be_in_viewport()
+    assert abs(await page.evaluate("() => window.scrollY") - before) < 200

@@ -24,6 +24,8 @@ import { signedInFrame } from "../layout.js";
 import { requireSession, signedOut } from "../session.js";
 
 const PAGE_SIZE = "100";
+// The most files one read of the list may ask for (the service's bound of a page).
+const MOST_ROWS = 1000;
 
 // This page's words for a refused logout.
 function logoutFailed(failure) {
@@ -180,8 +182,13 @@ function start(session) {
     } else {
       hide(pageError);
     }
-    await refresh();
-    listTitle.focus();
+    // As far down as it was read, where it was on the page: a change deep in a long list keeps
+    // the place it was made at.
+    const rows = Math.min(MOST_ROWS, Math.max(Number(PAGE_SIZE), shown.length));
+    const { scrollX, scrollY } = window;
+    await refresh(String(rows));
+    window.scrollTo(scrollX, scrollY);
+    listTitle.focus({ preventScroll: true });
   }
 
   // A file the service says no longer exists leaves the list, read again as it now is; what an
@@ -356,11 +363,11 @@ function start(session) {
 
   // The open folder's folders and the first page of its files as the view asks, in place of
   // the list.
-  async function load() {
+  async function load(rows = PAGE_SIZE) {
     const mine = ++loads;
     const [folders, files] = await Promise.all([
       childrenOf(call, open ? open.id : null),
-      call("GET", listQuery(view, PAGE_SIZE, null)),
+      call("GET", listQuery(view, rows, null)),
     ]);
     if (mine !== loads) {
       return;
@@ -381,10 +388,10 @@ function start(session) {
     more.hidden = true;
   }
 
-  async function refresh() {
+  async function refresh(rows = PAGE_SIZE) {
     hide(listError);
     try {
-      await load();
+      await load(rows);
     } catch (failure) {
       if (failure instanceof ApiError && failure.code === "folder_not_found" && open) {
         show(listError, `The folder ${open.name} no longer exists: it was deleted or moved away.`);
