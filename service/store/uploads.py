@@ -322,10 +322,7 @@ class UploadStore:
     async def in_progress(self, user_id: str, now: int) -> list[UploadRecord]:
         """The account's uploads that have not expired, finished ones among them (each stays
         until its expiry), in no order."""
-        listed = await self._redis.hgetall(self.keys.account_uploads(user_id))
-        live = [
-            upload_id for upload_id, value in listed.items() if int(value.split(":", 1)[0]) > now
-        ]
+        live = await self._live_ids(user_id, now)
         if not live:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -340,10 +337,7 @@ class UploadStore:
 
     async def live_file_ids(self, user_id: str, now: int) -> set[str]:
         """The file ids of the account's uploads in progress."""
-        listed = await self._redis.hgetall(self.keys.account_uploads(user_id))
-        live = [
-            upload_id for upload_id, value in listed.items() if int(value.split(":", 1)[0]) > now
-        ]
+        live = await self._live_ids(user_id, now)
         if not live:
             return set()
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -351,6 +345,13 @@ class UploadStore:
                 pipe.hget(self.keys.account_upload(user_id, upload_id), "file")
             found = await pipe.execute()
         return {file_id for file_id in found if file_id}
+
+    async def _live_ids(self, user_id: str, now: int) -> list[str]:
+        """The ids the account's list holds of uploads that have not expired."""
+        listed = await self._redis.hgetall(self.keys.account_uploads(user_id))
+        return [
+            upload_id for upload_id, value in listed.items() if int(value.split(":", 1)[0]) > now
+        ]
 
     async def leftover_state(self, user_id: str, upload_id: str) -> tuple[str, dict] | None:
         """An expired upload's file id and bytes' state (its record outlives its expiry by
