@@ -12,7 +12,7 @@ import asyncio
 import io
 import re
 import zipfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from PIL import Image
 from playwright.async_api import Page, expect
 
 from tests.support.browser import (
-    TIMEOUT_MS,
     Dashboard,
     Tab,
     low_contrasts,
@@ -31,6 +30,7 @@ from tests.support.browser import (
     open_files_page,
     screenshot,
     serving,
+    until,
     violations,
 )
 from tests.support.images import wav
@@ -93,14 +93,6 @@ def file_row(page: Page, name: str) -> Any:
     return page.locator("#files-body tr").filter(
         has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
     )
-
-
-async def until_true(condition: Callable[[], bool], failure: str) -> None:
-    """Wait (bounded) for something the browser reports outside the page to come true."""
-    deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, failure
-        await asyncio.sleep(0.05)
 
 
 def console_problems(tab: Tab) -> list[str]:
@@ -202,7 +194,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     await expect(frame).to_have_attribute("title", "The PDF paper.pdf")
     # The frame's document is the browser's PDF viewer (a frame of its own inside it).
     source = await frame.get_attribute("src")
-    await until_true(
+    await until(
         lambda: any(
             child.parent_frame is not None
             and child.parent_frame.url == source

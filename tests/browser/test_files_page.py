@@ -8,11 +8,10 @@ directory and small limits, so the refusals are quick to reach.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,15 @@ from service.app import BLOBS, create_app
 from service.config import Settings
 from service.store.directory_blobs import DirectoryBlobs
 from tests.support.browser import (
-    TIMEOUT_MS,
     Dashboard,
     Tab,
     no_horizontal_scroll,
     open_files_page,
     screenshot,
+    throttle,
+    until,
     upload_item,
+    upload_rate,
     violations,
 )
 from tests.support.clock import FakeClock
@@ -122,12 +123,7 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
         }"""
     )
     # Uploads slowed to about 1 MiB/s, so the bar has time to move.
-    cdp = await tab.context.new_cdp_session(page)
-    await cdp.send("Network.enable")
-    await cdp.send(
-        "Network.emulateNetworkConditions",
-        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 1 << 20},
-    )
+    cdp = await throttle(tab, page, 1 << 20)
     name = "report 履歴書 (final).bin"
     data = os.urandom(900 * 1024)
     await page.set_input_files(
@@ -204,12 +200,7 @@ async def test_an_upload_cancelled_half_way_leaves_nothing_and_the_tray_clears(
     assert len(kept) == 1
 
     # A slow upload (64 KiB/s): it is on its way, the service writing it, when cancelled.
-    cdp = await tab.context.new_cdp_session(page)
-    await cdp.send("Network.enable")
-    await cdp.send(
-        "Network.emulateNetworkConditions",
-        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 1 << 16},
-    )
+    cdp = await throttle(tab, page, 1 << 16)
     name = "half way.bin"
     data = os.urandom(900 << 10)
     await page.set_input_files(
@@ -245,14 +236,6 @@ async def test_an_upload_cancelled_half_way_leaves_nothing_and_the_tray_clears(
     await expect(clear).to_be_hidden()
     await expect(page.locator("#file-picker")).to_be_focused()
     assert await violations(page) == []
-
-
-async def until(condition: Callable[[], bool], failure: str) -> None:
-    """Wait (bounded) for something of the service's own, which no page shows, to come true."""
-    deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, failure
-        await asyncio.sleep(0.02)
 
 
 async def test_drag_and_drop_uploads_too(tab: Tab, user: str, dashboard: Dashboard) -> None:
@@ -354,12 +337,7 @@ async def test_leaving_the_page_while_a_file_goes_up_asks_first(
         await dialog.dismiss()  # "stay on the page"
 
     page.on("dialog", stay)
-    cdp = await tab.context.new_cdp_session(page)
-    await cdp.send("Network.enable")
-    await cdp.send(
-        "Network.emulateNetworkConditions",
-        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 1 << 16},
-    )
+    cdp = await throttle(tab, page, 1 << 16)
     name = "going up.bin"
     await page.set_input_files(
         "#file-picker",
@@ -374,10 +352,7 @@ async def test_leaving_the_page_while_a_file_goes_up_asks_first(
     await until(lambda: asked == ["beforeunload"], "leaving was not asked about")
     assert page.url.endswith("/files")  # stayed, the upload still on its way
     await expect(item).to_have_class(re.compile("is-active"))
-    await cdp.send(
-        "Network.emulateNetworkConditions",
-        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
-    )
+    await upload_rate(cdp, -1)
     await cdp.detach()
     await expect(item).to_have_class(re.compile("is-done"))
     # Nothing going up: the page is left without a question.

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Page, Route, expect
+from playwright.async_api import Route, expect
 
 from tests.support.browser import (
     Dashboard,
     Tab,
     open_files_page,
     screenshot,
+    throttle,
     upload_item,
     violations,
 )
@@ -53,21 +54,6 @@ def patches(tab: Tab) -> list[dict[str, str]]:
         lambda request: found.append(request.headers) if request.method == "PATCH" else None,
     )
     return found
-
-
-async def throttle(tab: Tab, page: Page, bytes_per_second: int) -> Any:
-    cdp = await tab.context.new_cdp_session(page)
-    await cdp.send("Network.enable")
-    await cdp.send(
-        "Network.emulateNetworkConditions",
-        {
-            "offline": False,
-            "latency": 0,
-            "downloadThroughput": -1,
-            "uploadThroughput": bytes_per_second,
-        },
-    )
-    return cdp
 
 
 async def once_counted(dashboard: Dashboard, route: Route) -> None:

@@ -5,7 +5,6 @@ deleted meanwhile) shown by its field. No CSP violation and nothing on the conso
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -18,6 +17,7 @@ from tests.support.browser import (
     no_horizontal_scroll,
     screenshot,
     sign_in,
+    until,
     violations,
 )
 
@@ -186,11 +186,7 @@ async def test_leaving_with_changes_not_saved_asks_first(tab: Tab, user: str) ->
     nav = page.get_by_role("navigation", name="Pages")
     await page.get_by_label("Default alias view limit").fill("7")
     await nav.get_by_role("link", name="Files").click()
-    for _ in range(100):  # the dialog comes while the click's navigation is asked about
-        if asked:
-            break
-        await asyncio.sleep(0.05)
-    assert asked == ["beforeunload"]
+    await until(lambda: asked == ["beforeunload"], "leaving was not asked about")
     assert page.url.endswith("/settings")
     await expect(page.get_by_label("Default alias view limit")).to_have_value("7")  # kept
     await page.get_by_role("button", name="Save settings").click()

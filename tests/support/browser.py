@@ -8,12 +8,13 @@ Screenshots go to ``artifacts/`` (gitignored); ``publish_docs_screenshot`` copie
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -222,6 +223,36 @@ def publish_docs_screenshot(path: Path) -> None:
     if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":
         DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copyfile(path, DOCS_SCREENSHOT)
+
+
+async def until(condition: Callable[[], bool], failure: str) -> None:
+    """Wait (bounded) for something no page shows (the service's own state, what the browser
+    reports outside the page) to come true."""
+    deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, failure
+        await asyncio.sleep(0.02)
+
+
+async def throttle(tab: Tab, page: Page, bytes_per_second: int) -> Any:
+    """``page``'s uploads slowed to ``bytes_per_second``, through a DevTools session of its own
+    (returned: ``upload_rate`` changes it, -1 lifts it)."""
+    cdp = await tab.context.new_cdp_session(page)
+    await cdp.send("Network.enable")
+    await upload_rate(cdp, bytes_per_second)
+    return cdp
+
+
+async def upload_rate(cdp: Any, bytes_per_second: int) -> None:
+    await cdp.send(
+        "Network.emulateNetworkConditions",
+        {
+            "offline": False,
+            "latency": 0,
+            "downloadThroughput": -1,
+            "uploadThroughput": bytes_per_second,
+        },
+    )
 
 
 async def sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
