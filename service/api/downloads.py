@@ -96,10 +96,11 @@ def _unsatisfiable(size: int) -> ApiError:
 
 
 class Admission(Protocol):
-    """Asked by ``send_file`` just before a 200 or 206 goes out: whether it may (a vanity
-    alias's view is counted there, ``routes.public_aliases``)."""
+    """Asked by ``send_file`` just before a 200 or 206 goes out: whether ``answer`` may (a
+    vanity alias's view is counted there, ``routes.public_aliases``), which it may give a
+    header first (the view's grant)."""
 
-    async def admit(self) -> bool: ...
+    async def admit(self, answer: web.StreamResponse) -> bool: ...
 
 
 def thumbnail_answer(thumbnail: bytes) -> web.Response:
@@ -139,9 +140,10 @@ async def send_file(
         disposition = dict(headers)[hdrs.CONTENT_DISPOSITION]
         url = await files.download_url(record, disposition, content_type)
         if url is not None:
-            if admission is not None and not await admission.admit():
+            redirect = web.Response(status=302, headers={hdrs.LOCATION: url})
+            if admission is not None and not await admission.admit(redirect):
                 raise ApiError(Code.ALIAS_NOT_FOUND)
-            return web.Response(status=302, headers={hdrs.LOCATION: url})
+            return redirect
     content = await files.small_content(record)
     if content is not None:
         # One write of headers and bytes, from memory: no thread, no open file.
@@ -150,7 +152,7 @@ async def send_file(
         body = content[start : start + length] if chosen is not None else content
         small = Answer(body, 200 if chosen is None else 206)
         _content_headers(small, record, etag, chosen, len(content))
-        if admission is not None and not await admission.admit():
+        if admission is not None and not await admission.admit(small):
             raise ApiError(Code.ALIAS_NOT_FOUND)
         if request.method != hdrs.METH_HEAD:
             _count_download(request, admission, length)
@@ -163,7 +165,7 @@ async def send_file(
         response = web.StreamResponse(status=200 if chosen is None else 206)
         _content_headers(response, record, etag, chosen, size)
         response.content_length = length
-        if admission is not None and not await admission.admit():
+        if admission is not None and not await admission.admit(response):
             raise ApiError(Code.ALIAS_NOT_FOUND)
         await prepare_streamed(request, response)
         if request.method == hdrs.METH_HEAD:

@@ -10,7 +10,17 @@ queue logins), and is never kept, logged or echoed; the cookie carries no passwo
 signature over the alias, its expiry and a tag of the password's hash (so a new password ends
 every cookie of the old one).
 
-The cookie's key, and the key of the public ETags, are derived from the operator's secrets key
+**A sound or video is one view however the browser reads it.** A browser's own view of a sound
+or video asks its address again, in ranges, as it plays and seeks: each would be a view, and a
+``max_views`` of 1 would let the file be fetched but never played. The view of a browser's
+opening of one (a navigation, asking for HTML) gives a grant (``view_grant``), a cookie for that
+address only, signed over the alias, the file's address, the client address's bucket and an
+expiry; a range of the same address from the same bucket carrying it is served as part of that
+view (``open``'s ``grants``): nothing counted, and past the limit, while the alias is otherwise
+usable. Any other request counts as before: an opening again, another client address, an API
+client that keeps no cookie.
+
+The cookies' key, and the key of the public ETags, are derived from the operator's secrets key
 (``secret_box.derived_key``), so every worker and instance signs and checks with the same one
 and neither is ever stored: a backup holds nothing that opens a protected alias. A new first
 secrets key ends every cookie (they last 30 minutes) and changes every public ETag.
@@ -47,6 +57,13 @@ _BUCKETS_KEPT = 10_000
 # The most aliases of small files a worker remembers (``KnownFile``) before it forgets them all.
 _KNOWN_KEPT = 10_000
 _COOKIE = re.compile(r"([0-9]{1,16})\.([0-9a-f]{16})\.([0-9a-f]{64})")
+# The grant a browser's opening of a sound or video gets, for the address opened only, and how
+# long it lasts: a film's length, paused a while.
+VIEW_GRANT_NAME = "fh_view"
+VIEW_GRANT_SECONDS = 4 * 60 * 60
+_GRANT = re.compile(r"(als_[0-9A-Za-z]{1,64})\.([0-9]{1,16})\.([0-9a-f]{64})")
+# The most grants of one request looked at (a browser sends one per address it opened above).
+_GRANTS_CHECKED = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +93,7 @@ class Opened:
     password_hash: str | None = None
     cookie: str | None = None
     limited: bool = False  # it has a view limit
+    continued: bool = False  # part of a view counted before (a grant's): counts nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,28 +159,50 @@ class AliasAccess:
         password: str | None = None,
         cookie: str | None = None,
         grant_cookie: bool = False,
+        grants: tuple[str, list[str]] | None = None,
     ) -> Opened:
         """The alias of ``slug`` for one request from ``address``, its view counted when
-        ``count``; with a password it needs, that ``password`` (or a valid ``cookie``). 404
-        ``alias_not_found`` for any alias that may not be used, 401 for a password missing or
-        wrong, 429 past the address's rate or the wrong passwords' bounds."""
+        ``count``; with a password it needs, that ``password`` (or a valid ``cookie``). With
+        ``grants`` (the address a range is asked of, the file there, the grant cookies sent), a
+        request one of them was given for is part of the view that gave it: nothing counted,
+        and served past the view limit. 404 ``alias_not_found`` for any alias that may not be
+        used, 401 for a password missing or wrong, 429 past the address's rate or the wrong
+        passwords' bounds."""
         if not _SLUG_SHAPE.fullmatch(slug):
             raise _not_found()
         key = slug_key(slug)
         now = self._clock.now_ms()
         bucket = self._bucket(address)
         take = bucket is not None and not self._taken_already(bucket)
+        granted = None if grants is None else self._granted(key, bucket, now, *grants)
         view, wait = await self._views.view(
-            key, now, count=count, address=bucket, rate=self._rate if take else None
+            key,
+            now,
+            count=count,
+            alias_id=granted,
+            address=bucket,
+            rate=self._rate if take else None,
+            continuing=granted is not None,
         )
+        if view.status == UNUSABLE and granted is not None and not wait:
+            # The grant's alias no longer holds the slug, or may not be used: as if none.
+            granted = None
+            view, _ = await self._views.view(key, now, count=count)
         if wait:
-            if count and view.status not in (UNUSABLE, PASSWORD):
+            if count and granted is None and view.status not in (UNUSABLE, PASSWORD):
                 await self._views.give_back(key, view.alias_id)
             raise _too_many(math.ceil(wait / 1_000_000))
         if view.status == UNUSABLE:
             raise _not_found()
+        continued = granted is not None
         opened = Opened(
-            key, view.user_id, view.alias_id, view.target_id, count, limited=view.limited
+            key,
+            view.user_id,
+            view.alias_id,
+            view.target_id,
+            count and not continued,
+            limited=view.limited,
+            continued=continued,
         )
         if view.status != PASSWORD:
             return opened
@@ -177,7 +217,12 @@ class AliasAccess:
         else:
             raise ApiError(Code.ALIAS_PASSWORD_REQUIRED)
         again, _ = await self._views.view(
-            key, now, count=count, alias_id=view.alias_id, password_hash=checked
+            key,
+            now,
+            count=opened.counted,
+            alias_id=view.alias_id,
+            password_hash=checked,
+            continuing=continued,
         )
         if again.status == UNUSABLE:
             raise _not_found()
@@ -411,6 +456,37 @@ class AliasAccess:
             raise ApiError(Code.ALIAS_PASSWORD_INVALID)
         if reserved:
             await self._counters.release(reserved)
+
+    def view_grant(self, opened: Opened, file_address: str, address: str | None) -> str:
+        """The grant cookie for the view just counted of ``opened`` at ``file_address`` (the
+        path a browser opened a sound or video at), from the client ``address``."""
+        expires = self._clock.now_ms() + VIEW_GRANT_SECONDS * 1000
+        signature = self._grant_signature(
+            opened.alias_id, opened.slug_key, file_address, self._bucket(address), expires
+        )
+        return f"{opened.alias_id}.{expires}.{signature}"
+
+    def _granted(
+        self, key: str, bucket: str | None, now: int, file_address: str, values: list[str]
+    ) -> str | None:
+        """The alias id of the first of ``values`` that is a grant, unexpired, for the slug
+        ``key``, ``file_address`` and ``bucket``; None when none is."""
+        for value in values[:_GRANTS_CHECKED]:
+            shape = _GRANT.fullmatch(value)
+            if shape is None or int(shape.group(2)) <= now:
+                continue
+            alias_id, expires = shape.group(1), int(shape.group(2))
+            expected = self._grant_signature(alias_id, key, file_address, bucket, expires)
+            if hmac.compare_digest(expected, shape.group(3)):
+                return alias_id
+        return None
+
+    def _grant_signature(
+        self, alias_id: str, key: str, file_address: str, bucket: str | None, expires: int
+    ) -> str:
+        # "view|" first: a password cookie's signed text starts with the alias id, never so.
+        signed = f"view|{alias_id}|{key}|{file_address}|{bucket or ''}|{expires}".encode()
+        return hmac.new(self._cookie_key, signed, hashlib.sha256).hexdigest()
 
     def _signature(self, opened: Opened, expires: int, tag: str) -> str:
         signed = f"{opened.alias_id}|{opened.slug_key}|{expires}|{tag}".encode()

@@ -32,6 +32,8 @@ INLINE_TYPES = frozenset(
         "video/ogg",
     }
 )
+# Types a browser plays, in a view of its own that asks the file's address again in ranges.
+PLAYED_TYPES = frozenset(kind for kind in INLINE_TYPES if kind.startswith(("audio/", "video/")))
 # Types whose files have a thumbnail, made by the service (``service.auth.thumbnails``): raster
 # images only. Never SVG (a document that may hold script) nor anything else.
 THUMBNAIL_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})

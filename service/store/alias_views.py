@@ -31,7 +31,9 @@ from service.store.pipelined import ARG, CommandTemplate, PipelinedRedis, Script
 # disabled, switched off, moving to a new slug, expired, used up, or not the alias expected);
 # {2, user, alias, target, hash} a password is needed (none was checked, or not the one the
 # entry holds); {1, user, alias, target, views, limited} usable, with the view added when
-# ``count`` is '1', and ``limited`` 1 when it has a view limit. ``now`` ms; ``expected`` the
+# ``count`` is '1', and ``limited`` 1 when it has a view limit. ``count`` '2' continues a view
+# counted before (``AliasAccess``'s grant): nothing is added and the limit is not checked, as
+# that view was. ``now`` ms; ``expected`` the
 # alias id expected (stored form; '' any); ``hash`` the bcrypt hash a given password was checked
 # against ('' none).
 _VIEW_FUNCTION = """
@@ -44,7 +46,7 @@ local function view(entry, now, count, expected, hash)
     return {0}
   end
   local views = tonumber(values[4] or '0')
-  if values[5] and views >= tonumber(values[5]) then
+  if count ~= '2' and values[5] and views >= tonumber(values[5]) then
     return {0}
   end
   if expected ~= '' and expected ~= values[2] then
@@ -129,11 +131,15 @@ def _by_sha(call: _Call) -> bytes:
 
 
 def _view_args(
-    now_ms: int, count: bool, alias_id: str | None, password_hash: str | None
+    now_ms: int,
+    count: bool,
+    alias_id: str | None,
+    password_hash: str | None,
+    continuing: bool = False,
 ) -> tuple[bytes, ...]:
     return (
         b"%d" % now_ms,
-        b"1" if count else b"0",
+        b"2" if continuing else b"1" if count else b"0",
         alias_id[4:].encode() if alias_id else b"",
         password_hash.encode() if password_hash else b"",
     )
@@ -187,12 +193,14 @@ class AliasViews:
         password_hash: str | None = None,
         address: str | None = None,
         rate: tuple[int, int] | None = None,
+        continuing: bool = False,
     ) -> tuple[View, int]:
         """What the entry of ``slug_key`` says of a request (``View``), with its view counted
-        when ``count`` and it is usable; and, with ``address`` and ``rate`` (interval and
-        tolerance, µs), the µs the address must wait (0: its request was taken from its
+        when ``count`` and it is usable (``continuing``: a view counted before goes on, past
+        the view limit, and nothing is counted); and, with ``address`` and ``rate`` (interval
+        and tolerance, µs), the µs the address must wait (0: its request was taken from its
         bucket). Both in one round trip (two keys, so two scripts, sent together)."""
-        args = _view_args(now_ms, count, alias_id, password_hash)
+        args = _view_args(now_ms, count, alias_id, password_hash, continuing)
         entry = self.keys.alias_entry(slug_key)
         if address is None or rate is None:
             if self._hot is None:

@@ -162,6 +162,28 @@ async def test_a_shared_image_and_sound_opened_from_the_link_show_as_the_browser
     assert [line for line in _unexpected(tab.console) if icon not in line] == []
 
 
+async def test_a_sound_shared_for_one_view_plays_and_is_that_one_view(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    # The browser's own view asks the address again in ranges: the opening's view covers them.
+    token = await _owner(dashboard, user)
+    sound = await _upload(dashboard, token, wav(10), "tone.wav", content_type="audio/wav")
+    made = await _call(
+        dashboard, "POST", "/aliases", token, json={"file_id": sound["id"], "max_views": 1}
+    )
+    page = tab.page
+    response = await page.goto(f"/a/{made['slug']}")
+    assert response is not None and response.status == 200
+    await _plays(page, 10)
+    await page.locator("video").evaluate("(sound) => { sound.currentTime = 7; }")
+    await expect(page.locator("video")).to_have_js_property("readyState", 4)
+    assert (await _call(dashboard, "GET", f"/aliases/{made['id']}", token))["views"] == 1
+    assert tab.console == []
+    # Opened again, it is a second view, which its one was.
+    response = await page.goto(f"/a/{made['slug']}")
+    assert response is not None and response.status == 404
+
+
 async def _plays(page: Page, seconds: int) -> None:
     """The page is the browser's own view of a sound or video, loaded whole and ready to play."""
     played = page.locator("video")

@@ -19,7 +19,9 @@ Every 404 of these paths is the one ``alias_not_found``, the same bytes whatever
 JSON envelope, or for a browser that prefers HTML to JSON the one page of a link that can't be
 used (``alias_pages.UNUSABLE_PAGE``). A view is counted for every 200 and 206 (a listing, a
 file, a part of one), never for HEAD, a 304 or a refusal: counted before the bytes go out,
-given back when the answer turns out otherwise.
+given back when the answer turns out otherwise. A browser's opening of a sound or video gets
+the view's grant with it (``VIEW_GRANT_NAME``, ``AliasAccess.view_grant``), and the ranges its
+own view then asks of that address are part of that view.
 
 A link unfurler (``link_previews``) gets the link's preview page from ``GET /a/{slug}`` instead
 of what it is of, and ``GET /a/{slug}/thumbnail`` serves the thumbnail its ``og:image`` names;
@@ -59,11 +61,20 @@ from service.api.link_previews import (
 from service.api.paging import MAX_LIMIT, page_cursor, page_size
 from service.api.views import alias_url, ok
 from service.api.zip_answers import send_archive
-from service.auth.alias_access import COOKIE_NAME, COOKIE_SECONDS, AliasAccess, KnownFile, Opened
+from service.auth.alias_access import (
+    COOKIE_NAME,
+    COOKIE_SECONDS,
+    VIEW_GRANT_NAME,
+    VIEW_GRANT_SECONDS,
+    AliasAccess,
+    KnownFile,
+    Opened,
+)
 from service.auth.thumbnails import has_thumbnail
 from service.clock import iso
 from service.domain.cursors import decode_file_cursor
-from service.domain.records import FolderRecord
+from service.domain.files import PLAYED_TYPES
+from service.domain.records import FileRecord, FolderRecord
 from service.errors import ApiError, Code
 from service.observability.trace import RequestTrace, current_trace
 
@@ -90,21 +101,35 @@ class _Views:
     """A request's view (``send_file``'s admission): counted when the alias was opened, or now,
     for a request whose answer could not be known to be a 200 or 206 then; given back when
     what was counted was not served. HEAD counts nothing, nor does an unfurler's fetch from an
-    alias without a password or a view limit (``free``)."""
+    alias without a password or a view limit (``free``), nor a range a view's grant covers
+    (``Opened.continued``). With a ``grant`` (its value, the address it is for, whether
+    ``Secure``), the admitted 200 gives it as its cookie."""
 
-    __slots__ = ("_access", "_admitted", "_free", "_opened")
+    __slots__ = ("_access", "_admitted", "_free", "_opened", "grant")
 
     def __init__(self, access: AliasAccess, opened: Opened, free: bool) -> None:
         self._access = access
         self._opened = opened
-        self._free = free
+        self._free = free or opened.continued
+        self.grant: tuple[str, str, bool] | None = None
         self._admitted = False
 
-    async def admit(self) -> bool:
+    async def admit(self, answer: web.StreamResponse | None = None) -> bool:
         if self._free:
             return True
         if self._opened.counted or await self._access.count(self._opened):
             self._admitted = True
+            if self.grant is not None and answer is not None and answer.status == 200:
+                value, path, secure = self.grant
+                answer.set_cookie(
+                    VIEW_GRANT_NAME,
+                    value,
+                    max_age=VIEW_GRANT_SECONDS,
+                    path=path,
+                    httponly=True,
+                    samesite="Lax",
+                    secure=secure,
+                )
         return self._admitted
 
     async def settle(self) -> None:
@@ -187,6 +212,7 @@ async def _open(
             password=given,
             cookie=request.cookies.get(COOKIE_NAME),
             grant_cookie=grant_cookie,
+            grants=_grants(request),
         )
     except ApiError as refused:
         if refused.code not in _FORM_CODES or not (_browser(request) or password is not None):
@@ -196,6 +222,40 @@ async def _open(
         response = _html(page, refused.status)
         response.headers.update(refused.headers)
         return response
+
+
+def _grants(request: web.Request) -> tuple[str, list[str]] | None:
+    """For a range a browser's view of a sound or video asks: the address, and every view grant
+    sent (the browser sends one per address above this one it opened too). None otherwise."""
+    if request.method != hdrs.METH_GET or hdrs.RANGE not in request.headers:
+        return None
+    values = [
+        value.strip()
+        for header in request.headers.getall(hdrs.COOKIE, ())
+        for name, _, value in (part.partition("=") for part in header.split(";"))
+        if name.strip() == VIEW_GRANT_NAME
+    ]
+    return (request.path, values) if values else None
+
+
+def _view_grant(
+    request: web.Request, opened: Opened, record: FileRecord
+) -> tuple[str, str, bool] | None:
+    """The grant the view of this request gives, when it is a browser's opening of a sound or a
+    video (a navigation, which asks for HTML above all): the browser's own view of it then asks
+    the same address again in ranges."""
+    if (
+        not opened.counted
+        or record.content_type not in PLAYED_TYPES
+        or hdrs.RANGE in request.headers
+        or not prefers_html(request)
+    ):
+        return None
+    trace = current_trace.get()
+    address = None if trace is None else trace.remote
+    path = request.path
+    value = request.app[POLICY].alias_access.view_grant(opened, path, address)
+    return value, path, public_origin(request).startswith("https://")
 
 
 def _one_not_found(refused: ApiError) -> ApiError:
@@ -296,14 +356,17 @@ async def _answer(
     try:
         if (item_id or opened.target_id).startswith("fil_"):
             record = await access.file(opened, item_id)
+            views.grant = _view_grant(request, opened, record)
             etag = access.public_etag(record)
             files = request.app[POLICY].files
             # A link with a password or a view limit is never handed a reusable URL.
             redirect = opened.password_hash is None and not opened.limited
             response = await send_file(request, files, record, etag, views, redirect)
             # Served whole from memory (an Answer) with its view counted: the gateway lane may
-            # take the slug's next request (``lane_route``).
-            if item_id is None and opened.counted and type(response) is Answer:
+            # take the slug's next request (``lane_route``); never a sound's or a video's, whose
+            # opening gives a grant.
+            played = record.content_type in PLAYED_TYPES
+            if item_id is None and opened.counted and not played and type(response) is Answer:
                 access.remember(request.match_info["slug"], opened)
         else:
             lineage = await access.folder(opened, item_id)

@@ -246,6 +246,7 @@ class AliasViews(Protocol):
         password_hash: str | None = None,
         address: str | None = None,
         rate: tuple[int, int] | None = None,
+        continuing: bool = False,
     ) -> tuple[View, int]: ...
 
     async def view_reading(
