@@ -129,6 +129,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     hostile_html = b"<html><body><script>window.__ran = 'html'</script><p>page</p></body></html>"
     # Uploaded one after the other: the list is newest first, the last one at the top.
     for name, content_type, data in [
+        ("data.bin", "application/octet-stream", b"\x00\x01 a blob of bytes"),
         ("page.html", "text/html", hostile_html),
         ("drawing.svg", "image/svg+xml", hostile_svg),
         ("paper.pdf", "application/pdf", PDF),
@@ -139,7 +140,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
         await put_files(dashboard, token, [(name, content_type, data)])
         dashboard.clock.advance(seconds=1)
     await page.reload()
-    await expect(page.locator("#files-body tr")).to_have_count(6)
+    await expect(page.locator("#files-body tr")).to_have_count(7)
     ranges: list[str | None] = []
     page.on(
         "request",
@@ -157,7 +158,7 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     await expect(page.get_by_role("dialog", name="photo.png")).to_be_visible()
     dialog = page.locator("#preview-dialog")
     await expect(dialog.locator("#preview-meta")).to_have_text(
-        f"{len(photo)} bytes · image/png · 1 of 6"
+        f"{len(photo)} bytes · image/png · 1 of 7"
     )
     image = dialog.locator("img.preview-image")
     await expect(image).to_have_attribute("src", re.compile("^blob:"))
@@ -208,21 +209,32 @@ async def test_preview_shows_images_text_and_sound_and_never_renders_svg_or_html
     for name, data in [("drawing.svg", hostile_svg), ("page.html", hostile_html)]:
         await page.keyboard.press("ArrowRight")
         await expect(page.locator("#preview-title")).to_have_text(name)
-        await expect(dialog.locator("#preview-note")).to_contain_text("not shown here")
+        await expect(dialog.locator("#preview-note")).to_contain_text(
+            "not shown here (a picture like SVG, or a page, could run code in the dashboard)"
+        )
         await expect(dialog.locator("#preview-body > *")).to_have_count(0)
         async with page.expect_download() as info:
             await dialog.get_by_role("button", name="Download").click()
         download = await info.value
         assert download.suggested_filename == name
         assert Path(await download.path()).read_bytes() == data
+    # A type without a preview is only that: nothing of running code.
+    await page.keyboard.press("ArrowRight")
+    await expect(page.locator("#preview-title")).to_have_text("data.bin")
+    await expect(dialog.locator("#preview-note")).to_have_text(
+        "There is no preview for this type of file (application/octet-stream): download it to "
+        "open it."
+    )
+    await expect(dialog.locator("#preview-body > *")).to_have_count(0)
     await expect(dialog.get_by_role("button", name="Next")).to_be_disabled()
     nothing_ran = "() => window.__ran === undefined && !document.querySelector('iframe')"
     assert await page.evaluate(nothing_ran)
 
     # Escape closes it, the focus back on the file's link and the address without the preview;
     # Left goes back, and a reload with the preview in the address opens it again.
-    await page.keyboard.press("ArrowLeft")
-    await expect(page.locator("#preview-title")).to_have_text("drawing.svg")
+    for name in ("page.html", "drawing.svg"):
+        await page.keyboard.press("ArrowLeft")
+        await expect(page.locator("#preview-title")).to_have_text(name)
     await page.keyboard.press("Escape")
     await expect(dialog).to_be_hidden()
     await expect(file_row(page, "drawing.svg").get_by_role("link")).to_be_focused()

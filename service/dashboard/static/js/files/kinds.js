@@ -36,6 +36,13 @@ export function previewKind(contentType) {
   return TEXTS.has(type) ? "text" : null;
 }
 
+// Whether a type the dashboard does not show is one a browser would run script in (a page, an
+// SVG picture, XML, a script): the reason it is only downloaded, where any other such type
+// simply has no preview.
+export function couldRunCode(contentType) {
+  return /html|svg|xml|javascript|ecmascript/.test(bare(contentType));
+}
+
 // The type a preview's Blob is given: the one the kind is shown as, whatever the bytes say.
 export function blobType(contentType) {
   return previewKind(contentType) === "text" ? "text/plain" : bare(contentType);

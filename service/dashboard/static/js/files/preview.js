@@ -7,7 +7,7 @@
 import { ApiError, describe, fetchBlob } from "../api.js";
 import { size } from "../bytes.js";
 import { byId, el, hide, show, whenClosed } from "../dom.js";
-import { MAX_PREVIEW_BYTES, TEXT_PREVIEW_BYTES, blobType, previewKind } from "./kinds.js";
+import { MAX_PREVIEW_BYTES, TEXT_PREVIEW_BYTES, blobType, couldRunCode, previewKind } from "./kinds.js";
 
 const content = (file) => `/files/${encodeURIComponent(file.id)}/content`;
 
@@ -93,8 +93,11 @@ export function previewer(token, { files, download, focusFor, showing, closed, g
     showing(file);
     const kind = previewKind(file.content_type);
     if (!kind) {
-      show(note, "Files of this type are not shown here (a picture like SVG, or a page, could run " +
-        "code in the dashboard): download it to open it.");
+      show(note, couldRunCode(file.content_type)
+        ? "Files of this type are not shown here (a picture like SVG, or a page, could run " +
+          "code in the dashboard): download it to open it."
+        : `There is no preview for this type of file (${file.content_type}): download it to ` +
+          "open it.");
       return;
     }
     if (kind !== "text" && file.size > MAX_PREVIEW_BYTES) {
