@@ -329,6 +329,10 @@ async def test_deleting_a_folder_names_what_goes_with_it(
     token = await tab.stored_token()
     await create_folder(page, "Old")
     await create_folder(page, "Empty")
+    await create_folder(page, "Loose")
+    await folder_row(page, "Loose").locator("a").click()
+    await upload(page, "c.txt")
+    await crumbs(page).get_by_role("link", name="All files").click()
     await folder_row(page, "Old").locator("a").click()
     await create_folder(page, "Inner")
     await upload(page, "a.txt")
@@ -344,6 +348,13 @@ async def test_deleting_a_folder_names_what_goes_with_it(
     )
     await expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
     await dialog.get_by_role("button", name="Cancel").click()
+    # What it does not hold goes unsaid.
+    await folder_row(page, "Loose").get_by_role("button", name="Delete").click()
+    await expect(dialog.locator("#folder-delete-description")).to_contain_text(
+        "everything in it: 1 file, for good"
+    )
+    await dialog.get_by_role("button", name="Delete folder").click()
+    await expect(folder_row(page, "Loose")).to_have_count(0)
     assert await folders_in(dashboard, token, None) == ["Empty", "Old"]
 
     await folder_row(page, "Old").get_by_role("button", name="Delete").click()

@@ -7,6 +7,7 @@ import { ApiError, describe } from "../api.js";
 import { byId, confirmation, hide, show, whenClosed } from "../dom.js";
 import { el } from "../dom.js";
 import { childrenOf, folderNameProblem } from "../folders.js";
+import { plural } from "./bulk.js";
 
 function why(failure, what) {
   return failure instanceof ApiError ? describe(failure) : `${what} failed.`;
@@ -153,8 +154,16 @@ async function contents(call, id) {
   return counted;
 }
 
-function plural(count, one, many) {
-  return `${count} ${count === 1 ? one : many}`;
+// What a folder holds, naming only what it has: "1 file", "2 folders and 3 files".
+function holding(counted) {
+  const parts = [];
+  if (counted.folders) {
+    parts.push(plural(counted.folders, "folder", "folders"));
+  }
+  if (counted.files) {
+    parts.push(plural(counted.files, "file", "files"));
+  }
+  return parts.join(" and ");
 }
 
 // `open(folder)`: says what deleting the folder removes (counted first), and deletes it with
@@ -183,7 +192,7 @@ export function folderDeleteDialog(call, afterwards, failed) {
     description.textContent = empty
       ? "The folder is empty. Keys bound to it lose it. This cannot be undone."
       : `This also deletes everything in it: ${counted.more ? "at least " : ""}` +
-        `${plural(counted.folders, "folder", "folders")} and ${plural(counted.files, "file", "files")}, ` +
+        `${holding(counted)}, ` +
         "for good, and keys bound to it lose it. This cannot be undone.";
     asked.open(async (report) => {
       const query = empty ? "" : "?recursive=true";
