@@ -2,7 +2,9 @@
 phone to a wide screen (a key with allowed addresses and an old secret's grace included), and
 the longest names the service accepts (a file's and a folder's 255 characters without a space,
 a key's 100, a device's User-Agent) wrap inside their cells on every page that shows them,
-without squeezing the other columns until their words break in the middle."""
+without squeezing the other columns until their words break in the middle. Where a list's rows
+are cards, every part of a field's value stays beside its label; on a phone, every checkbox is a
+target a finger can hit."""
 
 from __future__ import annotations
 
@@ -55,15 +57,48 @@ MEASURE = """() => {
             if (lines.size > 1) split.push(found[0]);
         }
     }
-    return {scroll: root.scrollWidth, width: root.clientWidth, overflowing, split};
+    // A list's row as a card (each field a grid of its label and its value): any part of the
+    // value that sits under the label, in its column, instead of beside it.
+    const underLabel = [];
+    for (const cell of document.querySelectorAll('td')) {
+        const style = getComputedStyle(cell);
+        const columns = style.gridTemplateColumns.split(' ');
+        if (style.display !== 'grid' || columns.length !== 2 || !cell.checkVisibility()
+            || getComputedStyle(cell, '::before').content === 'none') continue;
+        const valueLeft = cell.getBoundingClientRect().left + parseFloat(style.paddingLeft)
+            + parseFloat(columns[0]);
+        for (const part of cell.childNodes) {
+            let box;
+            if (part.nodeType === Node.ELEMENT_NODE && part.checkVisibility()) {
+                box = part.getBoundingClientRect();
+            } else if (part.nodeType === Node.TEXT_NODE && part.textContent.trim()) {
+                const range = document.createRange();
+                range.selectNodeContents(part);
+                box = range.getBoundingClientRect();
+            }
+            if (box && box.width && box.left < valueLeft - 1) {
+                underLabel.push(`${cell.className}: ${part.className || part.textContent}`);
+            }
+        }
+    }
+    // On a phone, a checkbox smaller than a finger's target (24 px).
+    const smallBoxes = root.clientWidth > 832 ? [] : [
+        ...document.querySelectorAll('input[type="checkbox"]'),
+    ].filter((box) => box.checkVisibility() && (box.offsetWidth < 24 || box.offsetHeight < 24))
+        .map((box) => `${box.id || box.dataset.select || box.name}: ${box.offsetWidth} px`);
+    return {scroll: root.scrollWidth, width: root.clientWidth, overflowing, split, underLabel,
+        smallBoxes};
 }"""
 
 
 async def misfits(page: Page) -> dict[str, Any] | None:
     """What is wrong with the page's width (wider than the window, a card not holding its
-    content, a word split), or None."""
+    content, a word split, a card's value under its label, a checkbox too small for a finger
+    on a phone), or None."""
     found: dict[str, Any] = await page.evaluate(MEASURE)
-    if found["scroll"] <= found["width"] and not found["overflowing"] and not found["split"]:
+    if found["scroll"] <= found["width"] and not any(
+        found[name] for name in ("overflowing", "split", "underLabel", "smallBoxes")
+    ):
         return None
     return found
 

@@ -46,10 +46,11 @@ export function aliasRow(alias, target, actions) {
   ]);
   const row = el("tr", { className: state.on ? "" : "is-disabled" }, [
     cell("Link", "key-name alias-url", link),
-    cell("Of", "alias-target", [
+    // One piece: on a phone's card its parts stay together beside the label.
+    cell("Of", "alias-target", el("span", {}, [
       el("span", { className: "hint", text: `${target.kind} ` }),
       document.createTextNode(target.name),
-    ]),
+    ])),
     cell("Status", "alias-status", el("span", { className: state.on ? "badge is-on" : "badge is-off", text: state.text })),
     cell("Views", "alias-views", document.createTextNode(viewsText(alias))),
     cell("Expires", "alias-expires", when(alias.expires_at, "Never")),
