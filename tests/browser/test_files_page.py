@@ -157,13 +157,33 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
     [listed] = body["data"]["files"]
     assert listed["name"] == name and listed["sha256"] == hashlib.sha256(data).hexdigest()
 
-    # Download: the same bytes, under the same name.
+    # Download: the same bytes, under the same name; slowed to about 300 KiB/s, the page says
+    # how far it has come on the way, and that it is done.
+    await page.evaluate(
+        """() => {
+            window.__status = [];
+            const status = document.getElementById('page-status');
+            new MutationObserver(() => window.__status.push(status.textContent)).observe(
+                status, {childList: true, characterData: true, subtree: true},
+            );
+        }"""
+    )
+    cdp = await tab.context.new_cdp_session(page)
+    await cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": 300 * 1024, "uploadThroughput": -1},
+    )
     async with page.expect_download() as info:
         await row.get_by_role("button", name=re.compile("^Download")).click()
     download = await info.value
+    await cdp.detach()
     assert download.suggested_filename == name
     saved = await download.path()
     assert Path(saved).read_bytes() == data
+    await expect(page.locator("#page-status")).to_have_text(f"Downloaded {name}.")
+    going = re.compile(rf"^Downloading {re.escape(name)}: \d+% \(\d+(\.\d)? KiB of 900 KiB\)…$")
+    said = await page.evaluate("() => window.__status")
+    assert any(going.match(line) for line in said), said
 
     # Delete, behind a confirmation that can be cancelled.
     await row.get_by_role("button", name=re.compile("^Delete")).click()

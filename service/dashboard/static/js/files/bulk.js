@@ -6,7 +6,7 @@
 import { ApiError, describe, fetchBlob, sessionEnded } from "../api.js";
 import { byId, confirmation, hide, show } from "../dom.js";
 import { signedOut } from "../session.js";
-import { saveBlob } from "./save.js";
+import { downloadProgress, saveBlob } from "./save.js";
 
 // The service's MAX_BULK_IDS: at most this many ids in one bulk request.
 export const MAX_BULK_IDS = 1000;
@@ -60,9 +60,10 @@ export async function saveArchive(token, path, name, button, pageStatus, pageErr
   button.disabled = true;
   hide(pageError);
   show(pageStatus, `Preparing ${name}…`);
+  const told = downloadProgress(pageStatus, name);
   try {
     const asked = ids === undefined ? {} : { json: { ids } };
-    saveBlob(await fetchBlob(path, token, asked), name);
+    saveBlob(await fetchBlob(path, token, { ...asked, progress: told.progress }), name);
     show(pageStatus, `Downloaded ${name}.`);
   } catch (failure) {
     if (sessionEnded(failure)) {

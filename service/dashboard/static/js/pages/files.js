@@ -15,7 +15,7 @@ import { addressOf, findControls, listQuery, readAddress } from "../files/find.j
 import { gallery } from "../files/gallery.js";
 import { previewer } from "../files/preview.js";
 import { TOP, breadcrumbs, fileLink, fileRow, folderRow } from "../files/rows.js";
-import { saveBlob } from "../files/save.js";
+import { downloadProgress, saveBlob } from "../files/save.js";
 import { selection } from "../files/selection.js";
 import { shareAction } from "../files/share.js";
 import { uploads } from "../files/upload.js";
@@ -45,15 +45,20 @@ function goneText(what, item) {
 }
 
 // The bytes come by fetch (the token goes in a header) and leave as a Blob, through a link
-// made for the purpose. A refusal is said in `said` (the page's alert, or the preview's note);
-// a file deleted meanwhile is also `gone(file)`, which takes it off the list.
-async function download(token, file, button, said, gone) {
+// made for the purpose; while they come, `status` (a live region) says how far. A refusal is
+// said in `said` (the page's alert, or the preview's error); a file deleted meanwhile is also
+// `gone(file)`, which takes it off the list.
+async function download(token, file, button, said, gone, status) {
   const focused = document.activeElement === button;
   button.disabled = true;
   hide(said);
+  const told = downloadProgress(status, file.name);
   try {
-    saveBlob(await fetchBlob(`/files/${encodeURIComponent(file.id)}/content`, token), file.name);
+    const path = `/files/${encodeURIComponent(file.id)}/content`;
+    saveBlob(await fetchBlob(path, token, { progress: told.progress }), file.name);
+    told.done(`Downloaded ${file.name}.`);
   } catch (failure) {
+    told.done(null);
     if (sessionEnded(failure)) {
       signedOut(failure);
       return;
@@ -254,7 +259,7 @@ function start(session) {
   };
 
   const fileActions = {
-    download: (file, button) => download(token, file, button, pageError, gone),
+    download: (file, button) => download(token, file, button, pageError, gone, pageStatus),
     share: shareAction(call, pageError, (file) => changed({ failed: goneText("Sharing", file) })),
     rename: (file) =>
       askName({
@@ -279,7 +284,7 @@ function start(session) {
 
   const preview = previewer(token, {
     files: () => shown,
-    download: (file, button) => download(token, file, button, byId("preview-error"), gone),
+    download: (file, button) => download(token, file, button, byId("preview-error"), gone, byId("preview-note")),
     gone,
     // The list's title when the file has left the list meanwhile.
     focusFor: (file) => document.querySelector(`a[data-preview="${CSS.escape(file.id)}"]`) || listTitle,
