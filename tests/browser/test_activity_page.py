@@ -632,7 +632,7 @@ async def test_a_session_that_is_over_goes_to_sign_in_with_the_reason(
     await page.goto("/activity")
     await page.wait_for_url(re.compile(r"/$"))
     await expect(page.get_by_role("alert")).to_have_text(
-        re.compile(r"^You have been signed out\. .+")
+        re.compile(r"^You have been signed out: .+ Sign in again\.$")
     )
     assert "fhs_" not in await tab.session_storage()
 
@@ -643,7 +643,7 @@ async def test_a_session_that_is_over_goes_to_sign_in_with_the_reason(
     await page.get_by_label("Event type").select_option("logout")
     await page.wait_for_url(re.compile(r"/$"))
     await expect(page.get_by_role("alert")).to_have_text(
-        "You have been signed out. The session has expired. Log in again."
+        "You have been signed out: the session expired. Sign in again."
     )
     assert "fhs_" not in await tab.session_storage()
 

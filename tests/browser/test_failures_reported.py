@@ -109,7 +109,8 @@ async def test_a_logout_of_a_session_already_over_says_signed_out_with_the_reaso
 
     await page.wait_for_url(re.compile(r"/$"))
     await expect(page.get_by_role("alert")).to_have_text(
-        "You have been signed out. The session token is not valid."
+        "You have been signed out: this session was ended (logged out in another tab, ended "
+        "from another device, or by a new password). Sign in again."
     )
     assert "fhs_" not in await tab.session_storage()
 

@@ -213,7 +213,7 @@ async def test_an_expired_session_returns_to_sign_in_with_a_message(
     await page.wait_for_url(re.compile(r"/$"))
     notice = page.get_by_role("alert")
     await expect(notice).to_have_text(
-        "You have been signed out. The session has expired. Log in again."
+        "You have been signed out: the session expired. Sign in again."
     )
     assert "fhs_" not in await tab.session_storage()
     status, body = await dashboard.api("GET", "/auth/session", token=token)
@@ -240,7 +240,8 @@ async def test_a_session_ended_elsewhere_returns_to_sign_in_on_reload(
     await page.reload()
     await page.wait_for_url(re.compile(r"/$"))
     await expect(page.get_by_role("alert")).to_have_text(
-        "You have been signed out. The session token is not valid."
+        "You have been signed out: this session was ended (logged out in another tab, ended "
+        "from another device, or by a new password). Sign in again."
     )
     # The message is shown once, not again on the next visit.
     await page.reload()

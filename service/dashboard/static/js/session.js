@@ -85,9 +85,19 @@ export function requireSession(why) {
   return session;
 }
 
-// The server says the session is over: sign in again, told the server's reason. Not back here:
-// an ended session may have been ended on purpose (the password changed, every other session
-// ended), and whoever signs in next starts from the keys page.
+// Why a session is over, in a person's words, by the service's code (its own message names a
+// token, which nobody signed in to the dashboard ever saw).
+const SIGNED_OUT = {
+  invalid_session:
+    "You have been signed out: this session was ended (logged out in another tab, ended from another device, or by a new password). Sign in again.",
+  session_expired: "You have been signed out: the session expired. Sign in again.",
+  account_gone: "You have been signed out: this account no longer exists.",
+};
+
+// The server says the session is over: sign in again, told why. Not back here: an ended
+// session may have been ended on purpose (the password changed, every other session ended),
+// and whoever signs in next starts from the keys page.
 export function signedOut(failure) {
-  toLogin({ kind: "error", text: `You have been signed out. ${failure.message}` });
+  const text = SIGNED_OUT[failure.code] || `You have been signed out. ${failure.message}`;
+  toLogin({ kind: "error", text });
 }
