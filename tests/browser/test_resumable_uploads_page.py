@@ -85,6 +85,18 @@ async def test_a_dropped_connection_is_retried_by_itself(
             await route.continue_()
 
     await page.route("**/api/v1/uploads/**", drop_the_first)
+    await page.evaluate(
+        """() => {
+            window.__said = [];
+            new MutationObserver(() => {
+                for (const line of document.querySelectorAll('#uploads .upload-status')) {
+                    window.__said.push(line.textContent);
+                }
+            }).observe(document.getElementById('uploads'), {
+                subtree: true, childList: true, characterData: true,
+            });
+        }"""
+    )
     chosen, data = big_file(tmp_path, "holiday.mp4", 12 * MIB)
     await page.set_input_files("#file-picker", files=[chosen])
     item = upload_item(page, "holiday.mp4")
@@ -93,6 +105,9 @@ async def test_a_dropped_connection_is_retried_by_itself(
         "Uploaded holiday.mp4 (12 MiB) into the top level."
     )
     assert len(dropped) == 1
+    # While it waited, it said so, not the speed it had before the drop.
+    said = await page.evaluate("() => window.__said")
+    assert "The connection dropped: trying again in 1 s…" in said, said
     [made] = [f for f in await listed(dashboard, tab) if f["name"] == "holiday.mp4"]
     assert made["sha256"] == hashlib.sha256(data).hexdigest()
     assert made["content_type"] == "video/mp4"  # the browser's type for the name

@@ -165,10 +165,11 @@ function wait(ms, signal) {
 
 // Upload `file` into the folder `into` ({id, name}) resumably: the file the upload became.
 // `progress(sent, started)` with the bytes of the whole file the service has or is being sent,
-// and whether this go continued an upload; `signal` cancels (the upload is then ended). Fails
-// with code "paused" when the connection stayed down through every retry: the upload is kept,
-// to be continued by calling this again with the same file.
-export async function sendResumably(account, token, file, into, progress, signal) {
+// and whether this go continued an upload; `signal` cancels (the upload is then ended);
+// `retrying(ms)` is told before each wait of `ms` for a retry. Fails with code "paused" when the
+// connection stayed down through every retry: the upload is kept, to be continued by calling
+// this again with the same file.
+export async function sendResumably(account, token, file, into, progress, signal, retrying) {
   let key = fingerprint(file, into.id);
   let url = null;
   let offset = 0;
@@ -236,7 +237,11 @@ export async function sendResumably(account, token, file, into, progress, signal
         if (failures >= RETRY_DELAYS_MS.length) {
           throw new ApiError(0, "paused", "The connection to the service stayed down.", { offset });
         }
-        await wait(failure.retryAfter ? failure.retryAfter * 1000 : RETRY_DELAYS_MS[failures], signal);
+        const delay = failure.retryAfter ? failure.retryAfter * 1000 : RETRY_DELAYS_MS[failures];
+        if (retrying) {
+          retrying(delay);
+        }
+        await wait(delay, signal);
         failures += 1;
         const found = await offsetOf(url, token).catch(() => offset);
         if (found === null) {

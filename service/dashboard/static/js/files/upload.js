@@ -139,9 +139,15 @@ export function uploads(token, account, pageStatus, changed, where) {
       const text = progressText(file, sent, samples);
       status.textContent = resumedFrom === null ? text : `Continued from ${percent(resumedFrom, file.size)}% · ${text}`;
     };
+    // While a dropped connection waits to be tried again, the speed before it says nothing: the
+    // line says what happens instead, and the speed starts again from the next bytes sent.
+    const retrying = (ms) => {
+      samples.length = 0;
+      status.textContent = `The connection dropped: trying again in ${Math.ceil(ms / 1000)} s…`;
+    };
     const sending =
       file.size > RESUMABLE_FROM
-        ? sendResumably(account, token, file, into, progress, stopper.signal)
+        ? sendResumably(account, token, file, into, progress, stopper.signal, retrying)
         : sendFile(
             "/files",
             token,
