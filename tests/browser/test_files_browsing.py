@@ -558,12 +558,22 @@ async def test_a_change_deep_in_a_long_list_keeps_the_place_it_was_made_at(
     await page.reload()
     rows = page.locator("#files-body tr")
     await expect(rows).to_have_count(100)
-    await page.get_by_role("button", name="Show more files").click()
-    await expect(rows).to_have_count(160)
     dialog = page.get_by_role("dialog")
 
     async def name_of(index: int) -> str:
         return await rows.nth(index).locator("td.file-name").inner_text()
+
+    # The preview of the last file shown knows there are more, and goes on into them.
+    last = await name_of(99)
+    await file_row(page, last).get_by_role("link", name=last).click()
+    meta = page.locator("#preview-meta")
+    await expect(meta).to_have_text("1 byte · text/plain · 100 of 100+")
+    await page.keyboard.press("ArrowRight")
+    await expect(meta).to_have_text("1 byte · text/plain · 101 of 160")
+    await expect(rows).to_have_count(160)
+    await expect(page.locator("#preview-title")).to_have_text(await name_of(100))
+    await page.keyboard.press("Escape")
+    await expect(dialog).to_be_hidden()
 
     deep = await name_of(150)
     row = file_row(page, deep)

@@ -39,11 +39,13 @@ function mediaElement(kind, file, url) {
   return el("iframe", { className: "preview-pdf", attrs: { src: url, title: `The PDF ${file.name}` } });
 }
 
-// `files()`: the files in view, in order; `download(file, button)`: the page's download;
-// `focusFor(file)`: what to give the focus to when the preview closes (the file's link);
-// `showing(file)` and `closed(file)`: the page's address follows the file shown; `gone(file)`:
-// the service says the file no longer exists (deleted meanwhile), so it leaves the list.
-export function previewer(token, { files, download, focusFor, showing, closed, gone }) {
+// `files()`: the files in view, in order; `more()`: whether the list has more files than it
+// shows, and `showMore()` shows the next page of them (a promise of whether it did);
+// `download(file, button)`: the page's download; `focusFor(file)`: what to give the focus to
+// when the preview closes (the file's link); `showing(file)` and `closed(file)`: the page's
+// address follows the file shown; `gone(file)`: the service says the file no longer exists
+// (deleted meanwhile), so it leaves the list.
+export function previewer(token, { files, more, showMore, download, focusFor, showing, closed, gone }) {
   const dialog = byId("preview-dialog");
   const title = byId("preview-title");
   const meta = byId("preview-meta");
@@ -74,13 +76,15 @@ export function previewer(token, { files, download, focusFor, showing, closed, g
     return at < 0 ? null : list[at + step] || null;
   }
 
+  // Past the last file shown, Next goes on into the list's next page: "100 of 100+".
   function syncSteps() {
     const list = files();
     const at = current ? list.findIndex((file) => file.id === current.id) : -1;
+    const beyond = at === list.length - 1 && more();
     previous.disabled = !neighbour(-1);
-    next.disabled = !neighbour(1);
-    meta.textContent =
-      `${size(current.size)} · ${current.content_type}` + (at >= 0 ? ` · ${at + 1} of ${list.length}` : "");
+    next.disabled = !neighbour(1) && !beyond;
+    const count = at >= 0 ? ` · ${at + 1} of ${list.length}${more() ? "+" : ""}` : "";
+    meta.textContent = `${size(current.size)} · ${current.content_type}${count}`;
   }
 
   async function display(file) {
@@ -151,8 +155,17 @@ export function previewer(token, { files, download, focusFor, showing, closed, g
     }
   }
 
-  function step(by) {
-    const file = neighbour(by);
+  async function step(by) {
+    let file = neighbour(by);
+    if (!file && by > 0 && more()) {
+      next.disabled = true;
+      const from = current;
+      if (!(await showMore()) || current !== from) {
+        syncSteps();
+        return;
+      }
+      file = neighbour(by);
+    }
     if (file) {
       display(file);
     }

@@ -284,6 +284,8 @@ function start(session) {
 
   const preview = previewer(token, {
     files: () => shown,
+    more: () => nextCursor !== null,
+    showMore: () => showMore(),
     download: (file, button) => download(token, file, button, byId("preview-error"), gone, byId("preview-note")),
     gone,
     // The list's title when the file has left the list meanwhile.
@@ -488,9 +490,10 @@ function start(session) {
     });
   });
 
-  more.addEventListener("click", async () => {
-    if (nextCursor === null) {
-      return;
+  // The list's next page, below what it shows: whether it came.
+  async function showMore() {
+    if (nextCursor === null || more.disabled) {
+      return false;
     }
     more.disabled = true;
     hide(listError);
@@ -499,12 +502,16 @@ function start(session) {
       nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
       draw(Array.isArray(data.files) ? data.files : [], true);
       more.hidden = nextCursor === null;
+      return true;
     } catch (failure) {
       show(listError, failure instanceof ApiError ? describe(failure) : "Loading files failed.");
+      return false;
     } finally {
       more.disabled = false;
     }
-  });
+  }
+
+  more.addEventListener("click", showMore);
 
   window.addEventListener("popstate", async () => {
     const dialog = byId("preview-dialog");
