@@ -10,20 +10,14 @@ import re
 from typing import Any
 
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import expect
 
-from tests.support.browser import Dashboard, Tab, create_key, key_row, open_files_page
+from tests.support.browser import Dashboard, Tab, create_key, file_row, key_row, open_files_page
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 # 130 characters, each two UTF-16 units: a field counting units (maxlength) keeps 127 of them.
 EMOJI_NAME = "📄" * 130
-
-
-def file_row(page: Page, name: str) -> Any:
-    return page.locator("#files-body tr").filter(
-        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
 
 
 async def delete_elsewhere(dashboard: Dashboard, token: str, file: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from playwright.async_api import Page, expect
 from tests.support.browser import (
     Dashboard,
     Tab,
+    file_row,
     low_contrasts,
     no_horizontal_scroll,
     open_files_page,
@@ -87,12 +88,6 @@ async def put_files(
                 return body["data"]
 
     return list(await asyncio.gather(*(one(*file) for file in files)))
-
-
-def file_row(page: Page, name: str) -> Any:
-    return page.locator("#files-body tr").filter(
-        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
 
 
 def console_problems(tab: Tab) -> list[str]:

@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 import redis as redis_sync
 from aiohttp import web
-from playwright.async_api import Page, expect
+from playwright.async_api import expect
 
 from service.app import BLOBS, create_app
 from service.config import Settings
@@ -28,6 +28,7 @@ from service.store.directory_blobs import DirectoryBlobs
 from tests.support.browser import (
     Dashboard,
     Tab,
+    file_row,
     no_horizontal_scroll,
     open_files_page,
     screenshot,
@@ -88,12 +89,6 @@ def blob_names(dashboard: Dashboard) -> list[str]:
     blobs = dashboard.app[BLOBS]
     assert isinstance(blobs, DirectoryBlobs)
     return sorted(p.name for p in blobs.root.iterdir()) if blobs.root.exists() else []
-
-
-def file_row(page: Page, name: str):  # type: ignore[no-untyped-def]
-    return page.locator("#files-body tr").filter(
-        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
 
 
 async def test_upload_with_progress_download_byte_for_byte_and_delete(

@@ -15,6 +15,8 @@ from playwright.async_api import Page, Route, expect
 from tests.support.browser import (
     Dashboard,
     Tab,
+    file_row,
+    folder_row,
     no_horizontal_scroll,
     open_files_page,
     screenshot,
@@ -22,18 +24,6 @@ from tests.support.browser import (
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-def folder_row(page: Page, name: str) -> Any:
-    return page.locator("#folders-body tr").filter(
-        has=page.locator("td.folder-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
-
-
-def file_row(page: Page, name: str) -> Any:
-    return page.locator("#files-body tr").filter(
-        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    )
 
 
 def console_beyond_refusals(tab: Tab) -> list[str]:

@@ -2,8 +2,8 @@
 "Share" on the files page offers a link, makes one, copies it, and the second Share shows that
 same link (one alias); the aliases page's "Edit" changes each field (address, expiry, view
 limit, password set and removed, enabled) with the create dialog's checks, and a link plain
-again is what Share finds. Each step is checked through the API and the public link; AA
-contrast and no sideways scroll in the dialogs."""
+again is what Share finds. A folder's row shares the folder the same way. Each step is checked
+through the API and the public link; AA contrast and no sideways scroll in the dialogs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from playwright.async_api import Page, expect
 from tests.support.browser import (
     Dashboard,
     Tab,
+    folder_row,
     low_contrasts,
     no_horizontal_scroll,
     same_time_as,
@@ -175,3 +176,43 @@ async def test_share_once_then_edit_every_field_of_the_link(
     assert len(await aliases_of(dashboard, token)) == 1
     assert await violations(page) == []
     assert [line for line in tab.console if not line.startswith("debug")] == []
+
+
+async def test_a_folder_is_shared_from_its_row_as_a_file_is(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    token = await tab.stored_token()
+    status, body = await dashboard.api("POST", "/folders", token=token, json={"name": "Trip"})
+    assert status == 201, body
+    folder_id = body["data"]["id"]
+    await dashboard.upload(token, "beach.txt", b"sand", "text/plain", folder_id=folder_id)
+    await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
+    await expect(page.locator("#files-loading")).to_be_hidden()
+
+    row = folder_row(page, "Trip")
+    await row.get_by_role("button", name="Share folder Trip").click()
+    dialog = page.get_by_role("dialog", name="Share Trip")
+    await expect(dialog.locator("#share-said")).to_contain_text("Trip has no public link")
+    await dialog.get_by_role("button", name="Make a link").click()
+    await expect(dialog.locator("#share-said")).to_have_text(
+        "Made a public link to Trip: anyone with it can open the folder and everything in it."
+    )
+    [made] = await aliases_of(dashboard, token)
+    assert made["target"] == {"type": "folder", "id": folder_id}
+    await expect(dialog.locator("#share-link")).to_have_text(made["url"])
+    async with dashboard.http.get(
+        f"{dashboard.base}/a/{made['slug']}", headers={"Accept": "application/json"}
+    ) as response:
+        assert response.status == 200
+        listed = (await response.json())["data"]
+    assert [file["name"] for file in listed["files"]] == ["beach.txt"]
+    await dialog.get_by_role("button", name="Close").click()
+
+    # Shared again, it is that link: still one alias.
+    await row.get_by_role("button", name="Share folder Trip").click()
+    await expect(dialog.locator("#share-said")).to_contain_text("has a public link already")
+    await expect(dialog.locator("#share-link")).to_have_text(made["url"])
+    assert len(await aliases_of(dashboard, token)) == 1
+    assert await violations(page) == []

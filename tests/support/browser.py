@@ -225,6 +225,20 @@ def publish_docs_screenshot(path: Path) -> None:
         shutil.copyfile(path, DOCS_SCREENSHOT)
 
 
+def file_row(page: Page, name: str) -> Any:
+    """The files page's row of the file named exactly ``name``."""
+    return page.locator("#files-body tr").filter(
+        has=page.locator("td.file-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def folder_row(page: Page, name: str) -> Any:
+    """The files page's row of the folder named exactly ``name``."""
+    return page.locator("#folders-body tr").filter(
+        has=page.locator("td.folder-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
 async def until(condition: Callable[[], bool], failure: str) -> None:
     """Wait (bounded) for something no page shows (the service's own state, what the browser
     reports outside the page) to come true."""

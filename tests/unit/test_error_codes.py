@@ -42,10 +42,12 @@ SENT = {code.value: code.status for code in Code if code.sent}
 NOT_SENT = {Code.CLIENT_CLOSED_REQUEST, Code.EMAIL_TAKEN, Code.USER_NOT_FOUND}
 # Snake-case strings in the dashboard's JavaScript that are not the API's codes: the codes it
 # gives failures of its own (no answer, or one without the envelope, a reauthentication the
-# user cancelled), audit actor types, the API's name of a second factor's answer and an order
-# of the files' list (`sort=created_at`).
+# user cancelled), audit actor types, the API's name of a second factor's answer, an order
+# of the files' list (`sort=created_at`) and the fields an alias is made with.
 DASHBOARD_NOT_CODES = {
     "created_at",
+    "file_id",
+    "folder_id",
     "network_error",
     "unexpected_response",
     "reauthentication_cancelled",

@@ -48,7 +48,7 @@ export function breadcrumbs(list, folder, go) {
 // `actions`: {go(id), archive(folder, button), rename(folder, button), move(folder, button),
 // remove(folder, button)}.
 export function folderRow(folder, actions) {
-  const buttons = ["Download as ZIP", "Rename", "Move", "Delete"].map((text) => {
+  const buttons = ["Download as ZIP", "Share", "Rename", "Move", "Delete"].map((text) => {
     const button = rowButton(text, text === "Delete" ? "danger" : "secondary", ` folder ${folder.name}`);
     const action = { "Download as ZIP": "archive", Delete: "remove" }[text] || text.toLowerCase();
     button.addEventListener("click", () => actions[action](folder, button));

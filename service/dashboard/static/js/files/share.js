@@ -1,5 +1,6 @@
-// "Share" on a file: its plain public link (enabled, without a password or a view limit, not
-// expired) when it has one, to copy, else an offer to make one; never a new alias per click.
+// "Share" on a file or a folder: its plain public link (enabled, without a password or a view
+// limit, not expired) when it has one, to copy, else an offer to make one; never a new alias per
+// click.
 // The dialog is made here, so the files page holds only the button that opens it. A link made
 // here is plain too (the account's expiry, no view limit), so the next Share finds it.
 
@@ -38,17 +39,25 @@ function shareDialog() {
   return { dialog, title, said, link, linkBox, copied, error, make, copy };
 }
 
-// `share(file, button)`: looks the file's aliases up, then shows the dialog. A file deleted
-// meanwhile (the service's 404 when making its link) closes the dialog for `gone(file)`.
+// What a link to `item` gives whoever holds it, and how the service says it is gone.
+function kindOf(item) {
+  return String(item.id).startsWith("fld_")
+    ? { field: "folder_id", gone: "folder_not_found", opens: "open the folder and everything in it" }
+    : { field: "file_id", gone: "file_not_found", opens: "open the file" };
+}
+
+// `share(item, button)`: looks the file's or folder's aliases up, then shows the dialog. One
+// deleted meanwhile (the service's 404 when making its link) closes the dialog for `gone(item)`.
 export function shareAction(call, pageError, gone) {
   let parts = null;
   let opener = null;
-  let current = null; // the file the dialog is about
+  let current = null; // the file or folder the dialog is about
 
   function showLink(alias, fresh) {
+    const { opens } = kindOf(current);
     parts.said.textContent = fresh
-      ? `Made a public link to ${current.name}: anyone with it can open the file.`
-      : `${current.name} has a public link already: anyone with it can open the file. The Aliases page edits it.`;
+      ? `Made a public link to ${current.name}: anyone with it can ${opens}.`
+      : `${current.name} has a public link already: anyone with it can ${opens}. The Aliases page edits it.`;
     parts.link.textContent = alias.url;
     parts.link.setAttribute("href", alias.url);
     parts.linkBox.hidden = false;
@@ -87,10 +96,11 @@ export function shareAction(call, pageError, gone) {
       parts.make.disabled = true;
       hide(parts.error);
       try {
-        const made = await call("POST", "/aliases", { file_id: current.id, max_views: null });
+        const kind = kindOf(current);
+        const made = await call("POST", "/aliases", { [kind.field]: current.id, max_views: null });
         showLink(made, true);
       } catch (failure) {
-        if (failure instanceof ApiError && failure.code === "file_not_found") {
+        if (failure instanceof ApiError && failure.code === kindOf(current).gone) {
           parts.dialog.close();
           gone(current);
           return;

@@ -234,8 +234,11 @@ function start(session) {
     askMove({ what, choices, current: current || "", save, already });
   }
 
+  // One Share dialog for files and folders alike.
+  const share = shareAction(call, pageError, (item) => changed({ failed: goneText("Sharing", item) }));
   const folderActions = {
     go: (id) => go(id, true),
+    share,
     archive: (folder, button) =>
       saveArchive(token, `/folders/${encodeURIComponent(folder.id)}/archive`, `${folder.name}.zip`, button,
         pageStatus, pageError),
@@ -260,7 +263,7 @@ function start(session) {
 
   const fileActions = {
     download: (file, button) => download(token, file, button, pageError, gone, pageStatus),
-    share: shareAction(call, pageError, (file) => changed({ failed: goneText("Sharing", file) })),
+    share,
     rename: (file) =>
       askName({
         heading: `Rename ${file.name}`,
