@@ -416,6 +416,58 @@ async def test_search_order_and_type_are_the_services_and_kept_in_the_address(
     assert console_problems(tab) == []
 
 
+async def test_a_search_in_every_folder_finds_and_places_each_file(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+
+    async def made(name: str, parent: str | None = None) -> str:
+        asked = {"name": name} if parent is None else {"name": name, "parent_id": parent}
+        status, body = await dashboard.api("POST", "/folders", token=token, json=asked)
+        assert status == 201, body
+        return str(body["data"]["id"])
+
+    work = await made("Work")
+    year = await made("2024", work)
+    await put_files(dashboard, token, [("invoice-april.pdf", "application/pdf", PDF)])
+    dashboard.clock.advance(seconds=1)  # newest first: March, then April
+    await put_files(dashboard, token, [("invoice-march.pdf", "application/pdf", PDF)], year)
+    await put_files(dashboard, token, [("notes.txt", "text/plain", b"n")], await made("Home"))
+    await page.reload()
+    names = page.locator("#files-body td.file-name a[data-preview]")
+
+    # In the folder open here, the search finds only what is there.
+    await page.get_by_label("Search by name").fill("invoice")
+    await expect(page).to_have_url(re.compile(r"/files\?q=invoice$"))
+    await expect(names).to_have_text(["invoice-april.pdf"])
+    # In every folder: both, each saying where it is, the folders' own rows left out.
+    await page.get_by_label("In every folder", exact=True).check()
+    await expect(names).to_have_text(["invoice-march.pdf", "invoice-april.pdf"])
+    await expect(page.locator("#files-body .file-where")).to_have_text(
+        ["in Work / 2024", "in the top level"]
+    )
+    await expect(page.locator("#folders-body tr")).to_have_count(0)
+    await expect(page.locator("#files-title")).to_have_text("Files in every folder")
+    await expect(page).to_have_url(re.compile(r"/files\?q=invoice&in=all$"))
+    await page.reload()
+    await expect(page.get_by_label("In every folder", exact=True)).to_be_checked()
+    await expect(names).to_have_text(["invoice-march.pdf", "invoice-april.pdf"])
+
+    # Where a file is opens that folder, as a folder's link does: the search left behind.
+    await page.locator("#files-body .file-where").get_by_role("link", name="Work / 2024").click()
+    await expect(page).to_have_url(re.compile(rf"/files\?folder={year}$"))
+    await expect(page.get_by_label("In every folder", exact=True)).not_to_be_checked()
+    await expect(page.get_by_label("Search by name")).to_have_value("")
+    await expect(names).to_have_text(["invoice-march.pdf"])
+    await expect(page.locator("#files-body .file-where")).to_have_count(0)
+    await page.go_back()
+    await expect(names).to_have_text(["invoice-march.pdf", "invoice-april.pdf"])
+    assert await violations(page) == []
+    assert console_problems(tab) == []
+
+
 def zip_contents(path: str) -> dict[str, bytes]:
     with zipfile.ZipFile(path) as archive:
         assert archive.testzip() is None

@@ -1,6 +1,7 @@
 // What the files page shows, as its address says: the open folder, a search by name (`q`), an
-// order (`sort`), a type (`type`), the list or the gallery (`view`) and a file being previewed
-// (`preview`), so that a reload, the back button and a copied link show the same. The search
+// order (`sort`), a type (`type`), the files of every folder instead of the open one's
+// (`in=all`), the list or the gallery (`view`) and a file being previewed (`preview`), so that
+// a reload, the back button and a copied link show the same. The search
 // box asks the service (`GET /files?q=`) a moment after the typing stops, so a search reaches
 // past the first page.
 
@@ -32,7 +33,8 @@ const DEBOUNCE_MS = 300;
 
 const known = (choices, value, fallback) => (choices.some(([key]) => key === value) ? value : fallback);
 
-// The address's view: {folder, q, sort, type, view, preview}, anything unknown as its default.
+// The address's view: {folder, q, sort, type, everywhere, view, preview}, anything unknown as
+// its default.
 export function readAddress(search = window.location.search) {
   const query = new URLSearchParams(search);
   const folder = query.get("folder");
@@ -42,6 +44,7 @@ export function readAddress(search = window.location.search) {
     q: (query.get("q") || "").trim().slice(0, MAX_QUERY),
     sort: known(SORTS, query.get("sort"), DEFAULT_SORT),
     type: known(TYPES, query.get("type") || "", ""),
+    everywhere: query.get("in") === "all",
     view: query.get("view") === "gallery" ? "gallery" : "list",
     preview: preview && FILE_ID.test(preview) ? preview : null,
   };
@@ -62,6 +65,9 @@ export function addressOf(view) {
   if (view.type) {
     query.set("type", view.type);
   }
+  if (view.everywhere) {
+    query.set("in", "all");
+  }
   if (view.view === "gallery") {
     query.set("view", "gallery");
   }
@@ -72,9 +78,10 @@ export function addressOf(view) {
   return text ? `/files?${text}` : "/files";
 }
 
-// The `GET /files` query of a view, a page at a time.
+// The `GET /files` query of a view, a page at a time: the open folder's files, or without a
+// folder the account's, every folder's.
 export function listQuery(view, limit, cursor) {
-  const query = new URLSearchParams({ folder_id: view.folder || "root", limit });
+  const query = new URLSearchParams(view.everywhere ? { limit } : { folder_id: view.folder || "root", limit });
   if (view.q) {
     query.set("q", view.q);
   }
@@ -90,34 +97,39 @@ export function listQuery(view, limit, cursor) {
   return `/files?${query}`;
 }
 
-// The search box, the order, the type and the list/gallery switch. `changed(part, push)` is told
-// what the person changed ({q} while typing, {sort}, {type}, {view}); `push` says whether it is
-// a step the back button should return to (a choice) or not (each pause in the typing).
+// The search box, the order, the type, "In every folder" and the list/gallery switch.
+// `changed(part, push)` is told what the person changed ({q} while typing, {sort}, {type},
+// {everywhere}, {view}); `push` says whether it is a step the back button should return to (a
+// choice) or not (each pause in the typing).
 export function findControls(changed) {
   const search = byId("files-search");
   const sort = byId("files-sort");
   const type = byId("files-type");
+  const everywhere = byId("files-everywhere");
   const listButton = byId("view-list");
   const galleryButton = byId("view-gallery");
   sort.replaceChildren(...SORTS.map(([value, text]) => el("option", { text, attrs: { value } })));
   type.replaceChildren(...TYPES.map(([value, text]) => el("option", { text, attrs: { value } })));
   let timer = null;
+  const typed = () => search.value.trim().slice(0, MAX_QUERY);
 
   search.addEventListener("input", () => {
     clearTimeout(timer);
-    timer = setTimeout(() => changed({ q: search.value.trim().slice(0, MAX_QUERY) }, false), DEBOUNCE_MS);
+    timer = setTimeout(() => changed({ q: typed() }, false), DEBOUNCE_MS);
   });
   // Enter sends at once; the form is never submitted natively (form-action 'none').
   byId("files-find").addEventListener("submit", (event) => {
     event.preventDefault();
     clearTimeout(timer);
-    changed({ q: search.value.trim().slice(0, MAX_QUERY) }, false);
+    changed({ q: typed() }, false);
   });
-  sort.addEventListener("change", () => changed({ sort: sort.value }, true));
-  type.addEventListener("change", () => changed({ type: type.value }, true));
+  // A choice made while the typing has not paused yet takes the search as typed along.
+  sort.addEventListener("change", () => changed({ sort: sort.value, q: typed() }, true));
+  type.addEventListener("change", () => changed({ type: type.value, q: typed() }, true));
+  everywhere.addEventListener("change", () => changed({ everywhere: everywhere.checked, q: typed() }, true));
   listButton.addEventListener("click", () => changed({ view: "list" }, true));
   galleryButton.addEventListener("click", () => changed({ view: "gallery" }, true));
-  for (const control of [search, sort, type, listButton, galleryButton]) {
+  for (const control of [search, sort, type, everywhere, listButton, galleryButton]) {
     control.disabled = false;
   }
 
@@ -129,6 +141,7 @@ export function findControls(changed) {
     }
     sort.value = view.sort;
     type.value = view.type;
+    everywhere.checked = view.everywhere;
     listButton.setAttribute("aria-pressed", String(view.view === "list"));
     galleryButton.setAttribute("aria-pressed", String(view.view === "gallery"));
   };

@@ -81,9 +81,23 @@ export function fileLink(file, href, open) {
   return link;
 }
 
+// Where a file is, for a list of every folder's files: "in Photos / 2024", a link that opens the
+// folder (`go(id)`), its path filled in once `path` (a promise of it) answers.
+export function fileWhere(file, path, go) {
+  if (!file.folder_id) {
+    return el("span", { className: "hint file-where", text: "in the top level" });
+  }
+  const link = folderLink(file.folder_id, "a folder", go);
+  path.then((text) => {
+    link.textContent = text;
+  }, () => {});
+  return el("span", { className: "hint file-where" }, ["in ", link]);
+}
+
 // `actions`: {download(file, button), share(file, button), rename(file), move(file),
-// remove(file)}; `link`: the file's name as a link that previews it; `checkbox`: its selection.
-export function fileRow(file, actions, link, checkbox) {
+// remove(file)}; `link`: the file's name as a link that previews it; `checkbox`: its selection;
+// `where`: where the file is (`fileWhere`), in a list of every folder's files.
+export function fileRow(file, actions, link, checkbox, where = null) {
   const save = rowButton("Download", "secondary", ` ${file.name}`);
   save.addEventListener("click", () => actions.download(file, save));
   const share = rowButton("Share", "secondary", ` ${file.name}`);
@@ -96,7 +110,7 @@ export function fileRow(file, actions, link, checkbox) {
   remove.addEventListener("click", () => actions.remove(file));
   const row = el("tr", {}, [
     cell("Select", "file-select", checkbox),
-    cell("Name", "key-name file-name", link),
+    cell("Name", "key-name file-name", where ? el("span", {}, [link, el("br"), where]) : link),
     cell("Size", "file-size", el("span", { text: size(file.size), attrs: { title: `${file.size} bytes` } })),
     cell("Type", "file-type", el("code", { text: file.content_type })),
     cell("Uploaded", "file-uploaded", when(file.created_at, "—")),

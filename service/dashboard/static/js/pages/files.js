@@ -14,7 +14,7 @@ import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js"
 import { addressOf, findControls, listQuery, readAddress } from "../files/find.js";
 import { gallery } from "../files/gallery.js";
 import { previewer } from "../files/preview.js";
-import { TOP, breadcrumbs, fileLink, fileRow, folderRow } from "../files/rows.js";
+import { TOP, breadcrumbs, fileLink, fileRow, fileWhere, folderRow } from "../files/rows.js";
 import { downloadProgress, saveBlob } from "../files/save.js";
 import { selection } from "../files/selection.js";
 import { shareAction } from "../files/share.js";
@@ -318,6 +318,19 @@ function start(session) {
   const link = (file) => fileLink(file, (one) => addressOf({ ...view, preview: one.id }), preview.open);
   const thumbs = gallery(token, { link, checkbox: picked.checkbox });
 
+  // Each folder's path as a list of every folder's files says it ("Photos / 2024"), asked once
+  // per folder each time the list is read.
+  let paths = new Map();
+  function pathText(id) {
+    if (!paths.has(id)) {
+      paths.set(id, call("GET", `/folders/${encodeURIComponent(id)}`).then((folder) =>
+        [...(Array.isArray(folder.path) ? folder.path : []), folder].map((one) => one.name).join(" / ")));
+    }
+    return paths.get(id);
+  }
+  const where = (file) =>
+    view.everywhere ? fileWhere(file, file.folder_id ? pathText(file.folder_id) : null, folderActions.go) : null;
+
   // The files of a page in the list or the gallery, after those shown (`append`) or in their
   // place.
   function draw(files, append) {
@@ -331,7 +344,7 @@ function start(session) {
       }
     } else {
       thumbs.replace([]);
-      const rows = files.map((file) => fileRow(file, fileActions, link(file), picked.checkbox(file)));
+      const rows = files.map((file) => fileRow(file, fileActions, link(file), picked.checkbox(file), where(file)));
       if (append) {
         tbody.append(...rows);
       } else {
@@ -342,9 +355,10 @@ function start(session) {
     syncEmpty();
   }
 
-  // A search or a type shows only the folders it matches (by name; none for a type).
+  // A search or a type shows only the folders it matches (by name; none for a type, nor in a
+  // list of every folder's files).
   function matchingFolders(folders) {
-    if (view.type) {
+    if (view.type || view.everywhere) {
       return [];
     }
     const wanted = view.q.toLowerCase();
@@ -360,13 +374,14 @@ function start(session) {
       draw(shown, false); // the same files, drawn the other way
       return;
     }
+    showFolder();
     picked.clear();
     refresh();
   });
 
   function showFolder() {
     breadcrumbs(crumbs, open, folderActions.go);
-    listTitle.textContent = open ? open.name : "Your files";
+    listTitle.textContent = view.everywhere ? "Files in every folder" : open ? open.name : "Your files";
     uploadFolder.textContent = open ? open.name : "the top level";
     document.title = `${open ? `${open.name} · ` : ""}Files · filehost`;
   }
@@ -375,8 +390,9 @@ function start(session) {
   // the list.
   async function load(rows = PAGE_SIZE) {
     const mine = ++loads;
+    paths = new Map();
     const [folders, files] = await Promise.all([
-      childrenOf(call, open ? open.id : null),
+      view.everywhere ? [] : childrenOf(call, open ? open.id : null),
       call("GET", listQuery(view, rows, null)),
     ]);
     if (mine !== loads) {
@@ -457,7 +473,7 @@ function start(session) {
   // (arrival, the back button).
   async function go(id, push) {
     if (push) {
-      view = { ...view, folder: id, q: "", preview: null };
+      view = { ...view, folder: id, q: "", everywhere: false, preview: null };
       address(true);
       setControls(view);
       hide(pageStatus);
