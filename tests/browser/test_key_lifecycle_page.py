@@ -618,6 +618,9 @@ async def test_roll_edit_and_disable_by_keyboard_alone(
     await expect(page.get_by_label("For 1 hour")).to_be_checked()
     await page.keyboard.press("Enter")
     rolled = await new_secret(page, "keys only")
+    # The list is drawn again after the secret is shown: wait for its row with the old secret's
+    # grace, so that the buttons below are the ones that stay.
+    await expect(row.locator("td.key-prefix p.grace")).to_have_count(1)
     assert await files_status(dashboard, secret) == (200, None)
     assert await files_status(dashboard, rolled) == (200, None)
 
