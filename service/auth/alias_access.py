@@ -163,7 +163,7 @@ class AliasAccess:
     ) -> Opened:
         """The alias of ``slug`` for one request from ``address``, its view counted when
         ``count``; with a password it needs, that ``password`` (or a valid ``cookie``). With
-        ``grants`` (the address a range is asked of, the file there, the grant cookies sent), a
+        ``grants`` (the address a range is asked of, and the grant cookies sent), a
         request one of them was given for is part of the view that gave it: nothing counted,
         and served past the view limit. 404 ``alias_not_found`` for any alias that may not be
         used, 401 for a password missing or wrong, 429 past the address's rate or the wrong
@@ -473,11 +473,13 @@ class AliasAccess:
         ``key``, ``file_address`` and ``bucket``; None when none is."""
         for value in values[:_GRANTS_CHECKED]:
             shape = _GRANT.fullmatch(value)
-            if shape is None or int(shape.group(2)) <= now:
+            if shape is None:
                 continue
-            alias_id, expires = shape.group(1), int(shape.group(2))
+            alias_id, expires, signature = shape.group(1), int(shape.group(2)), shape.group(3)
+            if expires <= now:
+                continue
             expected = self._grant_signature(alias_id, key, file_address, bucket, expires)
-            if hmac.compare_digest(expected, shape.group(3)):
+            if hmac.compare_digest(expected, signature):
                 return alias_id
         return None
 

@@ -121,15 +121,7 @@ class _Views:
             self._admitted = True
             if self.grant is not None and answer is not None and answer.status == 200:
                 value, path, secure = self.grant
-                answer.set_cookie(
-                    VIEW_GRANT_NAME,
-                    value,
-                    max_age=VIEW_GRANT_SECONDS,
-                    path=path,
-                    httponly=True,
-                    samesite="Lax",
-                    secure=secure,
-                )
+                _give_cookie(answer, VIEW_GRANT_NAME, value, VIEW_GRANT_SECONDS, path, secure)
         return self._admitted
 
     async def settle(self) -> None:
@@ -255,7 +247,7 @@ def _view_grant(
     address = None if trace is None else trace.remote
     path = request.path
     value = request.app[POLICY].alias_access.view_grant(opened, path, address)
-    return value, path, public_origin(request).startswith("https://")
+    return value, path, _secure(request)
 
 
 def _one_not_found(refused: ApiError) -> ApiError:
@@ -478,20 +470,30 @@ async def post_password(request: web.Request) -> web.StreamResponse:
     location = request.path if below is None else f"{request.path}/{below}"
     response = web.Response(status=303, headers={hdrs.LOCATION: location})
     if opened.cookie is not None:
-        _give_cookie(request, response, opened.cookie)
+        path = f"{PUBLIC_PREFIX}/{request.match_info['slug']}"
+        _give_cookie(response, COOKIE_NAME, opened.cookie, COOKIE_SECONDS, path, _secure(request))
     return response
 
 
-def _give_cookie(request: web.Request, response: web.StreamResponse, value: str) -> None:
+def _give_cookie(
+    response: web.StreamResponse, name: str, value: str, seconds: int, path: str, secure: bool
+) -> None:
+    """A cookie of the public side (the password's, a view's grant): for ``path`` only, never
+    read by script, sent on a link followed from elsewhere, ``Secure`` when the service's
+    address is https."""
     response.set_cookie(
-        COOKIE_NAME,
+        name,
         value,
-        max_age=COOKIE_SECONDS,
-        path=f"{PUBLIC_PREFIX}/{request.match_info['slug']}",
+        max_age=seconds,
+        path=path,
         httponly=True,
         samesite="Lax",
-        secure=public_origin(request).startswith("https://"),
+        secure=secure,
     )
+
+
+def _secure(request: web.Request) -> bool:
+    return public_origin(request).startswith("https://")
 
 
 async def _listing(

@@ -1,9 +1,8 @@
 // What the files page shows, as its address says: the open folder, a search by name (`q`), an
 // order (`sort`), a type (`type`), the files of every folder instead of the open one's
 // (`in=all`), the list or the gallery (`view`) and a file being previewed (`preview`), so that
-// a reload, the back button and a copied link show the same. The search
-// box asks the service (`GET /files?q=`) a moment after the typing stops, so a search reaches
-// past the first page.
+// a reload, the back button and a copied link show the same. The search box asks the service
+// (`GET /files?q=`) a moment after the typing stops, so a search reaches past the first page.
 
 import { byId, el } from "../dom.js";
 
