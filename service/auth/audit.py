@@ -36,9 +36,16 @@ class AuditTrail:
         return await self._store.matching(user_id, kind, containing)
 
     async def page(
-        self, user_id: str, limit: int, before: int | None, kind: str | None
+        self,
+        user_id: str,
+        limit: int,
+        before: int | None,
+        kind: str | None,
+        naming: dict[str, str] | None = None,
     ) -> EventPage:
         """A page of the account's audit trail, newest first (``before``: a cursor's position);
-        events past the retention are never shown, even before a write trims them."""
+        events past the retention are never shown, even before a write trims them. ``naming``
+        keeps the events that name each of its ids (``key_id``, ``session_id``) as their actor
+        or their target."""
         since = self._clock.now_ms() - self._retention_ms
-        return await self._store.page(user_id, limit, before, kind, since)
+        return await self._store.page(user_id, limit, before, kind, since, naming)

@@ -62,14 +62,23 @@ return 1
 )
 
 # A page of the trail, newest first: up to ARGV[3] events scored below ARGV[1] (exclusive; or
-# '+inf') and at least ARGV[2] (the retention's start), of the type ARGV[4] ('' for any). Reads in
-# chunks, so a filtered page costs one round trip however far apart its events lie (the trail
-# holds at most FILEHOST_AUDIT_MAX_EVENTS). Returns member, score, member, score, ...
+# '+inf') and at least ARGV[2] (the retention's start), of the type ARGV[4] ('' for any), each
+# holding every text of ARGV[5 ..] (found as plain text, not a pattern). Reads in chunks, so a
+# filtered page costs one round trip however far apart its events lie (the trail holds at most
+# FILEHOST_AUDIT_MAX_EVENTS). Returns member, score, member, score, ...
 _PAGE = """
 local want = tonumber(ARGV[3])
 local prefix = ARGV[4]
 local top = ARGV[1]
 local found = {}
+local function holds_all(event)
+  for j = 5, #ARGV do
+    if not string.find(event, ARGV[j], 1, true) then
+      return false
+    end
+  end
+  return true
+end
 while #found < want * 2 do
   local chunk = redis.call('ZRANGE', KEYS[1], top, ARGV[2], 'BYSCORE', 'REV', 'LIMIT', 0, 256,
     'WITHSCORES')
@@ -77,7 +86,7 @@ while #found < want * 2 do
     break
   end
   for i = 1, #chunk, 2 do
-    if prefix == '' or string.sub(chunk[i], 1, #prefix) == prefix then
+    if (prefix == '' or string.sub(chunk[i], 1, #prefix) == prefix) and holds_all(chunk[i]) then
       found[#found + 1] = chunk[i]
       found[#found + 1] = chunk[i + 1]
       if #found >= want * 2 then
@@ -98,6 +107,13 @@ def batch_args(batch: EventBatch) -> list[str | int]:
 
 def member(event: dict[str, Any]) -> str:
     return f"{event['type']}:" + orjson.dumps(event).decode()
+
+
+def _field_text(name: str, value: str) -> str:
+    """A field as ``member`` writes it into an event's JSON, ``"key_id":"key_…"``: found in a
+    member only where that field has that value, since a quote inside a string value is
+    escaped."""
+    return orjson.dumps({name: value}).decode()[1:-1]
 
 
 def _decode(raw: str, score: str) -> StoredEvent:
@@ -142,10 +158,17 @@ class AuditStore:
         return found
 
     async def page(
-        self, user_id: str, limit: int, before: int | None, kind: str | None, since: int
+        self,
+        user_id: str,
+        limit: int,
+        before: int | None,
+        kind: str | None,
+        since: int,
+        holding: dict[str, str] | None = None,
     ) -> EventPage:
         """Up to ``limit`` events, newest first, scored below ``before``, recorded at or after
-        ``since`` (ms), of type ``kind`` when given."""
+        ``since`` (ms), of type ``kind`` when given, and holding each field of ``holding`` with
+        its value, at any depth (a key as the event's actor or its target alike)."""
         reply = await self._page(
             keys=[self.keys.account_audit(user_id)],
             args=[
@@ -153,6 +176,7 @@ class AuditStore:
                 since * 1000,
                 limit + 1,  # one more than asked tells whether another page follows
                 f"{kind}:" if kind else "",
+                *(_field_text(name, value) for name, value in (holding or {}).items()),
             ],
         )
         events = [_decode(reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]

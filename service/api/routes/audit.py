@@ -3,7 +3,9 @@
 Session tokens only (an API key is 403 ``session_required``, as on the other account
 endpoints). A page of the account's events, newest first, ``limit`` at a time (1-1000, default
 100), from the previous page's ``next_cursor`` (null on the last page), of one ``type`` when
-asked. A bad ``limit``, ``cursor`` or ``type`` (or one given twice) is 400 ``validation_failed``.
+asked, and only those naming one key (``key_id``) or one session (``session_id``), as the one
+that acted or the one acted on, when asked. A bad ``limit``, ``cursor``, ``type``, ``key_id`` or
+``session_id`` (or one given twice) is 400 ``validation_failed``.
 Events arriving between two pages never shift the next one: a cursor names a position in the
 trail's order of recording, and new events sort before it. What is recorded, and when, is in
 ``service.auth.audit``; the event types in ``service.domain.audit_events``.
@@ -21,6 +23,7 @@ from service.api.paging import page_cursor, page_size
 from service.api.views import ok
 from service.clock import iso
 from service.domain.audit_events import EVENT_TYPES, StoredEvent
+from service.domain.credentials import is_valid_id
 from service.domain.cursors import decode_event_cursor
 from service.errors import ApiError, Code
 
@@ -67,11 +70,29 @@ def _type(request: web.Request) -> str | None:
     return raw
 
 
+# The ids an event can be asked for by, with their kind (a key's and a session's public ids).
+_NAMED_IDS = {"key_id": "key", "session_id": "ses"}
+
+
+def _naming(request: web.Request) -> dict[str, str] | None:
+    naming = {}
+    for name, kind in _NAMED_IDS.items():
+        raw = _one(request, name)
+        if raw is None:
+            continue
+        if not is_valid_id(raw, kind):
+            raise ApiError(
+                Code.VALIDATION_FAILED, details={name: f"must be an id such as {kind}_…"}
+            )
+        naming[name] = raw
+    return naming or None
+
+
 async def list_audit_events(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
     limit, before = page_size(request), page_cursor(request, decode_event_cursor)
-    kind = _type(request)
-    page = await request.app[POLICY].audit.page(principal.user_id, limit, before, kind)
+    kind, naming = _type(request), _naming(request)
+    page = await request.app[POLICY].audit.page(principal.user_id, limit, before, kind, naming)
     return ok(
         {
             "events": [_event_view(stored) for stored in page.events],

@@ -218,7 +218,13 @@ class AuditStore(Protocol):
     async def matching(self, user_id: str, kind: str, containing: str) -> list[dict[str, Any]]: ...
 
     async def page(
-        self, user_id: str, limit: int, before: int | None, kind: str | None, since: int
+        self,
+        user_id: str,
+        limit: int,
+        before: int | None,
+        kind: str | None,
+        since: int,
+        holding: dict[str, str] | None = None,
     ) -> EventPage: ...
 
 
