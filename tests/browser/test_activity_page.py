@@ -659,9 +659,10 @@ async def test_the_activity_page_by_keyboard_alone(
     await page.goto("/activity?limit=2")
     await expect(page.locator("#activity-loading")).to_be_hidden()
 
-    # The order: skip link, the pages, log out, the filter, then "Load more" after the rows.
+    # The order: skip link, the pages, log out, the filter, in each row the session that acted and
+    # the key it made (links to their activity), then "Load more" after the rows.
     stops = []
-    for _ in range(11):
+    for _ in range(15):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
@@ -675,6 +676,10 @@ async def test_the_activity_page_by_keyboard_alone(
         "#nav-settings",
         "#logout",
         "#activity-type",
+        "a",
+        "a",
+        "a",
+        "a",
         "#activity-more",
     ], stops
     await assert_focus_is_visible(page)
@@ -684,8 +689,9 @@ async def test_the_activity_page_by_keyboard_alone(
     await assert_focus_is_visible(page)
     await expect(page.locator("#activity-more")).to_be_hidden()
 
-    # The filter by keyboard: back to it, and the arrow keys choose a type.
-    await page.keyboard.press("Shift+Tab")
+    # The filter by keyboard: back to it past the four links, and the arrow keys choose a type.
+    for _ in range(5):
+        await page.keyboard.press("Shift+Tab")
     assert await focused(page) == "#activity-type"
     await page.keyboard.press("ArrowDown")  # All activity -> Signed in
     await expect(page.get_by_label("Event type")).to_have_value("login.succeeded")

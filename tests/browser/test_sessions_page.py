@@ -460,9 +460,10 @@ async def test_the_sessions_page_by_keyboard_alone(
     await page.wait_for_url("**/sessions")
     await expect(page.locator("#sessions-body tr")).to_have_count(2)
 
-    # The order: skip link, the pages, log out, the other session's End, end all, the form.
+    # The order: skip link, the pages, log out, the other session's activity and End, this
+    # session's activity, end all, the form.
     stops = []
-    for _ in range(13):
+    for _ in range(15):
         await page.keyboard.press("Tab")
         stops.append(await focused(page))
     assert stops == [
@@ -475,16 +476,18 @@ async def test_the_sessions_page_by_keyboard_alone(
         "#nav-activity",
         "#nav-settings",
         "#logout",
-        "button",  # End (the other session's)
+        "a",  # the other session's activity (the newest first)
+        "button",  # its End
+        "a",  # this session's activity
         "#end-others",
         "#current-password",
         "#new-password",
     ], stops
 
-    # End the other session: open with Shift+Tab back to its End, Enter, Tab to confirm.
-    await page.keyboard.press("Shift+Tab")
-    await page.keyboard.press("Shift+Tab")
-    await page.keyboard.press("Shift+Tab")
+    # End the other session: open with Shift+Tab back to its End (past this session's activity),
+    # Enter, Tab to confirm.
+    for _ in range(4):
+        await page.keyboard.press("Shift+Tab")
     await assert_focus_is_visible(page)
     await page.keyboard.press("Enter")
     dialog = page.get_by_role("dialog")

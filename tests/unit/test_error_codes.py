@@ -43,11 +43,14 @@ NOT_SENT = {Code.CLIENT_CLOSED_REQUEST, Code.EMAIL_TAKEN, Code.USER_NOT_FOUND}
 # Snake-case strings in the dashboard's JavaScript that are not the API's codes: the codes it
 # gives failures of its own (no answer, or one without the envelope, a reauthentication the
 # user cancelled), audit actor types, the API's name of a second factor's answer, an order
-# of the files' list (`sort=created_at`) and the fields an alias is made with.
+# of the files' list (`sort=created_at`), the fields an alias is made with and the audit
+# trail's filters by key and session.
 DASHBOARD_NOT_CODES = {
     "created_at",
     "file_id",
     "folder_id",
+    "key_id",
+    "session_id",
     "network_error",
     "unexpected_response",
     "reauthentication_cancelled",

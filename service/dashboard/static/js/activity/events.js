@@ -1,9 +1,10 @@
 // One audit event as a row of the activity table: when, what, by whom, from where, about
 // what, and what changed. Keys, sessions, files and folders are named as the event recorded them (a
 // key's name and prefix, a session's device, a file's name), by their type; an event recorded
-// before names were kept, or of a shape this page does not know, falls back to its ids. Whatever
-// shape a field comes in, it is shown as text.
+// before names were kept, or of a shape this page does not know, falls back to its ids. A key or a
+// session is a link to its own activity. Whatever shape a field comes in, it is shown as text.
 
+import { activityHref } from "./address.js";
 import { size } from "../bytes.js";
 import { changesNode } from "./changes.js";
 import { deviceNode } from "../devices.js";
@@ -68,14 +69,23 @@ function aliasNodes(alias) {
   return text(alias.slug) ? ["Alias ", el("code", { text: `/a/${alias.slug}` })] : byId("Alias", alias.alias_id);
 }
 
+// `nodes` naming a key or a session, as a link to its own activity; as they are when that is the
+// list shown (`naming`, the page's filter by key_id or session_id) or the event names no id.
+function toActivity(nodes, name, id, naming) {
+  if (!text(id) || naming[name] === id) {
+    return nodes;
+  }
+  return [el("a", { className: "subject-activity", attrs: { href: activityHref(name, id) } }, nodes)];
+}
+
 // A key, session, file, folder, alias or the settings, by its type, or by the id it carries (older
-// events have no type).
-function subjectNodes(subject) {
+// events have no type). `naming`: as for `toActivity`.
+export function subjectNodes(subject, naming = {}) {
   if (subject.type === "api_key" || (!subject.type && subject.key_id)) {
-    return keyNodes(subject);
+    return toActivity(keyNodes(subject), "key_id", subject.key_id, naming);
   }
   if (subject.type === "session" || (!subject.type && subject.session_id)) {
-    return sessionNodes(subject);
+    return toActivity(sessionNodes(subject), "session_id", subject.session_id, naming);
   }
   if (subject.type === "file" || (!subject.type && subject.file_id)) {
     return fileNodes(subject);
@@ -102,7 +112,7 @@ function fieldsText(value) {
   return entries.length ? entries.map(([name, item]) => `${name} ${changeText(item)}`).join(", ") : "—";
 }
 
-function actorNodes(actor) {
+function actorNodes(actor, naming) {
   if (!actor || typeof actor !== "object") {
     return ["Not signed in"]; // a failed login: nobody was authenticated
   }
@@ -112,14 +122,14 @@ function actorNodes(actor) {
   if (actor.type === "leak_report") {
     return [`A leak report from ${actor.ip || "an unknown address"}`];
   }
-  return subjectNodes(actor) || [text(actor.type) ? actor.type : fieldsText(actor)];
+  return subjectNodes(actor, naming) || [text(actor.type) ? actor.type : fieldsText(actor)];
 }
 
-function targetNodes(target) {
+function targetNodes(target, naming) {
   if (!target || typeof target !== "object") {
     return ["—"];
   }
-  return subjectNodes(target) || [fieldsText(target)];
+  return subjectNodes(target, naming) || [fieldsText(target)];
 }
 
 // A value of a shape this page does not know, as text.
@@ -151,8 +161,9 @@ function signInNode(item) {
 }
 
 // `labels`: event type -> its name for people (the filter's); `folders`: the account's folders'
-// paths by id, for the changes.
-export function eventRow(item, labels, folders) {
+// paths by id, for the changes; `naming`: the key or session the list is filtered by, if any
+// ({key_id} or {session_id}).
+export function eventRow(item, labels, folders, naming = {}) {
   // One element per cell: on a narrow screen a cell is a grid of its label and its value.
   const box = (label, className, content) => cell(label, className, el("div", {}, content));
   const row = el("tr", { attrs: { tabindex: "-1" } }, [
@@ -162,11 +173,11 @@ export function eventRow(item, labels, folders) {
       el("code", { text: String(item.type) }),
       ...[signInNode(item)].filter(Boolean),
     ]),
-    box("By", "event-actor", actorNodes(item.actor)),
+    box("By", "event-actor", actorNodes(item.actor, naming)),
     box("Address", "event-ip", [el("code", { text: item.ip || "unknown" })]),
     // The User-Agent the request came with, by name, the whole string on hover.
     box("Device", "event-agent", [deviceNode(item.user_agent)]),
-    box("Target", "event-target", targetNodes(item.target)),
+    box("Target", "event-target", targetNodes(item.target, naming)),
     box("Changes", "event-changes", [changesNode(item, folders)]),
   ]);
   row.dataset.eventId = item.id;

@@ -1,7 +1,8 @@
 // The list of the account's keys: a row per key with its settings, what it did over the last
-// 30 days (filled in once each key's usage arrives, usage.js) and its buttons (Edit, Roll,
-// Disable or Enable, Revoke), each of which calls into `actions`.
+// 30 days (filled in once each key's usage arrives, usage.js) with a link to its activity, and
+// its buttons (Edit, Roll, Disable or Enable, Revoke), each of which calls into `actions`.
 
+import { activityHref } from "../activity/address.js";
 import { ApiError, describe } from "../api.js";
 import { byId, el, hide, show } from "../dom.js";
 import { cell, rowButton } from "../table.js";
@@ -108,6 +109,11 @@ export function keyList(actions) {
     const lastUse = el("span", { className: "last-use" }, [when(key.last_used_at, "Never")]);
     const usage = el("div", { className: "key-usage" }, [el("span", { className: "hint", text: "Loading…" })]);
     usageCells.set(key.id, { usage, lastUse });
+    // Everything done with the key and to it, in the audit trail.
+    const activity = el("a", { className: "key-activity", attrs: { href: activityHref("key_id", key.id) } }, [
+      "Activity",
+      el("span", { className: "visually-hidden", text: ` of key ${key.name}` }),
+    ]);
     const row = el("tr", {}, [
       cell("Name", "key-name", document.createTextNode(key.name)),
       cell("Status", "key-status", statusBadge(disabled)),
@@ -118,7 +124,7 @@ export function keyList(actions) {
       cell("Rate limit", "key-rate", document.createTextNode(rate)),
       cell("Created", "key-created", when(key.created_at, "—")),
       cell("Expires", "key-expires", when(key.expires_at, "Never")),
-      cell("Last used", "key-last-used", [lastUse, usage]),
+      cell("Last used", "key-last-used", [lastUse, usage, activity]),
       cell("Actions", "key-actions", el("div", { className: "row-actions" }, rowButtons(key))),
     ]);
     row.dataset.keyId = key.id;

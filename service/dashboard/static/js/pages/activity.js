@@ -1,11 +1,12 @@
 // The activity page (/activity): the account's audit trail, newest first, a page at a time,
 // filtered by event type. `/activity?type=key.created` opens filtered; `?limit=N` sets the
-// page size.
+// page size; `?key_id=key_…` or `?session_id=ses_…` keeps the events of one key or one session
+// (the keys' and sessions' pages link there, as do the keys and sessions named in the list).
 
 import { failedText } from "../api.js";
 import { sessionCaller } from "../caller.js";
-import { eventRow } from "../activity/events.js";
-import { byId, hide, show } from "../dom.js";
+import { eventRow, subjectNodes } from "../activity/events.js";
+import { byId, el, hide, show } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
@@ -22,9 +23,60 @@ function pageSize() {
   return value >= 1 && value <= MAX_PAGE_SIZE ? value : PAGE_SIZE;
 }
 
+// The key or session the address asks for (`?key_id=`, `?session_id=`, ids as the API gives
+// them), as the API's filter: {key_id} or {session_id} (a key when it names both); {} when it
+// asks for neither, or for something that is no such id.
+const SUBJECTS = { key_id: /^key_[0-9A-Za-z]{22}$/, session_id: /^ses_[0-9A-Za-z]{22}$/ };
+// How the list names what it is filtered by, before an event has named it.
+const SUBJECT_WORDS = { key_id: "key", session_id: "session" };
+
+function askedNaming() {
+  const query = new URLSearchParams(window.location.search);
+  const naming = {};
+  for (const [name, shape] of Object.entries(SUBJECTS)) {
+    const value = query.get(name) || "";
+    if (shape.test(value)) {
+      naming[name] = value;
+      break;
+    }
+  }
+  return naming;
+}
+
+// The key or session `naming` asks for, as the first of `events` that names it recorded it.
+function namedIn(events, naming) {
+  const [name, id] = Object.entries(naming)[0];
+  for (const item of events) {
+    for (const subject of [item.actor, item.target]) {
+      if (subject && typeof subject === "object" && subject[name] === id) {
+        return subject;
+      }
+    }
+  }
+  return null;
+}
+
+// "Showing only: Key “deploy bot” fhk_… · Show all activity": what the list is filtered by (by
+// its name once an event shows it, else its kind and id), and the way back to every event.
+function showScope(scope, naming, subject) {
+  const [name, id] = Object.entries(naming)[0];
+  const nodes = subject ? subjectNodes(subject, naming) : [`The ${SUBJECT_WORDS[name]} `, el("code", { text: id })];
+  const everything = new URL(window.location.href);
+  everything.searchParams.delete("key_id");
+  everything.searchParams.delete("session_id");
+  scope.replaceChildren(
+    el("span", { className: "hint", text: "Showing only: " }),
+    el("span", { className: "scope-subject" }, nodes),
+    " · ",
+    el("a", { attrs: { href: everything.pathname + everything.search }, text: "Show all activity" }),
+  );
+  scope.hidden = false;
+}
+
 function listElements() {
   return {
     filter: byId("activity-type"),
+    scope: byId("activity-scope"),
     table: byId("activity-table"),
     tbody: byId("activity-body"),
     loading: byId("activity-loading"),
@@ -56,6 +108,12 @@ function start(session) {
   );
   let nextCursor = null;
   let generation = 0; // a filter change makes the answers to earlier requests stale
+  const naming = askedNaming();
+  const narrowed = Object.keys(naming).length > 0;
+  let subjectNamed = false; // an event has named the key or session the list is of
+  if (narrowed) {
+    showScope(list.scope, naming, null);
+  }
 
   const asked = new URLSearchParams(window.location.search).get("type");
   if (asked && labels.has(asked)) {
@@ -71,14 +129,23 @@ function start(session) {
 
   // The rows of a page that arrived, after those shown.
   function showPage(data, fromStart, paths) {
-    const rows = (Array.isArray(data.events) ? data.events : []).map((item) => eventRow(item, labels, paths));
+    const events = Array.isArray(data.events) ? data.events : [];
+    const rows = events.map((item) => eventRow(item, labels, paths, naming));
+    if (narrowed && !subjectNamed) {
+      const subject = namedIn(events, naming);
+      if (subject) {
+        subjectNamed = true;
+        showScope(list.scope, naming, subject);
+      }
+    }
     nextCursor = typeof data.next_cursor === "string" ? data.next_cursor : null;
     list.tbody.append(...rows);
     const count = list.tbody.children.length;
     list.table.hidden = count === 0;
     if (count === 0) {
       const label = labels.get(list.filter.value);
-      show(list.empty, label ? `No “${label}” activity yet.` : "No activity yet.");
+      const of = narrowed ? ` of this ${SUBJECT_WORDS[Object.keys(naming)[0]]}` : "";
+      show(list.empty, label ? `No “${label}” activity${of} yet.` : `No activity${of} yet.`);
     }
     list.more.hidden = nextCursor === null;
     if (!fromStart && rows.length) {
@@ -89,7 +156,7 @@ function start(session) {
   // The first page of the chosen type (from scratch), or the next page after the last one.
   async function load(fromStart) {
     const ticket = ++generation;
-    const query = new URLSearchParams({ limit: String(limit) });
+    const query = new URLSearchParams({ limit: String(limit), ...naming });
     if (list.filter.value) {
       query.set("type", list.filter.value);
     }

@@ -5,6 +5,7 @@
 import { ApiError, failedText } from "../api.js";
 import { sessionCaller } from "../caller.js";
 import { deviceNode, deviceText } from "../devices.js";
+import { activityHref } from "../activity/address.js";
 import { byId, confirmation, el, hide, show } from "../dom.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
@@ -49,7 +50,14 @@ function sessionRow(item, end) {
       when(item.created_at, "—"),
       el("div", { className: "hint session-factors", text: factorsText(item) }),
     ]),
-    cell("Last seen", "session-last-seen", when(item.last_seen_at, "—")),
+    cell("Last seen", "session-last-seen", [
+      when(item.last_seen_at, "—"),
+      // What the session did, and its sign-in, in the audit trail.
+      el("a", { className: "session-activity", attrs: { href: activityHref("session_id", item.id) } }, [
+        "Activity",
+        el("span", { className: "visually-hidden", text: ` of the session on ${device(item)}` }),
+      ]),
+    ]),
     cell("Expires", "session-expires", when(item.expires_at, "—")),
     cell("Actions", "key-actions", action),
   ]);
