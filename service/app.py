@@ -36,6 +36,7 @@ from service.api.routes.aliases import add_alias_routes
 from service.api.routes.archives import add_archive_routes
 from service.api.routes.audit import add_audit_routes
 from service.api.routes.auth import add_auth_routes
+from service.api.routes.download_tickets import add_download_ticket_routes
 from service.api.routes.files import FILES_PATH, add_file_routes, first_page_reply
 from service.api.routes.folders import add_folder_routes
 from service.api.routes.forward_auth import VERIFY_PATH, add_forward_auth_routes, verify_reply
@@ -246,6 +247,7 @@ def create_app(
     add_mfa_routes(app)
     add_audit_routes(app)
     add_archive_routes(app)
+    add_download_ticket_routes(app)
     add_file_routes(app)
     add_upload_routes(app)
     add_folder_routes(app)

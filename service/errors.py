@@ -166,16 +166,10 @@ class Code(StrEnum):
         challenge=Challenge.API_KEY,
     )
     API_KEY_EXPIRED = _Row(
-        401,
-        code="api_key_expired",
-        message="The API key has expired.",
-        challenge=Challenge.API_KEY,
+        401, code="api_key_expired", message="The API key has expired.", challenge=Challenge.API_KEY
     )
     API_KEY_REVOKED = _Row(
-        401,
-        code="api_key_revoked",
-        message="The API key was revoked.",
-        challenge=Challenge.API_KEY,
+        401, code="api_key_revoked", message="The API key was revoked.", challenge=Challenge.API_KEY
     )
     # A rolled-out secret past its grace: the key itself works, with its newer secret.
     API_KEY_REPLACED = _Row(
@@ -312,6 +306,13 @@ class Code(StrEnum):
     THUMBNAIL_NOT_FOUND = _Row(
         404, code="thumbnail_not_found", message="This file has no thumbnail."
     )
+    # Unknown, malformed, ended, another file's, or its session is over: never told apart.
+    DOWNLOAD_TICKET_NOT_FOUND = _Row(
+        404,
+        code="download_ticket_not_found",
+        message="This download ticket is not valid (tickets last a minute, and end with the "
+        "session that took them). Take another.",
+    )
     TOTP_ENROLLMENT_NOT_FOUND = _Row(
         404,
         code="totp_enrollment_not_found",
@@ -401,11 +402,7 @@ class Code(StrEnum):
         code="folder_not_empty",
         message="The folder holds files or folders. Delete them first, or ask for recursive=true.",
     )
-    FOLDER_TOO_DEEP = _Row(
-        409,
-        code="folder_too_deep",
-        message="Folders may not nest this deep.",
-    )
+    FOLDER_TOO_DEEP = _Row(409, code="folder_too_deep", message="Folders may not nest this deep.")
     FOLDER_LIMIT_REACHED = _Row(
         409,
         code="folder_limit_reached",
@@ -543,9 +540,7 @@ class Code(StrEnum):
     )
     # A stored TOTP secret can't be decrypted with the configured keys (they changed).
     MFA_UNAVAILABLE = _Row(
-        503,
-        code="mfa_unavailable",
-        message="This second factor is not available on this service.",
+        503, code="mfa_unavailable", message="This second factor is not available on this service."
     )
     SSO_UNAVAILABLE = _Row(
         503, code="sso_unavailable", message="The identity provider is unreachable.", retry_after=30

@@ -123,6 +123,7 @@ async def send_file(
     etag: str,
     admission: Admission | None = None,
     may_redirect: bool = True,
+    attachment: bool = False,
 ) -> web.StreamResponse:
     """The bytes of ``record`` as ``GET /files/{id}/content`` answers them (and every other
     path that serves a file): Content-Length, the strong ``etag``, 304, one ``bytes=`` range as
@@ -130,13 +131,13 @@ async def send_file(
     headers without the bytes. ``admission`` refusing a 200 or 206 is 404 ``alias_not_found``.
     When the blob store redirects downloads (``FILEHOST_S3_DOWNLOADS=redirect``) and
     ``may_redirect``, a 302 to the store's short-lived URL instead (for GET), counted as
-    ``admission``'s view like a 200."""
+    ``admission``'s view like a 200. ``attachment``: saved, never shown, whatever the type."""
     if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return web.Response(status=304, headers={hdrs.ETAG: etag})
     # Never HEAD: a store's presigned URL is signed for GET alone.
     if may_redirect and request.method != hdrs.METH_HEAD:
-        content_type, headers = file_headers(record, etag)
+        content_type, headers = file_headers(record, etag, attachment)
         disposition = dict(headers)[hdrs.CONTENT_DISPOSITION]
         url = await files.download_url(record, disposition, content_type)
         if url is not None:
@@ -151,7 +152,7 @@ async def send_file(
         start, length = chosen if chosen is not None else (0, len(content))
         body = content[start : start + length] if chosen is not None else content
         small = Answer(body, 200 if chosen is None else 206)
-        _content_headers(small, record, etag, chosen, len(content))
+        _content_headers(small, record, etag, chosen, len(content), attachment)
         if admission is not None and not await admission.admit(small):
             raise ApiError(Code.ALIAS_NOT_FOUND)
         if request.method != hdrs.METH_HEAD:
@@ -163,7 +164,7 @@ async def send_file(
         chosen = byte_range(request, size, etag)
         start, length = chosen if chosen is not None else (0, size)
         response = web.StreamResponse(status=200 if chosen is None else 206)
-        _content_headers(response, record, etag, chosen, size)
+        _content_headers(response, record, etag, chosen, size, attachment)
         response.content_length = length
         if admission is not None and not await admission.admit(response):
             raise ApiError(Code.ALIAS_NOT_FOUND)
@@ -196,9 +197,10 @@ def _content_headers(
     etag: str,
     chosen: tuple[int, int] | None,
     size: int,
+    attachment: bool,
 ) -> None:
     """A file's headers, wherever its bytes come from (``file_headers``)."""
-    content_type, headers = file_headers(record, etag)
+    content_type, headers = file_headers(record, etag, attachment)
     response.headers[hdrs.CONTENT_TYPE] = content_type
     response.headers.extend(headers)
     if chosen is not None:
@@ -207,12 +209,17 @@ def _content_headers(
 
 
 @lru_cache(maxsize=4096)
-def file_headers(record: FileRecord, etag: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+def file_headers(
+    record: FileRecord, etag: str, attachment: bool = False
+) -> tuple[str, tuple[tuple[str, str], ...]]:
     """A file's content type and the headers that follow it in a whole file's answer (with
-    ``etag``): risky types as ``application/octet-stream`` and ``attachment``. The same for the
-    same record, so a file served again and again (through an alias) has them made once."""
+    ``etag``): risky types as ``application/octet-stream`` and ``attachment``, and every type
+    ``attachment`` when asked. The same for the same record, so a file served again and again
+    (through an alias) has them made once."""
     inline = record.content_type in INLINE_TYPES
-    disposition = content_disposition("inline" if inline else "attachment", record.name)
+    disposition = content_disposition(
+        "inline" if inline and not attachment else "attachment", record.name
+    )
     return record.content_type if inline else OCTET_STREAM, (
         (hdrs.CONTENT_DISPOSITION, disposition),
         (hdrs.ETAG, etag),

@@ -14,6 +14,7 @@ from service.auth.api_keys import ApiKeys
 from service.auth.archives import Archives
 from service.auth.audit import AuditTrail
 from service.auth.bulk_files import BulkFiles
+from service.auth.download_tickets import DownloadTickets
 from service.auth.files import Files
 from service.auth.folders import Folders
 from service.auth.identities import Identities
@@ -66,6 +67,7 @@ class Policy:
     readiness: Readiness
     identities: Identities
     sso: SingleSignOn
+    download_tickets: DownloadTickets
 
 
 def make_policy(
@@ -223,6 +225,7 @@ def make_policy(
         readiness=Readiness(stores, blobs),
         identities=identities,
         sso=sso,
+        download_tickets=DownloadTickets(stores.download_tickets, stores.lookup, reach, clock),
     )
 
 

@@ -26,6 +26,8 @@ SESSION_KIND = "fhs_"
 # The second step of a login (``mfa_token``): a credential of its own kind, so it can never pass
 # for a session.
 MFA_TOKEN_KIND = "fhm_"  # noqa: S105 - a kind prefix, not a secret
+# A download ticket's secret: one file or folder, for a minute, while its session lasts.
+DOWNLOAD_TICKET_KIND = "fhd_"
 SECRET_LENGTH = len(API_KEY_KIND) + _RANDOM_CHARS + _CHECKSUM_CHARS
 
 # Shown in key listings: the kind plus enough random characters to tell keys apart at a glance.
@@ -92,6 +94,11 @@ def generate_session_token() -> str:
 def generate_mfa_token() -> str:
     """A new login's second-step token (stored only as a digest)."""
     return _generate(MFA_TOKEN_KIND)
+
+
+def generate_download_ticket() -> str:
+    """A new download ticket's secret (stored only as a digest)."""
+    return _generate(DOWNLOAD_TICKET_KIND)
 
 
 def is_well_formed(secret: str, kind: str) -> bool:

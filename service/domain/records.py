@@ -161,6 +161,19 @@ class SessionStanding:
 
 
 @dataclass(frozen=True, slots=True)
+class DownloadTicket:
+    """What a download ticket downloads: one file, or one folder (``is_folder``) as a ZIP
+    archive, of one account, until ``expires_at`` (ms), while the session that took it (by its
+    token's digest) lasts."""
+
+    user_id: str
+    target_id: str
+    is_folder: bool
+    session_digest: str
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class UserRecord:
     id: str
     email: str

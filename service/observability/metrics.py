@@ -17,7 +17,8 @@
 ``route`` is the route's template (``/api/v1/keys/{key_id}``), never the raw path, and
 ``unmatched`` for anything no route took (404, 405), so a scanner cannot make new series.
 ``method`` is one of the methods the API knows or ``other``. ``credential`` is what the request
-presented: ``api_key``, ``session``, ``both`` or ``none``; ``outcome`` is ``ok`` or the refusal's
+presented: ``api_key``, ``session``, ``both`` or ``none`` (``download_ticket`` for a download by
+a ticket); ``outcome`` is ``ok`` or the refusal's
 error code (``invalid_api_key``, ``api_key_expired``, ``invalid_session``, ``session_expired``,
 ``credential_missing``, ``insufficient_permission``, ``session_required``, ``rate_limited``,
 ``store_unavailable``, …). For a well-formed credential the check is one Redis round trip

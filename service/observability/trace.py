@@ -24,17 +24,18 @@ _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 UNMATCHED_ROUTE = "unmatched"
 _MAX_LOGGED_PATH = 1024
 # A credential pasted into a path (``DELETE /keys/<secret>``) must not reach the log: anything
-# credential-shaped is masked, i.e. ``fhk_``/``fhs_``/``fhm_`` and what follows, and any run of
-# 40 or more letters and digits (a secret without its prefix, a SHA-256 digest). So are the other
-# secrets the service shows, as it shows them: a run of 32 or more upper-case base32 characters
-# (an authenticator app's secret) and four or more groups of four such characters joined by ``-``
-# or a space (a recovery code, ``XXXX-XXXX-XXXX-XXXX``; that secret as the dashboard groups it).
+# credential-shaped is masked, i.e. ``fhk_``/``fhs_``/``fhm_``/``fhd_`` and what follows, and any
+# run of 40 or more letters and digits (a secret without its prefix, a SHA-256 digest). So are the
+# other secrets the service shows, as it shows them: a run of 32 or more upper-case base32
+# characters (an authenticator app's secret) and four or more groups of four such characters
+# joined by ``-`` or a space (a recovery code, ``XXXX-XXXX-XXXX-XXXX``; that secret as the
+# dashboard groups it).
 # Upper case only, as shown: ids (22 base62 characters), slugs such as ``road-trip-with-mom2``
 # and ordinary names stay.
 # (The two upper-case shapes share their first four characters: one alternative, not two, so each
 # position of a path is tried once fewer.)
 _CREDENTIAL_SHAPED = re.compile(
-    r"fh[ksm]_[0-9A-Za-z]*|[0-9A-Za-z]{40,}|[A-Z2-7]{4}(?:[A-Z2-7]{28,}|(?:[- ][A-Z2-7]{4}){3,})"
+    r"fh[ksmd]_[0-9A-Za-z]*|[0-9A-Za-z]{40,}|[A-Z2-7]{4}(?:[A-Z2-7]{28,}|(?:[- ][A-Z2-7]{4}){3,})"
 )
 MASK = "[masked]"
 
@@ -90,8 +91,9 @@ class RequestTrace:
     """What one request's handling learned, for its access-log line and its metrics.
 
     ``credential`` is set when a credential check ran: ``api_key``, ``session``, ``both`` or
-    ``none`` (from the headers presented), with ``outcome`` ``"ok"`` or the refusal's code, and
-    for an accepted credential its user's id (``user_id``) and, for a key, its id (``key_id``).
+    ``none`` (from the headers presented), or ``download_ticket`` (a ticket in a form), with
+    ``outcome`` ``"ok"`` or the refusal's code, and for an accepted credential its user's id
+    (``user_id``) and, for a key, its id (``key_id``).
     ``rate`` is the accepted credential's take from its rate bucket (for the ``RateLimit``
     fields), ``remote`` the client's address as login throttling sees it. ``store_error``, set
     only when the store failed the request (``service.api.envelope.note_store_error``), is what

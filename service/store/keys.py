@@ -52,6 +52,10 @@ key                                    type    holds
                                                JSON), taken once by its callback; PX 10 min
 ``P:oidc-code:{<sha256 of code>}``      string  a verified sign-in waiting for its one-time
                                                exchange (``SignedIn`` JSON); PX 60 s
+``P:download-ticket:<sha256>``          string  what a download ticket downloads
+                                               (``DownloadTicket`` JSON: account, file or
+                                               folder, the session that took it, its end);
+                                               PX its minute and a minute more
 ``P:oidc-identity:<sha256 of iss,sub>`` string  the account an identity at the provider is
                                                linked to (its ``{U}:identities`` must agree)
 ``P:oidc-sid:{<sha256 of iss,sid>}``    set     ``<user id> <session digest>`` of the sessions
@@ -301,9 +305,12 @@ class RedisKeys:
 
     def is_signed_in_state(self, name: str) -> bool:
         """Whether the key ``name`` holds a signed-in state (a session's entry, the mark of a
-        session replaced by a reauthentication, an account's session index, its logins waiting
-        for a second step): what a restore leaves out unless asked to keep sessions."""
-        if name.startswith((self._session_entry, self._session_replaced_open)):
+        session replaced by a reauthentication, a session's download ticket, an account's session
+        index, its logins waiting for a second step): what a restore leaves out unless asked to
+        keep sessions."""
+        if name.startswith(
+            (self._session_entry, self._session_replaced_open, self.download_ticket(""))
+        ):
             return True
         head = f"{self._prefix}:{{"
         return name.startswith(head) and name.endswith(("}:sessions", "}:mfa-logins"))
@@ -378,6 +385,9 @@ class RedisKeys:
 
     def oidc_code(self, code_digest: str) -> str:
         return f"{self._prefix}:oidc-code:{{{code_digest}}}"
+
+    def download_ticket(self, ticket_digest: str) -> str:
+        return f"{self._prefix}:download-ticket:{ticket_digest}"
 
     def oidc_identity(self, identity_digest: str) -> str:
         return f"{self._prefix}:oidc-identity:{identity_digest}"

@@ -4,7 +4,8 @@ Each aggregate has its own store (``users``, ``sessions``, ``api_keys`` with ``k
 each key is doing, ``audit``, ``files``, ``folders`` with ``folder_removal``, ``account_settings``,
 ``aliases`` with ``alias_views``, the public side's, ``bindings``: what a key bound to folders
 reaches, ``mfa`` with ``mfa_answers``: the second factors, ``oidc``: single sign-on's trips to the
-provider and linked identities), ``lookup`` is the per-request read of a credential, ``counters``
+provider and linked identities, ``download_tickets``: a session's tickets to download one file
+or folder for a minute), ``lookup`` is the per-request read of a credential, ``counters``
 the windowed counts of login attempts and leak reports, and ``backup`` the copy of every record a
 backup takes. All share one map of key names (``service.store.keys``)."""
 
@@ -24,6 +25,7 @@ from service.store.audit import AuditStore
 from service.store.backup import BackupStore
 from service.store.bindings import BindingsStore
 from service.store.counters import CounterStore
+from service.store.download_tickets import DownloadTicketStore
 from service.store.files import FilesStore
 from service.store.folder_removal import FolderRemovalStore
 from service.store.folders import FoldersStore
@@ -62,6 +64,7 @@ class Stores:
     bindings: BindingsStore
     uploads: UploadStore
     oidc: OidcStore
+    download_tickets: DownloadTicketStore
 
     async def ping(self) -> bool:
         return bool(await self.redis.ping())
@@ -102,4 +105,5 @@ def open_stores(
         bindings=BindingsStore(redis, keys, hot),
         uploads=UploadStore(redis, keys),
         oidc=OidcStore(redis, keys),
+        download_tickets=DownloadTicketStore(redis, keys),
     )

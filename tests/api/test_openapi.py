@@ -127,7 +127,8 @@ def test_path_parameters_are_declared_for_every_templated_path() -> None:
 
 # Successes that are not the API's JSON envelope: the document itself, forward-auth's empty 200
 # (its answer is in headers), a file's bytes (an alias's too, or its folder's page), thumbnails,
-# ZIP archives, and the operator endpoints a probe or Prometheus reads.
+# ZIP archives, a download ticket's download, and the operator endpoints a probe or Prometheus
+# reads.
 NOT_ENVELOPED = {
     "/api/v1/openapi.json",
     "/api/v1/auth/verify",
@@ -135,6 +136,7 @@ NOT_ENVELOPED = {
     "/api/v1/files/{file_id}/thumbnail",
     "/api/v1/files/archive",
     "/api/v1/folders/{folder_id}/archive",
+    "/api/v1/downloads",
     "/a/{slug}",
     "/a/{slug}/{item_id}",
     "/a/{slug}/thumbnail",

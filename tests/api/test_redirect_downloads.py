@@ -2,7 +2,8 @@
 download answers 302 to a presigned SigV4 ``GET`` that works for 60 s and is answered with the
 service's own ``Content-Disposition`` and ``Content-Type``; a ``Range`` is the store's to serve;
 an alias with a password or a view limit is always proxied, since a URL could be reused; a
-conditional request the service can answer is still a 304."""
+conditional request the service can answer is still a 304; a download ticket's download is
+redirected too, saved as an attachment whatever the file's type."""
 
 from __future__ import annotations
 
@@ -128,3 +129,27 @@ async def test_the_urls_are_made_for_the_address_clients_reach_the_store_at(
     # Signed for that address: the same URL at the service's own address is refused.
     private = location.replace(public, seaweedfs.endpoint, 1)
     assert (await follow(private))[0] == 403
+
+
+async def test_a_ticket_s_download_is_redirected_and_saved_whatever_the_type(api: Api) -> None:
+    token = await api.user_with_session()
+    made = await uploaded(
+        api, b"\x89PNG" * 500, token=token, filename="cat.png", content_type="image/png"
+    )
+    taken = await api.client.post(
+        "/api/v1/download-tickets", json={"file_id": made["id"]}, headers=bearer(token)
+    )
+    ticket = (await taken.json())["data"]["ticket"]
+
+    response = await api.client.post(
+        "/api/v1/downloads",
+        data=f"ticket={ticket}",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        allow_redirects=False,
+    )
+
+    assert response.status == 302
+    status, body, headers = await follow(response.headers["Location"])
+    assert (status, body) == (200, b"\x89PNG" * 500)
+    assert headers["Content-Type"] == "image/png"
+    assert headers["Content-Disposition"].startswith('attachment; filename="cat.png"')

@@ -28,6 +28,7 @@ from service.store.protocols.files import (
     AliasStore,
     AliasViews,
     BindingsStore,
+    DownloadTicketStore,
     FilesStore,
     FolderRemovalStore,
     FoldersStore,
@@ -46,6 +47,7 @@ __all__ = [
     "BindingsStore",
     "CounterStore",
     "CredentialLookup",
+    "DownloadTicketStore",
     "FilesStore",
     "FolderRemovalStore",
     "FoldersStore",
@@ -101,5 +103,7 @@ class Stores(Protocol):
     def uploads(self) -> UploadStore: ...
     @property
     def oidc(self) -> OidcStore: ...
+    @property
+    def download_tickets(self) -> DownloadTicketStore: ...
 
     async def ping(self) -> bool: ...

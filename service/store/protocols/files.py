@@ -1,6 +1,6 @@
 """What the policy asks of the stores of files and what reaches them: files, folders and their
-removal, a bound key's reach, aliases and their views, resumable uploads, and small blobs
-kept in Redis."""
+removal, a bound key's reach, aliases and their views, resumable uploads, download tickets, and
+small blobs kept in Redis."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from service.domain.audit_events import EventBatch
 from service.domain.folders import Changed, Outcome
 from service.domain.records import (
     AliasRecord,
+    DownloadTicket,
     FilePage,
     FileRecord,
     FolderPage,
@@ -311,3 +312,9 @@ class UploadStore(Protocol):
     async def leftover_state(
         self, user_id: str, upload_id: str
     ) -> tuple[str, dict[str, Any]] | None: ...
+
+
+class DownloadTicketStore(Protocol):
+    async def keep(self, ticket_digest: str, ticket: DownloadTicket, lasting_ms: int) -> None: ...
+
+    async def find(self, ticket_digest: str) -> DownloadTicket | None: ...

@@ -1,0 +1,102 @@
+"""Download tickets (``service.auth.download_tickets``): a browser's own download of a file, or of
+a folder as a ZIP archive, streamed to disk by the browser instead of held in a tab's memory.
+
+- ``POST /api/v1/download-tickets`` (a session only), ``{"file_id": …}`` or ``{"folder_id": …}``:
+  201 ``{ticket, expires_at}``, a ticket for that file or folder, good for a minute while the
+  session lasts.
+- ``POST /api/v1/downloads``, a form (``application/x-www-form-urlencoded``) with the one field
+  ``ticket`` and no credential header: the file as ``GET /files/{id}/content`` answers it, but
+  always ``attachment``, or the folder's archive as ``GET /folders/{id}/archive`` does. A page
+  posting that form gets a download, and the ticket is in no address, history or proxy log.
+
+The HTTP layer only; the ticket's rules are the policy's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from service.api.context import POLICY, PREFIX
+from service.api.credentials import authenticate
+from service.api.downloads import owner_etag, send_file
+from service.api.validation import read_json_object
+from service.api.views import ok
+from service.api.zip_answers import send_archive
+from service.clock import iso
+from service.errors import ApiError, Code
+from service.observability.trace import current_trace
+
+TICKETS_PATH = f"{PREFIX}/download-tickets"
+DOWNLOADS_PATH = f"{PREFIX}/downloads"
+TICKET_FIELD = "ticket"
+FORM_TYPE = "application/x-www-form-urlencoded"
+_TARGETS = ("file_id", "folder_id")
+
+
+def _target(body: dict[str, Any]) -> tuple[str, bool]:
+    """(the id, whether it is a folder's) of a ticket's request body."""
+    problems = {field: "is not a known field" for field in body if field not in _TARGETS}
+    given = [field for field in _TARGETS if field in body]
+    if len(given) != 1:
+        problems["file_id"] = "give a file_id or a folder_id: one of them"
+    elif not isinstance(body[given[0]], str) or not body[given[0]]:
+        problems[given[0]] = "must be an id"
+    if problems:
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
+    return body[given[0]], given[0] == "folder_id"
+
+
+async def take_download_ticket(request: web.Request) -> web.Response:
+    principal = await authenticate(request, session_only=True)
+    target_id, is_folder = _target(await read_json_object(request))
+    tickets = request.app[POLICY].download_tickets
+    secret, expires_at = await tickets.take(principal, target_id, is_folder)
+    return ok({"ticket": secret, "expires_at": iso(expires_at)}, status=201)
+
+
+async def _ticket_of_form(request: web.Request) -> str:
+    """The form's one ``ticket``: 400 for a credential header beside it (the ticket is the
+    credential here), 415 for a body that is no such form, 400 for any other field."""
+    if hdrs.AUTHORIZATION in request.headers or "X-API-Key" in request.headers:
+        raise ApiError(
+            Code.AMBIGUOUS_CREDENTIALS, "Send the ticket alone, without a credential header."
+        )
+    if request.content_type != FORM_TYPE:
+        raise ApiError(
+            Code.UNSUPPORTED_MEDIA_TYPE,
+            f"The request body must be a form (Content-Type: {FORM_TYPE}).",
+        )
+    form = await request.post()
+    problems = {field: "is not a known field" for field in form if field != TICKET_FIELD}
+    tickets = form.getall(TICKET_FIELD, [])
+    ticket = tickets[0] if len(tickets) == 1 else None
+    if not isinstance(ticket, str):
+        problems[TICKET_FIELD] = "must be given once"
+    if problems or not isinstance(ticket, str):
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
+    return ticket
+
+
+async def download(request: web.Request) -> web.StreamResponse:
+    ticket, principal = await request.app[POLICY].download_tickets.open(
+        await _ticket_of_form(request)
+    )
+    trace = current_trace.get()
+    if trace is not None:  # set by request_handling, around every handler
+        trace.credential = "download_ticket"
+        trace.user_id = principal.user_id
+    if ticket.is_folder:
+        archives = request.app[POLICY].archives
+        name, entries = await archives.folder(principal, ticket.target_id)
+        return await send_archive(request, name, entries, archives.open)
+    files = request.app[POLICY].files
+    record = await files.get(principal, ticket.target_id)
+    return await send_file(request, files, record, owner_etag(record), attachment=True)
+
+
+def add_download_ticket_routes(app: web.Application) -> None:
+    app.router.add_routes(
+        [web.post(TICKETS_PATH, take_download_ticket), web.post(DOWNLOADS_PATH, download)]
+    )
