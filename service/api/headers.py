@@ -13,15 +13,17 @@ from service.auth.rate_limits import RateLimitFields
 from service.observability.trace import REQUEST_ID_HEADER, RequestTrace, current_trace
 
 # The dashboard's pages load only their own script, stylesheet and icon and talk only to their
-# own origin: no inline script, style or event handler, no eval, no plugins, no <base>, no native
-# form submission (the forms are sent by the script), never framed, and DOM sinks that take HTML
-# strings (innerHTML and the like) refused outright. The files page previews what it fetched
-# with the token (images, thumbnails, video, sound, a PDF) through blob: addresses, which only a
-# script of the page's own origin can make: images, media and frames may load those, nothing else.
+# own origin: no inline script, style or event handler, no eval, no plugins, no <base>, never
+# framed, and DOM sinks that take HTML strings (innerHTML and the like) refused outright. The files
+# page previews what it fetched with the token (images, thumbnails, video, sound, a PDF) through
+# blob: addresses, which only a script of the page's own origin can make. A form is posted natively
+# only to the page's own origin, into a hidden frame of it: a download by a ticket, which the
+# browser saves itself. Frames may load those two, nothing else; the API's answers may not be
+# framed, so such a frame never shows one.
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
-    "media-src blob:; frame-src blob:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+    "media-src blob:; frame-src 'self' blob:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
     "require-trusted-types-for 'script'; trusted-types 'none'"
 )
 # Everything else (JSON, scripts, stylesheets, files' bytes) is never HTML of ours: a document

@@ -1,6 +1,7 @@
 """What the files page does with what the service answers: a file deleted elsewhere (another
 tab, a script) leaves the list as soon as an action on it is answered "No such file.", and a
-later success clears the earlier failure; a name is counted in characters as the service
+later success clears the earlier failure; a download the service refuses once its ticket is
+taken is said, and leaves the page where it was; a name is counted in characters as the service
 counts them, never cut short by the field; and a preview link to a file that does not exist
 says so without asking to try again."""
 
@@ -23,6 +24,39 @@ EMOJI_NAME = "📄" * 130
 async def delete_elsewhere(dashboard: Dashboard, token: str, file: dict[str, Any]) -> None:
     status, body = await dashboard.api("DELETE", f"/files/{file['id']}", token=token)
     assert status == 200, body
+
+
+async def test_a_download_refused_after_its_ticket_is_said_and_the_page_stays(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await dashboard.upload(token, "notes.txt")
+    await page.reload()
+    await expect(page.locator("#files-body tr")).to_have_count(1)
+    address = page.url
+
+    # The storage gone between the ticket and the download: the service's 503, as it answers it
+    # (never framed), in the hidden frame the form was posted into.
+    async def unavailable(route: Any) -> None:
+        await route.fulfill(
+            status=503,
+            content_type="application/json",
+            headers={"X-Frame-Options": "DENY", "Retry-After": "5"},
+            body='{"success":false,"error":{"code":"storage_unavailable","message":"…"}}',
+        )
+
+    await page.route("**/api/v1/downloads", unavailable)
+    await file_row(page, "notes.txt").get_by_role("button", name="Download").click()
+
+    await expect(page.locator("#page-error")).to_have_text(
+        "Downloading notes.txt failed: the service refused it. Try again."
+    )
+    await expect(page.locator("#page-status")).to_be_hidden()
+    assert page.url == address
+    await expect(page.locator("#files-body tr")).to_have_count(1)
+    await page.unroute("**/api/v1/downloads", unavailable)
 
 
 async def test_a_file_deleted_elsewhere_leaves_the_list_and_a_later_success_clears_the_error(

@@ -1,5 +1,5 @@
 """The dashboard's HTML files as written, parsed without a browser: the scripts each page loads,
-its permission boxes and options, and anything inline."""
+its permission boxes and options, its forms, and anything inline."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ class Collector(HTMLParser):
         self.scripts: list[dict[str, str | None]] = []
         self.permissions: list[str] = []
         self.options: list[str] = []
+        self.forms: list[dict[str, str | None]] = []
         self._in_script = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -48,6 +49,8 @@ class Collector(HTMLParser):
             self.permissions.append(found.get("value") or "")
         if tag == "option":
             self.options.append(found.get("value") or "")
+        if tag == "form":
+            self.forms.append(found)
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "script":

@@ -1,6 +1,7 @@
 """The dashboard's files themselves: no inline code or style anywhere, each page's one script,
-no HTML built from data, nothing written to the console, and no page with a hand-written copy
-of the permissions (the keys page draws them from ``js/permissions.js``; see test_modules.py)."""
+no HTML built from data, nothing written to the console, no form that could put what it holds in
+a URL, and no page with a hand-written copy of the permissions (the keys page draws them from
+``js/permissions.js``; see test_modules.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,31 @@ def test_pages_have_no_inline_script_handler_or_style() -> None:
         assert page.problems == [], name
         assert page.scripts == [PAGE_SCRIPTS[name]], name
         assert ASSETS[PAGE_SCRIPTS[name]["src"].removeprefix("/static/")] == "text/javascript"
+
+
+# The one form whose fields may be sent in a URL: the files page's search, whose fields are that
+# page's own address (``/files?q=…``).
+SEARCH_FORMS = {"files-find"}
+
+
+def test_no_form_could_send_what_it_holds_in_a_url() -> None:
+    """``form-action 'self'`` lets a download ticket's form be posted natively: every other form
+    is sent by script, and if a page's script never ran, a native submission of one still puts
+    nothing in a URL (a ``post`` goes in the body, a ``dialog`` nowhere)."""
+    forms = [form for name in PAGES for form in parse(name).forms]
+    assert len(forms) > 10
+    for form in forms:
+        if form.get("id") in SEARCH_FORMS:
+            continue
+        assert (form.get("method") or "").lower() in ("post", "dialog"), form
+    made = [
+        (path.name, match)
+        for path in STATIC.joinpath("js").rglob("*.js")
+        for match in re.findall(r'el\("form", \{ attrs: \{[^}]*\}', path.read_text("utf-8"))
+    ]
+    assert {name for name, _ in made} == {"reauth.js", "save.js"}
+    for name, form in made:
+        assert re.search(r'method: "post"', form, re.IGNORECASE), (name, form)
 
 
 def test_the_scripts_build_no_html_from_strings_and_log_nothing() -> None:

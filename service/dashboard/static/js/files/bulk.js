@@ -6,7 +6,7 @@
 import { ApiError, describe, fetchBlob, sessionEnded } from "../api.js";
 import { byId, confirmation, hide, show } from "../dom.js";
 import { signedOut } from "../session.js";
-import { downloadProgress, saveBlob } from "./save.js";
+import { downloadByTicket, downloadProgress, saveBlob } from "./save.js";
 
 // The service's MAX_BULK_IDS: at most this many ids in one bulk request.
 export const MAX_BULK_IDS = 1000;
@@ -51,20 +51,27 @@ function outcome(files, results, done, notDone) {
   };
 }
 
-// A ZIP the service makes, saved under `name`: held in the tab's memory until saved, as every
-// download of the dashboard (the token goes in a header, so no link can fetch it).
-// `ids`: the chosen files' ids, posted (a request line holds too few of them), or none for a
-// folder's archive, which its path names.
-export async function saveArchive(token, path, name, button, pageStatus, pageError, ids) {
+// A ZIP the service makes, saved under `name`. `what`: the chosen files' ids (an array), fetched
+// with the token and held in the tab's memory until saved (posted: a request line holds too few
+// of them), or a folder ({folder_id}), which the browser downloads itself by a ticket (save.js),
+// streamed to disk.
+export async function saveArchive(token, what, name, button, pageStatus, pageError) {
   const focused = document.activeElement === button;
   button.disabled = true;
   hide(pageError);
   show(pageStatus, `Preparing ${name}…`);
-  const told = downloadProgress(pageStatus, name);
   try {
-    const asked = ids === undefined ? {} : { json: { ids } };
-    saveBlob(await fetchBlob(path, token, { ...asked, progress: told.progress }), name);
-    show(pageStatus, `Downloaded ${name}.`);
+    if (Array.isArray(what)) {
+      const told = downloadProgress(pageStatus, name);
+      saveBlob(await fetchBlob("/files/archive", token, { json: { ids: what }, progress: told.progress }), name);
+      show(pageStatus, `Downloaded ${name}.`);
+    } else {
+      await downloadByTicket(token, what, () => {
+        hide(pageStatus);
+        show(pageError, `Downloading ${name} failed: the service refused it. Try again.`);
+      });
+      show(pageStatus, `Downloading ${name}: your browser shows how far it has come.`);
+    }
   } catch (failure) {
     if (sessionEnded(failure)) {
       signedOut(failure);
@@ -130,7 +137,7 @@ export function bulkBar(call, token, { chosen, moveWith, here, afterwards, pageS
       return;
     }
     const ids = files.map((file) => file.id);
-    saveArchive(token, "/files/archive", "files.zip", zip, pageStatus, pageError, ids);
+    saveArchive(token, ids, "files.zip", zip, pageStatus, pageError);
   });
 
   return (total) => {

@@ -116,7 +116,7 @@ export function findControls(changed) {
     clearTimeout(timer);
     timer = setTimeout(() => changed({ q: typed() }, false), DEBOUNCE_MS);
   });
-  // Enter sends at once; the form is never submitted natively (form-action 'none').
+  // Enter sends at once; the form is never submitted natively.
   byId("files-find").addEventListener("submit", (event) => {
     event.preventDefault();
     clearTimeout(timer);

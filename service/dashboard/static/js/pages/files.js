@@ -6,7 +6,7 @@
 // open folder. The address says all of what is shown (find.js), so a reload, the back button
 // and a copied link show the same.
 
-import { ApiError, describe, failedText, fetchBlob, sessionEnded } from "../api.js";
+import { ApiError, describe, failedText, sessionEnded } from "../api.js";
 import { sessionCaller } from "../caller.js";
 import { byId, confirmation, hide, onClick, show } from "../dom.js";
 import { bulkBar, saveArchive } from "../files/bulk.js";
@@ -15,7 +15,7 @@ import { addressOf, findControls, listQuery, readAddress } from "../files/find.j
 import { gallery } from "../files/gallery.js";
 import { previewer } from "../files/preview.js";
 import { TOP, breadcrumbs, fileLink, fileRow, fileWhere, folderRow } from "../files/rows.js";
-import { downloadProgress, saveBlob } from "../files/save.js";
+import { downloadByTicket } from "../files/save.js";
 import { selection } from "../files/selection.js";
 import { shareAction } from "../files/share.js";
 import { uploads } from "../files/upload.js";
@@ -44,21 +44,21 @@ function goneText(what, item) {
   return `${what} ${item.name} failed: it no longer exists (deleted meanwhile), so it has left the list.`;
 }
 
-// The bytes come by fetch (the token goes in a header) and leave as a Blob, through a link
-// made for the purpose; while they come, `status` (a live region) says how far. A refusal is
-// said in `said` (the page's alert, or the preview's error); a file deleted meanwhile is also
-// `gone(file)`, which takes it off the list.
+// The browser downloads the file itself, by a ticket (save.js), streamed to disk with its own
+// progress; `status` (a live region) says it began. A refusal is said in `said` (the page's alert,
+// or the preview's error); a file deleted meanwhile is also `gone(file)`, which takes it off the
+// list.
 async function download(token, file, button, said, gone, status) {
   const focused = document.activeElement === button;
   button.disabled = true;
   hide(said);
-  const told = downloadProgress(status, file.name);
   try {
-    const path = `/files/${encodeURIComponent(file.id)}/content`;
-    saveBlob(await fetchBlob(path, token, { progress: told.progress }), file.name);
-    told.done(`Downloaded ${file.name}.`);
+    await downloadByTicket(token, { file_id: file.id }, () => {
+      status.hidden = true;
+      show(said, `Downloading ${file.name} failed: the service refused it. Try again.`);
+    });
+    show(status, `Downloading ${file.name}: your browser shows how far it has come.`);
   } catch (failure) {
-    told.done(null);
     if (sessionEnded(failure)) {
       signedOut(failure);
       return;
@@ -240,8 +240,7 @@ function start(session) {
     go: (id) => go(id, true),
     share,
     archive: (folder, button) =>
-      saveArchive(token, `/folders/${encodeURIComponent(folder.id)}/archive`, `${folder.name}.zip`, button,
-        pageStatus, pageError),
+      saveArchive(token, { folder_id: folder.id }, `${folder.name}.zip`, button, pageStatus, pageError),
     rename: (folder) =>
       askName({
         heading: `Rename the folder ${folder.name}`,
