@@ -191,6 +191,7 @@ def make_policy(
         stores.counters,
         settings.password_login,
     )
+    archives = Archives(files, reach)
     return Policy(
         users=users,
         login=login,
@@ -201,7 +202,7 @@ def make_policy(
         files=files,
         thumbnails=Thumbnails(files, blobs),
         bulk_files=BulkFiles(files, reach),
-        archives=Archives(files, reach),
+        archives=archives,
         folders=Folders(
             stores.folders,
             reach,
@@ -225,7 +226,9 @@ def make_policy(
         readiness=Readiness(stores, blobs),
         identities=identities,
         sso=sso,
-        download_tickets=DownloadTickets(stores.download_tickets, stores.lookup, reach, clock),
+        download_tickets=DownloadTickets(
+            stores.download_tickets, stores.lookup, reach, archives, clock
+        ),
     )
 
 

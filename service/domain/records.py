@@ -160,15 +160,22 @@ class SessionStanding:
     via: SignInVia | None = None
 
 
+# What a download ticket downloads: one file, one folder's subtree as a ZIP archive, or a selection
+# of files side by side as one.
+TICKET_FILE = "file"
+TICKET_FOLDER = "folder"
+TICKET_SELECTION = "selection"
+
+
 @dataclass(frozen=True, slots=True)
 class DownloadTicket:
-    """What a download ticket downloads: one file, or one folder (``is_folder``) as a ZIP
-    archive, of one account, until ``expires_at`` (ms), while the session that took it (by its
-    token's digest) lasts."""
+    """What a download ticket downloads (``kind``, one of the ``TICKET_`` kinds, and the ids it
+    names: one file's, one folder's, or a selection's in order), of one account, until
+    ``expires_at`` (ms), while the session that took it (by its token's digest) lasts."""
 
     user_id: str
-    target_id: str
-    is_folder: bool
+    kind: str
+    ids: tuple[str, ...]
     session_digest: str
     expires_at: int
 

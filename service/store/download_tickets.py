@@ -19,13 +19,7 @@ class DownloadTicketStore:
 
     async def keep(self, ticket_digest: str, ticket: DownloadTicket, lasting_ms: int) -> None:
         value = orjson.dumps(
-            [
-                ticket.user_id,
-                ticket.target_id,
-                ticket.is_folder,
-                ticket.session_digest,
-                ticket.expires_at,
-            ]
+            [ticket.user_id, ticket.kind, ticket.ids, ticket.session_digest, ticket.expires_at]
         )
         await self.redis.set(self.keys.download_ticket(ticket_digest), value, px=lasting_ms)
 
@@ -34,12 +28,13 @@ class DownloadTicketStore:
         if raw is None:
             return None
         try:
-            user_id, target_id, is_folder, session_digest, expires_at = orjson.loads(raw)
+            user_id, kind, ids, session_digest, expires_at = orjson.loads(raw)
         except (orjson.JSONDecodeError, TypeError, ValueError):
             raise CorruptRecord() from None
-        names = (user_id, target_id, session_digest)
-        if not all(isinstance(name, str) for name in names):
+        if not all(isinstance(name, str) for name in (user_id, kind, session_digest)):
             raise CorruptRecord()
-        if not isinstance(is_folder, bool) or not isinstance(expires_at, int):
+        if not isinstance(ids, list) or not all(isinstance(one, str) for one in ids):
             raise CorruptRecord()
-        return DownloadTicket(user_id, target_id, is_folder, session_digest, expires_at)
+        if not isinstance(expires_at, int):
+            raise CorruptRecord()
+        return DownloadTicket(user_id, kind, tuple(ids), session_digest, expires_at)

@@ -1,6 +1,7 @@
-"""Download tickets: a session takes one for a file or a folder (``POST /download-tickets``), and a
-form posting it to ``POST /downloads``, with no credential header, gets the file as an attachment
-(whatever its type) or the folder as a ZIP archive, for a minute and while the session lasts;
+"""Download tickets: a session takes one for a file, a folder or a selection of files (``POST
+/download-tickets``), and a form posting it to ``POST /downloads``, with no credential header,
+gets the file as an attachment (whatever its type) or the folder or the selection as a ZIP
+archive, for a minute and while the session lasts;
 every other use is 404 ``download_ticket_not_found``; a key, bad bodies and bad forms are
 refused with their codes; the ticket is stored only as a digest and never logged.
 
@@ -101,6 +102,29 @@ async def test_a_folder_downloads_as_its_zip_archive(api: Api) -> None:
     }
 
 
+async def test_a_selection_downloads_as_one_zip_archive_in_its_order(api: Api) -> None:
+    token = await api.user_with_session()
+    first = await uploaded(api, b"one", token=token, filename="one.txt")
+    second = await uploaded(api, b"two", token=token, filename="two.txt")
+    taken = await take(api, token, ids=[second["id"], first["id"], second["id"]])
+
+    answer = await post_form(api, f"ticket={taken['ticket']}")
+
+    assert answer.status == 200, await answer.text()
+    assert answer.headers["Content-Disposition"].startswith('attachment; filename="files.zip"')
+    archive = zipfile.ZipFile(io.BytesIO(await answer.read()))
+    assert archive.namelist() == ["two.txt", "one.txt"]
+    assert archive.read("one.txt") == b"one"
+    # Refused when it is taken as the archive itself would be: naming what is not the account's.
+    unknown = credentials.new_id("fil")
+    response = await api.client.post(
+        TICKETS, json={"ids": [first["id"], unknown]}, headers=bearer(token)
+    )
+    assert (await assert_error(response, 404, "file_not_found"))["details"] == {"ids": [unknown]}
+    too_many = await api.client.post(TICKETS, json={"ids": ["fil_x"] * 1001}, headers=bearer(token))
+    await assert_error(too_many, 400, "too_many_ids")
+
+
 async def test_a_ticket_ends_after_a_minute_with_its_session_or_its_file(
     api: Api, clock: FakeClock
 ) -> None:
@@ -160,6 +184,10 @@ async def test_only_a_session_takes_a_ticket_for_a_file_or_folder_of_its_own(api
         {"file_id": ""},
         {"file_id": "fil_x", "name": "extra"},
         {"folder_id": None},
+        {"ids": []},
+        {"ids": "fil_x"},
+        {"ids": [7]},
+        {"ids": ["fil_x"], "file_id": "fil_y"},
     ],
 )
 async def test_a_bad_ticket_request_is_400(api: Api, body: dict[str, Any]) -> None:

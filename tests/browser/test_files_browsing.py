@@ -521,7 +521,9 @@ async def test_hundreds_of_files_chosen_moved_deleted_and_downloaded_as_a_zip(
     zipped = zip_contents(await download.path())
     assert list(zipped) == chosen
     assert all(zipped[name] == content[name] for name in chosen)
-    await expect(page.locator("#page-status")).to_have_text("Downloaded files.zip.")
+    await expect(page.locator("#page-status")).to_have_text(
+        "Downloading files.zip: your browser shows how far it has come."
+    )
     await both_schemes_readable(page, "files-selected")
     await page.set_viewport_size({"width": 375, "height": 740})
     await no_horizontal_scroll(page)

@@ -1,13 +1,15 @@
 """Download tickets (``service.auth.download_tickets``): a browser's own download of a file, or of
-a folder as a ZIP archive, streamed to disk by the browser instead of held in a tab's memory.
+a folder or a selection of files as a ZIP archive, streamed to disk by the browser instead of held
+in a tab's memory.
 
-- ``POST /api/v1/download-tickets`` (a session only), ``{"file_id": …}`` or ``{"folder_id": …}``:
-  201 ``{ticket, expires_at}``, a ticket for that file or folder, good for a minute while the
-  session lasts.
+- ``POST /api/v1/download-tickets`` (a session only), ``{"file_id": …}``, ``{"folder_id": …}`` or
+  ``{"ids": […]}`` (as ``POST /files/archive`` takes them): 201 ``{ticket, expires_at}``, a ticket
+  for that file, folder or selection, good for a minute while the session lasts.
 - ``POST /api/v1/downloads``, a form (``application/x-www-form-urlencoded``) with the one field
   ``ticket`` and no credential header: the file as ``GET /files/{id}/content`` answers it, but
-  always ``attachment``, or the folder's archive as ``GET /folders/{id}/archive`` does. A page
-  posting that form gets a download, and the ticket is in no address, history or proxy log.
+  always ``attachment``, or the archive as ``GET /folders/{id}/archive`` or ``POST
+  /files/archive`` does. A page posting that form gets a download, and the ticket is in no
+  address, history or proxy log.
 
 The HTTP layer only; the ticket's rules are the policy's.
 """
@@ -21,10 +23,13 @@ from aiohttp import hdrs, web
 from service.api.context import POLICY, PREFIX
 from service.api.credentials import authenticate
 from service.api.downloads import owner_etag, send_file
+from service.api.file_queries import parse_archive
+from service.api.routes.archives import SELECTION_NAME
 from service.api.validation import read_json_object
 from service.api.views import ok
 from service.api.zip_answers import send_archive
 from service.clock import iso
+from service.domain.records import TICKET_FILE, TICKET_FOLDER, TICKET_SELECTION
 from service.errors import ApiError, Code
 from service.observability.trace import current_trace
 
@@ -32,27 +37,31 @@ TICKETS_PATH = f"{PREFIX}/download-tickets"
 DOWNLOADS_PATH = f"{PREFIX}/downloads"
 TICKET_FIELD = "ticket"
 FORM_TYPE = "application/x-www-form-urlencoded"
-_TARGETS = ("file_id", "folder_id")
+# What a ticket's request names, by its one field.
+_KINDS = {"file_id": TICKET_FILE, "folder_id": TICKET_FOLDER, "ids": TICKET_SELECTION}
 
 
-def _target(body: dict[str, Any]) -> tuple[str, bool]:
-    """(the id, whether it is a folder's) of a ticket's request body."""
-    problems = {field: "is not a known field" for field in body if field not in _TARGETS}
-    given = [field for field in _TARGETS if field in body]
+def _target(body: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(what, its ids) of a ticket's request body: one of ``_KINDS``' fields."""
+    problems = {field: "is not a known field" for field in body if field not in _KINDS}
+    given = [field for field in _KINDS if field in body]
     if len(given) != 1:
-        problems["file_id"] = "give a file_id or a folder_id: one of them"
-    elif not isinstance(body[given[0]], str) or not body[given[0]]:
-        problems[given[0]] = "must be an id"
+        problems["file_id"] = "give one of file_id, folder_id or ids"
+        raise ApiError(Code.VALIDATION_FAILED, details=problems)
+    field = given[0]
     if problems:
         raise ApiError(Code.VALIDATION_FAILED, details=problems)
-    return body[given[0]], given[0] == "folder_id"
+    if field == "ids":
+        return TICKET_SELECTION, tuple(parse_archive({"ids": body["ids"]}))
+    if not isinstance(body[field], str) or not body[field]:
+        raise ApiError(Code.VALIDATION_FAILED, details={field: "must be an id"})
+    return _KINDS[field], (body[field],)
 
 
 async def take_download_ticket(request: web.Request) -> web.Response:
     principal = await authenticate(request, session_only=True)
-    target_id, is_folder = _target(await read_json_object(request))
-    tickets = request.app[POLICY].download_tickets
-    secret, expires_at = await tickets.take(principal, target_id, is_folder)
+    kind, ids = _target(await read_json_object(request))
+    secret, expires_at = await request.app[POLICY].download_tickets.take(principal, kind, ids)
     return ok({"ticket": secret, "expires_at": iso(expires_at)}, status=201)
 
 
@@ -87,13 +96,16 @@ async def download(request: web.Request) -> web.StreamResponse:
     if trace is not None:  # set by request_handling, around every handler
         trace.credential = "download_ticket"
         trace.user_id = principal.user_id
-    if ticket.is_folder:
-        archives = request.app[POLICY].archives
-        name, entries = await archives.folder(principal, ticket.target_id)
-        return await send_archive(request, name, entries, archives.open)
-    files = request.app[POLICY].files
-    record = await files.get(principal, ticket.target_id)
-    return await send_file(request, files, record, owner_etag(record), attachment=True)
+    if ticket.kind == TICKET_FILE:
+        files = request.app[POLICY].files
+        record = await files.get(principal, ticket.ids[0])
+        return await send_file(request, files, record, owner_etag(record), attachment=True)
+    archives = request.app[POLICY].archives
+    if ticket.kind == TICKET_FOLDER:
+        name, entries = await archives.folder(principal, ticket.ids[0])
+    else:
+        name, entries = SELECTION_NAME, await archives.selection(principal, list(ticket.ids))
+    return await send_archive(request, name, entries, archives.open)
 
 
 def add_download_ticket_routes(app: web.Application) -> None:

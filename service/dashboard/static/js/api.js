@@ -88,21 +88,14 @@ export async function api(method, path, { token, body } = {}) {
   throw refusal(response.status, payload, response.headers.get("Retry-After"));
 }
 
-// The bytes of a download, as a Blob. The token goes in a header, so a link cannot fetch them.
-// `headers` are sent besides it (a preview's Range); aborting `signal` stops the fetch (a preview
-// closed, a thumbnail scrolled away with the list replaced).
-export async function fetchBlob(path, token, { headers = {}, signal, json, progress } = {}) {
+// A file's bytes for the page itself, as a Blob (a preview, a thumbnail; a download goes by a
+// ticket, files/save.js). The token goes in a header, so a link cannot fetch them. `headers` are
+// sent besides it (a preview's Range); aborting `signal` stops the fetch (a preview closed, a
+// thumbnail scrolled away with the list replaced).
+export async function fetchBlob(path, token, { headers = {}, signal } = {}) {
   let response;
-  const sent = json === undefined ? {} : {
-    method: "POST",
-    body: JSON.stringify(json),
-  };
-  if (json !== undefined) {
-    headers = { ...headers, "Content-Type": "application/json" };
-  }
   try {
     response = await fetch(API + path, {
-      ...sent,
       headers: withToken({ ...headers }, currentToken(token)),
       credentials: "omit",
       cache: "no-store",
@@ -117,37 +110,7 @@ export async function fetchBlob(path, token, { headers = {}, signal, json, progr
   if (!response.ok) {
     throw refusal(response.status, await payloadOf(response), response.headers.get("Retry-After"));
   }
-  if (!progress || !response.body) {
-    return response.blob();
-  }
-  return readCounting(response, progress, signal);
-}
-
-// A response's body as a Blob, read piece by piece so that `progress(loaded, total)` can be
-// told the bytes come so far (total from Content-Length, null without one).
-async function readCounting(response, progress, signal) {
-  const declared = Number(response.headers.get("Content-Length"));
-  const total = Number.isFinite(declared) && declared > 0 ? declared : null;
-  const reader = response.body.getReader();
-  const pieces = [];
-  let loaded = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) {
-        break;
-      }
-      pieces.push(value);
-      loaded += value.byteLength;
-      progress(loaded, total);
-    }
-  } catch {
-    if (signal && signal.aborted) {
-      throw new ApiError(0, "cancelled", "Stopped.");
-    }
-    throw unreachable();
-  }
-  return new Blob(pieces, { type: response.headers.get("Content-Type") || "" });
+  return response.blob();
 }
 
 // One file as a multipart upload that must answer 201. By XMLHttpRequest, for its upload

@@ -3,10 +3,10 @@
 // "Download as ZIP". Moves and deletes are `POST /files/bulk`, a request per 1000 files, and
 // every file the service refused is named with its reason.
 
-import { ApiError, describe, fetchBlob, sessionEnded } from "../api.js";
+import { ApiError, describe, sessionEnded } from "../api.js";
 import { byId, confirmation, hide, show } from "../dom.js";
 import { signedOut } from "../session.js";
-import { downloadByTicket, downloadProgress, saveBlob } from "./save.js";
+import { downloadByTicket } from "./save.js";
 
 // The service's MAX_BULK_IDS: at most this many ids in one bulk request.
 export const MAX_BULK_IDS = 1000;
@@ -51,27 +51,18 @@ function outcome(files, results, done, notDone) {
   };
 }
 
-// A ZIP the service makes, saved under `name`. `what`: the chosen files' ids (an array), fetched
-// with the token and held in the tab's memory until saved (posted: a request line holds too few
-// of them), or a folder ({folder_id}), which the browser downloads itself by a ticket (save.js),
-// streamed to disk.
+// A ZIP the service makes, of the chosen files (`what`: {ids}) or of a folder ({folder_id}), saved
+// under `name` by the browser itself, streamed to disk, by a download ticket (save.js).
 export async function saveArchive(token, what, name, button, pageStatus, pageError) {
   const focused = document.activeElement === button;
   button.disabled = true;
   hide(pageError);
-  show(pageStatus, `Preparing ${name}…`);
   try {
-    if (Array.isArray(what)) {
-      const told = downloadProgress(pageStatus, name);
-      saveBlob(await fetchBlob("/files/archive", token, { json: { ids: what }, progress: told.progress }), name);
-      show(pageStatus, `Downloaded ${name}.`);
-    } else {
-      await downloadByTicket(token, what, () => {
-        hide(pageStatus);
-        show(pageError, `Downloading ${name} failed: the service refused it. Try again.`);
-      });
-      show(pageStatus, `Downloading ${name}: your browser shows how far it has come.`);
-    }
+    await downloadByTicket(token, what, () => {
+      hide(pageStatus);
+      show(pageError, `Downloading ${name} failed: the service refused it. Try again.`);
+    });
+    show(pageStatus, `Downloading ${name}: your browser shows how far it has come.`);
   } catch (failure) {
     if (sessionEnded(failure)) {
       signedOut(failure);
@@ -137,7 +128,7 @@ export function bulkBar(call, token, { chosen, moveWith, here, afterwards, pageS
       return;
     }
     const ids = files.map((file) => file.id);
-    saveArchive(token, ids, "files.zip", zip, pageStatus, pageError);
+    saveArchive(token, { ids }, "files.zip", zip, pageStatus, pageError);
   });
 
   return (total) => {

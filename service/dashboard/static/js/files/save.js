@@ -1,10 +1,8 @@
-// Downloads. A file or a folder's ZIP goes by a ticket: the browser downloads it itself, streamed
-// to disk with its own progress. A selection's ZIP is fetched with the token and handed to the
-// browser's download as a Blob under a name, held in memory until saved.
+// Downloads: a file, or a ZIP of a folder or of chosen files, goes by a ticket, and the browser
+// downloads it itself, streamed to disk with its own progress.
 
 import { API, api, currentToken } from "../api.js";
-import { size } from "../bytes.js";
-import { el, show } from "../dom.js";
+import { el } from "../dom.js";
 
 // The service's ticket lifetime: the frame is kept as long as its answer may come.
 const TICKET_LIFETIME_MS = 60000;
@@ -39,33 +37,4 @@ export async function downloadByTicket(token, target, refused) {
   form.remove();
   // Gone once the ticket is (a download under way goes on without it).
   setTimeout(() => frame.remove(), TICKET_LIFETIME_MS);
-}
-
-// `blob` saved under `name` by the browser's download, through a link made for the purpose.
-export function saveBlob(blob, name) {
-  const url = URL.createObjectURL(blob);
-  const link = el("a", { attrs: { href: url, download: name } });
-  link.hidden = true;
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60000);
-}
-
-// How far a download the page fetches has come, said in `status` from a quarter of a second on
-// (a quick one says nothing on the way), as often as that at most.
-export function downloadProgress(status, name) {
-  let last = performance.now();
-  return {
-    progress(loaded, total) {
-      const now = performance.now();
-      if (now - last < 250) {
-        return;
-      }
-      last = now;
-      show(status, total
-        ? `Downloading ${name}: ${Math.floor((loaded * 100) / total)}% (${size(loaded)} of ${size(total)})…`
-        : `Downloading ${name}: ${size(loaded)}…`);
-    },
-  };
 }
