@@ -211,6 +211,9 @@ async def test_a_bad_form_is_refused_with_its_code_and_nothing_of_a_ticket_is_lo
         "ticket": "must be given once"
     }
     await assert_error(await post_form(api, ""), 400, "validation_failed")
+    # Read whole only up to the bound of every body read whole (FILEHOST_MAX_BODY_BYTES).
+    too_large = await post_form(api, f"ticket={ticket}&pad=" + "x" * 100_000)
+    await assert_error(too_large, 413, "payload_too_large")
     await assert_error(await post_form(api, f"ticket={ticket}&x=1"), 400, "validation_failed")
     with_a_key_too = await post_form(api, f"ticket={ticket}", {"X-API-Key": "fhk_anything"})
     await assert_error(with_a_key_too, 400, "ambiguous_credentials")
