@@ -50,6 +50,7 @@ from service.api.routes.sessions import add_session_routes
 from service.api.routes.settings import add_settings_routes
 from service.api.routes.uploaders import add_uploader_routes
 from service.api.routes.uploads import add_upload_routes
+from service.api.routes.usage import add_usage_routes
 from service.auth.authenticator import Authenticator
 from service.auth.key_usage import KeyUsage
 from service.auth.passwords import PasswordHasher
@@ -252,6 +253,7 @@ def create_app(
     add_upload_routes(app)
     add_folder_routes(app)
     add_settings_routes(app)
+    add_usage_routes(app)
     add_alias_routes(app)
     add_public_alias_routes(app)
     add_forward_auth_routes(app)

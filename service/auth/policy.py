@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.auth.account_settings import AccountSettings
+from service.auth.account_usage import Usage
 from service.auth.alias_access import AccessSettings, AliasAccess
 from service.auth.aliases import Aliases
 from service.auth.api_keys import ApiKeys
@@ -68,6 +69,7 @@ class Policy:
     identities: Identities
     sso: SingleSignOn
     download_tickets: DownloadTickets
+    usage: Usage
 
 
 def make_policy(
@@ -229,6 +231,7 @@ def make_policy(
         download_tickets=DownloadTickets(
             stores.download_tickets, stores.lookup, reach, archives, clock
         ),
+        usage=Usage(stores.files, stores.folders, stores.aliases, api_keys),
     )
 
 

@@ -160,6 +160,19 @@ class SessionStanding:
     via: SignInVia | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AccountUsage:
+    """What an account holds: its files (how many, their bytes, and both by type class, every
+    class named), folders, vanity aliases and API keys."""
+
+    files: int
+    file_bytes: int
+    by_type: tuple[tuple[str, int, int], ...]  # (type class, files, bytes)
+    folders: int
+    aliases: int
+    keys: int
+
+
 # What a download ticket downloads: one file, one folder's subtree as a ZIP archive, or a selection
 # of files side by side as one.
 TICKET_FILE = "file"
