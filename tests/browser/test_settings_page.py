@@ -1,7 +1,9 @@
 """The settings page as a person uses it, in headless Chromium: each setting shown with what it
 changes, a value out of bounds refused by the field before anything is sent, a change saved and
 read back from the API (and after a reload), and the service's own refusal (a default folder
-deleted meanwhile) shown by its field. No CSP violation and nothing on the console throughout."""
+deleted meanwhile) shown by its field; below them, what the account holds against the limits,
+as the API counts it, or why it could not be read. No CSP violation and nothing on the console
+throughout."""
 
 from __future__ import annotations
 
@@ -195,3 +197,67 @@ async def test_leaving_with_changes_not_saved_asks_first(tab: Tab, user: str) ->
     await nav.get_by_role("link", name="Files").click()
     await expect(page).to_have_url(re.compile(r"/files$"))
     assert asked == ["beforeunload"]
+
+
+def usage_row(page: Page, what: str) -> Any:
+    return page.locator(f"#usage-body tr[data-usage='{what}']")
+
+
+async def test_what_the_account_holds_is_shown_against_the_limits(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    page = tab.page
+    await sign_in(page, user)
+    token = await tab.stored_token()
+    await dashboard.upload(token, "cat.png", b"P" * 5000, "image/png")
+    await dashboard.upload(token, "notes.txt", b"T" * 50)
+    await make_folder(dashboard, token, "Work")
+    status, body = await dashboard.api(
+        "POST", "/keys", token=token, json={"name": "reader", "permissions": ["files.read"]}
+    )
+    assert status == 201, body
+
+    await open_settings_page(page)
+
+    await expect(page.locator("#usage-loading")).to_be_hidden()
+    status, body = await dashboard.api("GET", "/usage", token=token)
+    limits = body["data"]
+    files = usage_row(page, "Files")
+    await expect(files.locator(".usage-count")).to_have_text(f"2 of {limits['files']['max']:,}")
+    await expect(files.locator(".usage-note")).to_have_text(
+        "4.9 KiB in all, up to 100 MiB a file; images 1 (4.9 KiB), text 1 (50 bytes)."
+    )
+    await expect(files.locator("meter")).to_have_attribute("value", "2")
+    await expect(files.get_by_role("meter", name="Files")).to_have_count(1)
+    await expect(usage_row(page, "Folders").locator(".usage-count")).to_have_text(
+        f"1 of {limits['folders']['max']:,}"
+    )
+    await expect(usage_row(page, "Public links").locator(".usage-count")).to_have_text(
+        f"0 of {limits['aliases']['max']:,}"
+    )
+    await expect(usage_row(page, "API keys").locator(".usage-count")).to_have_text(
+        f"1 of {limits['keys']['max']:,}"
+    )
+    await page.set_viewport_size({"width": 375, "height": 740})
+    await no_horizontal_scroll(page)
+    await page.set_viewport_size({"width": 1280, "height": 800})
+
+    # Not read: said, and the settings above still work.
+    async def unavailable(route: Any) -> None:
+        await route.fulfill(
+            status=503,
+            content_type="application/json",
+            headers={"Retry-After": "2"},
+            body='{"success":false,"error":{"code":"store_unavailable",'
+            '"message":"The service is temporarily unavailable. Retry shortly."}}',
+        )
+
+    await page.route("**/api/v1/usage", unavailable)
+    await page.reload()
+    await expect(page.locator("#usage-error")).to_contain_text(
+        "Loading what your account holds failed"
+    )
+    await expect(page.locator("#usage-table")).to_be_hidden()
+    await expect(page.locator("#settings-form")).to_be_visible()
+    await page.unroute("**/api/v1/usage", unavailable)
+    assert await violations(page) == []

@@ -1,6 +1,7 @@
 // The settings page (/settings): the account's platform settings, each with what it changes,
 // checked by the service's own rules before anything is sent; only what differs from the saved
-// values is sent, and a reason the service still gives for a field is shown by that field.
+// values is sent, and a reason the service still gives for a field is shown by that field. Below
+// them, what the account holds against the service's limits (settings/usage.js).
 
 import { ApiError, failedText, problemText } from "../api.js";
 import { sessionCaller } from "../caller.js";
@@ -8,6 +9,7 @@ import { byId, el, hide, show } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession } from "../session.js";
+import { showUsage } from "../settings/usage.js";
 
 const MAX_KEY_DAYS = 3650;
 const MIN_ALIAS_SECONDS = 60;
@@ -256,6 +258,7 @@ function start(session) {
   });
 
   load();
+  showUsage(call);
 }
 
 const session = requireSession("Sign in to change your settings.");
