@@ -1,6 +1,7 @@
 """The access line names who made an accepted request: the user's id for a session and for an API
-key (with the key's id), the same whether the gateway lane or aiohttp's handling answered it; a
-refused or credential-less request names nobody, and no line holds a secret."""
+key (with the key's id), the same whether the gateway lane or aiohttp's handling answered it, and
+for a download by a ticket; a refused or credential-less request names nobody, and no line holds
+a secret."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ import pytest
 
 from service.api.access_log import AccessLogger
 from service.api.context import SETTINGS
+from service.api.routes.download_tickets import DOWNLOADS_PATH as DOWNLOADS
+from service.api.routes.download_tickets import FORM_TYPE
+from service.api.routes.download_tickets import TICKETS_PATH as DOWNLOAD_TICKETS
 from service.app import create_app
 from service.observability.log_lines import LineBuffer
-from tests.support.api import EnvelopeTestServer, bearer
+from tests.support.api import Api, EnvelopeTestServer, bearer
+from tests.support.files import uploaded
 from tests.support.lane import LANE_PUBLIC_URL, count_lane_answers
 
 FILES = "/api/v1/files"
@@ -82,3 +87,44 @@ async def test_session_and_key_requests_log_their_user(
     ]
     text = log_file.read_text()
     assert token not in text and key["secret_key"] not in text
+
+
+async def test_a_download_by_ticket_logs_the_ticket_as_its_credential_never_the_ticket(
+    make_api: Any,
+    aiohttp_client: Any,
+    clock: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    api = await make_api(data_dir=tmp_path / "data")
+    user = await api.create_user("ticket@example.com")
+    token = await api.login("ticket@example.com")
+    log_file = tmp_path / "access.log"
+    with log_file.open("wb") as output:
+        lines = LineBuffer(output.fileno())
+        monkeypatch.setattr("service.api.access_log.LINES", lines)
+        caplog.set_level(logging.INFO, logger="aiohttp.access")
+        server = EnvelopeTestServer(create_app(api.app[SETTINGS], clock=clock))
+        await server.start_server(access_log_class=AccessLogger)
+        client = await aiohttp_client(server)
+        stored = await uploaded(Api(client, server.app), b"bytes", token=token)
+        taken = await client.post(
+            DOWNLOAD_TICKETS, json={"file_id": stored["id"]}, headers=bearer(token)
+        )
+        ticket = (await taken.json())["data"]["ticket"]
+        for sent in (ticket, ticket[:-1] + "x"):
+            response = await client.post(
+                DOWNLOADS, data=f"ticket={sent}", headers={"Content-Type": FORM_TYPE}
+            )
+            await response.read()
+        lines.flush()
+
+    logged = [orjson.loads(line) for line in log_file.read_bytes().splitlines()]
+    downloads = [e for e in logged if e["route"] == DOWNLOADS]
+    who = [(e["status"], e["credential"], e["user_id"], e["auth"]) for e in downloads]
+    assert who == [
+        (200, "download_ticket", user.id, None),
+        (404, "download_ticket", None, None),
+    ]
+    assert ticket[4:] not in log_file.read_text()

@@ -89,12 +89,13 @@ async def _ticket_of_form(request: web.Request) -> str:
 
 
 async def download(request: web.Request) -> web.StreamResponse:
-    ticket, principal = await request.app[POLICY].download_tickets.open(
-        await _ticket_of_form(request)
-    )
+    secret = await _ticket_of_form(request)
+    # The access line names the ticket as the credential, and once it is taken its account.
     trace = current_trace.get()
     if trace is not None:  # set by request_handling, around every handler
         trace.credential = "download_ticket"
+    ticket, principal = await request.app[POLICY].download_tickets.open(secret)
+    if trace is not None:
         trace.user_id = principal.user_id
     if ticket.kind == TICKET_FILE:
         files = request.app[POLICY].files
