@@ -94,3 +94,15 @@ export function confirmation({ dialog, cancel, confirm, error }) {
     },
   };
 }
+
+// Hands what the page made itself (`content`, a string, typed `type`) to the browser's download
+// as a file named `filename`, through a link made for it.
+export function saveAsFile(content, filename, type) {
+  const url = URL.createObjectURL(new Blob([content], { type }));
+  const link = el("a", { attrs: { href: url, download: filename } });
+  link.hidden = true;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}

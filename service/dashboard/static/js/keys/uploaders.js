@@ -4,7 +4,7 @@
 // download, and shows the new key's secret once, as creating any key does.
 
 import { ApiError, describe } from "../api.js";
-import { byId, el, hide, onClick, show, whenClosed } from "../dom.js";
+import { byId, el, hide, onClick, saveAsFile, show, whenClosed } from "../dom.js";
 import { folderTree } from "../folders.js";
 import { nameProblem } from "./rules.js";
 
@@ -24,17 +24,6 @@ const KINDS = {
     name: "curl uploader",
   },
 };
-
-// Hands `content` to the browser as a file named `filename`, through a link made for it.
-function save(content, filename) {
-  const url = URL.createObjectURL(new Blob([content], { type: "application/octet-stream" }));
-  const link = el("a", { attrs: { href: url, download: filename } });
-  link.hidden = true;
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60000);
-}
 
 // `keys`: {call, secret, list, announce, failed}.
 export function uploaderDialog(keys) {
@@ -115,7 +104,7 @@ export function uploaderDialog(keys) {
       return;
     }
     dialog.close("created");
-    save(made.content, made.filename);
+    saveAsFile(made.content, made.filename, "application/octet-stream");
     keys.secret.show(made.key, false);
     keys.announce(`Downloaded ${made.filename}, which holds the key ${made.key.name}.`);
     await keys.list.refresh();

@@ -1,7 +1,7 @@
 // Recovery codes on the security page: shown once (when TOTP is turned on, or new ones are
 // made), with copy and download; and how many are left.
 
-import { byId, el } from "../dom.js";
+import { byId, el, saveAsFile } from "../dom.js";
 
 export function codesSection({ call, ask, email }) {
   const panel = byId("codes-panel");
@@ -46,13 +46,7 @@ export function codesSection({ call, ask, email }) {
   });
 
   byId("codes-download").addEventListener("click", () => {
-    const url = URL.createObjectURL(new Blob([asText()], { type: "text/plain" }));
-    const link = el("a", { attrs: { href: url, download: "filehost-recovery-codes.txt" } });
-    link.hidden = true;
-    document.body.append(link);
-    link.click();
-    link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    saveAsFile(asText(), "filehost-recovery-codes.txt", "text/plain");
     status.textContent = "Downloaded filehost-recovery-codes.txt.";
   });
 
