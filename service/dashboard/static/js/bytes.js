@@ -1,4 +1,7 @@
-// Sizes, speeds and durations as the pages say them.
+// Sizes, speeds, durations and counts as the pages say them.
+
+// 10000 -> "10,000": the pages' words are English, so are their numbers.
+export const number = new Intl.NumberFormat("en").format;
 
 const UNITS = ["bytes", "KiB", "MiB", "GiB", "TiB"];
 

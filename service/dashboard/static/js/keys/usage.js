@@ -3,6 +3,7 @@
 // was last used from, and a mark on a key nobody used for 30 days: it can be revoked safely.
 // The chart is SVG made element by element (the pages' policy refuses HTML strings).
 
+import { number } from "../bytes.js";
 import { el } from "../dom.js";
 import { when } from "../time.js";
 
@@ -14,7 +15,6 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 const IDLE_DAYS = 30;
 // Usage is asked for this many keys at a time: the session has a rate too.
 const AT_ONCE = 4;
-const NUMBER = new Intl.NumberFormat("en");
 
 function svg(name, attributes, children = []) {
   const node = document.createElementNS(SVG_NS, name);
@@ -26,7 +26,7 @@ function svg(name, attributes, children = []) {
 }
 
 function plural(count, word) {
-  return `${NUMBER.format(count)} ${word}${count === 1 ? "" : "s"}`;
+  return `${number(count)} ${word}${count === 1 ? "" : "s"}`;
 }
 
 function sum(days, field) {
@@ -35,7 +35,7 @@ function sum(days, field) {
 
 // The totals of the days, in words: "1,204 requests, 3 refused".
 export function totalsText(days) {
-  return `${plural(sum(days, "requests"), "request")}, ${NUMBER.format(sum(days, "refused"))} refused`;
+  return `${plural(sum(days, "requests"), "request")}, ${number(sum(days, "refused"))} refused`;
 }
 
 // The chart of `days` (oldest first): a bar per day as tall as its requests against the
@@ -103,7 +103,7 @@ export function usageNodes(key, usage, now = Date.now()) {
       el("span", { className: "usage-key usage-key-requests", attrs: { "aria-hidden": "true" } }),
       `${plural(sum(usage.days, "requests"), "request")}, `,
       el("span", { className: "usage-key usage-key-refused", attrs: { "aria-hidden": "true" } }),
-      `${NUMBER.format(sum(usage.days, "refused"))} refused`,
+      `${number(sum(usage.days, "refused"))} refused`,
     ]),
   ];
   if (isIdle(key, usage, now)) {

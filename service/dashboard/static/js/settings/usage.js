@@ -3,7 +3,7 @@
 // API keys, each with a meter, so a limit is seen coming before an upload is refused with it.
 
 import { failedText } from "../api.js";
-import { size } from "../bytes.js";
+import { number, size } from "../bytes.js";
 import { byId, el, hide, show } from "../dom.js";
 import { cell } from "../table.js";
 
@@ -17,8 +17,6 @@ const KINDS = [
   ["other", "other"],
 ];
 
-// 10000 -> "10,000": the page's words are English, so are its numbers.
-const number = new Intl.NumberFormat("en").format;
 
 // "312 of 10,000" with its meter, for a count and its most.
 function heldNodes(what, held) {
