@@ -26,7 +26,7 @@ SESSION_KIND = "fhs_"
 # The second step of a login (``mfa_token``): a credential of its own kind, so it can never pass
 # for a session.
 MFA_TOKEN_KIND = "fhm_"  # noqa: S105 - a kind prefix, not a secret
-# A download ticket's secret: one file or folder, for a minute, while its session lasts.
+# A download ticket's secret: one file, folder or selection, for a minute, while its session lasts.
 DOWNLOAD_TICKET_KIND = "fhd_"
 SECRET_LENGTH = len(API_KEY_KIND) + _RANDOM_CHARS + _CHECKSUM_CHARS
 

@@ -53,8 +53,8 @@ key                                    type    holds
 ``P:oidc-code:{<sha256 of code>}``      string  a verified sign-in waiting for its one-time
                                                exchange (``SignedIn`` JSON); PX 60 s
 ``P:download-ticket:<sha256>``          string  what a download ticket downloads
-                                               (``DownloadTicket`` JSON: account, file or
-                                               folder, the session that took it, its end);
+                                               (``DownloadTicket`` JSON: account, kind and
+                                               ids, the session that took it, its end);
                                                PX its minute and a minute more
 ``P:oidc-identity:<sha256 of iss,sub>`` string  the account an identity at the provider is
                                                linked to (its ``{U}:identities`` must agree)

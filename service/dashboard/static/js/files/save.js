@@ -8,7 +8,7 @@ import { el } from "../dom.js";
 const TICKET_LIFETIME_MS = 60000;
 let frames = 0;
 
-// Downloads `target` ({file_id} or {folder_id}) by a ticket (POST /download-tickets with the
+// Downloads `target` ({file_id}, {folder_id} or {ids}) by a ticket (POST /download-tickets with the
 // token) posted in a form to /api/v1/downloads: the ticket goes in the form's body, never in an
 // address. The answer lands in a hidden frame of its own, so a refusal never replaces the page: a
 // download leaves the frame as it was, and anything that loads in it is a refusal, said by
