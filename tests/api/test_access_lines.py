@@ -6,6 +6,8 @@ a secret."""
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from service.api.routes.download_tickets import DOWNLOADS_PATH as DOWNLOADS
 from service.api.routes.download_tickets import FORM_TYPE
 from service.api.routes.download_tickets import TICKETS_PATH as DOWNLOAD_TICKETS
 from service.app import create_app
+from service.config import Settings
 from service.observability.log_lines import LineBuffer
 from tests.support.api import Api, EnvelopeTestServer, bearer
 from tests.support.files import uploaded
@@ -27,6 +30,29 @@ from tests.support.lane import LANE_PUBLIC_URL, count_lane_answers
 FILES = "/api/v1/files"
 VERIFY = "/api/v1/auth/verify"
 SESSION = "/api/v1/auth/session"
+
+
+@asynccontextmanager
+async def logging_to(
+    log_file: Path,
+    settings: Settings,
+    clock: Any,
+    aiohttp_client: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Any]:
+    """A client of the service made with ``settings``, its access lines written to
+    ``log_file`` through the service's own line buffer (for both ways a request is answered),
+    flushed when the block ends."""
+    with log_file.open("wb") as output:
+        lines = LineBuffer(output.fileno())
+        monkeypatch.setattr("service.api.gateway.LINES", lines)
+        monkeypatch.setattr("service.api.access_log.LINES", lines)
+        caplog.set_level(logging.INFO, logger="aiohttp.access")
+        server = EnvelopeTestServer(create_app(settings, clock=clock))
+        await server.start_server(access_log_class=AccessLogger)
+        yield await aiohttp_client(server)
+        lines.flush()
 
 
 @pytest.mark.parametrize("lane", [True, False], ids=["lane", "no lane"])
@@ -45,17 +71,8 @@ async def test_session_and_key_requests_log_their_user(
     key = await api.create_key(token, permissions=["files.read"])
     answered_in_lane = count_lane_answers(monkeypatch)
     log_file = tmp_path / "access.log"
-    with log_file.open("wb") as output:
-        lines = LineBuffer(output.fileno())
-        # The service's own line buffer, for both ways a request is answered.
-        monkeypatch.setattr("service.api.gateway.LINES", lines)
-        monkeypatch.setattr("service.api.access_log.LINES", lines)
-        caplog.set_level(logging.INFO, logger="aiohttp.access")
-        settings = replace(api.app[SETTINGS], gateway_lane=lane, public_url=LANE_PUBLIC_URL)
-        app = create_app(settings, clock=clock)
-        server = EnvelopeTestServer(app)
-        await server.start_server(access_log_class=AccessLogger)
-        client = await aiohttp_client(server)
+    settings = replace(api.app[SETTINGS], gateway_lane=lane, public_url=LANE_PUBLIC_URL)
+    async with logging_to(log_file, settings, clock, aiohttp_client, caplog, monkeypatch) as client:
         gateway = {"X-Required-Permission": "files.read"}
         sent = [
             (FILES, bearer(token)),
@@ -70,7 +87,6 @@ async def test_session_and_key_requests_log_their_user(
         for path, headers in sent:
             response = await client.get(path, headers=headers)
             await response.read()
-        lines.flush()
 
     assert answered_in_lane == ([FILES, FILES, FILES, VERIFY, VERIFY, FILES, FILES] if lane else [])
     logged = [orjson.loads(line) for line in log_file.read_bytes().splitlines()]
@@ -101,14 +117,10 @@ async def test_a_download_by_ticket_logs_the_ticket_as_its_credential_never_the_
     user = await api.create_user("ticket@example.com")
     token = await api.login("ticket@example.com")
     log_file = tmp_path / "access.log"
-    with log_file.open("wb") as output:
-        lines = LineBuffer(output.fileno())
-        monkeypatch.setattr("service.api.access_log.LINES", lines)
-        caplog.set_level(logging.INFO, logger="aiohttp.access")
-        server = EnvelopeTestServer(create_app(api.app[SETTINGS], clock=clock))
-        await server.start_server(access_log_class=AccessLogger)
-        client = await aiohttp_client(server)
-        stored = await uploaded(Api(client, server.app), b"bytes", token=token)
+    async with logging_to(
+        log_file, api.app[SETTINGS], clock, aiohttp_client, caplog, monkeypatch
+    ) as client:
+        stored = await uploaded(Api(client, client.server.app), b"bytes", token=token)
         taken = await client.post(
             DOWNLOAD_TICKETS, json={"file_id": stored["id"]}, headers=bearer(token)
         )
@@ -118,7 +130,6 @@ async def test_a_download_by_ticket_logs_the_ticket_as_its_credential_never_the_
                 DOWNLOADS, data=f"ticket={sent}", headers={"Content-Type": FORM_TYPE}
             )
             await response.read()
-        lines.flush()
 
     logged = [orjson.loads(line) for line in log_file.read_bytes().splitlines()]
     downloads = [e for e in logged if e["route"] == DOWNLOADS]

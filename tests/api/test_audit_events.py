@@ -20,7 +20,7 @@ from service.api.context import POLICY
 from service.domain import credentials
 from service.domain.audit_events import EVENT_TYPES
 from service.store.audit import AuditStore
-from tests.support.api import PASSWORD, Api, assert_error, bearer
+from tests.support.api import PASSWORD, Api, assert_error, bearer, my_session_id
 from tests.support.clock import FakeClock, at, parse_iso
 
 EVENTS = "/api/v1/audit-events"
@@ -64,11 +64,6 @@ async def page(api: Api, token: str, **query: Any) -> dict[str, Any]:
 
 async def events(api: Api, token: str, **query: Any) -> list[dict[str, Any]]:
     return (await page(api, token, **query))["events"]
-
-
-async def my_session_id(api: Api, token: str) -> str:
-    response = await api.client.get(SESSIONS, headers=bearer(token))
-    return next(v["id"] for v in (await response.json())["data"]["sessions"] if v["current"])
 
 
 def session(session_id: str, device: str | None = UA) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from service.domain import credentials
-from tests.support.api import Api, assert_error, bearer
+from tests.support.api import Api, assert_error, bearer, my_session_id
 from tests.support.files import FILES_URL, uploaded
 from tests.support.keys import EMAIL, edited, rolled
 
@@ -43,11 +43,6 @@ async def listed(api: Api, token: str, **query: str) -> list[dict[str, Any]]:
 
 def kinds(events: list[dict[str, Any]]) -> list[str]:
     return [event["type"] for event in events]
-
-
-async def my_session_id(api: Api, token: str) -> str:
-    response = await api.client.get("/api/v1/auth/sessions", headers=bearer(token))
-    return next(s["id"] for s in (await response.json())["data"]["sessions"] if s["current"])
 
 
 async def test_a_key_s_events_are_what_was_done_to_it_and_what_it_did(api: Api) -> None:

@@ -16,7 +16,15 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.support.api import PASSWORD
-from tests.support.browser import Dashboard, Tab, key_row, sign_in, violations
+from tests.support.browser import (
+    Dashboard,
+    Tab,
+    clean_console,
+    key_row,
+    own_session_id,
+    sign_in,
+    violations,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -41,12 +49,6 @@ async def upload_with_key(dashboard: Dashboard, secret: str, name: str) -> None:
         assert response.status == 201, await response.text()
 
 
-async def session_id_of(dashboard: Dashboard, token: str) -> str:
-    status, body = await dashboard.api("GET", "/auth/sessions", token=token)
-    assert status == 200, body
-    return str(next(item["id"] for item in body["data"]["sessions"] if item["current"]))
-
-
 def rows_of(page: Page) -> Any:
     return page.locator("#activity-body tr")
 
@@ -54,10 +56,6 @@ def rows_of(page: Page) -> Any:
 async def loaded(page: Page) -> None:
     await page.wait_for_url("**/activity?**")
     await expect(page.locator("#activity-loading")).to_be_hidden()
-
-
-def clean_console(tab: Tab) -> list[str]:
-    return [line for line in tab.console if not line.startswith("debug")]
 
 
 async def test_a_key_s_activity_from_its_row_and_a_session_s_from_an_event(
@@ -111,7 +109,7 @@ async def test_a_key_s_activity_from_its_row_and_a_session_s_from_an_event(
     await expect(rows_of(page)).to_have_count(3)
 
     # The session that created the key, named in that row, leads to its own activity.
-    session_id = await session_id_of(dashboard, token)
+    session_id = await own_session_id(dashboard, token)
     created = rows_of(page).nth(2)
     await created.locator(".event-actor a").click()
     await page.wait_for_url(f"**/activity?session_id={session_id}")
@@ -141,7 +139,7 @@ async def test_a_session_s_activity_from_the_sessions_page(
     assert status == 200, body
     elsewhere = body["data"]["token"]
     await key_made(dashboard, elsewhere, "made elsewhere")
-    elsewhere_id = await session_id_of(dashboard, elsewhere)
+    elsewhere_id = await own_session_id(dashboard, elsewhere)
     await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Sessions").click()
     await page.wait_for_url("**/sessions")
     row = page.locator(f"tr[data-session-id='{elsewhere_id}']")

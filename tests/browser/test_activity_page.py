@@ -39,10 +39,12 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     assert_focus_is_visible,
+    clean_console,
     directives,
     focused,
     local_text,
     no_horizontal_scroll,
+    own_session_id,
     same_time_as,
     screenshot,
     sign_in,
@@ -100,12 +102,6 @@ async def login(
     assert status == 200, body
     token: str = body["data"]["token"]
     return token
-
-
-async def own_session_id(dashboard: Dashboard, token: str) -> str:
-    status, body = await call(dashboard, "GET", "/auth/sessions", token=token)
-    assert status == 200, body
-    return next(item["id"] for item in body["data"]["sessions"] if item["current"])
 
 
 async def create_key(
@@ -180,10 +176,6 @@ async def shown_ids(page: Page) -> list[str | None]:
 def audit_requests(tab: Tab) -> list[dict[str, list[str]]]:
     """The query of every audit-trail request the page made, in order."""
     return [parse_qs(urlsplit(url).query) for url in tab.request_urls if AUDIT_API.search(url)]
-
-
-def clean_console(tab: Tab) -> list[str]:
-    return [line for line in tab.console if not line.startswith("debug")]
 
 
 async def test_real_actions_are_shown_newest_first_with_who_where_and_what(

@@ -27,6 +27,7 @@ from tests.support.browser import (
     Dashboard,
     Tab,
     assert_focus_is_visible,
+    clean_console,
     directives,
     focused,
     no_horizontal_scroll,
@@ -81,10 +82,6 @@ async def open_sessions_page(page: Page, user: str) -> None:
     await expect(page.locator("#sessions-loading")).to_be_hidden()
     current = page.get_by_role("link", name="Sessions", exact=True)
     await expect(current).to_have_attribute("aria-current", "page")
-
-
-def clean_console(tab: Tab) -> list[str]:
-    return [line for line in tab.console if not line.startswith("debug")]
 
 
 async def test_the_list_marks_this_device_and_ending_another_refuses_its_token(

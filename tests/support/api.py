@@ -108,3 +108,9 @@ def path_of(url: str) -> str:
     """The path of an absolute URL the service answered (a file's, an upload's): the test
     client takes paths."""
     return URL(url).path
+
+
+async def my_session_id(api: Api, token: str) -> str:
+    """The public id of the session ``token`` opened, as ``GET /auth/sessions`` lists it."""
+    response = await api.client.get("/api/v1/auth/sessions", headers=bearer(token))
+    return str(next(s["id"] for s in (await response.json())["data"]["sessions"] if s["current"]))

@@ -187,6 +187,18 @@ class Tab:
         return token
 
 
+def clean_console(tab: Tab) -> list[str]:
+    """What the tab's pages wrote to the console, but their debug lines."""
+    return [line for line in tab.console if not line.startswith("debug")]
+
+
+async def own_session_id(dashboard: Dashboard, token: str) -> str:
+    """The public id of the session ``token`` opened, as ``GET /auth/sessions`` lists it."""
+    status, body = await dashboard.api("GET", "/auth/sessions", token=token)
+    assert status == 200, body
+    return str(next(item["id"] for item in body["data"]["sessions"] if item["current"]))
+
+
 # -- times as the pages show them --------------------------------------------------------------
 
 
