@@ -147,6 +147,9 @@ def test_the_table_maps_every_resource_to_its_read_and_write_permission() -> Non
         },
         "uploaders": ("keys.read", "keys.write"),  # an uploader is a key, made by a session
         "uploads": ("files.write", "files.write"),  # asked where it is by whoever writes it
+        "usage": ("settings.read", "settings.write"),  # account-wide, as the settings are
+        "audit-events": ("settings.read", "settings.write"),
+        "download-tickets": ("files.read", "files.read"),  # its POST only reads
     }
     assert READING_POSTS == {"files/archive": "files.read"}  # the one POST that only reads
     assert derive_permission("HEAD", "/api/v1/uploads/upl_1") == ("files.write", False)
@@ -154,6 +157,9 @@ def test_the_table_maps_every_resource_to_its_read_and_write_permission() -> Non
     assert derive_permission("GET", "/api/v1/keys") == ("keys.read", True)
     assert derive_permission("DELETE", "/api/v1/keys/key_1") == ("keys.write", True)
     assert derive_permission("POST", "/api/v1/uploaders") == ("keys.write", True)
+    assert derive_permission("GET", "/api/v1/usage") == ("settings.read", False)
+    assert derive_permission("GET", "/api/v1/audit-events") == ("settings.read", True)
+    assert derive_permission("POST", "/api/v1/download-tickets") == ("files.read", True)
     for method, uri, permission in DERIVED:
         assert derive_permission(method, uri) == (permission, False), (method, uri)
 
@@ -190,6 +196,34 @@ async def test_key_routes_take_only_a_session_as_the_service_does(
 
     await assert_refused(as_key, 403, "session_required")
     assert as_session.status == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "uri"), [("GET", "/api/v1/audit-events"), ("POST", "/api/v1/download-tickets")]
+)
+async def test_the_accounts_activity_and_download_tickets_take_only_a_session(
+    account: Account, method: str, uri: str
+) -> None:
+    key = await account.key(*SPEC_PERMISSIONS)
+
+    as_key = await verify(account.api, {"X-API-Key": key["secret_key"], **nginx(method, uri)})
+    as_session = await verify(account.api, {**bearer(account.token), **nginx(method, uri)})
+
+    await assert_refused(as_key, 403, "session_required")
+    assert as_session.status == 200
+
+
+async def test_the_accounts_usage_is_read_with_settings_read(account: Account) -> None:
+    reader = await account.key("settings.read")
+    other = await account.key("files.read")
+    asked = nginx("GET", "/api/v1/usage")
+
+    allowed = await verify(account.api, {"X-API-Key": reader["secret_key"], **asked})
+    refused = await verify(account.api, {"X-API-Key": other["secret_key"], **asked})
+
+    assert allowed.status == 200
+    error = await assert_refused(refused, 403, "insufficient_permission")
+    assert error["details"] == {"required_permission": "settings.read"}
 
 
 @pytest.mark.parametrize(

@@ -71,3 +71,18 @@ def test_each_permission_is_said_to_be_enforced_where_it_is(tmp_path: Path) -> N
             assert PERMISSION_DESCRIPTIONS[name].startswith("Nothing:"), name
     # No description promises an action the service does not have (files are never updated).
     assert "update" not in " ".join(PERMISSION_DESCRIPTIONS.values()).lower()
+
+
+def test_forward_auth_maps_every_resource_the_service_hosts(tmp_path: Path) -> None:
+    """A gateway in front of this service's own API gets a permission for each of its resources,
+    but for those whose requests carry no credential a gateway could check."""
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1", data_dir=tmp_path))  # not started
+    hosted = {
+        resource.canonical.removeprefix(f"{PREFIX}/").split("/")[0]
+        for resource in app.router.resources()
+        if resource.canonical.startswith(f"{PREFIX}/")
+    }
+    # The credential endpoints check what they are sent themselves, a download carries its
+    # ticket in its body, and the API's description is public.
+    unchecked = {"auth", "downloads", "openapi.json"}
+    assert hosted - unchecked == set(ROUTE_PERMISSIONS)

@@ -78,6 +78,12 @@ ROUTE_PERMISSIONS: dict[str, tuple[str, str]] = {
     "uploaders": ("keys.read", "keys.write"),
     # A resumable upload is asked about (HEAD) as it is written: by whoever may upload.
     "uploads": ("files.write", "files.write"),
+    # What the account holds and what was done in it are account-wide, as its settings are; the
+    # activity (as in the API) is a session's.
+    "usage": ("settings.read", "settings.write"),
+    "audit-events": ("settings.read", "settings.write"),
+    # A download ticket is a session's too, taken with a POST that only reads.
+    "download-tickets": ("files.read", "files.read"),
 }
 # Below a resource, a POST that only reads: a selection's ZIP archive takes its ids in the body
 # (as GET takes them in the query) and needs what GET needs. Matched exactly: any other spelling
@@ -85,8 +91,9 @@ ROUTE_PERMISSIONS: dict[str, tuple[str, str]] = {
 READING_POSTS: dict[str, str] = {"files/archive": "files.read"}
 READ_METHODS = ("GET", "HEAD")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-# The key endpoints take only a session, whatever a key's permissions (the spec's rule 1).
-SESSION_ONLY_RESOURCES = frozenset({"keys", "uploaders"})
+# The key endpoints take only a session, whatever a key's permissions (the spec's rule 1), and
+# so do the account's activity and its download tickets.
+SESSION_ONLY_RESOURCES = frozenset({"keys", "uploaders", "audit-events", "download-tickets"})
 
 _RESOURCE_START = len(PREFIX) + 1
 _PREFIX_SEGMENTS = tuple(PREFIX.strip("/").split("/"))
