@@ -376,3 +376,52 @@ def kind(request: pytest.FixtureRequest) -> str:
     """The proxies whose own errors the examples turn into the JSON envelope (Traefik can only
     with an error-page service of its own: see docs/operating.md)."""
     return str(request.param)
+
+
+async def test_addresses_the_service_gives_out_are_the_proxys_own_port_and_all(
+    product: Product, http: aiohttp.ClientSession
+) -> None:
+    """A tus client follows a new upload's ``Location`` as it is, and a person opens an alias's
+    ``url``: behind a proxy on a port of its own (as here), both must name that port too."""
+    _email, token, _key = await signed_in(http, product, ["files.read"])
+    session = {"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"}
+    data = random.randbytes(3 * MIB)
+    named = {"Upload-Length": str(len(data)), "Upload-Metadata": "filename YS5iaW4="}  # a.bin
+
+    async with http.post(
+        product.proxy.base + "/api/v1/uploads", headers={**session, **named}
+    ) as made:
+        assert made.status == 201, await made.text()
+        location = made.headers["Location"]
+    assert location.startswith(product.proxy.base + "/api/v1/uploads/"), location
+    async with http.patch(
+        location,
+        data=data,
+        headers={
+            **session,
+            "Upload-Offset": "0",
+            "Content-Type": "application/offset+octet-stream",
+        },
+    ) as sent:
+        assert sent.status == 204, await sent.text()
+        assert sent.headers["Upload-Offset"] == str(len(data))
+
+    status, body, _ = await call(
+        http, product, "GET", "/api/v1/files", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert status == 200, body
+    [stored] = body["data"]["files"]
+    assert (stored["name"], stored["sha256"]) == ("a.bin", hashlib.sha256(data).hexdigest())
+    status, body, _ = await call(
+        http,
+        product,
+        "POST",
+        "/api/v1/aliases",
+        json={"file_id": stored["id"]},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert status == 201, body
+    assert body["data"]["url"] == f"{product.proxy.base}/a/{body['data']['slug']}"
+    async with http.get(body["data"]["url"]) as shared:
+        assert shared.status == 200
+        assert await shared.read() == data
