@@ -7,14 +7,26 @@ from the test's own CA, which Chromium is told to accept; everything else is as 
 from __future__ import annotations
 
 import itertools
+import os
+import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 
-from tests.support.browser import DESKTOP, TIMEOUT_MS, create_key, screenshot, sign_in
+from tests.support.browser import (
+    DESKTOP,
+    TIMEOUT_MS,
+    create_key,
+    file_row,
+    open_files_page,
+    screenshot,
+    sign_in,
+    upload_item,
+)
 from tests.support.processes import PASSWORD, create_user
 from tests.support.proxies import (
     KINDS,
@@ -88,4 +100,35 @@ async def test_sign_in_see_the_keys_page_and_create_a_key_through_the_proxy(
             assert response.status == 200
     requests = [line.removeprefix("request: ") for line in reported if line.startswith("request:")]
     assert requests and all(url.startswith(product.proxy.base + "/") for url in requests)
+    assert [line for line in reported if not line.startswith("request:")] == []
+
+
+async def test_a_large_file_goes_up_resumably_and_comes_back_through_the_proxy(
+    page_behind: tuple[Page, list[str]], product: Product, tmp_path: Path
+) -> None:
+    """The files page's resumable upload (tus ``PATCH``es) and its download (a ticket posted in a
+    form into a hidden frame) through the proxy, byte for byte."""
+    page, reported = page_behind
+    email = f"browser{next(_emails)}@example.com"
+    create_user(product.env, email)
+    await open_files_page(page, email, PASSWORD)
+    name = "film.mp4"
+    data = os.urandom(9 * 1024 * 1024)  # past the page's 8 MiB: it goes up resumably
+    chosen = tmp_path / name
+    chosen.write_bytes(data)
+
+    await page.set_input_files("#file-picker", files=[chosen])
+    await expect(upload_item(page, name).locator(".upload-status")).to_have_text(
+        f"Uploaded {name} (9.0 MiB) into the top level."
+    )
+    row = file_row(page, name)
+    async with page.expect_download() as info:
+        await row.get_by_role("button", name=re.compile("^Download")).click()
+    download = await info.value
+
+    assert download.suggested_filename == name
+    assert Path(await download.path()).read_bytes() == data
+    requests = [line.removeprefix("request: ") for line in reported if line.startswith("request:")]
+    assert any("/api/v1/uploads/" in url for url in requests), requests
+    assert all(url.startswith(product.proxy.base + "/") for url in requests)
     assert [line for line in reported if not line.startswith("request:")] == []

@@ -292,9 +292,9 @@ async def sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
     await expect(page.locator("#account-email")).to_have_text(email)
 
 
-async def open_files_page(page: Page, user: str) -> None:
+async def open_files_page(page: Page, user: str, password: str = PASSWORD) -> None:
     """Sign in as ``user`` and go to the files page by its link, its list loaded."""
-    await sign_in(page, user)
+    await sign_in(page, user, password)
     await page.get_by_role("navigation", name="Pages").get_by_role("link", name="Files").click()
     await page.wait_for_url("**/files")
     await expect(page.locator("#files-loading")).to_be_hidden()
