@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -259,6 +260,8 @@ async def test_a_client_cannot_choose_what_is_checked_or_who_it_is(gateway: Gate
     assert body["upstream"]["X-Auth-Permissions"] == "files.read"
     assert body["upstream"]["X-Auth-Folder-Ids"] is None  # a key of the whole account
     assert body["upstream"]["credential_headers"] == []
+    # The Host as the client sent it, port and all, for an upstream that makes addresses from it.
+    assert gateway.upstream.headers[-1]["Host"] == urlsplit(gateway.proxy.base).netloc
 
     # A key bound to folders: the upstream is told its folders, whatever the client sent.
     folders = [(await folder(gateway.api, name, token=token))["id"] for name in ("A", "B")]
