@@ -234,6 +234,7 @@ async def test_a_raw_control_character_in_a_parts_headers_is_refused(
         (b'filename="say %22hi%22.txt"', 'say "hi".txt'),  # as browsers and curl send it
         (b'filename="line%0Abreak.txt"', "line%0Abreak.txt"),  # a name holds no line break
         (b"filename*=UTF-8''100%2522.txt", "100%22.txt"),  # exact: decoded once, as sent
+        (b'filename="say \\"hi\\".txt"', 'say "hi".txt'),  # as Go's multipart writer sends it
     ],
 )
 async def test_a_quote_a_client_sent_escaped_in_a_file_name_is_read_back(
@@ -243,6 +244,26 @@ async def test_a_quote_a_client_sent_escaped_in_a_file_name_is_read_back(
 
     assert response.status == 201, await response.text()
     assert (await response.json())["data"]["name"] == kept
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b'filename="C:\\Users\\me\\shot.png"',  # a whole Windows path, as browsers send a name
+        b'filename="C:\\\\Users\\\\me\\\\shot.png"',  # its backslashes escaped, as Go's
+        b'filename="folder\\shot.png"',
+    ],
+)
+async def test_a_backslash_in_a_file_name_separates_its_path_as_sent_or_escaped(
+    api: Api, token: str, sent: bytes
+) -> None:
+    # Browsers send a name's backslash as it is (HTML's form encoding escapes only ", CR and
+    # LF), some clients escape it as a quoted-string does: either way it is a path's separator,
+    # and what follows the last one is the name.
+    response = await post_form(api, token, form(DISPOSITION + sent))
+
+    assert response.status == 201, await response.text()
+    assert (await response.json())["data"]["name"] == "shot.png"
 
 
 async def test_a_nul_in_a_file_name_ends_no_parameter(api: Api, token: str) -> None:

@@ -396,6 +396,10 @@ _NO_BOUNDARY = (
 
 # An RFC 5987 ``filename*`` in UTF-8 (or no charset named): its percent-encoded bytes.
 _UTF8_EXTENDED = re.compile(r"(?:utf-8)?'[^']*'([A-Za-z0-9!#$&+.^_`|~%-]*)", re.IGNORECASE)
+# A plain ``filename`` between its quotes, as sent; and a backslash that escapes what follows it.
+_QUOTED_FILENAME = re.compile(r';\s*filename\s*=\s*"((?:[^"\\]|\\.)*)"', re.IGNORECASE)
+_ESCAPE = re.compile(r"\\(.)")
+_ESCAPED_QUOTE_OR_BACKSLASH = re.compile(r'\\(["\\])')
 
 
 def _file_name(part: BodyPartReader) -> str | None:
@@ -410,7 +414,7 @@ def _file_name(part: BodyPartReader) -> str | None:
     if name is not None:
         # Browsers and curl send a plain name's quote so (HTML's form encoding): read back, as
         # no client writes a name's own "%22" for anything else.
-        return readable(name.replace("%22", '"'))
+        return readable(_with_its_backslashes(name, disposition).replace("%22", '"'))
     for item in disposition.split(";"):
         key, equals, value = item.partition("=")
         if equals and key.strip().lower() == "filename*":
@@ -418,6 +422,18 @@ def _file_name(part: BodyPartReader) -> str | None:
             if encoded is not None:
                 return unquote_to_bytes(encoded[1]).decode("utf-8", "replace")
     return None
+
+
+def _with_its_backslashes(name: str, disposition: str) -> str:
+    """``name`` (aiohttp's reading of a plain ``filename``) with the backslashes it was sent
+    with. Browsers send one as it is (HTML's form encoding escapes only ", CR and LF), so that
+    ``C:\\Users\\me\\shot.png`` is a path, while aiohttp reads every backslash as escaping
+    what follows (``C:Usersmeshot.png``); clients that escape (Go's writer) send ``\\\\`` and
+    ``\\"``. So only those two pairs are read as escapes, in the quoted value aiohttp read."""
+    quoted = _QUOTED_FILENAME.search(disposition)
+    if quoted is None or "\\" not in quoted[1] or _ESCAPE.sub(r"\1", quoted[1]) != name:
+        return name
+    return _ESCAPED_QUOTE_OR_BACKSLASH.sub(r"\1", quoted[1])
 
 
 def _malformed() -> ApiError:
