@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import hdrs, web
 
-from service.api.downloads import content_disposition
+from service.api.downloads import content_disposition, count_download
 from service.api.headers import prepare_streamed
 from service.domain.archive_names import Entry
 from service.domain.blobs import Blob
@@ -208,6 +208,7 @@ async def send_archive(
 
     pending: Future[bytes | None] | None = None
     finished = False
+    sent = 0
     try:
         while True:
             pending = _threads().submit(next_chunk)
@@ -215,8 +216,10 @@ async def send_archive(
             if chunk is None:
                 break
             await response.write(chunk)
+            sent += len(chunk)
         await response.write_eof()
         finished = True
+        count_download(request.app, "archive", sent)
     finally:
         feed.stop()
         if pending is not None and not pending.done():

@@ -104,7 +104,7 @@ LOGIN_OUTCOMES = (
 # slow, an error reply (a script's, a cluster's), or a record that could not be read.
 STORE_ERROR_KINDS = ("connection", "timeout", "error_reply", "corrupt_record", "other")
 # The ways a file's bytes are downloaded, by path: its content address, or a vanity alias.
-DOWNLOAD_WAYS = ("content", "alias")
+DOWNLOAD_WAYS = ("content", "alias", "archive")
 
 disable_created_metrics()
 

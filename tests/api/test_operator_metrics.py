@@ -128,6 +128,12 @@ async def test_downloads_are_counted_in_bytes_sent_by_the_way_they_came(
         assert response.status == status, path
         await response.read()
     assert (await api.client.head("/a/counted")).status == 200  # no body
+    # A ZIP of chosen files, counted in the bytes of the archive as sent.
+    response = await api.client.get(
+        f"/api/v1/files/archive?ids={small['id']},{large['id']}", headers=bearer(token)
+    )
+    assert response.status == 200
+    archive = await response.read()
 
     text = await scrape(api)
     counts = {
@@ -135,7 +141,7 @@ async def test_downloads_are_counted_in_bytes_sent_by_the_way_they_came(
         for (name, labels), count in samples(text).items()
         if name == "filehost_download_bytes_total"
     }
-    assert counts == {"content": 100 + 200_000 + 1000, "alias": 100}
+    assert counts == {"content": 100 + 200_000 + 1000, "alias": 100, "archive": len(archive)}
 
 
 async def test_logins_are_counted_by_outcome_and_no_label_names_an_email(
