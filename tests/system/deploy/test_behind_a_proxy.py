@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import os
 import random
 import re
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -425,3 +427,48 @@ async def test_addresses_the_service_gives_out_are_the_proxys_own_port_and_all(
     async with http.get(body["data"]["url"]) as shared:
         assert shared.status == 200
         assert await shared.read() == data
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+async def test_the_curl_uploader_made_through_the_proxy_uploads_through_it(
+    product: Product, http: aiohttp.ClientSession, certificates: Certificates, tmp_path: Path
+) -> None:
+    """``POST /uploaders``' shell script, made and run through the proxy as a person would: its
+    address is the proxy's, curl's ``Expect: 100-continue`` for a body past 1 MiB goes through,
+    and each link it prints opens there."""
+    _email, token, _key = await signed_in(http, product, ["files.read"])
+    status, body, _ = await call(
+        http,
+        product,
+        "POST",
+        "/api/v1/uploaders",
+        json={"kind": "curl", "name": "laptop", "alias": True},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert status == 201, body
+    script = tmp_path / body["data"]["filename"]
+    script.write_text(body["data"]["content"])
+    trusted = tmp_path / "ca.pem"
+    certificates.ca.cert_pem.write_to_path(str(trusted))
+    files = [tmp_path / "small.txt", tmp_path / "large.bin"]
+    files[0].write_bytes(b"small\n")
+    files[1].write_bytes(random.randbytes(5 * MIB))
+
+    process = await asyncio.create_subprocess_exec(
+        "sh",
+        str(script),
+        *map(str, files),
+        env={**os.environ, "CURL_CA_BUNDLE": str(trusted)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+
+    assert process.returncode == 0, err.decode()
+    links = out.decode().splitlines()
+    assert len(links) == 2, out
+    for link, path in zip(links, files, strict=True):
+        assert link.startswith(product.proxy.base + "/a/"), link
+        async with http.get(link) as shared:
+            assert shared.status == 200
+            assert await shared.read() == path.read_bytes()
