@@ -7,6 +7,7 @@ No CSP violation and nothing on the console throughout."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,6 +63,12 @@ async def folders_in(dashboard: Dashboard, token: str, parent: str | None) -> li
     status, body = await dashboard.api("GET", f"/folders{query}", token=token)
     assert status == 200, body
     return [folder["name"] for folder in body["data"]["folders"]]
+
+
+async def children(dashboard: Dashboard, token: str, parent: str) -> list[dict[str, Any]]:
+    status, body = await dashboard.api("GET", f"/folders?parent_id={parent}", token=token)
+    assert status == 200, body
+    return body["data"]["folders"]
 
 
 async def files_in(dashboard: Dashboard, token: str, folder: str) -> list[str]:
@@ -307,6 +314,50 @@ async def test_files_chosen_while_a_folder_opens_go_into_that_folder(
     assert [file["name"] for file in body["data"]["files"]] == ["early.txt"]  # one copy only
     status, body = await dashboard.api("GET", "/files?folder_id=root", token=token)
     assert (status, body["data"]["files"]) == (200, []), body
+    assert await violations(page) == []
+    assert console_beyond_refusals(tab) == []
+
+
+async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
+    tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
+) -> None:
+    """A folder chosen with the folder button goes up with its folders, made below the open one;
+    chosen again, its files go into the folders already there, and no second folder is made."""
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    await create_folder(page, "Projects")
+    await folder_row(page, "Projects").get_by_role("link", name="Projects").click()
+    await expect(page.locator("#upload-folder")).to_have_text("Projects")
+    chosen = tmp_path / "Photos"
+    (chosen / "2024").mkdir(parents=True)
+    (chosen / "a.txt").write_bytes(b"first")
+    (chosen / "2024" / "b.txt").write_bytes(b"second")
+
+    for done in (2, 4):
+        await page.set_input_files("#folder-picker", chosen)
+        await expect(page.locator("#uploads li.is-done")).to_have_count(done)
+    # In the order the uploads ended, which is theirs.
+    said = sorted(await page.locator("#uploads .upload-status").all_text_contents())
+    assert (
+        said
+        == ["Uploaded a.txt (5 bytes) into Projects / Photos."] * 2
+        + ["Uploaded b.txt (6 bytes) into Projects / Photos / 2024."] * 2
+    )
+    await expect(folder_row(page, "Photos")).to_have_count(1)
+
+    status, body = await dashboard.api("GET", "/folders", token=token)
+    assert status == 200, body
+    (projects,) = body["data"]["folders"]
+    (photos,) = await children(dashboard, token, projects["id"])
+    assert photos["name"] == "Photos"
+    (year,) = await children(dashboard, token, photos["id"])
+    assert year["name"] == "2024"
+    assert await children(dashboard, token, year["id"]) == []
+    assert await files_in(dashboard, token, projects["id"]) == []
+    assert await files_in(dashboard, token, photos["id"]) == ["a.txt", "a.txt"]
+    assert await files_in(dashboard, token, year["id"]) == ["b.txt", "b.txt"]
+    await screenshot(page, "files-folder-uploaded")
     assert await violations(page) == []
     assert console_beyond_refusals(tab) == []
 

@@ -3,12 +3,15 @@
 // a line saying how it ended. "Clear finished" takes the ended ones away. A large file goes up
 // resumably (tus.js): a dropped connection is retried by itself, then the line pauses with a
 // Resume button; an upload a reloaded page did not finish is listed, to be continued by
-// choosing the same file again, or discarded.
+// choosing the same file again, or discarded. A folder goes up whole, its folders made as they
+// are needed (folder_upload.js).
 
 import { describe, sendFile, sessionEnded } from "../api.js";
 import { duration, size, speed } from "../bytes.js";
-import { byId, el, hide } from "../dom.js";
+import { byId, el, hide, show } from "../dom.js";
+import { sessionCaller } from "../caller.js";
 import { signedOut } from "../session.js";
+import { chosenFiles, droppedFiles, folderMaker } from "./folder_upload.js";
 import { RESUMABLE_FROM, discard, forget, offsetOf, resumable, sendResumably, unfinished } from "./tus.js";
 
 // The speed is the average over the last few seconds, so it follows the connection's changes
@@ -67,6 +70,7 @@ function progressText(file, sent, samples) {
 // unfinished uploads this browser keeps.
 export function uploads(token, account, pageStatus, changed, where) {
   const picker = byId("file-picker");
+  const folderPicker = byId("folder-picker");
   const dropZone = byId("drop-zone");
   const list = byId("uploads");
   const clear = byId("clear-uploads");
@@ -187,14 +191,39 @@ export function uploads(token, account, pageStatus, changed, where) {
     );
   }
 
-  async function uploadAll(fileList) {
+  // A file that could not be sent at all: its line, saying why.
+  function refused(file, text) {
+    list.prepend(
+      el("li", { className: "is-error" }, [
+        el("span", { className: "upload-name", text: file.name }),
+        el("p", { className: "upload-status", text, attrs: { role: "status" } }),
+      ]),
+    );
+    syncClear();
+  }
+
+  // `chosen`: {file, folders} (folder_upload.js), each file going into its folders below the
+  // open one, made as they are first needed.
+  async function uploadAll(chosen) {
     hide(pageStatus);
-    const files = Array.from(fileList || []);
-    if (files.length) {
-      const here = await where();
-      for (const file of files) {
-        upload(file, here);
+    if (!chosen.length) {
+      return;
+    }
+    const here = await where();
+    const folderFor = folderMaker(sessionCaller(token), here);
+    for (const { file, folders } of chosen) {
+      let into;
+      try {
+        into = await folderFor(folders);
+      } catch (failure) {
+        if (sessionEnded(failure)) {
+          signedOut(failure);
+          return;
+        }
+        refused(file, `Not uploaded: the folder ${folders.join(" / ")} could not be made (${describe(failure)}).`);
+        continue;
       }
+      upload(file, into);
     }
   }
 
@@ -240,10 +269,12 @@ export function uploads(token, account, pageStatus, changed, where) {
     picker.focus(); // the button is gone: the focus goes to where the next upload starts
   });
 
-  picker.addEventListener("change", () => {
-    uploadAll(picker.files);
-    picker.value = "";
-  });
+  for (const chooser of [picker, folderPicker]) {
+    chooser.addEventListener("change", () => {
+      uploadAll(chosenFiles(chooser.files));
+      chooser.value = "";
+    });
+  }
 
   // A file dropped anywhere but the zone must not make the browser leave the page to show it.
   for (const type of ["dragover", "drop"]) {
@@ -259,7 +290,11 @@ export function uploads(token, account, pageStatus, changed, where) {
   dropZone.addEventListener("drop", (event) => {
     event.preventDefault();
     dropZone.classList.remove("is-over");
-    uploadAll(event.dataTransfer ? event.dataTransfer.files : []);
+    if (event.dataTransfer) {
+      droppedFiles(event.dataTransfer).then(uploadAll, () => {
+        show(pageStatus, "The dropped folder could not be read: choose it with the folder button instead.");
+      });
+    }
   });
 
   listUnfinished();
