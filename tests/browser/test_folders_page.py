@@ -362,6 +362,38 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     assert console_beyond_refusals(tab) == []
 
 
+async def test_a_folder_dropped_on_the_zone_goes_up_whole(
+    tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
+) -> None:
+    """A folder dragged from the desktop onto the drop zone (Chromium's own drag of a path, so
+    the page reads it through its entries) goes up as the folder picker's does."""
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    dropped = tmp_path / "Scans"
+    (dropped / "old").mkdir(parents=True)
+    (dropped / "old" / "c.txt").write_bytes(b"third")
+    box = await page.locator("#drop-zone").bounding_box()
+    assert box is not None
+    where = {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
+    drag = {"items": [], "files": [str(dropped)], "dragOperationsMask": 1}
+    cdp = await tab.context.new_cdp_session(page)
+    for kind in ("dragEnter", "dragOver", "drop"):
+        await cdp.send("Input.dispatchDragEvent", {"type": kind, **where, "data": drag})
+    await cdp.detach()
+
+    await expect(page.locator("#uploads .upload-status")).to_have_text(
+        ["Uploaded c.txt (5 bytes) into Scans / old."]
+    )
+    status, body = await dashboard.api("GET", "/folders", token=token)
+    assert status == 200, body
+    (scans,) = body["data"]["folders"]
+    assert scans["name"] == "Scans"
+    (old,) = await children(dashboard, token, scans["id"])
+    assert await files_in(dashboard, token, old["id"]) == ["c.txt"]
+    assert console_beyond_refusals(tab) == []
+
+
 async def test_deleting_a_folder_names_what_goes_with_it(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:
