@@ -197,6 +197,61 @@ async def test_upload_with_progress_download_byte_for_byte_and_delete(
     assert [line for line in tab.console if not line.startswith("debug")] == []
 
 
+async def test_four_uploads_go_at_once_and_the_rest_wait_their_turn(
+    tab: Tab, user: str, dashboard: Dashboard
+) -> None:
+    """Six files chosen: four are sent, two wait ("Waiting to start…"), one of them cancelled
+    before its turn, which then never comes; the other goes once the first ones end."""
+    page = tab.page
+    await open_files_page(page, user)
+    held: list[Any] = []
+    letting_through = False
+
+    async def hold(route: Any) -> None:
+        if route.request.method == "POST" and not letting_through:
+            held.append(route)
+        else:
+            await route.continue_()
+
+    await page.route("**/api/v1/files", hold)
+    names = [f"turn{index}.txt" for index in range(6)]
+    await page.set_input_files(
+        "#file-picker",
+        files=[{"name": name, "mimeType": "text/plain", "buffer": b"x"} for name in names],
+    )
+    await until(lambda: len(held) == 4, f"{len(held)} uploads were sent, not 4")
+    waiting = page.locator("#uploads .upload-status", has_text="Waiting to start…")
+    await expect(waiting).to_have_count(2)
+    await upload_item(page, "turn5.txt").get_by_role("button", name=re.compile("^Cancel")).click()
+    await expect(upload_item(page, "turn5.txt").locator(".upload-status")).to_have_text(
+        "Cancelled: turn5.txt was not uploaded."
+    )
+    assert len(held) == 4  # nothing more was sent meanwhile
+
+    letting_through = True
+    for route in held:
+        await route.continue_()
+    # Every one sent in its turn and ended: the account holds at most 3 files here, so two of the
+    # five sent are refused for that, which is the service's answer to a file that was sent.
+    await expect(page.locator("#uploads li.is-active")).to_have_count(0)
+    said = {
+        name: await upload_item(page, name).locator(".upload-status").text_content()
+        for name in names[:5]
+    }
+    assert all(
+        line is not None and line.startswith((f"Uploaded {name} ", "Refused: your account holds"))
+        for name, line in said.items()
+    ), said
+    token = await tab.stored_token()
+    status, body = await dashboard.api("GET", "/files", token=token)
+    assert status == 200, body
+    assert len(body["data"]["files"]) == 3
+    await page.unroute("**/api/v1/files", hold)
+    for file in body["data"]["files"]:  # the module's data directory: later tests count its files
+        status, _ = await dashboard.api("DELETE", f"/files/{file['id']}", token=token)
+        assert status == 200
+
+
 async def test_an_upload_cancelled_half_way_leaves_nothing_and_the_tray_clears(
     tab: Tab, user: str, dashboard: Dashboard
 ) -> None:

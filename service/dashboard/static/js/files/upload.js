@@ -17,6 +17,9 @@ import { RESUMABLE_FROM, discard, forget, offsetOf, resumable, sendResumably, un
 // The speed is the average over the last few seconds, so it follows the connection's changes
 // without jumping with every progress event.
 const WINDOW_MS = 3000;
+// Uploads sent at once; the others wait their turn, in the order chosen. A folder of a thousand
+// files then never holds a thousand requests open, nor spends the session's burst of requests.
+const AT_ONCE = 4;
 
 function percent(part, whole) {
   return whole > 0 ? Math.floor((part / whole) * 100) : 0;
@@ -105,7 +108,7 @@ export function uploads(token, account, pageStatus, changed, where) {
       }
     }
     const bar = el("progress", { attrs: { max: "100", value: "0", "aria-label": `Upload of ${file.name}` } });
-    const status = el("p", { className: "upload-status", text: "Starting…", attrs: { role: "status" } });
+    const status = el("p", { className: "upload-status", text: "Waiting to start…", attrs: { role: "status" } });
     const stopper = new AbortController();
     const cancel = el("button", { text: "Cancel", className: "secondary", attrs: { type: "button" } }, [
       el("span", { text: ` upload of ${file.name}`, className: "visually-hidden" }),
@@ -149,7 +152,7 @@ export function uploads(token, account, pageStatus, changed, where) {
       samples.length = 0;
       status.textContent = `The connection dropped: trying again in ${Math.ceil(ms / 1000)} s…`;
     };
-    const sending =
+    const send = () =>
       file.size > RESUMABLE_FROM
         ? sendResumably(account, token, file, into, progress, stopper.signal, retrying)
         : sendFile(
@@ -160,35 +163,75 @@ export function uploads(token, account, pageStatus, changed, where) {
             stopper.signal,
             { folder_id: into.id || "root" },
           );
-    sending.then(
-      (created) => {
-        bar.value = 100;
-        finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
-        changed();
+    const ended = (created) => {
+      bar.value = 100;
+      finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
+      changed();
+    };
+    const failed = (failure) => {
+      if (sessionEnded(failure)) {
+        signedOut(failure);
+        return;
+      }
+      if (failure.code === "cancelled") {
+        finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
+        changed(); // whatever the server had of it is gone: the list says so
+        return;
+      }
+      if (failure.code === "paused") {
+        const at = failure.details ? percent(failure.details.offset, file.size) : 0;
+        finish("is-paused", `Paused at ${at}%: the connection to the service dropped. Resume when it is back.`);
+        const resume = el("button", { text: "Resume", className: "secondary", attrs: { type: "button" } }, [
+          el("span", { text: ` upload of ${file.name}`, className: "visually-hidden" }),
+        ]);
+        resume.addEventListener("click", () => upload(file, into, item));
+        item.insertBefore(resume, status);
+        return;
+      }
+      finish("is-error", uploadRefusal(file, failure, into));
+    };
+    inTurn(
+      () => {
+        status.textContent = "Starting…";
+        return send().then(ended, failed);
       },
-      (failure) => {
-        if (sessionEnded(failure)) {
-          signedOut(failure);
-          return;
-        }
-        if (failure.code === "cancelled") {
-          finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
-          changed(); // whatever the server had of it is gone: the list says so
-          return;
-        }
-        if (failure.code === "paused") {
-          const at = failure.details ? percent(failure.details.offset, file.size) : 0;
-          finish("is-paused", `Paused at ${at}%: the connection to the service dropped. Resume when it is back.`);
-          const resume = el("button", { text: "Resume", className: "secondary", attrs: { type: "button" } }, [
-            el("span", { text: ` upload of ${file.name}`, className: "visually-hidden" }),
-          ]);
-          resume.addEventListener("click", () => upload(file, into, item));
-          item.insertBefore(resume, status);
-          return;
-        }
-        finish("is-error", uploadRefusal(file, failure, into));
-      },
+      stopper.signal,
+      () => finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`),
     );
+  }
+
+  // Uploads waiting their turn ({begin, cancelled}), and how many are being sent.
+  const waitingTurn = [];
+  let sendingNow = 0;
+
+  // Start `begin` (which answers when its upload has ended) once fewer than AT_ONCE are being
+  // sent; cancelled (`signal`) before its turn, it never starts and `cancelled` says so.
+  function inTurn(begin, signal, cancelled) {
+    const turn = { begin };
+    waitingTurn.push(turn);
+    signal.addEventListener(
+      "abort",
+      () => {
+        const at = waitingTurn.indexOf(turn);
+        if (at >= 0) {
+          waitingTurn.splice(at, 1);
+          cancelled();
+        }
+      },
+      { once: true },
+    );
+    nextTurns();
+  }
+
+  function nextTurns() {
+    while (sendingNow < AT_ONCE && waitingTurn.length) {
+      const { begin } = waitingTurn.shift();
+      sendingNow += 1;
+      begin().finally(() => {
+        sendingNow -= 1;
+        nextTurns();
+      });
+    }
   }
 
   // A file that could not be sent at all: its line, saying why.
