@@ -200,7 +200,7 @@ export function uploads(token, account, pageStatus, changed, where) {
     );
   }
 
-  // Uploads waiting their turn ({begin, cancelled}), and how many are being sent.
+  // Uploads waiting their turn, each {begin}, and how many are being sent.
   const waitingTurn = [];
   let sendingNow = 0;
 
