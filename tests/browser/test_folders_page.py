@@ -21,6 +21,7 @@ from tests.support.browser import (
     no_horizontal_scroll,
     open_files_page,
     screenshot,
+    upload_item,
     violations,
 )
 
@@ -359,6 +360,35 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     assert await files_in(dashboard, token, year["id"]) == ["b.txt", "b.txt"]
     await screenshot(page, "files-folder-uploaded")
     assert await violations(page) == []
+    assert console_beyond_refusals(tab) == []
+
+
+async def test_a_folder_name_the_service_refuses_is_said_on_its_files_lines(
+    tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
+) -> None:
+    """A folder name the service refuses (a control character, which a Linux folder may hold):
+    its files say so and are not sent; the rest of the folder goes up."""
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    chosen = tmp_path / "Mixed"
+    (chosen / "tab\there").mkdir(parents=True)
+    (chosen / "kept.txt").write_bytes(b"kept")
+    (chosen / "tab\there" / "lost.txt").write_bytes(b"lost")
+
+    await page.set_input_files("#folder-picker", chosen)
+
+    await expect(upload_item(page, "kept.txt").locator(".upload-status")).to_have_text(
+        "Uploaded kept.txt (4 bytes) into Mixed."
+    )
+    await expect(upload_item(page, "lost.txt").locator(".upload-status")).to_have_text(
+        re.compile(r"^Not uploaded: the folder Mixed / tab\there could not be made \(.+\)\.$")
+    )
+    status, body = await dashboard.api("GET", "/folders", token=token)
+    assert status == 200, body
+    (mixed,) = [folder for folder in body["data"]["folders"] if folder["name"] == "Mixed"]
+    assert await children(dashboard, token, mixed["id"]) == []
+    assert await files_in(dashboard, token, mixed["id"]) == ["kept.txt"]
     assert console_beyond_refusals(tab) == []
 
 
