@@ -32,6 +32,12 @@ export function folderNameProblem(text) {
   return null;
 }
 
+// A new folder named `name` in the folder `parentId` (null: the top level), as the service
+// answers it.
+export function newFolder(call, name, parentId) {
+  return call("POST", "/folders", parentId ? { name, parent_id: parentId } : { name });
+}
+
 // One folder's children, every page of them, by name.
 export async function childrenOf(call, parentId) {
   const found = [];

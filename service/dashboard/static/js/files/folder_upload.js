@@ -4,7 +4,7 @@
 // them) is used as it is, as copying into it would, so uploading a folder twice makes no second
 // folder.
 
-import { childrenOf } from "../folders.js";
+import { childrenOf, newFolder } from "../folders.js";
 
 // The files of a folder picker's choice, {file, folders}: the names of the folders each sits in,
 // from its path in the choice ("Photos/2024/a.jpg"); none for a file chosen by itself.
@@ -74,7 +74,7 @@ export function folderMaker(call, top) {
 async function folderIn(call, parent, name) {
   let folder;
   try {
-    folder = await call("POST", "/folders", parent.id ? { name, parent_id: parent.id } : { name });
+    folder = await newFolder(call, name, parent.id);
   } catch (failure) {
     if (failure.code !== "folder_name_taken") {
       throw failure;

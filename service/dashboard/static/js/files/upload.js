@@ -163,6 +163,7 @@ export function uploads(token, account, pageStatus, changed, where) {
             stopper.signal,
             { folder_id: into.id || "root" },
           );
+    const cancelled = () => finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
     const ended = (created) => {
       bar.value = 100;
       finish("is-done", `Uploaded ${file.name} (${size(created.size)}) into ${into.name}.`);
@@ -174,7 +175,7 @@ export function uploads(token, account, pageStatus, changed, where) {
         return;
       }
       if (failure.code === "cancelled") {
-        finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`);
+        cancelled();
         changed(); // whatever the server had of it is gone: the list says so
         return;
       }
@@ -196,7 +197,7 @@ export function uploads(token, account, pageStatus, changed, where) {
         return send().then(ended, failed);
       },
       stopper.signal,
-      () => finish("is-cancelled", `Cancelled: ${file.name} was not uploaded.`),
+      cancelled,
     );
   }
 

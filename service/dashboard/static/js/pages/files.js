@@ -19,7 +19,7 @@ import { downloadByTicket } from "../files/save.js";
 import { selection } from "../files/selection.js";
 import { shareAction } from "../files/share.js";
 import { uploads } from "../files/upload.js";
-import { childrenOf, folderTree } from "../folders.js";
+import { childrenOf, folderTree, newFolder } from "../folders.js";
 import { signedInFrame } from "../layout.js";
 import { requireSession, signedOut } from "../session.js";
 
@@ -502,7 +502,7 @@ function start(session) {
       action: "Create folder",
       value: "",
       save: async (name) => {
-        await call("POST", "/folders", parent ? { name, parent_id: parent.id } : { name });
+        await newFolder(call, name, parent ? parent.id : null);
         return `Created the folder ${name}.`;
       },
     });
