@@ -59,17 +59,15 @@ async def upload(page: Page, name: str, data: bytes = b"hello") -> None:
     await expect(file_row(page, name)).to_have_count(1)
 
 
-async def folders_in(dashboard: Dashboard, token: str, parent: str | None) -> list[str]:
+async def children(dashboard: Dashboard, token: str, parent: str | None) -> list[dict[str, Any]]:
     query = f"?parent_id={parent}" if parent else ""
     status, body = await dashboard.api("GET", f"/folders{query}", token=token)
     assert status == 200, body
-    return [folder["name"] for folder in body["data"]["folders"]]
-
-
-async def children(dashboard: Dashboard, token: str, parent: str) -> list[dict[str, Any]]:
-    status, body = await dashboard.api("GET", f"/folders?parent_id={parent}", token=token)
-    assert status == 200, body
     return body["data"]["folders"]
+
+
+async def folders_in(dashboard: Dashboard, token: str, parent: str | None) -> list[str]:
+    return [folder["name"] for folder in await children(dashboard, token, parent)]
 
 
 async def files_in(dashboard: Dashboard, token: str, folder: str) -> list[str]:
@@ -347,9 +345,7 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     )
     await expect(folder_row(page, "Photos")).to_have_count(1)
 
-    status, body = await dashboard.api("GET", "/folders", token=token)
-    assert status == 200, body
-    (projects,) = body["data"]["folders"]
+    (projects,) = await children(dashboard, token, None)
     (photos,) = await children(dashboard, token, projects["id"])
     assert photos["name"] == "Photos"
     (year,) = await children(dashboard, token, photos["id"])
@@ -384,9 +380,9 @@ async def test_a_folder_name_the_service_refuses_is_said_on_its_files_lines(
     await expect(upload_item(page, "lost.txt").locator(".upload-status")).to_have_text(
         re.compile(r"^Not uploaded: the folder Mixed / tab\there could not be made \(.+\)\.$")
     )
-    status, body = await dashboard.api("GET", "/folders", token=token)
-    assert status == 200, body
-    (mixed,) = [folder for folder in body["data"]["folders"] if folder["name"] == "Mixed"]
+    (mixed,) = [
+        folder for folder in await children(dashboard, token, None) if folder["name"] == "Mixed"
+    ]
     assert await children(dashboard, token, mixed["id"]) == []
     assert await files_in(dashboard, token, mixed["id"]) == ["kept.txt"]
     assert console_beyond_refusals(tab) == []
@@ -415,9 +411,7 @@ async def test_a_folder_dropped_on_the_zone_goes_up_whole(
     await expect(page.locator("#uploads .upload-status")).to_have_text(
         ["Uploaded c.txt (5 bytes) into Scans / old."]
     )
-    status, body = await dashboard.api("GET", "/folders", token=token)
-    assert status == 200, body
-    (scans,) = body["data"]["folders"]
+    (scans,) = await children(dashboard, token, None)
     assert scans["name"] == "Scans"
     (old,) = await children(dashboard, token, scans["id"])
     assert await files_in(dashboard, token, old["id"]) == ["c.txt"]
