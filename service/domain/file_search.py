@@ -2,8 +2,10 @@
 which files it keeps, in which order, and the cursor that goes on from a page of it. Pure
 functions over records already read, no I/O.
 
-A name matches when the query, folded, is a substring of the name, folded: both in Unicode NFC
-and fully case-folded (``domain.folders.name_key``), so ``straße`` finds ``STRASSE.txt``. The
+A name matches when the query, folded, is a substring of the name, folded (``search_form``):
+both fully case-folded in Unicode NFC (``domain.folders.name_key``), so ``straße`` finds
+``STRASSE.txt``, and without accents, so ``resume`` finds ``Résumé.pdf`` (and ``résumé`` finds
+``RESUME.txt``). The
 type class is read from the stored ``content_type``: ``image/*``, ``video/*``, ``audio/*``,
 ``text/*``, ``application/pdf``, and ``other`` for everything else. Every order ends with the
 file's id, so no two files tie and a page never skips or repeats one.
@@ -16,6 +18,7 @@ refused as any cursor that is not this list's, never read as a position in anoth
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,6 +31,10 @@ SORTS = ("name", "-name", "created_at", "-created_at", "size", "-size")
 DEFAULT_SORT = "-created_at"
 TYPES = ("image", "video", "audio", "text", "pdf", "other")
 _TYPE_PREFIXES = {"image/": "image", "video/": "video", "audio/": "audio", "text/": "text"}
+# The Combining Diacritical Marks block (U+0300 to U+036F): the accents of Latin, Greek and
+# Cyrillic letters once decomposed. Marks of other scripts (Devanagari's vowel signs, Hebrew's
+# points) spell different words, so a search keeps them.
+_ACCENTS = dict.fromkeys(range(0x0300, 0x0370))
 
 # A file's place in an order: its sort value as text (a number zero-padded, so that text order
 # is number order), then its id.
@@ -53,6 +60,13 @@ def type_class(content_type: str) -> str:
         if content_type.startswith(prefix):
             return kind
     return "other"
+
+
+def search_form(text: str) -> str:
+    """How a query and a name compare: fully case-folded in Unicode NFC (``name_key``), then
+    without the accents of ``_ACCENTS``."""
+    bare = unicodedata.normalize("NFD", name_key(text)).translate(_ACCENTS)
+    return unicodedata.normalize("NFC", bare)
 
 
 def _field(sort: str) -> str:
@@ -104,13 +118,13 @@ def search_page(
 ) -> FilePage:
     """A page of ``records`` as ``query`` keeps and orders them, after the position ``after``
     (``position_after``), with the cursor of the next page."""
-    folded = None if query.text is None else name_key(query.text)
+    folded = None if query.text is None else search_form(query.text)
     field = _field(query.sort)
     descending = query.sort.startswith("-")
     keyed = [
         (_key(record, field), record)
         for record in records
-        if (folded is None or folded in name_key(record.name))
+        if (folded is None or folded in search_form(record.name))
         and (query.kind is None or type_class(record.content_type) == query.kind)
     ]
     if after is not None:

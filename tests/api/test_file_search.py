@@ -1,6 +1,6 @@
-"""Finding and ordering files: ``GET /files`` with ``q`` (a name, case-insensitively), ``sort``
-and ``type``, past the first page, in one folder or the whole account, for a key bound to
-folders, and the cursors that go on from each page (refused with any other query). Over HTTP,
+"""Finding and ordering files: ``GET /files`` with ``q`` (a name, ignoring case and accents),
+``sort`` and ``type``, past the first page, in one folder or the whole account, for a key bound
+to folders, and the cursors that go on from each page (refused with any other query). Over HTTP,
 on the fixtures' real Redis."""
 
 from __future__ import annotations
@@ -70,6 +70,23 @@ async def test_q_finds_names_case_insensitively_past_the_first_page(
     assert found == [["STRASSE.txt", "straße-map.jpg"]]
     assert await _pages(api, bearer(token), q="Straße") == found
     assert await _pages(api, bearer(token), q="nothing like it") == [[]]
+
+
+async def test_q_ignores_accents_as_people_type_without_them(api: Api, clock: FakeClock) -> None:
+    token = await api.user_with_session()
+    for name in ("Résumé 2026.pdf", "RESUME-old.txt", "resumes.zip", "re-sume.txt", "Ἀθῆναι.jpg"):
+        clock.advance(seconds=0.001)
+        await uploaded(api, b"x", token=token, filename=name, content_type="text/plain")
+    resumes = [["resumes.zip", "RESUME-old.txt", "Résumé 2026.pdf"]]
+    assert await _pages(api, bearer(token), q="resume") == resumes
+    assert await _pages(api, bearer(token), q="RÉSUMÉ") == resumes
+    assert await _pages(api, bearer(token), q="re\u0301sume\u0301") == resumes  # as macOS types it
+    assert await _pages(api, bearer(token), q="sumé 2026") == [["Résumé 2026.pdf"]]
+    assert await _pages(api, bearer(token), q="αθηναι") == [["Ἀθῆναι.jpg"]]
+    # Marks of other scripts spell other words: a search keeps them.
+    await uploaded(api, b"x", token=token, filename="नमस्ते.txt", content_type="text/plain")
+    assert await _pages(api, bearer(token), q="नमस्ते") == [["नमस्ते.txt"]]
+    assert await _pages(api, bearer(token), q="नमसत") == [[]]
 
 
 async def test_every_order_covers_every_file_page_by_page(api: Api, clock: FakeClock) -> None:

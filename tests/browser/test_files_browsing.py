@@ -439,12 +439,26 @@ async def test_a_search_in_every_folder_finds_and_places_each_file(
     dashboard.clock.advance(seconds=1)  # newest first: March, then April
     await put_files(dashboard, token, [("invoice-march.pdf", "application/pdf", PDF)], year)
     await put_files(dashboard, token, [("notes.txt", "text/plain", b"n")], await made("Home"))
+    await made("Invoices ÉTÉ")
+    await made("Straße")
     await page.reload()
     names = page.locator("#files-body td.file-name a[data-preview]")
+    folders = page.locator("#folders-body td.folder-name")
 
-    # In the folder open here, the search finds only what is there.
+    # In the folder open here, the search finds only what is there: its files by the service,
+    # its folders by the page, both ignoring case and accents.
     await page.get_by_label("Search by name").fill("invoice")
     await expect(page).to_have_url(re.compile(r"/files\?q=invoice$"))
+    await expect(names).to_have_text(["invoice-april.pdf"])
+    await expect(folders).to_have_text(["Invoices ÉTÉ"])
+    await page.get_by_label("Search by name").fill("invoices été")
+    await expect(folders).to_have_text(["Invoices ÉTÉ"])
+    await expect(names).to_have_count(0)
+    await page.get_by_label("Search by name").fill("ete")
+    await expect(folders).to_have_text(["Invoices ÉTÉ"])
+    await page.get_by_label("Search by name").fill("STRASSE")
+    await expect(folders).to_have_text(["Straße"])
+    await page.get_by_label("Search by name").fill("invoice")
     await expect(names).to_have_text(["invoice-april.pdf"])
     # In every folder: both, each saying where it is, the folders' own rows left out.
     await page.get_by_label("In every folder", exact=True).check()

@@ -30,6 +30,25 @@ export const MAX_QUERY = 100;
 // How long the typing must pause before the search is sent: one request per word, not per key.
 const DEBOUNCE_MS = 300;
 
+// A name as the service compares it with a search (its search_form): case-folded (upper then
+// lower case folds what full case folding folds, ß as ss, but keeps a final sigma), then
+// without the accents of the Combining Diacritical Marks block, so "resume" finds "Résumé".
+const ACCENTS = /[\u0300-\u036f]/g;
+const searchForm = (text) =>
+  text
+    .normalize("NFC")
+    .toUpperCase()
+    .toLowerCase()
+    .replaceAll("ς", "σ")
+    .normalize("NFD")
+    .replace(ACCENTS, "")
+    .normalize("NFC");
+
+// Whether a name holds a search, as the service finds files by it.
+export function nameHolds(name, q) {
+  return searchForm(name).includes(searchForm(q));
+}
+
 const known = (choices, value, fallback) => (choices.some(([key]) => key === value) ? value : fallback);
 
 // The address's view: {folder, q, sort, type, everywhere, view, preview}, anything unknown as

@@ -11,7 +11,7 @@ import { sessionCaller } from "../caller.js";
 import { byId, confirmation, hide, onClick, show } from "../dom.js";
 import { bulkBar, saveArchive } from "../files/bulk.js";
 import { folderDeleteDialog, moveDialog, nameDialog } from "../files/dialogs.js";
-import { addressOf, findControls, listQuery, readAddress } from "../files/find.js";
+import { addressOf, findControls, listQuery, nameHolds, readAddress } from "../files/find.js";
 import { gallery } from "../files/gallery.js";
 import { previewer } from "../files/preview.js";
 import { TOP, breadcrumbs, fileLink, fileRow, fileWhere, folderRow } from "../files/rows.js";
@@ -360,8 +360,7 @@ function start(session) {
     if (view.type || view.everywhere) {
       return [];
     }
-    const wanted = view.q.toLowerCase();
-    return folders.filter((folder) => folder.name.toLowerCase().includes(wanted));
+    return folders.filter((folder) => nameHolds(folder.name, view.q));
   }
 
   const setControls = findControls((part, push) => {
