@@ -16,7 +16,14 @@ from typing import Any
 from aiohttp import web
 
 from service.auth.bulk_files import ACTIONS, MAX_BULK_IDS
-from service.domain.file_search import DEFAULT_SORT, MAX_QUERY_LENGTH, SORTS, TYPES, FileQuery
+from service.domain.file_search import (
+    DEFAULT_SORT,
+    MAX_QUERY_LENGTH,
+    SORTS,
+    TYPES,
+    FileQuery,
+    search_words,
+)
 from service.domain.folders import TOP
 from service.errors import ApiError, Code
 
@@ -42,9 +49,9 @@ def search_query(request: web.Request) -> FileQuery | None:
     if "q" not in query and "sort" not in query and "type" not in query:
         return None
     problems: dict[str, str] = {}
-    text_rule = f"must be 1 to {MAX_QUERY_LENGTH} characters"
+    text_rule = f"must be 1 to {MAX_QUERY_LENGTH} characters, not only spaces and accents"
     text = _single(request, "q", problems, text_rule)
-    if text is not None and not 1 <= len(text) <= MAX_QUERY_LENGTH:
+    if text is not None and (not 1 <= len(text) <= MAX_QUERY_LENGTH or not search_words(text)):
         problems["q"] = text_rule
     sort_rule = "must be one of " + ", ".join(SORTS)
     sort = _single(request, "sort", problems, sort_rule)

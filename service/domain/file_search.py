@@ -2,10 +2,11 @@
 which files it keeps, in which order, and the cursor that goes on from a page of it. Pure
 functions over records already read, no I/O.
 
-A name matches when the query, folded, is a substring of the name, folded (``search_form``):
-both fully case-folded in Unicode NFC (``domain.folders.name_key``), so ``straße`` finds
-``STRASSE.txt``, and without accents, so ``resume`` finds ``Résumé.pdf`` (and ``résumé`` finds
-``RESUME.txt``). The
+A name matches when it holds every word of the query (split at white space), in any order, as
+substrings, both folded (``search_form``): fully case-folded in Unicode NFC
+(``domain.folders.name_key``), so ``straße`` finds ``STRASSE.txt``, and without accents, so
+``resume`` finds ``Résumé.pdf`` (and ``résumé`` finds ``RESUME.txt``); ``april invoice`` finds
+``Invoice_April.pdf``. The
 type class is read from the stored ``content_type``: ``image/*``, ``video/*``, ``audio/*``,
 ``text/*``, ``application/pdf``, and ``other`` for everything else. Every order ends with the
 file's id, so no two files tie and a page never skips or repeats one.
@@ -69,6 +70,12 @@ def search_form(text: str) -> str:
     return unicodedata.normalize("NFC", bare)
 
 
+def search_words(text: str) -> list[str]:
+    """The words of a query, each in its ``search_form``: a name matches when it holds every
+    one of them, in any order. Empty for a query of only spaces and accents."""
+    return search_form(text).split()
+
+
 def _field(sort: str) -> str:
     return sort.removeprefix("-")
 
@@ -109,6 +116,10 @@ def position_after(cursor: str, query: FileQuery, place: str) -> SortKey:
     return value, file_id
 
 
+def _holds(name: str, words: list[str]) -> bool:
+    return all(word in name for word in words)
+
+
 def search_page(
     records: Iterable[FileRecord],
     query: FileQuery,
@@ -118,13 +129,13 @@ def search_page(
 ) -> FilePage:
     """A page of ``records`` as ``query`` keeps and orders them, after the position ``after``
     (``position_after``), with the cursor of the next page."""
-    folded = None if query.text is None else search_form(query.text)
+    words = None if query.text is None else search_words(query.text)
     field = _field(query.sort)
     descending = query.sort.startswith("-")
     keyed = [
         (_key(record, field), record)
         for record in records
-        if (folded is None or folded in search_form(record.name))
+        if (words is None or _holds(search_form(record.name), words))
         and (query.kind is None or type_class(record.content_type) == query.kind)
     ]
     if after is not None:

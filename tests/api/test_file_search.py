@@ -1,7 +1,7 @@
-"""Finding and ordering files: ``GET /files`` with ``q`` (a name, ignoring case and accents),
-``sort`` and ``type``, past the first page, in one folder or the whole account, for a key bound
-to folders, and the cursors that go on from each page (refused with any other query). Over HTTP,
-on the fixtures' real Redis."""
+"""Finding and ordering files: ``GET /files`` with ``q`` (words of a name, ignoring case and
+accents), ``sort`` and ``type``, past the first page, in one folder or the whole account, for a
+key bound to folders, and the cursors that go on from each page (refused with any other query).
+Over HTTP, on the fixtures' real Redis."""
 
 from __future__ import annotations
 
@@ -72,7 +72,9 @@ async def test_q_finds_names_case_insensitively_past_the_first_page(
     assert await _pages(api, bearer(token), q="nothing like it") == [[]]
 
 
-async def test_q_ignores_accents_as_people_type_without_them(api: Api, clock: FakeClock) -> None:
+async def test_q_finds_every_word_ignoring_accents_as_people_type(
+    api: Api, clock: FakeClock
+) -> None:
     token = await api.user_with_session()
     for name in ("Résumé 2026.pdf", "RESUME-old.txt", "resumes.zip", "re-sume.txt", "Ἀθῆναι.jpg"):
         clock.advance(seconds=0.001)
@@ -82,6 +84,10 @@ async def test_q_ignores_accents_as_people_type_without_them(api: Api, clock: Fa
     assert await _pages(api, bearer(token), q="RÉSUMÉ") == resumes
     assert await _pages(api, bearer(token), q="re\u0301sume\u0301") == resumes  # as macOS types it
     assert await _pages(api, bearer(token), q="sumé 2026") == [["Résumé 2026.pdf"]]
+    # Every word, in any order, wherever it is in the name.
+    assert await _pages(api, bearer(token), q="2026  RESUME") == [["Résumé 2026.pdf"]]
+    assert await _pages(api, bearer(token), q="old txt resume") == [["RESUME-old.txt"]]
+    assert await _pages(api, bearer(token), q="resume 2025") == [[]]
     assert await _pages(api, bearer(token), q="αθηναι") == [["Ἀθῆναι.jpg"]]
     # Marks of other scripts spell other words: a search keeps them.
     await uploaded(api, b"x", token=token, filename="नमस्ते.txt", content_type="text/plain")
@@ -212,6 +218,8 @@ async def test_a_search_that_is_not_one_is_refused_naming_each_parameter(api: Ap
     cases = [
         ([("q", "")], {"q"}),
         ([("q", "x" * 101)], {"q"}),
+        ([("q", "   ")], {"q"}),  # no word to look for
+        ([("q", " \u0301 ")], {"q"}),  # nor an accent alone
         ([("q", "a"), ("q", "b")], {"q"}),
         ([("sort", "name,size")], {"sort"}),
         ([("sort", "")], {"sort"}),

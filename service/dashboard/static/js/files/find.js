@@ -44,9 +44,12 @@ const searchForm = (text) =>
     .replace(ACCENTS, "")
     .normalize("NFC");
 
-// Whether a name holds a search, as the service finds files by it.
+// Whether a name holds every word of a search, in any order, as the service finds files by it.
 export function nameHolds(name, q) {
-  return searchForm(name).includes(searchForm(q));
+  const form = searchForm(name);
+  return searchForm(q)
+    .split(/\s+/)
+    .every((word) => form.includes(word));
 }
 
 const known = (choices, value, fallback) => (choices.some(([key]) => key === value) ? value : fallback);
