@@ -116,8 +116,10 @@ def position_after(cursor: str, query: FileQuery, place: str) -> SortKey:
     return value, file_id
 
 
-def _holds(name: str, words: list[str]) -> bool:
-    return all(word in name for word in words)
+def name_holds(name: str, words: list[str]) -> bool:
+    """Whether a file's name holds every one of a query's ``search_words``."""
+    form = search_form(name)
+    return all(word in form for word in words)
 
 
 def search_page(
@@ -135,7 +137,7 @@ def search_page(
     keyed = [
         (_key(record, field), record)
         for record in records
-        if (words is None or _holds(search_form(record.name), words))
+        if (words is None or name_holds(record.name, words))
         and (query.kind is None or type_class(record.content_type) == query.kind)
     ]
     if after is not None:

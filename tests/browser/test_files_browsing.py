@@ -451,6 +451,9 @@ async def test_a_search_in_every_folder_finds_and_places_each_file(
     await expect(page).to_have_url(re.compile(r"/files\?q=invoice$"))
     await expect(names).to_have_text(["invoice-april.pdf"])
     await expect(folders).to_have_text(["Invoices ÉTÉ"])
+    await expect(page.get_by_label("Search by name")).to_have_accessible_description(
+        "Every word, in the folder open here, ignoring case and accents."
+    )
     await page.get_by_label("Search by name").fill("été invoices")
     await expect(folders).to_have_text(["Invoices ÉTÉ"])
     await expect(names).to_have_count(0)

@@ -22,6 +22,7 @@ from playwright.async_api import expect
 from service.api.validation import MAX_EXPIRES_DAYS, MAX_KEY_NAME_LENGTH, _check_name
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
 from service.dashboard.routes import ASSETS, NOT_FOUND_PAGE, PAGES, STATIC_PREFIX
+from service.domain.file_search import name_holds, search_words
 from service.domain.key_rules import MAX_ALLOWED_IPS, MAX_NETWORK_TEXT, canonical_network
 from service.domain.permissions import ENFORCED_BY, PERMISSION_DESCRIPTIONS, PERMISSIONS
 from tests.support.browser import LATER_PERMISSIONS, Tab, create_key, sign_in
@@ -292,3 +293,82 @@ async def test_the_key_forms_check_what_the_service_checks(tab: Tab) -> None:
     )
     assert True in taken and False in taken
     assert found["names"] == [_check_name(name)[1] for name in NAME_SAMPLES]
+
+
+SEARCHED_NAMES = [
+    "Invoice_April_2026.pdf",
+    "Résumé final.docx",
+    "RESUME-old.txt",
+    "Straße",
+    "STRASSE.txt",
+    "Ἀθῆναι.jpg",
+    "ΌΣΟΣ.txt",
+    "ёлка.png",
+    "नमस्ते.txt",
+    "ﬁle.txt",
+    "re\u0301sume\u0301.txt",
+]
+SEARCHES = [
+    "april invoice",
+    "2026   APRIL",
+    "resume",
+    "RÉSUMÉ final",
+    "re\u0301sume\u0301",
+    "strasse",
+    "Straße",
+    "αθηναι",
+    "όσος",
+    "елка",
+    "नमसत",
+    "नमस्ते",
+    "file",
+    "april resume",
+]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_files_page_finds_folders_as_the_service_finds_files(tab: Tab) -> None:
+    """The search box's folders (matched in the page) by the service's own rule for files:
+    every word, ignoring case and accents; a search of only spaces and accents is none."""
+    page = tab.page
+    await page.goto("/")
+    found = await page.evaluate(
+        """async ([names, searches]) => {
+            const find = await import('/static/js/files/find.js');
+            return {
+                holds: searches.map((q) => names.map((name) => find.nameHolds(name, q))),
+                searches: [" padded  ", "", "   ", " \u0301 ", "x".repeat(101)].map(find.searchOf),
+            };
+        }""",
+        [SEARCHED_NAMES, SEARCHES],
+    )
+    expected = [[name_holds(name, search_words(q)) for name in SEARCHED_NAMES] for q in SEARCHES]
+    assert found["holds"] == expected
+    by_search = dict(zip(SEARCHES, expected, strict=True))
+    assert sum(by_search["resume"]) == 3 and not any(by_search["नमसत"])
+    assert found["searches"] == ["padded", "", "", "", "x" * 100]
+    assert search_words(" \u0301 ") == []
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_refusal_of_invalid_fields_is_said_once(tab: Tab) -> None:
+    """The service's message of a validation_failed names each field already: the page's
+    words for it are that message, not the message and the fields again."""
+    page = tab.page
+    await page.goto("/")
+    said = await page.evaluate(
+        """async () => {
+            const { api, describe } = await import('/static/js/api.js');
+            try {
+                await api("POST", "/auth/login", { body: { email: 5, password: "" } });
+            } catch (error) {
+                return [error.code, error.message, describe(error)];
+            }
+            return null;
+        }"""
+    )
+    assert said is not None
+    code, message, described = said
+    assert code == "validation_failed"
+    assert message.startswith("Some fields are invalid: email ")
+    assert described == message

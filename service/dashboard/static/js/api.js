@@ -192,7 +192,9 @@ export function describe(error) {
       reasons.push(`${field} ${text}`);
     }
   }
-  return reasons.length ? `${error.message} ${reasons.join("; ")}.` : error.message;
+  // The service's message names each invalid field already: what it says is not said twice.
+  const unsaid = reasons.filter((reason) => !error.message.includes(reason));
+  return unsaid.length ? `${error.message} ${unsaid.join("; ")}.` : error.message;
 }
 
 // What a reason in an error's details says, whatever its shape: a sentence, an object with a

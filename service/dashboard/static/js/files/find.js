@@ -52,6 +52,13 @@ export function nameHolds(name, q) {
     .every((word) => form.includes(word));
 }
 
+// The search as typed, or none for one of only spaces and accents, which looks for nothing
+// (the service refuses it).
+export function searchOf(text) {
+  const q = text.trim().slice(0, MAX_QUERY);
+  return searchForm(q).trim() ? q : "";
+}
+
 const known = (choices, value, fallback) => (choices.some(([key]) => key === value) ? value : fallback);
 
 // The address's view: {folder, q, sort, type, everywhere, view, preview}, anything unknown as
@@ -62,7 +69,7 @@ export function readAddress(search = window.location.search) {
   const preview = query.get("preview");
   return {
     folder: folder && FOLDER_ID.test(folder) ? folder : null,
-    q: (query.get("q") || "").trim().slice(0, MAX_QUERY),
+    q: searchOf(query.get("q") || ""),
     sort: known(SORTS, query.get("sort"), DEFAULT_SORT),
     type: known(TYPES, query.get("type") || "", ""),
     everywhere: query.get("in") === "all",
@@ -132,7 +139,7 @@ export function findControls(changed) {
   sort.replaceChildren(...SORTS.map(([value, text]) => el("option", { text, attrs: { value } })));
   type.replaceChildren(...TYPES.map(([value, text]) => el("option", { text, attrs: { value } })));
   let timer = null;
-  const typed = () => search.value.trim().slice(0, MAX_QUERY);
+  const typed = () => searchOf(search.value);
 
   search.addEventListener("input", () => {
     clearTimeout(timer);
