@@ -203,11 +203,12 @@ class Files:
             else:
                 folder = await self._reach.place(principal, folder, "folder_id")
             now = self._clock.now_ms()
+            kept_name = display_name(name)
             record = FileRecord(
                 id=file_id,
-                name=display_name(name),
+                name=kept_name,
                 size=written.size,
-                content_type=media_type(content_type),
+                content_type=media_type(content_type, kept_name),
                 sha256=written.sha256,
                 created_at=now,
                 folder_id=folder,

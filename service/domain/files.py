@@ -1,9 +1,11 @@
 """What a hosted file's client-given name and type become: the name kept for display only (never a
-path: blobs are named by file id), the type reduced to ``type/subtype``, and which types may be
-shown by a browser as they are, and which have a thumbnail. Pure functions, no I/O."""
+path: blobs are named by file id), the type reduced to ``type/subtype`` (or, when the client sent
+none, read from the name's extension), and which types may be shown by a browser as they are,
+and which have a thumbnail. Pure functions, no I/O."""
 
 from __future__ import annotations
 
+import mimetypes
 import re
 import unicodedata
 
@@ -37,6 +39,38 @@ PLAYED_TYPES = frozenset(kind for kind in INLINE_TYPES if kind.startswith(("audi
 # Types whose files have a thumbnail, made by the service (``service.auth.thumbnails``): raster
 # images only. Never SVG (a document that may hold script) nor anything else.
 THUMBNAIL_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# A type for a file sent without one (or as application/octet-stream, what a client that did not
+# look sends), from its name's extension: first the types the service and the dashboard treat
+# apart (shown inline, previewed, given a thumbnail, a class of the files' type filter) under
+# the names a browser would give them, then Python's own table of registered types (never the
+# host's /etc/mime.types: every instance names a file alike).
+_TYPES_BY_EXTENSION = {
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "avif": "image/avif",
+    "bmp": "image/bmp",
+    "mp4": "video/mp4",
+    "m4v": "video/mp4",
+    "webm": "video/webm",
+    "ogv": "video/ogg",
+    "mp3": "audio/mpeg",
+    "m4a": "audio/mp4",
+    "ogg": "audio/ogg",
+    "oga": "audio/ogg",
+    "opus": "audio/ogg",
+    "wav": "audio/wav",
+    "flac": "audio/flac",
+    "weba": "audio/webm",
+    "txt": "text/plain",
+    "csv": "text/csv",
+    "md": "text/markdown",
+    "json": "application/json",
+    "pdf": "application/pdf",
+}
+_REGISTERED_TYPES = mimetypes.MimeTypes(filenames=()).types_map[True]
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 
 
@@ -55,7 +89,17 @@ def display_name(raw: str | None) -> str:
     return name
 
 
-def media_type(raw: str | None) -> str:
-    """A declared type reduced to ``type/subtype`` (lower case), or octet-stream."""
+def media_type(raw: str | None, name: str) -> str:
+    """A declared type reduced to ``type/subtype`` (lower case); for none (or one unreadable,
+    or octet-stream), the type of ``name``'s extension (``_TYPES_BY_EXTENSION``), else
+    octet-stream."""
     value = (raw or "").split(";", 1)[0].strip().lower()
-    return value if _MEDIA_TYPE.match(value) else OCTET_STREAM
+    if _MEDIA_TYPE.match(value) and value != OCTET_STREAM:
+        return value
+    stem, dot, extension = name.rpartition(".")
+    if not (dot and stem):  # ".bashrc" has no extension
+        return OCTET_STREAM
+    extension = extension.lower()
+    return _TYPES_BY_EXTENSION.get(extension) or _REGISTERED_TYPES.get(
+        f".{extension}", OCTET_STREAM
+    )

@@ -521,7 +521,8 @@ async def test_a_nul_or_newline_in_a_name_never_reaches_storage(api: Api) -> Non
             "attachment",
         ),
         ("application/pdf", "application/pdf", "application/octet-stream", "attachment"),
-        ("not a type", "application/octet-stream", "application/octet-stream", "attachment"),
+        # An unreadable type is none: the name's extension says what it is.
+        ("not a type", "text/html", "application/octet-stream", "attachment"),
     ],
 )
 async def test_risky_types_are_never_served_as_something_a_browser_renders(
@@ -537,6 +538,48 @@ async def test_risky_types_are_never_served_as_something_a_browser_renders(
     assert download.headers["Content-Disposition"].startswith(disposition + ";")
     assert download.headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert download.headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    ("filename", "declared", "stored"),
+    [
+        ("photo.PNG", None, "image/png"),
+        ("photo.png", "application/octet-stream", "image/png"),  # what curl sends unsure
+        ("photo.png", "image/jpeg", "image/jpeg"),  # a declared type is kept as it is
+        ("clip.webm", None, "video/webm"),
+        ("voice.m4a", None, "audio/mp4"),
+        ("song.flac", "application/octet-stream", "audio/flac"),
+        ("README.md", None, "text/markdown"),
+        ("paper.pdf", None, "application/pdf"),
+        ("bundle.zip", None, "application/zip"),  # Python's table of registered types
+        ("page.html", None, "text/html"),  # and still served only as a download
+        (".bashrc", None, "application/octet-stream"),
+        ("no-extension", None, "application/octet-stream"),
+        ("odd.qqzx", None, "application/octet-stream"),
+    ],
+)
+async def test_a_file_sent_without_a_type_has_its_extensions(
+    api: Api, filename: str, declared: str | None, stored: str
+) -> None:
+    token = await api.user_with_session()
+    created = await uploaded(api, b"bytes", token=token, filename=filename, content_type=declared)
+    assert created["content_type"] == stored
+    (listed,) = (await listing(api, token=token))["files"]
+    assert listed["content_type"] == stored
+
+
+async def test_a_picture_sent_without_a_type_is_shown_and_has_a_thumbnail(api: Api) -> None:
+    """A script's upload (Python's requests sends no type for a file) is a picture like any."""
+    token = await api.user_with_session()
+    picture = image_bytes("PNG", (64, 48))
+    created = await uploaded(api, picture, token=token, filename="shot.png", content_type=None)
+    assert created["content_type"] == "image/png"
+    assert created["thumbnail_url"] == f"/api/v1/files/{created['id']}/thumbnail"
+    download = await content(api, created["id"], token=token)
+    assert download.headers["Content-Type"] == "image/png"
+    assert download.headers["Content-Disposition"].startswith("inline;")
+    thumbnail = await api.client.get(created["thumbnail_url"], headers=bearer(token))
+    assert thumbnail.status == 200 and thumbnail.content_type == "image/webp"
 
 
 async def test_range_requests(api: Api) -> None:

@@ -103,6 +103,16 @@ async def test_an_upload_sent_in_pieces_becomes_one_file(api: Api) -> None:
     assert view["file"]["id"] == file_id
 
 
+async def test_an_upload_without_a_filetype_has_its_names(api: Api) -> None:
+    """tuspy sends no type: the name's extension gives one, as for ``POST /files``."""
+    token = await api.user_with_session()
+    auth = bearer(token)
+    url = await created(api, auth, 5, filename="notes.md")
+    assert (await send(api, url, auth, 0, b"# hi\n")).status == 204
+    (listed,) = await files_of(api, token)
+    assert (listed["name"], listed["content_type"]) == ("notes.md", "text/markdown")
+
+
 async def test_the_last_patch_retried_is_answered_with_the_same_file(api: Api) -> None:
     token = await api.user_with_session()
     auth = bearer(token)

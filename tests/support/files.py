@@ -21,7 +21,7 @@ def multipart(
     data: bytes,
     *,
     filename: bytes | str = "hello.txt",
-    content_type: str = "text/plain",
+    content_type: str | None = "text/plain",
     field: str = "file",
     boundary: str = "xXxBoundaryxXx",
     extra: bytes = b"",
@@ -29,7 +29,8 @@ def multipart(
     folder_after: bool = False,
 ) -> tuple[bytes, dict[str, str]]:
     """A multipart/form-data body written byte by byte (so odd names arrive exactly as given);
-    with ``folder_id``, that field too, before the file (after it with ``folder_after``)."""
+    with ``folder_id``, that field too, before the file (after it with ``folder_after``); the
+    file's part without a Content-Type for ``content_type`` None."""
     # A str is written as an HTTP quoted-string (backslash and quote escaped), bytes as they are.
     if isinstance(filename, str):
         name = filename.replace("\\", "\\\\").replace('"', '\\"').encode()
@@ -38,7 +39,9 @@ def multipart(
     head = (
         f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="'.encode()
         + name
-        + f'"\r\nContent-Type: {content_type}\r\n\r\n'.encode()
+        + b'"\r\n'
+        + (b"" if content_type is None else f"Content-Type: {content_type}\r\n".encode())
+        + b"\r\n"
     )
     field_part = b""
     if folder_id is not None:
