@@ -321,7 +321,9 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
 ) -> None:
     """A folder chosen with the folder button goes up with its folders, made below the open one;
-    chosen again, its files go into the folders already there, and no second folder is made."""
+    chosen again, its files go into the folders already there, and no second folder is made.
+    The files an operating system keeps in folders for itself stay out, saying so; one chosen
+    by itself goes up."""
     page = tab.page
     await open_files_page(page, user)
     token = await tab.stored_token()
@@ -332,10 +334,25 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     (chosen / "2024").mkdir(parents=True)
     (chosen / "a.txt").write_bytes(b"first")
     (chosen / "2024" / "b.txt").write_bytes(b"second")
+    for system_file in (".DS_Store", "._a.txt", "2024/Thumbs.db", "2024/desktop.ini", "Icon\r"):
+        (chosen / system_file).write_bytes(b"kept by the system")
+    left_out = re.compile(
+        r"^Left out 5 files the operating system keeps in folders for itself: (.+)\.$"
+    )
 
     for done in (2, 4):
         await page.set_input_files("#folder-picker", chosen)
         await expect(page.locator("#uploads li.is-done")).to_have_count(done)
+        await expect(page.locator("#page-status")).to_have_text(left_out)
+        said = await page.locator("#page-status").text_content()
+        names = left_out.match(said or "")
+        assert names is not None and sorted(names[1].split(", ")) == [
+            ".DS_Store",
+            "._a.txt",
+            "Icon",
+            "Thumbs.db",
+            "desktop.ini",
+        ], said
     # In the order the uploads ended, which is theirs.
     said = sorted(await page.locator("#uploads .upload-status").all_text_contents())
     assert (
@@ -355,6 +372,10 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     assert await files_in(dashboard, token, photos["id"]) == ["a.txt", "a.txt"]
     assert await files_in(dashboard, token, year["id"]) == ["b.txt", "b.txt"]
     await screenshot(page, "files-folder-uploaded")
+    await page.set_input_files("#file-picker", chosen / "2024" / "Thumbs.db")
+    await expect(page.locator("#uploads li.is-done")).to_have_count(5)
+    await expect(page.locator("#page-status")).to_be_hidden()
+    assert await files_in(dashboard, token, projects["id"]) == ["Thumbs.db"]
     assert await violations(page) == []
     assert console_beyond_refusals(tab) == []
 

@@ -6,6 +6,28 @@
 
 import { childrenOf, newFolder } from "../folders.js";
 
+// Files an operating system keeps in folders for itself: Finder's .DS_Store and "._" twins (its
+// AppleDouble files on a disk from elsewhere), Windows' Thumbs.db and desktop.ini, the Icon\r of
+// a folder's custom icon. A folder upload leaves them out, as sync clients do; a file chosen by
+// itself goes up whatever its name.
+const SYSTEM_FILES = new Set([".ds_store", "thumbs.db", "ehthumbs.db", "desktop.ini", "icon\r"]);
+
+// `chosen` ({file, folders}, as `chosenFiles` gives) split into what goes up and the names of
+// the system files left out of its folders.
+export function withoutSystemFiles(chosen) {
+  const kept = [];
+  const left = new Set();
+  for (const item of chosen) {
+    const name = item.file.name.toLowerCase();
+    if (item.folders.length && (SYSTEM_FILES.has(name) || name.startsWith("._"))) {
+      left.add(item.file.name.replace(/[\u0000-\u001f]/g, "")); // "Icon\r" said as "Icon"
+    } else {
+      kept.push(item);
+    }
+  }
+  return { kept, left: [...left] };
+}
+
 // The files of a folder picker's choice, {file, folders}: the names of the folders each sits in,
 // from its path in the choice ("Photos/2024/a.jpg"); none for a file chosen by itself.
 export function chosenFiles(fileList) {

@@ -11,7 +11,7 @@ import { duration, size, speed } from "../bytes.js";
 import { byId, el, hide, show } from "../dom.js";
 import { sessionCaller } from "../caller.js";
 import { signedOut } from "../session.js";
-import { chosenFiles, droppedFiles, folderMaker } from "./folder_upload.js";
+import { chosenFiles, droppedFiles, folderMaker, withoutSystemFiles } from "./folder_upload.js";
 import { RESUMABLE_FROM, discard, forget, offsetOf, resumable, sendResumably, unfinished } from "./tus.js";
 
 // The speed is the average over the last few seconds, so it follows the connection's changes
@@ -248,8 +248,16 @@ export function uploads(token, account, pageStatus, changed, where) {
 
   // `chosen`: {file, folders} (folder_upload.js), each file going into its folders below the
   // open one, made as they are first needed.
-  async function uploadAll(chosen) {
+  async function uploadAll(everything) {
     hide(pageStatus);
+    const { kept: chosen, left } = withoutSystemFiles(everything);
+    if (left.length) {
+      const count = everything.length - chosen.length;
+      show(
+        pageStatus,
+        `Left out ${count === 1 ? "1 file" : `${count} files`} the operating system keeps in folders for itself: ${left.join(", ")}.`,
+      );
+    }
     if (!chosen.length) {
       return;
     }
