@@ -56,6 +56,24 @@ def carries_api_key(authorization: str) -> bool:
     return scheme.lower() == "bearer" and token.strip().startswith(credentials.API_KEY_KIND)
 
 
+def malformed_key(secret: str) -> ApiError:
+    """The refusal of a value that is no API key, saying what it looks like when it is a mistake
+    an integrator makes (a session token, a value with its scheme, the listed prefix), never
+    anything of the value itself."""
+    if secret.startswith(credentials.SESSION_KIND):
+        message = "This is a session token, not an API key: send it as Authorization: Bearer."
+    elif secret[:7].lower() == "bearer ":
+        message = 'Send the API key alone in X-API-Key, without "Bearer".'
+    elif secret.startswith(credentials.API_KEY_KIND) and secret.endswith(("...", "…")):
+        message = (
+            "This is the key's prefix as its list shows it, not its secret: a secret is shown "
+            "once, when the key is made or rolled."
+        )
+    else:
+        return ApiError(Code.INVALID_API_KEY)
+    return ApiError(Code.INVALID_API_KEY, message)
+
+
 def key_gone(gone: KeyGone, now: int) -> ApiError:
     """The refusal of a secret that no longer works and is still remembered: revoked (by its
     owner, or as reported leaked) or rolled out past its grace, saying when."""
@@ -164,7 +182,7 @@ class Authenticator:
     ) -> Principal:
         secret = secret.strip()
         if not credentials.is_well_formed(secret, credentials.API_KEY_KIND):
-            raise ApiError(Code.INVALID_API_KEY)
+            raise malformed_key(secret)
         now = self._clock.now_ms()
         digest = credentials.digest(secret)
         lent, take, give_back, for_lease = self._plan(digest, now, counted)

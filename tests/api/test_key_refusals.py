@@ -1,7 +1,8 @@
 """A key that no longer works says why: revoked (by its owner, or as reported leaked) and when,
 rolled out past its grace and when, expired and when; a typo or a key never issued is
-``invalid_api_key``. Remembering why costs a working key nothing, and an unknown key still one
-round trip (a second read only with limits off)."""
+``invalid_api_key``, which names the usual mistakes (a session token, the listed prefix).
+Remembering why costs a working key nothing, and an unknown key still one round trip (a second
+read only with limits off)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,30 @@ async def test_a_typo_and_a_key_never_issued_are_not_valid_without_details(api: 
     for wrong in (typo, generate_api_key()):
         error = await refused(api, wrong, "invalid_api_key")
         assert error == {"code": "invalid_api_key", "message": "The API key is not valid."}
+
+
+async def test_the_mistakes_integrators_make_are_named_without_the_value(api: Api) -> None:
+    """A session token in X-API-Key, a key sent with its scheme, the prefix the list shows: each
+    refused as any value that is no key, saying what it looks like, never echoing it."""
+    token, key = await key_and_session(api)
+    listed = await api.client.get(KEYS, headers=bearer(token))
+    (shown,) = [item for item in (await listed.json())["data"]["keys"] if item["id"] == key["id"]]
+    prefix = shown["key_prefix"]
+    assert prefix.endswith("...") and key["secret_key"].startswith(prefix[:-3])
+    error = await refused(api, prefix, "invalid_api_key")
+    assert error["message"] == (
+        "This is the key's prefix as its list shows it, not its secret: a secret is shown once, "
+        "when the key is made or rolled."
+    )
+    for sent, message in (
+        (token, "This is a session token, not an API key: send it as Authorization: Bearer."),
+        (f"Bearer {key['secret_key']}", 'Send the API key alone in X-API-Key, without "Bearer".'),
+    ):
+        for path, extra in ((FILES, {}), (VERIFY, {"X-Required-Permission": "files.read"})):
+            response = await api.client.get(path, headers={"X-API-Key": sent, **extra})
+            error = await assert_error(response, 401, "invalid_api_key")
+            assert error == {"code": "invalid_api_key", "message": message}
+            assert sent.split()[-1] not in await response.text()
 
 
 async def test_an_expired_key_says_when_it_expired(api: Api, clock: FakeClock) -> None:
