@@ -28,6 +28,12 @@ from service.domain.folders import TOP, name_key
 from service.domain.records import FilePage, FileRecord, Unset
 
 MAX_QUERY_LENGTH = 100
+# More records than a listing's page (its limit is at most 1000) are a whole account's or
+# folder's, read for a search: reading and searching that many at once would hold up every
+# other request of the worker for as long, so they are read and searched a part at a time
+# (``RECORDS_AT_ONCE``), the worker answering other requests between the parts.
+WHOLE_LISTING_FROM = 1001
+RECORDS_AT_ONCE = 250
 SORTS = ("name", "-name", "created_at", "-created_at", "size", "-size")
 DEFAULT_SORT = "-created_at"
 TYPES = ("image", "video", "audio", "text", "pdf", "other")
@@ -65,7 +71,9 @@ def type_class(content_type: str) -> str:
 
 def search_form(text: str) -> str:
     """How a query and a name compare: fully case-folded in Unicode NFC (``name_key``), then
-    without the accents of ``_ACCENTS``."""
+    without the accents of ``_ACCENTS``. An ASCII text is that in lower case."""
+    if text.isascii():
+        return text.lower()
     bare = unicodedata.normalize("NFD", name_key(text)).translate(_ACCENTS)
     return unicodedata.normalize("NFC", bare)
 
@@ -122,6 +130,39 @@ def name_holds(name: str, words: list[str]) -> bool:
     return all(word in form for word in words)
 
 
+Keyed = list[tuple[SortKey, FileRecord]]
+
+
+def kept(records: Iterable[FileRecord], query: FileQuery, after: SortKey | None) -> Keyed:
+    """The ``records`` ``query`` keeps that come after the position ``after``
+    (``position_after``), each with its place in the query's order: what ``ordered_page``
+    orders, for records read a part at a time."""
+    words = None if query.text is None else search_words(query.text)
+    field = _field(query.sort)
+    descending = query.sort.startswith("-")
+    found: Keyed = []
+    for record in records:
+        if words is not None and not name_holds(record.name, words):
+            continue
+        if query.kind is not None and type_class(record.content_type) != query.kind:
+            continue
+        key = _key(record, field)
+        if after is None or (key < after if descending else key > after):
+            found.append((key, record))
+    return found
+
+
+def ordered_page(keyed: Keyed, query: FileQuery, place: str, limit: int) -> FilePage:
+    """A page of what ``kept`` kept, in the query's order, with the cursor of the next page."""
+    keyed.sort(key=lambda pair: pair[0], reverse=query.sort.startswith("-"))
+    page = keyed[:limit]
+    next_cursor = None
+    if len(keyed) > limit:
+        (value, file_id), _ = page[-1]
+        next_cursor = encode_search_cursor(fingerprint(query, place), file_id, value)
+    return FilePage([record for _, record in page], next_cursor)
+
+
 def search_page(
     records: Iterable[FileRecord],
     query: FileQuery,
@@ -131,23 +172,4 @@ def search_page(
 ) -> FilePage:
     """A page of ``records`` as ``query`` keeps and orders them, after the position ``after``
     (``position_after``), with the cursor of the next page."""
-    words = None if query.text is None else search_words(query.text)
-    field = _field(query.sort)
-    descending = query.sort.startswith("-")
-    keyed = [
-        (_key(record, field), record)
-        for record in records
-        if (words is None or name_holds(record.name, words))
-        and (query.kind is None or type_class(record.content_type) == query.kind)
-    ]
-    if after is not None:
-        keyed = [
-            (key, record) for key, record in keyed if (key < after if descending else key > after)
-        ]
-    keyed.sort(key=lambda pair: pair[0], reverse=descending)
-    page = keyed[:limit]
-    next_cursor = None
-    if len(keyed) > limit:
-        (value, file_id), _ = page[-1]
-        next_cursor = encode_search_cursor(fingerprint(query, place), file_id, value)
-    return FilePage([record for _, record in page], next_cursor)
+    return ordered_page(kept(records, query, after), query, place, limit)

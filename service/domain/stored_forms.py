@@ -31,29 +31,38 @@ def file_member(record: FileRecord) -> str:
 
 
 def file_record(member: str) -> FileRecord:
-    """The record a stored member holds; ``CorruptRecord`` when it cannot be read."""
+    """The record a stored member holds; ``CorruptRecord`` when it cannot be read. Read for every
+    file a listing shows (a search reads a whole account's), so its checks are plain ones."""
     try:
         value: Any = orjson.loads(member[FILE_POSITION_LENGTH + 1 :])
     except orjson.JSONDecodeError:
         raise CorruptRecord() from None
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         raise CorruptRecord()
     try:
-        fields = {name: value[name] for name in _FIELDS[:-1]}
-        record = FileRecord(**fields, folder_id=value.get("folder_id"))
+        file_id = value["id"]
+        name = value["name"]
+        size = value["size"]
+        content_type = value["content_type"]
+        sha256 = value["sha256"]
+        created_at = value["created_at"]
     except KeyError:
         raise CorruptRecord() from None
-    ints = (record.size, record.created_at)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+    folder_id = value.get("folder_id")
+    # ``type(...) is int`` leaves out bool, which is an int to isinstance.
+    if type(size) is not int or type(created_at) is not int or size < 0 or created_at < 0:
         raise CorruptRecord()
-    texts = (record.id, record.name, record.content_type, record.sha256)
-    if not all(isinstance(v, str) for v in texts):
+    if not (
+        type(file_id) is str
+        and type(name) is str
+        and type(content_type) is str
+        and type(sha256) is str
+        and (folder_id is None or type(folder_id) is str)
+    ):
         raise CorruptRecord()
-    if not (record.folder_id is None or isinstance(record.folder_id, str)):
+    if member[: FILE_POSITION_LENGTH + 1] != f"{created_at:013d}:{file_id}:":
         raise CorruptRecord()
-    if member[: FILE_POSITION_LENGTH + 1] != f"{record.created_at:013d}:{record.id}:":
-        raise CorruptRecord()
-    return record
+    return FileRecord(file_id, name, size, content_type, sha256, created_at, folder_id)
 
 
 # Where a detached folder's parent would be: the top of a subtree being deleted.

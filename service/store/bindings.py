@@ -26,8 +26,9 @@ from redis.asyncio import Redis
 
 from service.domain.cursors import encode_file_cursor
 from service.domain.records import FilePage, FolderRecord
-from service.domain.stored_forms import FILE_POSITION_LENGTH, file_record, folder_record
+from service.domain.stored_forms import FILE_POSITION_LENGTH, folder_record
 from service.errors import CorruptRecord
+from service.store.files import file_records
 from service.store.folders import FOLDERS_LUA
 from service.store.keys import RedisKeys
 from service.store.pipelined import ARG, PipelinedRedis, ScriptCall
@@ -415,7 +416,7 @@ class BindingsStore:
             ],
         )
         status, stopped, members = int(found[0]), found[1] if len(found) > 1 else "", found[2:]
-        files = [file_record(member) for member in members[:limit]]
+        files = await file_records(members[:limit])
         if len(members) > limit:
             last = files[-1]
             next_cursor = encode_file_cursor(f"{last.created_at:013d}:{last.id}")

@@ -27,10 +27,14 @@ Every record read back is checked; one that cannot be read raises ``CorruptRecor
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 from redis.asyncio import Redis
 
 from service.domain.audit_events import EventBatch
 from service.domain.cursors import encode_file_cursor
+from service.domain.file_search import RECORDS_AT_ONCE, WHOLE_LISTING_FROM
 from service.domain.folders import TOP
 from service.domain.outcomes import AccountGone, FolderGone
 from service.domain.records import FilePage, FileRecord
@@ -194,6 +198,18 @@ def _unplaced(member: str) -> bool:
     return '"folder_id":' not in member[FILE_POSITION_LENGTH + 1 :]
 
 
+async def file_records(members: Sequence[str]) -> list[FileRecord]:
+    """The records stored members hold, a part at a time when they are a whole listing's
+    (``WHOLE_LISTING_FROM``); ``CorruptRecord`` for one that cannot be read."""
+    if len(members) < WHOLE_LISTING_FROM:
+        return [file_record(member) for member in members]
+    records: list[FileRecord] = []
+    for start in range(0, len(members), RECORDS_AT_ONCE):
+        await asyncio.sleep(0)  # the other requests' turn
+        records += [file_record(member) for member in members[start : start + RECORDS_AT_ONCE]]
+    return records
+
+
 class FilesStore:
     """The files' metadata, over the service's Redis client (and its hot connection)."""
 
@@ -254,11 +270,9 @@ class FilesStore:
         if found == [-1]:
             return None
         positions, members = found[0::2], found[1::2]
-        files = []
-        for stored in members[:limit]:
-            if not stored:  # indexed without a record: never written so, read as damaged
-                raise CorruptRecord()
-            files.append(file_record(stored))
+        if not all(members[:limit]):  # indexed without a record: never written so, damaged
+            raise CorruptRecord()
+        files = await file_records(members[:limit])
         more = len(positions) > limit
         return FilePage(files, encode_file_cursor(positions[limit - 1]) if more else None)
 
@@ -292,7 +306,7 @@ class FilesStore:
         order, at most ``FILEHOST_MAX_FILES_PER_ACCOUNT`` members (a searched or re-ordered
         listing reads it whole, ``service.domain.file_search``)."""
         members = await self._redis.zrange(self.keys.account_file_order(user_id), 0, -1, desc=True)
-        return [file_record(member) for member in members]
+        return await file_records(members)
 
     async def get_many(self, user_id: str, file_ids: list[str]) -> list[FileRecord | None]:
         """The records of ``file_ids`` (None for one the account does not hold), in order: one

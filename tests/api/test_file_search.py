@@ -5,10 +5,15 @@ Over HTTP, on the fixtures' real Redis."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from service.app import STORE
+from service.domain.credentials import new_id
+from service.domain.file_search import RECORDS_AT_ONCE, WHOLE_LISTING_FROM
+from service.domain.records import FileRecord
 from service.store.files import FilesStore
 from tests.support.api import Api, assert_error, bearer
 from tests.support.bound import account, file_ids
@@ -233,6 +238,46 @@ async def test_a_search_that_is_not_one_is_refused_naming_each_parameter(api: Ap
     # 100 characters is a search; q matches its own length in characters, not bytes.
     longest = await api.client.get(FILES_URL, params={"q": "é" * 100}, headers=bearer(token))
     assert longest.status == 200
+
+
+async def test_a_search_of_thousands_of_files_is_the_same_search(
+    api: Api, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More files than a page holds are read and searched a part at a time, the worker
+    answering others between the parts: the answers are those of one search over them all."""
+    user = await api.create_user("many@example.com")
+    token = await api.login("many@example.com")
+    files = api.app[STORE].files
+    count = WHOLE_LISTING_FROM + 2 * RECORDS_AT_ONCE + 7
+    for index in range(count):
+        stem = "Report" if index % 3 == 0 else "photo"
+        extension, content_type = ("txt", "text/plain") if index % 2 else ("png", "image/png")
+        record = FileRecord(
+            id=new_id("fil"),
+            name=f"{stem}-{index:05}.{extension}",
+            size=index,
+            content_type=content_type,
+            sha256="0" * 64,
+            created_at=clock.ms + index,
+        )
+        assert await files.add(user.id, record, count)
+    turns = 0
+    sleep = asyncio.sleep
+
+    async def counted(delay: float) -> None:
+        nonlocal turns
+        turns += delay == 0
+        await sleep(delay)
+
+    monkeypatch.setattr(asyncio, "sleep", counted)
+    reports = [f"Report-{index:05}.{'txt' if index % 2 else 'png'}" for index in range(0, count, 3)]
+    pages = await _pages(api, bearer(token), q="report", sort="name", limit=1000)
+    assert [name for page in pages for name in page] == reports
+    assert turns >= 2 * (count // RECORDS_AT_ONCE)  # read, then searched, a part at a time
+    texts = await _pages(api, bearer(token), q="REPORT", type="text", sort="-size", limit=1000)
+    assert [name for page in texts for name in page] == [
+        name for name in reversed(reports) if name.endswith(".txt")
+    ]
 
 
 async def test_without_a_search_the_listing_reads_only_its_page(
