@@ -16,7 +16,7 @@ import redis
 
 import benchmark
 from benchmark import ROOT, runs
-from benchmark.load import Measurer, count_instructions, login_storm
+from benchmark.load import Measurer, count_instructions, login_storm, search_storm
 from benchmark.object_store import OBJECT_TRANSFERS, object_part
 from benchmark.processes import redis_server
 from benchmark.report import (
@@ -111,6 +111,20 @@ def parse_args() -> argparse.Namespace:
         dest="login_storm",
     )
     parser.add_argument(
+        "--_search-storm",
+        nargs=2,
+        metavar=("URL", "SECONDS"),
+        help=argparse.SUPPRESS,
+        dest="search_storm",
+    )
+    parser.add_argument(
+        "--searched-files",
+        type=int,
+        default=10_000,
+        help="files of the account the search storm searches (FILEHOST_MAX_FILES_PER_ACCOUNT's "
+        "default; 0 skips the storm)",
+    )
+    parser.add_argument(
         "--instructions",
         type=int,
         metavar="REQUESTS",
@@ -141,6 +155,10 @@ def main() -> int:
         url, clients, seconds = args.login_storm
         counts = asyncio.run(login_storm(url, int(clients), float(seconds)))
         print(orjson.dumps(counts).decode())
+        return 0
+    if args.search_storm:
+        url, seconds = args.search_storm
+        print(orjson.dumps(asyncio.run(search_storm(url, float(seconds)))).decode())
         return 0
     if args.instructions:
         return count_instructions(args.instructions, scenarios, args.profiles)
@@ -202,6 +220,8 @@ def gateway_part(
     runs.rounds(bench)
     runs.limits_off(bench)
     runs.login_storm(bench)
+    if args.searched_files:
+        runs.search_storm(bench)
     if args.cluster:
         runs.cluster(bench)
     if args.large:

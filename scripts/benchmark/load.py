@@ -37,7 +37,7 @@ from benchmark.scenarios import (
     path,
     scenario_headers,
 )
-from benchmark.seeding import EMAIL, PASSWORD, key_entry, seed_account
+from benchmark.seeding import EMAIL, PASSWORD, SEARCH_EMAIL, key_entry, seed_account
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 
@@ -228,6 +228,35 @@ def start_login_storm(url: str, clients: int, seconds: int) -> subprocess.Popen:
     """The login storm in a process of its own (this one waits on wrk meanwhile); it prints its
     counts as JSON when done."""
     command, env = package_command("benchmark", "--_login-storm", url, str(clients), str(seconds))
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+
+
+# -- the search storm ---------------------------------------------------------------------------
+
+
+async def search_storm(url: str, seconds: float) -> dict[str, int]:
+    """One person searching a large account back to back (``seeding.SEARCH_EMAIL``) until
+    ``seconds`` pass: how many searches were answered, by status."""
+    import aiohttp
+
+    counts: dict[str, int] = {}
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds + 30)) as session:
+        login = {"email": SEARCH_EMAIL, "password": PASSWORD}
+        async with session.post(f"{url}/api/v1/auth/login", json=login) as response:
+            token = (await response.json())["data"]["token"]
+        headers = {"Authorization": f"Bearer {token}"}
+        while time.monotonic() < deadline:
+            params = {"q": "report", "limit": "100"}
+            async with session.get(f"{url}{FILES_PATH}", params=params, headers=headers) as answer:
+                await answer.read()
+                counts[str(answer.status)] = counts.get(str(answer.status), 0) + 1
+    return counts
+
+
+def start_search_storm(url: str, seconds: int) -> subprocess.Popen:
+    """The search storm in a process of its own; it prints its counts as JSON when done."""
+    command, env = package_command("benchmark", "--_search-storm", url, str(seconds))
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
 
 

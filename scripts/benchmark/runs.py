@@ -1,7 +1,7 @@
 """The parts of a run, in the order ``__main__`` calls them: the rounds of every scenario beside
-the floors, then single runs of b with rate limits off and during a login storm, g on a Redis
-Cluster, and b and c with a million keys and sessions loaded. Each part starts the servers it
-needs and stops them when done."""
+the floors, then single runs of b with rate limits off and during a login storm, g while a large
+account is searched, g on a Redis Cluster, and b and c with a million keys and sessions loaded.
+Each part starts the servers it needs and stops them when done."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import orjson
 import redis
 
 from benchmark import processes
-from benchmark.load import Measurer, start_login_storm
+from benchmark.load import Measurer, start_login_storm, start_search_storm
 from benchmark.report import ExtraRow, median_row, ratio_cell
 from benchmark.scenarios import FLOORS, LABELS, PATHS, WITHOUT_LANE, scenario_headers
 from benchmark.seeding import (
@@ -24,6 +24,7 @@ from benchmark.seeding import (
     key_commands,
     mass_insert,
     seed_account,
+    seed_searched_account,
     session_commands,
 )
 
@@ -175,6 +176,31 @@ def login_storm(bench: Bench) -> None:
             if slowest_refusal
             else "; no login was refused"
         )
+    )
+
+
+def search_storm(bench: Bench) -> None:
+    """g just before and while one person searches an account of ``--searched-files`` files
+    back to back: a search reads and searches the whole account in the worker that answers it,
+    so what it costs the gateway's requests beside it is measured here."""
+    count, seconds = bench.args.searched_files, bench.args.seconds
+    seed_searched_account(bench.redis_url, count)
+    label = f"g while {count:,} files are searched back to back"
+    with bench.service() as svc:
+        bench.measure.warm_up(svc[0], bench.headers["g"], PATHS["g"])
+        calm, _ = bench.measure("g before the searches", svc, "g")
+        storm = start_search_storm(svc[0], seconds + 2)
+        time.sleep(1)  # the searcher signs in and is searching when wrk starts
+        stormy, used = bench.measure(label, svc, "g")
+        storm_out, _ = storm.communicate(timeout=seconds + 60)
+    kept = stormy["rps"] / calm["rps"]
+    bench.extra_rows.append((label, stormy, used, f"{kept:.2f} of g just before | –"))
+    counts = orjson.loads(storm_out)
+    bench.notes.append(
+        f"search storm: beside one client searching an account of {count:,} files back to back "
+        f"({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))} searches in "
+        f"{seconds + 2} s), g kept {kept:.2f} of its throughput just before, p99 "
+        f"{stormy['p99']:.2f} ms against {calm['p99']:.2f} ms"
     )
 
 

@@ -36,6 +36,7 @@ ALIAS_EMAIL = "bench-aliases@example.com"
 TRANSFER_EMAIL = "transfers@example.com"
 OBJECT_STORE_EMAIL = "object-store@example.com"
 RESUMABLE_EMAIL = "resumable@example.com"
+SEARCH_EMAIL = "searcher@example.com"
 PREFIX = "fh"
 DAY_MS = 86_400_000
 
@@ -141,6 +142,45 @@ def seed_transfer_key(redis_url: str, email: str = TRANSFER_EMAIL) -> str:
         return key.secret
 
     return asyncio.run(run())
+
+
+def seed_searched_account(redis_url: str, count: int) -> None:
+    """A user apart from the bench account, ``SEARCH_EMAIL``, holding ``count`` files' records
+    (written through the store's own code; a search reads records, never bytes), one in three
+    named ``Report-…``: what the search storm searches."""
+    from service.auth.passwords import PasswordHasher
+    from service.auth.policy import make_policy
+    from service.clock import SystemClock
+    from service.config import Settings
+    from service.domain.records import FileRecord
+    from service.store.blob_stores import blob_stores_over, open_blob_store
+    from service.store.stores import open_stores
+    from service.store.topology import connect_client
+
+    async def run() -> None:
+        settings = Settings(redis_url=redis_url, bcrypt_cost=12, redis_timeout_seconds=2.0)
+        client, close = connect_client(settings, redis_url)
+        passwords = PasswordHasher(12, 1, 0)
+        stores = open_stores(client, PREFIX)
+        accounts = make_policy(
+            stores, blob_stores_over(open_blob_store(settings)), passwords, SystemClock(), settings
+        )
+        user = await accounts.users.create_user(SEARCH_EMAIL, PASSWORD)
+        now = int(time.time() * 1000)
+        for index in range(count):
+            record = FileRecord(
+                id=credentials.new_id("fil"),
+                name=f"{'Report' if index % 3 == 0 else 'photo'}-{index:05}.txt",
+                size=index,
+                content_type="text/plain",
+                sha256="0" * 64,
+                created_at=now + index,
+            )
+            await stores.files.add(user.id, record, count)
+        passwords.close()
+        await close()
+
+    asyncio.run(run())
 
 
 def key_entry(seed: dict[str, str]) -> str:
