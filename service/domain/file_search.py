@@ -6,10 +6,9 @@ A name matches when it holds every word of the query (split at white space), in 
 substrings, both folded (``search_form``): fully case-folded in Unicode NFC
 (``domain.folders.name_key``), so ``straße`` finds ``STRASSE.txt``, and without accents, so
 ``resume`` finds ``Résumé.pdf`` (and ``résumé`` finds ``RESUME.txt``); ``april invoice`` finds
-``Invoice_April.pdf``. The
-type class is read from the stored ``content_type``: ``image/*``, ``video/*``, ``audio/*``,
-``text/*``, ``application/pdf``, and ``other`` for everything else. Every order ends with the
-file's id, so no two files tie and a page never skips or repeats one.
+``Invoice_April.pdf``. The type class is read from the stored ``content_type``: ``image/*``,
+``video/*``, ``audio/*``, ``text/*``, ``application/pdf``, and ``other`` for everything else.
+Every order ends with the file's id, so no two files tie and a page never skips or repeats one.
 
 A cursor of such a listing names its query (a short digest of the name, order, type and
 place it was made for), the last file's sort value and its id: sent with another query it is
