@@ -61,13 +61,15 @@ def malformed_key(secret: str) -> ApiError:
     an integrator makes (a session token, a value with its scheme, the listed prefix), never
     anything of the value itself."""
     if secret.startswith(credentials.SESSION_KIND):
-        message = "This is a session token, not an API key: send it as Authorization: Bearer."
+        message = (
+            "This looks like a session token, not an API key: send it as Authorization: Bearer."
+        )
     elif secret[:7].lower() == "bearer ":
         message = 'Send the API key alone in X-API-Key, without "Bearer".'
     elif secret.startswith(credentials.API_KEY_KIND) and secret.endswith(("...", "…")):
         message = (
-            "This is the key's prefix as its list shows it, not its secret: a secret is shown "
-            "once, when the key is made or rolled."
+            "This looks like a key's prefix as the keys list shows it, not its secret: a secret "
+            "is shown once, when the key is made or rolled."
         )
     else:
         return ApiError(Code.INVALID_API_KEY)

@@ -91,11 +91,14 @@ async def test_the_mistakes_integrators_make_are_named_without_the_value(api: Ap
     assert prefix.endswith("...") and key["secret_key"].startswith(prefix[:-3])
     error = await refused(api, prefix, "invalid_api_key")
     assert error["message"] == (
-        "This is the key's prefix as its list shows it, not its secret: a secret is shown once, "
-        "when the key is made or rolled."
+        "This looks like a key's prefix as the keys list shows it, not its secret: a secret is "
+        "shown once, when the key is made or rolled."
     )
     for sent, message in (
-        (token, "This is a session token, not an API key: send it as Authorization: Bearer."),
+        (
+            token,
+            "This looks like a session token, not an API key: send it as Authorization: Bearer.",
+        ),
         (f"Bearer {key['secret_key']}", 'Send the API key alone in X-API-Key, without "Bearer".'),
     ):
         for path, extra in ((FILES, {}), (VERIFY, {"X-Required-Permission": "files.read"})):
