@@ -70,11 +70,11 @@ def type_class(content_type: str) -> str:
 
 def search_form(text: str) -> str:
     """How a query and a name compare: fully case-folded in Unicode NFC (``name_key``), then
-    without the accents of ``_ACCENTS``. An ASCII text is that in lower case."""
-    if text.isascii():
-        return text.lower()
-    bare = unicodedata.normalize("NFD", name_key(text)).translate(_ACCENTS)
-    return unicodedata.normalize("NFC", bare)
+    without the accents of ``_ACCENTS``."""
+    folded = name_key(text)
+    if folded.isascii():  # no accent to take off
+        return folded
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", folded).translate(_ACCENTS))
 
 
 def search_words(text: str) -> list[str]:
