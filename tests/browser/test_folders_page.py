@@ -380,6 +380,31 @@ async def test_a_folder_goes_up_whole_and_again_into_the_same_folders(
     assert console_beyond_refusals(tab) == []
 
 
+async def test_a_folder_of_the_same_name_as_the_service_compares_them_is_used(
+    tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
+) -> None:
+    """ "Straße" uploaded beside "STRASSE": the service holds them for one name (full case
+    folding), so the files go into the folder already there."""
+    page = tab.page
+    await open_files_page(page, user)
+    token = await tab.stored_token()
+    status, body = await dashboard.api("POST", "/folders", token=token, json={"name": "STRASSE"})
+    assert status == 201, body
+    chosen = tmp_path / "Straße"
+    chosen.mkdir()
+    (chosen / "map.txt").write_bytes(b"map")
+
+    await page.set_input_files("#folder-picker", chosen)
+
+    await expect(upload_item(page, "map.txt").locator(".upload-status")).to_have_text(
+        "Uploaded map.txt (3 bytes) into STRASSE."
+    )
+    (street,) = await children(dashboard, token, None)
+    assert street["name"] == "STRASSE"
+    assert await files_in(dashboard, token, street["id"]) == ["map.txt"]
+    assert console_beyond_refusals(tab) == []
+
+
 async def test_a_folder_name_the_service_refuses_is_said_on_its_files_lines(
     tab: Tab, user: str, dashboard: Dashboard, tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ from service.api.validation import MAX_EXPIRES_DAYS, MAX_KEY_NAME_LENGTH, _check
 from service.auth.rate_limits import KEY_MAX_BURST, KEY_MAX_PER_SECOND
 from service.dashboard.routes import ASSETS, NOT_FOUND_PAGE, PAGES, STATIC_PREFIX
 from service.domain.file_search import name_holds, search_words
+from service.domain.folders import name_key
 from service.domain.key_rules import MAX_ALLOWED_IPS, MAX_NETWORK_TEXT, canonical_network
 from service.domain.permissions import ENFORCED_BY, PERMISSION_DESCRIPTIONS, PERMISSIONS
 from tests.support.browser import LATER_PERMISSIONS, Tab, create_key, sign_in
@@ -329,19 +330,23 @@ SEARCHES = [
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_files_page_finds_folders_as_the_service_finds_files(tab: Tab) -> None:
     """The search box's folders (matched in the page) by the service's own rule for files:
-    every word, ignoring case and accents; a search of only spaces and accents is none."""
+    every word, ignoring case and accents; a search of only spaces and accents is none. Names
+    compare as the service compares siblings' (``nameKey``, its ``name_key``)."""
     page = tab.page
     await page.goto("/")
     found = await page.evaluate(
         """async ([names, searches]) => {
             const find = await import('/static/js/files/find.js');
+            const folders = await import('/static/js/folders.js');
             return {
+                keys: names.map(folders.nameKey),
                 holds: searches.map((q) => names.map((name) => find.nameHolds(name, q))),
                 searches: [" padded  ", "", "   ", " \u0301 ", "x".repeat(101)].map(find.searchOf),
             };
         }""",
         [SEARCHED_NAMES, SEARCHES],
     )
+    assert found["keys"] == [name_key(name) for name in SEARCHED_NAMES]
     expected = [[name_holds(name, search_words(q)) for name in SEARCHED_NAMES] for q in SEARCHES]
     assert found["holds"] == expected
     by_search = dict(zip(SEARCHES, expected, strict=True))

@@ -32,6 +32,13 @@ export function folderNameProblem(text) {
   return null;
 }
 
+// How a name compares with its siblings' in the service (its name_key): fully case-folded (upper
+// then lower case folds as full case folding does, ß as ss; a final sigma as any sigma) in
+// Unicode NFC, so "Straße" and "STRASSE" are one name.
+export function nameKey(name) {
+  return name.normalize("NFC").toUpperCase().toLowerCase().replaceAll("ς", "σ").normalize("NFC");
+}
+
 // A new folder named `name` in the folder `parentId` (null: the top level), as the service
 // answers it.
 export function newFolder(call, name, parentId) {

@@ -5,6 +5,7 @@
 // (`GET /files?q=`) a moment after the typing stops, so a search reaches past the first page.
 
 import { byId, el } from "../dom.js";
+import { nameKey } from "../folders.js";
 
 export const DEFAULT_SORT = "-created_at";
 export const SORTS = [
@@ -30,19 +31,11 @@ export const MAX_QUERY = 100;
 // How long the typing must pause before the search is sent: one request per word, not per key.
 const DEBOUNCE_MS = 300;
 
-// A name as the service compares it with a search (its search_form): case-folded (upper then
-// lower case folds what full case folding folds, ß as ss, but keeps a final sigma), then
-// without the accents of the Combining Diacritical Marks block, so "resume" finds "Résumé".
+// A name as the service compares it with a search (its search_form): case-folded as names
+// compare, then without the accents of the Combining Diacritical Marks block, so "resume"
+// finds "Résumé".
 const ACCENTS = /[\u0300-\u036f]/g;
-const searchForm = (text) =>
-  text
-    .normalize("NFC")
-    .toUpperCase()
-    .toLowerCase()
-    .replaceAll("ς", "σ")
-    .normalize("NFD")
-    .replace(ACCENTS, "")
-    .normalize("NFC");
+const searchForm = (text) => nameKey(text).normalize("NFD").replace(ACCENTS, "").normalize("NFC");
 
 // Whether a name holds every word of a search, in any order, as the service finds files by it.
 export function nameHolds(name, q) {

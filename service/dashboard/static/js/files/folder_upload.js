@@ -1,10 +1,10 @@
 // A folder uploaded whole (chosen with "Choose a folder", or dropped): its files, each with the
 // folders it sits in, and those folders made below the open one as they are first needed. A
-// folder of the same name already there (names compare ignoring case, as the service compares
-// them) is used as it is, as copying into it would, so uploading a folder twice makes no second
-// folder.
+// folder of the same name already there (names compare as the service compares them,
+// `nameKey`) is used as it is, as copying into it would, so uploading a folder twice makes no
+// second folder.
 
-import { childrenOf, newFolder } from "../folders.js";
+import { childrenOf, nameKey, newFolder } from "../folders.js";
 
 // Files an operating system keeps in folders for itself: Finder's .DS_Store and "._" twins (its
 // AppleDouble files on a disk from elsewhere), Windows' Thumbs.db and desktop.ini, the Icon\r of
@@ -101,8 +101,8 @@ async function folderIn(call, parent, name) {
     if (failure.code !== "folder_name_taken") {
       throw failure;
     }
-    const wanted = name.toLowerCase();
-    folder = (await childrenOf(call, parent.id)).find((child) => child.name.toLowerCase() === wanted);
+    const wanted = nameKey(name);
+    folder = (await childrenOf(call, parent.id)).find((child) => nameKey(child.name) === wanted);
     if (!folder) {
       throw failure;
     }
