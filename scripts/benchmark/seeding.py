@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -41,44 +42,58 @@ PREFIX = "fh"
 DAY_MS = 86_400_000
 
 
+@asynccontextmanager
+async def _service_code(
+    redis_url: str, mode: str = "single", data_dir: Path | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The service's policy and stores over the run's store, as the service builds them (bcrypt
+    at its production cost; files in ``data_dir``, the service's ``FILEHOST_DATA_DIR``), for
+    writing what a run needs through the service's own code paths; closed on leaving."""
+    from service.auth.passwords import PasswordHasher
+    from service.auth.policy import make_policy
+    from service.clock import SystemClock
+    from service.config import Settings
+    from service.store.blob_stores import blob_stores_over, open_blob_store
+    from service.store.stores import open_stores
+    from service.store.topology import connect_client
+
+    where = {} if data_dir is None else {"data_dir": data_dir}
+    settings = Settings(
+        redis_url=redis_url, bcrypt_cost=12, redis_mode=mode, redis_timeout_seconds=2.0, **where
+    )
+    client, close = connect_client(settings, redis_url)
+    passwords = PasswordHasher(12, 1, 0)
+    stores = open_stores(client, PREFIX)
+    blobs = blob_stores_over(open_blob_store(settings))
+    try:
+        yield make_policy(stores, blobs, passwords, SystemClock(), settings), stores
+    finally:
+        passwords.close()
+        await close()
+
+
 def seed_account(
     redis_url: str, mode: str = "single", data_dir: Path | None = None
 ) -> dict[str, str]:
     """One user, its keys and a session, written through the service's own code paths; with
     ``data_dir`` (the service's ``FILEHOST_DATA_DIR``), also a 1 KiB file and a vanity alias of
     it, ``ALIAS_SLUG``."""
-    from service.auth.passwords import PasswordHasher
-    from service.auth.policy import make_policy
-    from service.clock import SystemClock
-    from service.config import Settings
-    from service.store.blob_stores import blob_stores_over
-    from service.store.blobs import FILES_DIRECTORY
-    from service.store.directory_blobs import DirectoryBlobs
-    from service.store.stores import open_stores
-    from service.store.topology import connect_client
 
     async def run() -> dict[str, str]:
-        settings = Settings(
-            redis_url=redis_url, bcrypt_cost=12, redis_mode=mode, redis_timeout_seconds=2.0
-        )
-        client, close = connect_client(settings, redis_url)
-        passwords = PasswordHasher(12, 1, 0)
-        blobs = DirectoryBlobs((data_dir or Path(".")) / FILES_DIRECTORY)
-        accounts = make_policy(
-            open_stores(client, PREFIX), blob_stores_over(blobs), passwords, SystemClock(), settings
-        )
-        user = await accounts.users.create_user(EMAIL, PASSWORD)
-        reader = await accounts.api_keys.create_key(user.id, "bench reader", ["files.read"], 30)
-        other = await accounts.api_keys.create_key(user.id, "bench folders", ["folders.read"], 30)
-        for n in range(8):
-            await accounts.api_keys.create_key(user.id, f"filler {n}", ["files.read"], 30)
-        session = await accounts.login.login(EMAIL, PASSWORD)
-        if data_dir is not None:
-            # Another account's file: the bench account's list, what b and c read, stays empty.
-            sharer = await accounts.users.create_user(ALIAS_EMAIL, PASSWORD)
-            await _alias_of_a_file(accounts, sharer.id)
-        passwords.close()
-        await close()
+        async with _service_code(redis_url, mode, data_dir) as (accounts, _):
+            user = await accounts.users.create_user(EMAIL, PASSWORD)
+            reader = await accounts.api_keys.create_key(user.id, "bench reader", ["files.read"], 30)
+            other = await accounts.api_keys.create_key(
+                user.id, "bench folders", ["folders.read"], 30
+            )
+            for n in range(8):
+                await accounts.api_keys.create_key(user.id, f"filler {n}", ["files.read"], 30)
+            session = await accounts.login.login(EMAIL, PASSWORD)
+            if data_dir is not None:
+                # Another account's file: the bench account's list, what b and c read, stays
+                # empty.
+                sharer = await accounts.users.create_user(ALIAS_EMAIL, PASSWORD)
+                await _alias_of_a_file(accounts, sharer.id)
         good = reader.secret
         return {
             "user_id": user.id,
@@ -117,28 +132,13 @@ def seed_transfer_key(redis_url: str, email: str = TRANSFER_EMAIL) -> str:
     """A user apart from the bench account (whose file list scenario b reads), with a key that
     may upload and download: the transfers' credential (each part of the bench that transfers
     files names a user of its own, ``email``, as they share one Redis)."""
-    from service.auth.passwords import PasswordHasher
-    from service.auth.policy import make_policy
-    from service.clock import SystemClock
-    from service.config import Settings
-    from service.store.blob_stores import blob_stores_over, open_blob_store
-    from service.store.stores import open_stores
-    from service.store.topology import connect_client
 
     async def run() -> str:
-        settings = Settings(redis_url=redis_url, bcrypt_cost=12, redis_timeout_seconds=2.0)
-        client, close = connect_client(settings, redis_url)
-        passwords = PasswordHasher(12, 1, 0)
-        blobs = blob_stores_over(open_blob_store(settings))
-        accounts = make_policy(
-            open_stores(client, PREFIX), blobs, passwords, SystemClock(), settings
-        )
-        user = await accounts.users.create_user(email, PASSWORD)
-        key = await accounts.api_keys.create_key(
-            user.id, "bench transfers", ["files.read", "files.write", "aliases.write"], 30
-        )
-        passwords.close()
-        await close()
+        async with _service_code(redis_url) as (accounts, _):
+            user = await accounts.users.create_user(email, PASSWORD)
+            key = await accounts.api_keys.create_key(
+                user.id, "bench transfers", ["files.read", "files.write", "aliases.write"], 30
+            )
         return key.secret
 
     return asyncio.run(run())
@@ -148,37 +148,22 @@ def seed_searched_account(redis_url: str, count: int) -> None:
     """A user apart from the bench account, ``SEARCH_EMAIL``, holding ``count`` files' records
     (written through the store's own code; a search reads records, never bytes), one in three
     named ``Report-…``: what the search storm searches."""
-    from service.auth.passwords import PasswordHasher
-    from service.auth.policy import make_policy
-    from service.clock import SystemClock
-    from service.config import Settings
     from service.domain.records import FileRecord
-    from service.store.blob_stores import blob_stores_over, open_blob_store
-    from service.store.stores import open_stores
-    from service.store.topology import connect_client
 
     async def run() -> None:
-        settings = Settings(redis_url=redis_url, bcrypt_cost=12, redis_timeout_seconds=2.0)
-        client, close = connect_client(settings, redis_url)
-        passwords = PasswordHasher(12, 1, 0)
-        stores = open_stores(client, PREFIX)
-        accounts = make_policy(
-            stores, blob_stores_over(open_blob_store(settings)), passwords, SystemClock(), settings
-        )
-        user = await accounts.users.create_user(SEARCH_EMAIL, PASSWORD)
-        now = int(time.time() * 1000)
-        for index in range(count):
-            record = FileRecord(
-                id=credentials.new_id("fil"),
-                name=f"{'Report' if index % 3 == 0 else 'photo'}-{index:05}.txt",
-                size=index,
-                content_type="text/plain",
-                sha256="0" * 64,
-                created_at=now + index,
-            )
-            await stores.files.add(user.id, record, count)
-        passwords.close()
-        await close()
+        async with _service_code(redis_url) as (accounts, stores):
+            user = await accounts.users.create_user(SEARCH_EMAIL, PASSWORD)
+            now = int(time.time() * 1000)
+            for index in range(count):
+                record = FileRecord(
+                    id=credentials.new_id("fil"),
+                    name=f"{'Report' if index % 3 == 0 else 'photo'}-{index:05}.txt",
+                    size=index,
+                    content_type="text/plain",
+                    sha256="0" * 64,
+                    created_at=now + index,
+                )
+                await stores.files.add(user.id, record, count)
 
     asyncio.run(run())
 
